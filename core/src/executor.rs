@@ -1,0 +1,241 @@
+//! Running tool calls: confirm, then execute at most once, and tell the model what happened.
+
+use crate::audit::{AuditKind, AuditRecord};
+use crate::display;
+use crate::error::{Error, ErrorKind};
+use crate::event::CancelReason;
+use crate::gate::{Decision, Gate, ToolCall};
+use futures_util::FutureExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// What became of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolStatus {
+    /// The tool ran and returned a value.
+    Executed,
+    /// The tool ran and returned an error (or panicked).
+    Failed,
+    /// A person declined; the tool did not run.
+    Denied,
+    /// Nobody answered in time; the tool did not run.
+    TimedOut,
+    /// The request was cancelled (no approver, shutdown, abort, session end); the tool did not run.
+    Cancelled,
+    /// The call was refused before anyone was asked (unknown tool, invalid arguments, no executor).
+    Rejected,
+}
+
+impl ToolStatus {
+    /// True when the tool ran.
+    pub fn ran(self) -> bool {
+        matches!(self, ToolStatus::Executed | ToolStatus::Failed)
+    }
+}
+
+/// The result of one call, in the model's terms. `content` is the text to hand back to the model
+/// as the tool message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The model's id for the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    pub tool: String,
+    pub status: ToolStatus,
+    /// The tool's output, when it ran and succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The tool's error, or why the call was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The error kind, when rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// The arguments the tool ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// The person changed the arguments before approving.
+    #[serde(default)]
+    pub edited: bool,
+    /// The confirmation request, if one was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Uuid>,
+    /// The decision, as the gate made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// Text for the model.
+    pub content: String,
+}
+
+impl ToolResult {
+    /// True unless the tool ran successfully: for Anthropic-style `is_error`.
+    pub fn is_error(&self) -> bool {
+        self.status != ToolStatus::Executed
+    }
+
+    fn rejected(call: &ToolCall, e: &Error) -> Self {
+        ToolResult {
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            status: ToolStatus::Rejected,
+            output: None,
+            error: Some(e.to_string()),
+            error_kind: Some(e.kind()),
+            arguments: None,
+            edited: false,
+            request_id: None,
+            decision: None,
+            content: format!("The call to `{}` was refused and did not run: {e}.", call.tool),
+        }
+    }
+}
+
+const DO_NOT_RETRY: &str =
+    "Do not retry the same call; continue without it, or ask the user what they would like to do instead.";
+
+/// The text the model reads for a call that did not run.
+pub(crate) fn declined_text(tool: &str, d: &Decision) -> String {
+    match d {
+        Decision::Denied { reason: Some(r), .. } if !r.trim().is_empty() => {
+            format!("The user declined this call to `{tool}`, so the tool did not run. Their reason: \"{r}\". {DO_NOT_RETRY}")
+        }
+        Decision::Denied { .. } => format!("The user declined this call to `{tool}`, so the tool did not run. {DO_NOT_RETRY}"),
+        Decision::TimedOut { timeout_ms, .. } => format!(
+            "Nobody approved this call to `{tool}` within {}, so the tool did not run. {DO_NOT_RETRY}",
+            human_duration(*timeout_ms)
+        ),
+        Decision::Cancelled { reason, .. } => {
+            let why = match reason {
+                CancelReason::NoSubscribers => "no one was available to approve it",
+                CancelReason::Shutdown => "the application is shutting down",
+                CancelReason::Aborted => "the request was aborted",
+                CancelReason::SessionEnded => "the session ended",
+            };
+            format!("This call to `{tool}` was cancelled before anyone approved it ({why}), so the tool did not run. {DO_NOT_RETRY}")
+        }
+        Decision::Approved { .. } => String::new(),
+    }
+}
+
+fn human_duration(ms: u64) -> String {
+    if ms % 1000 == 0 { format!("{} s", ms / 1000) } else { format!("{ms} ms") }
+}
+
+fn output_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => display::canonical_json(other),
+    }
+}
+
+impl Gate {
+    /// Confirms a call and, if approved, runs its executor exactly once.
+    ///
+    /// Never returns an error: an unknown tool, invalid arguments or a missing executor give a
+    /// [`ToolStatus::Rejected`] result (checked before anyone is asked), a decision not to run
+    /// gives `Denied` / `TimedOut` / `Cancelled`, and a failing or panicking executor gives
+    /// `Failed`. `content` is always ready for the model.
+    pub async fn execute(&self, call: ToolCall) -> ToolResult {
+        let tool = match self.tool(&call.tool) {
+            Ok(t) => t,
+            Err(e) => return ToolResult::rejected(&call, &e),
+        };
+        let Some(executor) = tool.tool.executor.clone() else {
+            return ToolResult::rejected(&call, &Error::NoExecutor(call.tool.clone()));
+        };
+        let call_id = call.call_id.clone();
+        let name = call.tool.clone();
+        let session = call.session_id.clone();
+        let decision = match self.confirm_with(tool, call.clone()).await {
+            Ok(d) => d,
+            Err(e) => return ToolResult::rejected(&call, &e),
+        };
+        let request_id = decision.request_id();
+        let (arguments, edited) = match &decision {
+            Decision::Approved { arguments, edited, .. } => (arguments.clone(), *edited),
+            other => {
+                let status = match other {
+                    Decision::Denied { .. } => ToolStatus::Denied,
+                    Decision::TimedOut { .. } => ToolStatus::TimedOut,
+                    _ => ToolStatus::Cancelled,
+                };
+                return ToolResult {
+                    call_id,
+                    content: declined_text(&name, other),
+                    tool: name,
+                    status,
+                    output: None,
+                    error: None,
+                    error_kind: None,
+                    arguments: None,
+                    edited: false,
+                    request_id,
+                    decision: Some(decision),
+                };
+            }
+        };
+
+        // The one execution that follows this decision.
+        let run = std::panic::AssertUnwindSafe(executor(arguments.clone())).catch_unwind().await;
+        let result = match run {
+            Ok(r) => r,
+            Err(_) => Err("the tool panicked".to_owned()),
+        };
+        if let Some(a) = self.audit_sink() {
+            let mut r = AuditRecord::new(AuditKind::Execution);
+            r.request_id = request_id;
+            r.session_id = Some(session);
+            r.tool = Some(name.clone());
+            r.tool_call_id = call_id.clone();
+            r.arguments_digest = Some(display::arguments_digest(&arguments));
+            r.decision = Some(if result.is_ok() { "ok" } else { "error" }.into());
+            r.reason = result.as_ref().err().cloned();
+            a.record(r);
+        }
+        let edit_note = if edited {
+            format!(
+                "Note: the user changed the arguments before approving; the tool ran with {}.\n",
+                display::canonical_json(&arguments)
+            )
+        } else {
+            String::new()
+        };
+        match result {
+            Ok(output) => ToolResult {
+                call_id,
+                content: format!("{edit_note}{}", output_text(&output)),
+                tool: name,
+                status: ToolStatus::Executed,
+                output: Some(output),
+                error: None,
+                error_kind: None,
+                arguments: Some(arguments),
+                edited,
+                request_id,
+                decision: Some(decision),
+            },
+            Err(err) => ToolResult {
+                call_id,
+                content: format!("{edit_note}The tool `{name}` ran and failed: {err}"),
+                tool: name,
+                status: ToolStatus::Failed,
+                output: None,
+                error: Some(err),
+                error_kind: None,
+                arguments: Some(arguments),
+                edited,
+                request_id,
+                decision: Some(decision),
+            },
+        }
+    }
+
+    /// Runs a batch of calls from one model turn. Every call proceeds concurrently: ungated calls
+    /// run at once, each gated call waits for its own decision. Results come back in the order
+    /// of `calls`, each with its call id; each call executes at most once.
+    pub async fn execute_batch(&self, calls: Vec<ToolCall>) -> Vec<ToolResult> {
+        futures_util::future::join_all(calls.into_iter().map(|c| self.execute(c))).await
+    }
+}

@@ -1,0 +1,1024 @@
+//! The gate: decides, publishes, waits, and resolves every request exactly once.
+
+use crate::audit::{AuditKind, AuditRecord, AuditSink};
+use crate::display;
+use crate::error::{Error, Result};
+use crate::event::{
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
+    Outcome, ResponseDecision, Scope, now_ms,
+};
+use crate::policy::{CompiledTool, Policy};
+use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenticator};
+use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::{broadcast, oneshot};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+/// The session used when a call names none.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// A tool call from the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments (a JSON object for most schemas).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+    /// The agent session. Grants never cross sessions.
+    #[serde(default = "default_session")]
+    pub session_id: String,
+    /// The model's id for this call, carried to the request and the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Free metadata, shown with the request.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub metadata: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+fn default_session() -> String {
+    DEFAULT_SESSION.to_owned()
+}
+
+impl ToolCall {
+    /// A call in the default session.
+    pub fn new(tool: impl Into<String>, arguments: Value) -> Self {
+        ToolCall { tool: tool.into(), arguments, session_id: default_session(), call_id: None, metadata: Value::Null }
+    }
+    pub fn session(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = session_id.into();
+        self
+    }
+    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+        self.call_id = Some(id.into());
+        self
+    }
+    pub fn metadata(mut self, m: Value) -> Self {
+        self.metadata = m;
+        self
+    }
+}
+
+/// Why a call may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovedBy {
+    /// The policy does not gate this call.
+    NotGated,
+    /// A person approved this call.
+    Person,
+    /// A person approved this tool for the session earlier.
+    SessionGrant,
+    /// Gating is disabled on this gate (development only).
+    GatingDisabled,
+}
+
+/// The gate's answer to [`Gate::confirm`]: run (with these arguments) or do not run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Decision {
+    /// Run the tool with `arguments` (the original ones, or the person's edit).
+    Approved {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<Uuid>,
+        arguments: Value,
+        edited: bool,
+        by: ApprovedBy,
+        #[serde(default)]
+        scope: Scope,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        responder: Option<String>,
+    },
+    /// A person said no.
+    Denied {
+        request_id: Uuid,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        responder: Option<String>,
+    },
+    /// Nobody answered before the deadline.
+    TimedOut { request_id: Uuid, timeout_ms: u64 },
+    /// The request was cancelled before anyone answered.
+    Cancelled {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<Uuid>,
+        reason: CancelReason,
+    },
+}
+
+impl Decision {
+    /// True only for [`Decision::Approved`].
+    pub fn is_approved(&self) -> bool {
+        matches!(self, Decision::Approved { .. })
+    }
+    /// The arguments to run with, when approved.
+    pub fn arguments(&self) -> Option<&Value> {
+        match self {
+            Decision::Approved { arguments, .. } => Some(arguments),
+            _ => None,
+        }
+    }
+    /// The confirmation request this decision answers, if one was made.
+    pub fn request_id(&self) -> Option<Uuid> {
+        match self {
+            Decision::Approved { request_id, .. } | Decision::Cancelled { request_id, .. } => *request_id,
+            Decision::Denied { request_id, .. } | Decision::TimedOut { request_id, .. } => Some(*request_id),
+        }
+    }
+    /// The final outcome.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Decision::Approved { .. } => Outcome::Approved,
+            Decision::Denied { .. } => Outcome::Denied,
+            Decision::TimedOut { .. } => Outcome::TimedOut,
+            Decision::Cancelled { .. } => Outcome::Cancelled,
+        }
+    }
+}
+
+/// What resolved a waiter; sent through its oneshot.
+enum Resolution {
+    Approved { arguments: Value, edited: bool, scope: Scope, responder: Option<String> },
+    Denied { reason: Option<String>, responder: Option<String> },
+    TimedOut,
+    Cancelled(CancelReason),
+}
+
+struct Waiter {
+    tx: oneshot::Sender<Resolution>,
+    request: Arc<ConfirmationRequest>,
+    tool: Arc<CompiledTool>,
+    deadline: Instant,
+}
+
+/// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
+/// `unknown_request`. Bounded: the oldest are forgotten first.
+struct Tombstones {
+    map: HashMap<Uuid, Outcome>,
+    order: VecDeque<Uuid>,
+    cap: usize,
+}
+
+impl Tombstones {
+    fn add(&mut self, id: Uuid, o: Outcome) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.order.len() >= self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+        self.map.insert(id, o);
+        self.order.push_back(id);
+    }
+}
+
+/// Configures a [`Gate`].
+pub struct GateBuilder {
+    policy: Policy,
+    store: Option<Arc<dyn PendingStore>>,
+    authenticator: Option<Arc<dyn ResponseAuthenticator>>,
+    audit: Option<Arc<dyn AuditSink>>,
+    bus_capacity: usize,
+    deny_when_unobserved: bool,
+    remembered: usize,
+    tools: Vec<Tool>,
+}
+
+impl Default for GateBuilder {
+    fn default() -> Self {
+        GateBuilder {
+            policy: Policy::default(),
+            store: None,
+            authenticator: None,
+            audit: None,
+            bus_capacity: 4096,
+            deny_when_unobserved: true,
+            remembered: 65_536,
+            tools: Vec::new(),
+        }
+    }
+}
+
+impl GateBuilder {
+    /// Replaces the whole policy.
+    pub fn policy(mut self, p: Policy) -> Self {
+        self.policy = p;
+        self
+    }
+    /// Replaces the keyword list.
+    pub fn keywords<I: IntoIterator<Item = S>, S: Into<String>>(mut self, k: I) -> Self {
+        self.policy.keywords = k.into_iter().map(Into::into).collect();
+        self
+    }
+    /// The approval timeout for tools that set none (60 s by default).
+    pub fn default_timeout(mut self, t: Duration) -> Self {
+        self.policy.default_timeout = t;
+        self
+    }
+    /// DEVELOPMENT ONLY: every call runs without approval. Announced on stderr and in the audit
+    /// log when the gate is built.
+    pub fn dangerously_disable_gating(mut self, yes: bool) -> Self {
+        self.policy.gating_disabled = yes;
+        self
+    }
+    pub fn store(mut self, s: Arc<dyn PendingStore>) -> Self {
+        self.store = Some(s);
+        self
+    }
+    pub fn authenticator(mut self, a: Arc<dyn ResponseAuthenticator>) -> Self {
+        self.authenticator = Some(a);
+        self
+    }
+    pub fn audit(mut self, a: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(a);
+        self
+    }
+    /// How many events the bus buffers per subscriber before that subscriber is told it lagged.
+    pub fn bus_capacity(mut self, n: usize) -> Self {
+        self.bus_capacity = n.max(1);
+        self
+    }
+    /// With `true` (the default), a request published while nobody is subscribed, and every
+    /// request pending when the last subscriber goes away, is cancelled at once
+    /// ([`CancelReason::NoSubscribers`]). Set `false` when responses come from elsewhere (a
+    /// remote UI calling [`Gate::respond`] after listing [`Gate::pending`]): requests then wait
+    /// for their deadline.
+    pub fn deny_when_unobserved(mut self, yes: bool) -> Self {
+        self.deny_when_unobserved = yes;
+        self
+    }
+    /// How many resolved request ids are remembered to classify late responses (65,536).
+    pub fn remember_resolved(mut self, n: usize) -> Self {
+        self.remembered = n;
+        self
+    }
+    /// Registers a tool when the gate is built.
+    pub fn tool(mut self, t: Tool) -> Self {
+        self.tools.push(t);
+        self
+    }
+
+    pub fn build(self) -> Result<Gate> {
+        let (bus, _) = broadcast::channel(self.bus_capacity);
+        let gate = Gate {
+            inner: Arc::new(Inner {
+                policy: self.policy,
+                tools: RwLock::new(HashMap::new()),
+                bus,
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryPendingStore::new())),
+                authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
+                audit: self.audit,
+                waiters: Mutex::new(HashMap::new()),
+                grants: Mutex::new(HashSet::new()),
+                tombstones: Mutex::new(Tombstones { map: HashMap::new(), order: VecDeque::new(), cap: self.remembered }),
+                closed: AtomicBool::new(false),
+                subscribers: AtomicUsize::new(0),
+                deny_when_unobserved: self.deny_when_unobserved,
+            }),
+        };
+        for t in self.tools {
+            gate.register(t)?;
+        }
+        if gate.inner.policy.gating_disabled {
+            eprintln!("signoff: WARNING: gating is DISABLED on this gate; every tool call runs without approval");
+            gate.audit(|| {
+                let mut r = AuditRecord::new(AuditKind::Notice);
+                r.decision = Some("gating-disabled".into());
+                r.reason = Some("dangerously_disable_gating is on: every call runs without approval".into());
+                r
+            });
+        }
+        Ok(gate)
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) policy: Policy,
+    tools: RwLock<HashMap<String, Arc<CompiledTool>>>,
+    bus: broadcast::Sender<Event>,
+    store: Arc<dyn PendingStore>,
+    authenticator: Arc<dyn ResponseAuthenticator>,
+    audit: Option<Arc<dyn AuditSink>>,
+    waiters: Mutex<HashMap<Uuid, Waiter>>,
+    grants: Mutex<HashSet<(String, String)>>,
+    tombstones: Mutex<Tombstones>,
+    closed: AtomicBool,
+    subscribers: AtomicUsize,
+    deny_when_unobserved: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The approval gate. Cheap to clone: every clone is a handle to the same gate.
+#[derive(Clone)]
+pub struct Gate {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate").field("pending", &self.pending_count()).field("closed", &self.is_closed()).finish()
+    }
+}
+
+impl Gate {
+    /// A gate with default policy, in-memory store, no audit sink.
+    pub fn new() -> Self {
+        GateBuilder::default().build().expect("a gate without tools always builds")
+    }
+
+    pub fn builder() -> GateBuilder {
+        GateBuilder::default()
+    }
+
+    /// Registers (or replaces) a tool. Fails with `invalid_tool` for a bad definition.
+    pub fn register(&self, tool: Tool) -> Result<()> {
+        let compiled = Arc::new(self.inner.policy.compile(tool)?);
+        let name = compiled.name().to_owned();
+        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name, compiled);
+        Ok(())
+    }
+
+    /// Registers a tool from its serializable spec (no executor).
+    pub fn register_spec(&self, spec: ToolSpec) -> Result<()> {
+        self.register(Tool::from_spec(spec))
+    }
+
+    /// Removes a tool; later calls to it are `unknown_tool`.
+    pub fn unregister(&self, name: &str) -> bool {
+        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(name).is_some()
+    }
+
+    /// The specs of every registered tool, sorted by name.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        let mut v: Vec<_> =
+            self.inner.tools.read().unwrap_or_else(|e| e.into_inner()).values().map(|t| t.tool.spec.clone()).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub(crate) fn tool(&self, name: &str) -> Result<Arc<CompiledTool>> {
+        self.inner
+            .tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTool(name.to_owned()))
+    }
+
+    /// Whether a call would need approval right now, and why (no request is made).
+    pub fn evaluate(&self, call: &ToolCall) -> Result<crate::policy::Evaluation> {
+        let tool = self.tool(&call.tool)?;
+        tool.validate(&call.arguments, "original")?;
+        Ok(tool.evaluate(&call.arguments))
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// True when gating is disabled (development only).
+    pub fn gating_disabled(&self) -> bool {
+        self.inner.policy.gating_disabled
+    }
+
+    fn audit(&self, f: impl FnOnce() -> AuditRecord) {
+        if let Some(a) = &self.inner.audit {
+            a.record(f());
+        }
+    }
+
+    /// Asks for approval when the call needs it and waits for the decision.
+    ///
+    /// Returns at once, without touching the bus, when the call needs no approval. Otherwise
+    /// publishes a `confirmation-request` and waits until a person answers, the deadline
+    /// passes, the gate shuts down, every subscriber goes away, or this future is dropped;
+    /// every one of those except an explicit approval is a decision not to run.
+    ///
+    /// Errors (the call is refused, nothing is asked): `unknown_tool`, `invalid_arguments`,
+    /// `store`.
+    pub async fn confirm(&self, call: ToolCall) -> Result<Decision> {
+        let tool = self.tool(&call.tool)?;
+        self.confirm_with(tool, call).await
+    }
+
+    pub(crate) async fn confirm_with(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Decision> {
+        tool.validate(&call.arguments, "original")?;
+        if tool.never_gated() {
+            return Ok(self.bypass(&tool, call, ApprovedBy::NotGated));
+        }
+        let eval = tool.evaluate(&call.arguments);
+        if !eval.required {
+            return Ok(self.bypass(&tool, call, ApprovedBy::NotGated));
+        }
+        if self.inner.policy.gating_disabled {
+            return Ok(self.bypass(&tool, call, ApprovedBy::GatingDisabled));
+        }
+        if !eval.forced_by_rule
+            && lock(&self.inner.grants).contains(&(call.session_id.clone(), call.tool.clone()))
+        {
+            return Ok(self.bypass(&tool, call, ApprovedBy::SessionGrant));
+        }
+
+        // A request is needed.
+        let spec = &tool.tool.spec;
+        let timeout = tool.timeout;
+        let created = now_ms();
+        let timeout_ms = timeout.as_millis().min(u64::MAX as u128) as u64;
+        let request = Arc::new(ConfirmationRequest {
+            id: Uuid::new_v4(),
+            prompt: display::render_prompt(
+                spec.prompt_template.as_deref().unwrap_or(DEFAULT_PROMPT),
+                &spec.name,
+                &spec.description,
+                &call.arguments,
+            ),
+            display_arguments: display::display_arguments(&call.arguments),
+            arguments_digest: display::arguments_digest(&call.arguments),
+            tool: call.tool,
+            description: display::escape_for_display(&spec.description).into_owned(),
+            arguments: call.arguments,
+            session_id: call.session_id,
+            tool_call_id: call.call_id,
+            editable: spec.editable,
+            reasons: eval.reasons,
+            timeout_ms,
+            deadline_ms: created.saturating_add(timeout_ms),
+            created_at_ms: created,
+            metadata: call.metadata,
+        });
+        let id = request.id;
+
+        if self.is_closed() {
+            self.audit_outcome(&request, Outcome::Cancelled, Some(CancelReason::Shutdown), None, None);
+            return Ok(Decision::Cancelled { request_id: Some(id), reason: CancelReason::Shutdown });
+        }
+
+        let deadline = Instant::now() + timeout;
+        let (tx, mut rx) = oneshot::channel();
+        self.inner.store.insert(request.clone())?;
+        lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
+        // From here on, dropping this future cancels the request.
+        let guard = CancelOnDrop { gate: self, id };
+
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Request, &request);
+            r.arguments = Some(request.arguments.clone());
+            r.reason = Some(request.reasons.join("; "));
+            r
+        });
+        self.publish(Event::ConfirmationRequest(request.clone()));
+        // The waiter was inserted before these checks, and `close` / the last subscriber's drop
+        // flip their flag before sweeping the waiters: one side or the other always sees it.
+        if self.is_closed() {
+            self.cancel(id, CancelReason::Shutdown);
+        } else if self.inner.deny_when_unobserved && self.inner.subscribers.load(Ordering::SeqCst) == 0 {
+            self.cancel(id, CancelReason::NoSubscribers);
+        }
+
+        let resolution = match tokio::time::timeout_at(deadline, &mut rx).await {
+            Ok(Ok(res)) => res,
+            // The sender is only ever dropped after sending; fail safe regardless.
+            Ok(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
+            Err(_elapsed) => {
+                let taken = lock(&self.inner.waiters).remove(&id);
+                match taken {
+                    Some(w) => {
+                        self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
+                            id,
+                            tool: w.request.tool.clone(),
+                            session_id: w.request.session_id.clone(),
+                            deadline_ms: w.request.deadline_ms,
+                            at_ms: now_ms(),
+                        })));
+                        self.finish_local(w, Resolution::TimedOut);
+                        Resolution::TimedOut
+                    }
+                    // Someone took it just now and is about to send (no await in between).
+                    None => rx.await.unwrap_or(Resolution::Cancelled(CancelReason::Aborted)),
+                }
+            }
+        };
+        std::mem::forget(guard);
+        Ok(match resolution {
+            Resolution::Approved { arguments, edited, scope, responder } => {
+                Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
+            }
+            Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },
+            Resolution::TimedOut => Decision::TimedOut { request_id: id, timeout_ms },
+            Resolution::Cancelled(reason) => Decision::Cancelled { request_id: Some(id), reason },
+        })
+    }
+
+    fn bypass(&self, tool: &CompiledTool, call: ToolCall, by: ApprovedBy) -> Decision {
+        self.audit(|| {
+            let mut r = AuditRecord::new(AuditKind::Bypass);
+            r.session_id = Some(call.session_id.clone());
+            r.tool = Some(tool.name().to_owned());
+            r.tool_call_id = call.call_id.clone();
+            r.arguments_digest = Some(display::arguments_digest(&call.arguments));
+            r.arguments = Some(call.arguments.clone());
+            r.decision = Some(
+                match by {
+                    ApprovedBy::NotGated => "not-gated",
+                    ApprovedBy::SessionGrant => "session-grant",
+                    ApprovedBy::GatingDisabled => "gating-disabled",
+                    ApprovedBy::Person => "person",
+                }
+                .into(),
+            );
+            r
+        });
+        let scope = if by == ApprovedBy::SessionGrant { Scope::Session } else { Scope::Once };
+        Decision::Approved { request_id: None, arguments: call.arguments, edited: false, by, scope, responder: None }
+    }
+
+    fn publish(&self, e: Event) {
+        let _ = self.inner.bus.send(e);
+    }
+
+    /// Publishes the resolved event, records the outcome and forgets the request. Called by
+    /// whoever removed the waiter from the map: exactly once per request.
+    fn finish_local(&self, w: Waiter, res: Resolution) {
+        self.inner.store.remove(&w.request.id);
+        let (outcome, cancel, responder, reason, scope, edited) = match &res {
+            Resolution::Approved { edited, scope, responder, .. } => {
+                (Outcome::Approved, None, responder.clone(), None, *scope, *edited)
+            }
+            Resolution::Denied { reason, responder } => {
+                (Outcome::Denied, None, responder.clone(), reason.clone(), Scope::Once, false)
+            }
+            Resolution::TimedOut => (Outcome::TimedOut, None, None, None, Scope::Once, false),
+            Resolution::Cancelled(c) => (Outcome::Cancelled, Some(*c), None, None, Scope::Once, false),
+        };
+        lock(&self.inner.tombstones).add(w.request.id, outcome);
+        self.audit_outcome(&w.request, outcome, cancel, responder.clone(), reason.clone());
+        self.publish(Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
+            id: w.request.id,
+            tool: w.request.tool.clone(),
+            session_id: w.request.session_id.clone(),
+            outcome,
+            cancel_reason: cancel,
+            responder,
+            reason,
+            scope,
+            edited,
+            at_ms: now_ms(),
+        })));
+    }
+
+    /// Cancels one pending request ([`CancelReason::Aborted`]): for a UI that is closed or a
+    /// host task that was cancelled. Returns whether it was still pending.
+    pub fn cancel_request(&self, id: &Uuid) -> bool {
+        self.cancel(*id, CancelReason::Aborted)
+    }
+
+    fn cancel(&self, id: Uuid, reason: CancelReason) -> bool {
+        let taken = lock(&self.inner.waiters).remove(&id);
+        match taken {
+            Some(w) => {
+                self.resolve(w, Resolution::Cancelled(reason));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delivers `res` to the waiter and reports the final state. Returns the reported outcome.
+    fn resolve(&self, w: Waiter, res: Resolution) -> Outcome {
+        let report = match &res {
+            Resolution::Approved { arguments: _, edited, scope, responder } => {
+                Resolution::Approved { arguments: Value::Null, edited: *edited, scope: *scope, responder: responder.clone() }
+            }
+            Resolution::Denied { reason, responder } => {
+                Resolution::Denied { reason: reason.clone(), responder: responder.clone() }
+            }
+            Resolution::TimedOut => Resolution::TimedOut,
+            Resolution::Cancelled(c) => Resolution::Cancelled(*c),
+        };
+        let Waiter { tx, request, tool, deadline } = w;
+        let (shell_tx, _) = oneshot::channel();
+        let shell = Waiter { tx: shell_tx, request, tool, deadline };
+        match tx.send(res) {
+            Ok(()) => {
+                let o = match &report {
+                    Resolution::Approved { .. } => Outcome::Approved,
+                    Resolution::Denied { .. } => Outcome::Denied,
+                    Resolution::TimedOut => Outcome::TimedOut,
+                    Resolution::Cancelled(_) => Outcome::Cancelled,
+                };
+                self.finish_local(shell, report);
+                o
+            }
+            Err(_) => {
+                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted));
+                Outcome::Cancelled
+            }
+        }
+    }
+
+    fn audit_outcome(
+        &self,
+        req: &ConfirmationRequest,
+        outcome: Outcome,
+        cancel: Option<CancelReason>,
+        responder: Option<String>,
+        reason: Option<String>,
+    ) {
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Outcome, req);
+            r.decision = Some(outcome.as_str().into());
+            r.responder = responder;
+            r.reason = reason.or_else(|| cancel.map(|c| c.as_str().to_owned()));
+            r
+        });
+    }
+
+    /// Answers a pending request.
+    ///
+    /// The first valid response wins; the request resolves and its `confirm` returns. A rejected
+    /// response leaves the request exactly as it was. Errors: `unknown_request`,
+    /// `already_resolved`, `expired`, `mismatch` (tool, digest or session differ from the
+    /// request), `unauthorized`, `edits_not_allowed`, `invalid_arguments` (edited arguments
+    /// fail the schema), `malformed` (e.g. edited arguments on a denial), `closed`.
+    pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
+        let result = self.try_respond(&response);
+        if let Err(e) = &result {
+            self.audit(|| {
+                let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                r.request_id = Some(response.id);
+                r.session_id = response.session_id.clone();
+                r.tool = response.tool.clone();
+                r.arguments_digest = response.arguments_digest.clone();
+                r.edited_arguments = response.arguments.clone();
+                r.decision = Some(decision_str(response.decision).into());
+                r.responder = response.responder.clone();
+                r.reason = Some(e.to_string());
+                r.error_kind = Some(e.kind());
+                r
+            });
+        }
+        result
+    }
+
+    /// Parses a JSON response (see [`ConfirmationResponse::from_json_str`]) and answers with it.
+    pub fn respond_json(&self, json: &str) -> Result<Outcome> {
+        match ConfirmationResponse::from_json_str(json) {
+            Ok(r) => self.respond(r),
+            Err(e) => {
+                self.audit(|| {
+                    let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                    r.reason = Some(e.to_string());
+                    r.error_kind = Some(e.kind());
+                    r
+                });
+                Err(e)
+            }
+        }
+    }
+
+    fn try_respond(&self, resp: &ConfirmationResponse) -> Result<Outcome> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let id = resp.id;
+        let (request, tool, deadline) = {
+            let waiters = lock(&self.inner.waiters);
+            match waiters.get(&id) {
+                Some(w) => (w.request.clone(), w.tool.clone(), w.deadline),
+                None => {
+                    drop(waiters);
+                    return Err(self.not_pending(id));
+                }
+            }
+        };
+        let mismatch = |field: &'static str, expected: &str, got: &str| Error::Mismatch {
+            id,
+            field,
+            expected: expected.to_owned(),
+            got: got.to_owned(),
+        };
+        if let Some(t) = &resp.tool {
+            if *t != request.tool {
+                return Err(mismatch("tool", &request.tool, t));
+            }
+        }
+        if let Some(d) = &resp.arguments_digest {
+            if *d != request.arguments_digest {
+                return Err(mismatch("arguments_digest", &request.arguments_digest, d));
+            }
+        }
+        if let Some(s) = &resp.session_id {
+            if *s != request.session_id {
+                return Err(mismatch("session_id", &request.session_id, s));
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Expired(id));
+        }
+        self.inner
+            .authenticator
+            .authenticate(&request, resp)
+            .map_err(|reason| Error::Unauthorized { id, reason })?;
+
+        let resolution = match resp.decision {
+            ResponseDecision::Deny => {
+                if resp.arguments.is_some() {
+                    return Err(Error::Malformed("a denial cannot carry edited arguments".into()));
+                }
+                if resp.scope == Scope::Session {
+                    return Err(Error::Malformed("scope \"session\" applies to approvals only".into()));
+                }
+                Resolution::Denied { reason: resp.reason.clone(), responder: resp.responder.clone() }
+            }
+            ResponseDecision::Approve => {
+                let (arguments, edited) = match &resp.arguments {
+                    Some(edit) if *edit != request.arguments => {
+                        if !request.editable {
+                            return Err(Error::EditsNotAllowed(request.tool.clone()));
+                        }
+                        tool.validate(edit, "edited")?;
+                        (edit.clone(), true)
+                    }
+                    _ => (request.arguments.clone(), false),
+                };
+                Resolution::Approved { arguments, edited, scope: resp.scope, responder: resp.responder.clone() }
+            }
+        };
+
+        // Claim the request: only one response can remove it.
+        let Some(waiter) = lock(&self.inner.waiters).remove(&id) else {
+            return Err(self.not_pending(id));
+        };
+        let mut resp_event = resp.clone();
+        resp_event.at_ms.get_or_insert_with(now_ms);
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Response, &request);
+            r.decision = Some(decision_str(resp.decision).into());
+            r.responder = resp.responder.clone();
+            r.reason = resp.reason.clone();
+            if let Resolution::Approved { arguments, edited: true, .. } = &resolution {
+                r.arguments = Some(request.arguments.clone());
+                r.edited_arguments = Some(arguments.clone());
+                let rules = tool.evaluate(arguments);
+                if rules.forced_by_rule {
+                    r.reason = Some(format!("edited arguments match rules: {}", rules.reasons.join("; ")));
+                }
+            }
+            r
+        });
+        self.publish(Event::ConfirmationResponse(Arc::new(resp_event)));
+        if let Resolution::Approved { scope: Scope::Session, .. } = &resolution {
+            self.grant(&request.session_id, &request.tool, resp.responder.clone());
+        }
+        match self.resolve(waiter, resolution) {
+            Outcome::Cancelled => {
+                Err(Error::AlreadyResolved { id, outcome: "cancelled (the waiting task was gone)".into() })
+            }
+            o => Ok(o),
+        }
+    }
+
+    fn not_pending(&self, id: Uuid) -> Error {
+        match lock(&self.inner.tombstones).map.get(&id) {
+            Some(Outcome::TimedOut) => Error::Expired(id),
+            Some(o) => Error::AlreadyResolved { id, outcome: o.as_str().into() },
+            None => Error::UnknownRequest(id),
+        }
+    }
+
+    fn grant(&self, session: &str, tool: &str, responder: Option<String>) {
+        lock(&self.inner.grants).insert((session.to_owned(), tool.to_owned()));
+        self.audit(|| {
+            let mut r = AuditRecord::new(AuditKind::Grant);
+            r.session_id = Some(session.to_owned());
+            r.tool = Some(tool.to_owned());
+            r.decision = Some("granted".into());
+            r.responder = responder;
+            r
+        });
+    }
+
+    /// Revokes a session grant. Returns whether one existed.
+    pub fn revoke_grant(&self, session_id: &str, tool: &str) -> bool {
+        let removed = lock(&self.inner.grants).remove(&(session_id.to_owned(), tool.to_owned()));
+        if removed {
+            self.audit(|| {
+                let mut r = AuditRecord::new(AuditKind::Grant);
+                r.session_id = Some(session_id.to_owned());
+                r.tool = Some(tool.to_owned());
+                r.decision = Some("revoked".into());
+                r
+            });
+        }
+        removed
+    }
+
+    /// The tools granted for a session, sorted.
+    pub fn grants(&self, session_id: &str) -> Vec<String> {
+        let mut v: Vec<String> =
+            lock(&self.inner.grants).iter().filter(|(s, _)| s == session_id).map(|(_, t)| t.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// Ends a session: drops its grants and cancels its pending requests
+    /// ([`CancelReason::SessionEnded`]). Returns how many requests were cancelled.
+    pub fn end_session(&self, session_id: &str) -> usize {
+        let tools: Vec<String> = {
+            let mut g = lock(&self.inner.grants);
+            let tools = g.iter().filter(|(s, _)| s == session_id).map(|(_, t)| t.clone()).collect();
+            g.retain(|(s, _)| s != session_id);
+            tools
+        };
+        for t in tools {
+            self.audit(|| {
+                let mut r = AuditRecord::new(AuditKind::Grant);
+                r.session_id = Some(session_id.to_owned());
+                r.tool = Some(t);
+                r.decision = Some("revoked".into());
+                r.reason = Some("session ended".into());
+                r
+            });
+        }
+        self.cancel_where(|w| w.request.session_id == session_id, CancelReason::SessionEnded)
+    }
+
+    fn cancel_where(&self, pred: impl Fn(&Waiter) -> bool, reason: CancelReason) -> usize {
+        let taken: Vec<Waiter> = {
+            let mut w = lock(&self.inner.waiters);
+            let ids: Vec<Uuid> = w.iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
+            ids.into_iter().filter_map(|id| w.remove(&id)).collect()
+        };
+        let n = taken.len();
+        for w in taken {
+            self.resolve(w, Resolution::Cancelled(reason));
+        }
+        n
+    }
+
+    /// Shuts the gate down: every pending request is cancelled ([`CancelReason::Shutdown`]),
+    /// later requests are cancelled at once, later responses fail with `closed`, and the audit
+    /// sink is flushed. Idempotent.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.cancel_where(|_| true, CancelReason::Shutdown);
+        if let Some(a) = &self.inner.audit {
+            a.flush();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Every pending request, oldest first: what a UI shows when it opens, and what a lagging
+    /// subscriber re-syncs from.
+    pub fn pending(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.inner.store.list()
+    }
+
+    /// One pending request.
+    pub fn pending_request(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.inner.store.get(id)
+    }
+
+    /// How many requests are pending.
+    pub fn pending_count(&self) -> usize {
+        self.inner.store.len()
+    }
+
+    /// Subscribes to the bus. Events published from now on are delivered in order; a subscriber
+    /// that falls more than the bus capacity behind receives one [`Lagged`] carrying the
+    /// current pending snapshot, then continues with the newest events.
+    pub fn subscribe(&self) -> Subscription {
+        self.inner.subscribers.fetch_add(1, Ordering::SeqCst);
+        Subscription {
+            inner: tokio_stream::wrappers::BroadcastStream::new(self.inner.bus.subscribe()),
+            gate: Arc::downgrade(&self.inner),
+        }
+    }
+
+    /// How many [`Subscription`]s are alive.
+    pub fn subscriber_count(&self) -> usize {
+        self.inner.subscribers.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn audit_sink(&self) -> Option<Arc<dyn AuditSink>> {
+        self.inner.audit.clone()
+    }
+
+    /// Flushes the audit sink.
+    pub fn flush_audit(&self) {
+        if let Some(a) = &self.inner.audit {
+            a.flush();
+        }
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new()
+    }
+}
+
+fn decision_str(d: ResponseDecision) -> &'static str {
+    match d {
+        ResponseDecision::Approve => "approve",
+        ResponseDecision::Deny => "deny",
+    }
+}
+
+fn record_for(kind: AuditKind, req: &ConfirmationRequest) -> AuditRecord {
+    let mut r = AuditRecord::new(kind);
+    r.request_id = Some(req.id);
+    r.session_id = Some(req.session_id.clone());
+    r.tool = Some(req.tool.clone());
+    r.tool_call_id = req.tool_call_id.clone();
+    r.arguments_digest = Some(req.arguments_digest.clone());
+    r
+}
+
+/// Cancels the request if the `confirm` future is dropped before it resolves.
+struct CancelOnDrop<'a> {
+    gate: &'a Gate,
+    id: Uuid,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        self.gate.cancel(self.id, CancelReason::Aborted);
+    }
+}
+
+/// A subscriber fell behind and missed `missed` events. `pending` is the snapshot of every
+/// request still pending when this was noticed: re-sync from it (de-duplicate by id).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("subscriber lagged and missed {missed} events; re-sync from the {} pending requests", pending.len())]
+pub struct Lagged {
+    pub missed: u64,
+    pub pending: Vec<Arc<ConfirmationRequest>>,
+}
+
+/// A stream of bus events. Dropping it unsubscribes; when the last subscriber of a gate built
+/// with `deny_when_unobserved(true)` goes away, every pending request is cancelled.
+pub struct Subscription {
+    inner: tokio_stream::wrappers::BroadcastStream<Event>,
+    gate: Weak<Inner>,
+}
+
+impl Subscription {
+    /// The next event; `None` when the gate is gone.
+    pub async fn recv(&mut self) -> Option<Result<Event, Lagged>> {
+        use tokio_stream::StreamExt;
+        self.next().await
+    }
+
+    fn lagged(&self, missed: u64) -> Lagged {
+        let pending = self.gate.upgrade().map(|g| g.store.list()).unwrap_or_default();
+        Lagged { missed, pending }
+    }
+}
+
+impl tokio_stream::Stream for Subscription {
+    type Item = Result<Event, Lagged>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+        match std::pin::Pin::new(&mut self.inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(e))) => Poll::Ready(Some(Ok(e))),
+            Poll::Ready(Some(Err(BroadcastStreamRecvError::Lagged(n)))) => Poll::Ready(Some(Err(self.lagged(n)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(inner) = self.gate.upgrade() else { return };
+        let was_last = inner.subscribers.fetch_sub(1, Ordering::SeqCst) == 1;
+        if was_last && inner.deny_when_unobserved {
+            Gate { inner }.cancel_where(|_| true, CancelReason::NoSubscribers);
+        }
+    }
+}

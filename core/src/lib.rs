@@ -1,0 +1,63 @@
+//! # signoff
+//!
+//! A person between an AI agent and the tools it calls. The [`Gate`] decides whether a tool call
+//! needs approval ([`Policy`], [`ToolSpec`], [`ArgRule`]); if so it publishes a
+//! [`ConfirmationRequest`] on a broadcast bus ([`Gate::subscribe`]), waits for a
+//! [`ConfirmationResponse`] bound to that request ([`Gate::respond`]), and denies on every other
+//! outcome: timeout, no subscriber, shutdown, cancellation. [`Gate::execute`] and
+//! [`Gate::execute_batch`] run approved calls at most once and tell the model, in words it will
+//! not retry, when a call was declined.
+//!
+//! ```
+//! use signoff::{Gate, Tool, ToolCall, ConfirmationResponse, Event};
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let gate = Gate::new();
+//! gate.register(
+//!     Tool::builder("delete_file")
+//!         .description("Deletes a file")
+//!         .parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))
+//!         .executor(|args| async move { Ok(json!({"deleted": args["path"]})) })
+//!         .build(),
+//! ).unwrap();
+//!
+//! // The host app: show each request to a person and answer it.
+//! let mut events = gate.subscribe();
+//! let approver = gate.clone();
+//! tokio::spawn(async move {
+//!     while let Some(Ok(event)) = events.recv().await {
+//!         if let Event::ConfirmationRequest(req) = event {
+//!             approver.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap();
+//!         }
+//!     }
+//! });
+//!
+//! let result = gate.execute(ToolCall::new("delete_file", json!({"path": "/tmp/x"})).call_id("call_1")).await;
+//! assert_eq!(result.output, Some(json!({"deleted": "/tmp/x"})));
+//! # });
+//! ```
+
+pub mod audit;
+pub mod display;
+mod error;
+pub mod event;
+mod executor;
+mod gate;
+mod handler;
+pub mod policy;
+pub mod store;
+pub mod tool;
+
+pub use audit::{AuditKind, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
+pub use error::{Error, ErrorKind, Result};
+pub use event::{
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
+    Outcome, ResponseDecision, Scope,
+};
+pub use executor::{ToolResult, ToolStatus};
+pub use gate::{ApprovedBy, DEFAULT_SESSION, Decision, Gate, GateBuilder, Lagged, Subscription, ToolCall};
+pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
+pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
+pub use store::{AcceptAll, AllowedResponders, MemoryPendingStore, PendingStore, ResponseAuthenticator};
+pub use tool::{ApprovalMode, ArgRule, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec};

@@ -1,0 +1,407 @@
+//! Tool definitions: described once, used for policy, validation, display and execution.
+
+use crate::error::{Error, Result};
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Whether calls to a tool need a person's approval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Decided by the gate's [policy](crate::Policy): built-in tools run, tools from external
+    /// servers are gated unless read-only, destructive tools and names matching a keyword
+    /// (delete, send, pay, ...) are gated.
+    #[default]
+    Default,
+    /// Always ask.
+    Required,
+    /// Never ask (argument rules can still force approval).
+    NotRequired,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolSource {
+    /// Shipped with the application.
+    #[default]
+    BuiltIn,
+    /// Provided by an external server, e.g. an MCP server.
+    External {
+        /// The server's name, shown to the person.
+        server: String,
+    },
+}
+
+/// A declarative rule on a call's arguments. When a rule *holds*, the call needs approval,
+/// whatever the tool's approval mode or session grants say. A rule whose value is missing or of
+/// the wrong type also holds: rules fail safe. Rules are evaluated identically on the original
+/// arguments and on a person's edited arguments.
+///
+/// `pointer` is a JSON Pointer (RFC 6901) into the arguments, e.g. `/path`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ArgRule {
+    /// Holds when the string at `pointer`, normalized lexically (`.` and `..` resolved), is not
+    /// inside one of `prefixes`. Relative paths always hold.
+    PathOutside { pointer: String, prefixes: Vec<String> },
+    /// Holds when the number at `pointer` is greater than `value`.
+    GreaterThan { pointer: String, value: f64 },
+    /// Holds when the value at `pointer` equals one of `values`.
+    OneOf { pointer: String, values: Vec<Value> },
+    /// Holds when the value at `pointer` is not one of `values`.
+    NotOneOf { pointer: String, values: Vec<Value> },
+    /// Holds when the string at `pointer` contains `substring` (case-insensitive).
+    Contains { pointer: String, substring: String },
+}
+
+impl ArgRule {
+    fn pointer(&self) -> &str {
+        match self {
+            ArgRule::PathOutside { pointer, .. }
+            | ArgRule::GreaterThan { pointer, .. }
+            | ArgRule::OneOf { pointer, .. }
+            | ArgRule::NotOneOf { pointer, .. }
+            | ArgRule::Contains { pointer, .. } => pointer,
+        }
+    }
+
+    /// Does this rule hold for `args`?
+    pub fn holds(&self, args: &Value) -> bool {
+        let Some(v) = args.pointer(self.pointer()) else { return true };
+        match self {
+            ArgRule::PathOutside { prefixes, .. } => match v.as_str() {
+                Some(p) => match normalize_path(p) {
+                    Some(p) => !prefixes.iter().any(|pre| path_within(&p, pre)),
+                    None => true,
+                },
+                None => true,
+            },
+            ArgRule::GreaterThan { value, .. } => v.as_f64().is_none_or(|n| n > *value),
+            ArgRule::OneOf { values, .. } => values.contains(v),
+            ArgRule::NotOneOf { values, .. } => !values.contains(v),
+            ArgRule::Contains { substring, .. } => v
+                .as_str()
+                .is_none_or(|s| s.to_lowercase().contains(&substring.to_lowercase())),
+        }
+    }
+
+    /// A short human description, used as the reason approval was required.
+    pub fn describe(&self) -> String {
+        match self {
+            ArgRule::PathOutside { pointer, prefixes } => {
+                format!("{pointer} is outside {}", prefixes.join(", "))
+            }
+            ArgRule::GreaterThan { pointer, value } => format!("{pointer} is greater than {value}"),
+            ArgRule::OneOf { pointer, values } => format!("{pointer} is one of {}", Value::from(values.clone())),
+            ArgRule::NotOneOf { pointer, values } => {
+                format!("{pointer} is not one of {}", Value::from(values.clone()))
+            }
+            ArgRule::Contains { pointer, substring } => format!("{pointer} contains {substring:?}"),
+        }
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        let p = self.pointer();
+        if !(p.is_empty() || p.starts_with('/')) {
+            return Err(format!("rule pointer {p:?} must be empty or start with '/'"));
+        }
+        if let ArgRule::PathOutside { prefixes, .. } = self {
+            if let Some(bad) = prefixes.iter().find(|p| normalize_path(p).is_none()) {
+                return Err(format!("path prefix {bad:?} must be absolute"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Lexically normalizes an absolute path: resolves `.` and `..`, collapses repeated `/`.
+/// Returns `None` for relative paths.
+fn normalize_path(p: &str) -> Option<String> {
+    if !p.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+fn path_within(path: &str, prefix: &str) -> bool {
+    let Some(prefix) = normalize_path(prefix) else { return false };
+    if prefix == "/" {
+        return true;
+    }
+    path == prefix || path.strip_prefix(&prefix).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// A rule written as code: holds when the predicate returns true.
+#[derive(Clone)]
+pub struct CustomRule {
+    pub(crate) description: String,
+    pub(crate) predicate: Arc<dyn Fn(&Value) -> bool + Send + Sync>,
+}
+
+impl fmt::Debug for CustomRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CustomRule").field("description", &self.description).finish()
+    }
+}
+
+/// The serializable description of a tool. Bindings pass this as a dict/object; Rust users
+/// usually build it through [`Tool::builder`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// Unique name, as the model calls it.
+    pub name: String,
+    /// What the tool does, shown to the person.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments. Defaults to "any object".
+    #[serde(default = "default_parameters")]
+    pub parameters: Value,
+    /// Whether calls need approval.
+    #[serde(default)]
+    pub approval: ApprovalMode,
+    /// Prompt shown to the person; `{tool}`, `{args}` and `{description}` are substituted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_template: Option<String>,
+    /// Whether the person may edit the arguments before approving. Off by default.
+    #[serde(default)]
+    pub editable: bool,
+    /// Where the tool comes from.
+    #[serde(default)]
+    pub source: ToolSource,
+    /// Hint: the tool only reads.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Hint: the tool destroys or changes something irreversibly.
+    #[serde(default)]
+    pub destructive: bool,
+    /// Approval timeout for this tool in milliseconds; the gate's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Argument rules that force approval when they hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<ArgRule>,
+}
+
+fn default_parameters() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+/// The default prompt, used when a tool has no template.
+pub const DEFAULT_PROMPT: &str = "Allow `{tool}` to run with these arguments?";
+
+impl ToolSpec {
+    /// A spec with defaults: any-object parameters, default approval mode, built-in, not editable.
+    pub fn new(name: impl Into<String>) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: default_parameters(),
+            approval: ApprovalMode::Default,
+            prompt_template: None,
+            editable: false,
+            source: ToolSource::BuiltIn,
+            read_only: false,
+            destructive: false,
+            timeout_ms: None,
+            rules: Vec::new(),
+        }
+    }
+
+    /// Parses a spec from JSON; unknown fields are rejected so a typo never silently weakens policy.
+    pub fn from_json(v: Value) -> Result<Self> {
+        serde_json::from_value(v).map_err(|e| Error::Malformed(format!("tool definition: {e}")))
+    }
+}
+
+/// The output of an executor: a JSON value, or an error message for the model.
+pub type ExecResult = std::result::Result<Value, String>;
+
+/// An executor: runs a tool with (approved) arguments.
+pub type Executor = Arc<dyn Fn(Value) -> BoxFuture<'static, ExecResult> + Send + Sync>;
+
+/// A registered tool: its spec, compiled schema, rules and optional executor.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) spec: ToolSpec,
+    pub(crate) custom_rules: Vec<CustomRule>,
+    pub(crate) executor: Option<Executor>,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("spec", &self.spec)
+            .field("custom_rules", &self.custom_rules)
+            .field("executor", &self.executor.is_some())
+            .finish()
+    }
+}
+
+impl Tool {
+    /// Starts a tool definition.
+    pub fn builder(name: impl Into<String>) -> ToolBuilder {
+        ToolBuilder { tool: Tool::from_spec(ToolSpec::new(name)) }
+    }
+
+    /// A tool from a spec, without executor or custom rules.
+    pub fn from_spec(spec: ToolSpec) -> Self {
+        Tool { spec, custom_rules: Vec::new(), executor: None }
+    }
+
+    /// The serializable spec.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// Attaches an executor.
+    pub fn with_executor(mut self, executor: Executor) -> Self {
+        self.executor = Some(executor);
+        self
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        let invalid = |reason: String| Error::InvalidTool { tool: self.spec.name.clone(), reason };
+        if self.spec.name.trim().is_empty() {
+            return Err(invalid("the name is empty".into()));
+        }
+        if self.spec.name.chars().any(crate::display::is_deceptive) {
+            return Err(invalid("the name contains control, bidi or zero-width characters".into()));
+        }
+        for r in &self.spec.rules {
+            r.check().map_err(invalid)?;
+        }
+        Ok(())
+    }
+}
+
+/// Builder for [`Tool`].
+pub struct ToolBuilder {
+    tool: Tool,
+}
+
+impl ToolBuilder {
+    pub fn description(mut self, d: impl Into<String>) -> Self {
+        self.tool.spec.description = d.into();
+        self
+    }
+    pub fn parameters(mut self, schema: Value) -> Self {
+        self.tool.spec.parameters = schema;
+        self
+    }
+    pub fn approval(mut self, mode: ApprovalMode) -> Self {
+        self.tool.spec.approval = mode;
+        self
+    }
+    /// Shorthand for `approval(ApprovalMode::Required)`.
+    pub fn requires_approval(self) -> Self {
+        self.approval(ApprovalMode::Required)
+    }
+    pub fn prompt_template(mut self, t: impl Into<String>) -> Self {
+        self.tool.spec.prompt_template = Some(t.into());
+        self
+    }
+    pub fn editable(mut self, yes: bool) -> Self {
+        self.tool.spec.editable = yes;
+        self
+    }
+    pub fn source(mut self, s: ToolSource) -> Self {
+        self.tool.spec.source = s;
+        self
+    }
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.tool.spec.read_only = yes;
+        self
+    }
+    pub fn destructive(mut self, yes: bool) -> Self {
+        self.tool.spec.destructive = yes;
+        self
+    }
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.tool.spec.timeout_ms = Some(t.as_millis().min(u64::MAX as u128) as u64);
+        self
+    }
+    pub fn rule(mut self, r: ArgRule) -> Self {
+        self.tool.spec.rules.push(r);
+        self
+    }
+    /// A rule as code: approval is required whenever `predicate(args)` returns true.
+    pub fn custom_rule(
+        mut self,
+        description: impl Into<String>,
+        predicate: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.tool
+            .custom_rules
+            .push(CustomRule { description: description.into(), predicate: Arc::new(predicate) });
+        self
+    }
+    /// The function that runs the tool.
+    pub fn executor<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ExecResult> + Send + 'static,
+    {
+        self.tool.executor = Some(Arc::new(move |v| Box::pin(f(v))));
+        self
+    }
+    pub fn build(self) -> Tool {
+        self.tool
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn path_outside_normalizes() {
+        let r = ArgRule::PathOutside { pointer: "/path".into(), prefixes: vec!["/tmp".into()] };
+        assert!(!r.holds(&json!({"path": "/tmp/a.txt"})));
+        assert!(!r.holds(&json!({"path": "/tmp"})));
+        assert!(r.holds(&json!({"path": "/tmp/../etc/passwd"})));
+        assert!(r.holds(&json!({"path": "/tmpfoo/x"})));
+        assert!(r.holds(&json!({"path": "relative/x"})));
+        assert!(r.holds(&json!({"path": 3})));
+        assert!(r.holds(&json!({})));
+    }
+
+    #[test]
+    fn other_rules() {
+        let gt = ArgRule::GreaterThan { pointer: "/amount".into(), value: 100.0 };
+        assert!(gt.holds(&json!({"amount": 101})));
+        assert!(!gt.holds(&json!({"amount": 100})));
+        assert!(gt.holds(&json!({"amount": "lots"})));
+        let c = ArgRule::Contains { pointer: "/q".into(), substring: "DROP".into() };
+        assert!(c.holds(&json!({"q": "drop table x"})));
+        assert!(!c.holds(&json!({"q": "select 1"})));
+        let one = ArgRule::OneOf { pointer: "/to".into(), values: vec![json!("boss@x")] };
+        assert!(one.holds(&json!({"to": "boss@x"})));
+        let not = ArgRule::NotOneOf { pointer: "/to".into(), values: vec![json!("me@x")] };
+        assert!(not.holds(&json!({"to": "boss@x"})));
+        assert!(!not.holds(&json!({"to": "me@x"})));
+    }
+
+    #[test]
+    fn spec_rejects_unknown_fields() {
+        let e = ToolSpec::from_json(json!({"name": "x", "aproval": "required"})).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Malformed);
+    }
+}
