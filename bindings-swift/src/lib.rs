@@ -1,0 +1,1 @@
+//! placeholder: the swift binding is being built
