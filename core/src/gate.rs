@@ -661,11 +661,19 @@ impl Gate {
         let result = self.try_respond(&response);
         if let Err(e) = &result {
             self.audit(|| {
-                let mut r = AuditRecord::new(AuditKind::ResponseRejected);
-                r.request_id = Some(response.id);
-                r.session_id = response.session_id.clone();
-                r.tool = response.tool.clone();
-                r.arguments_digest = response.arguments_digest.clone();
+                // Recorded against the request when it is known; the response's claims are in
+                // the error message.
+                let mut r = match self.inner.store.get(&response.id) {
+                    Some(req) => record_for(AuditKind::ResponseRejected, &req),
+                    None => {
+                        let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                        r.request_id = Some(response.id);
+                        r.session_id = response.session_id.clone();
+                        r.tool = response.tool.clone();
+                        r.arguments_digest = response.arguments_digest.clone();
+                        r
+                    }
+                };
                 r.edited_arguments = response.arguments.clone();
                 r.decision = Some(decision_str(response.decision).into());
                 r.responder = response.responder.clone();

@@ -1,0 +1,693 @@
+//! Behaviour of the gate: decisions, every fail-safe path, every rejected response.
+
+mod common;
+use common::*;
+use serde_json::json;
+use signoff::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+#[tokio::test(start_paused = true)]
+async fn ungated_call_returns_at_once_without_touching_the_bus() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let d = g.confirm(ToolCall::new("read_file", json!({"path": "/etc/hosts"}))).await.unwrap();
+    assert_eq!(d, Decision::Approved { request_id: None, arguments: json!({"path": "/etc/hosts"}), edited: false, by: ApprovedBy::NotGated, scope: Scope::Once, responder: None });
+    assert!(drain(&mut sub).await.is_empty(), "nothing may be published for an ungated call");
+}
+
+#[tokio::test(start_paused = true)]
+async fn approve_runs_the_original_arguments() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/home/a").call_id("call_1").metadata(json!({"turn": 3})));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        assert_eq!(req.tool, "delete_file");
+        assert_eq!(req.description, "Deletes a file");
+        assert_eq!(req.arguments, json!({"path": "/home/a"}));
+        assert_eq!(req.tool_call_id.as_deref(), Some("call_1"));
+        assert_eq!(req.session_id, DEFAULT_SESSION);
+        assert_eq!(req.metadata, json!({"turn": 3}));
+        assert_eq!(req.timeout_ms, 60_000);
+        assert_eq!(req.deadline_ms, req.created_at_ms + 60_000);
+        assert!(req.editable);
+        assert_eq!(req.prompt, "Allow `delete_file` to run with these arguments?");
+        assert_eq!(req.arguments_digest, display::arguments_digest(&json!({"path": "/home/a"})));
+        assert!(req.reasons.iter().any(|r| r.contains("delete")));
+        assert_eq!(g.pending().len(), 1);
+        assert_eq!(g.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap(), Outcome::Approved);
+        req.id
+    };
+    let (d, id) = tokio::join!(call, answer);
+    let d = d.unwrap();
+    assert_eq!(d, Decision::Approved { request_id: Some(id), arguments: json!({"path": "/home/a"}), edited: false, by: ApprovedBy::Person, scope: Scope::Once, responder: Some("alice".into()) });
+    assert!(g.pending().is_empty());
+    let kinds: Vec<_> = drain(&mut sub).await.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["confirmation-response", "confirmation-resolved"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deny_carries_the_reason_and_the_model_is_told_not_to_retry() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    let exec = g.execute(del("/home/a").call_id("c9"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::deny(&req, Some("that is my thesis".into())).with_responder("bob")).unwrap();
+    };
+    let (r, ()) = tokio::join!(exec, answer);
+    assert_eq!(r.status, ToolStatus::Denied);
+    assert_eq!(r.call_id.as_deref(), Some("c9"));
+    assert!(r.content.contains("declined"), "{}", r.content);
+    assert!(r.content.contains("did not run"));
+    assert!(r.content.contains("Do not retry"));
+    assert!(r.content.contains("that is my thesis"));
+    assert!(matches!(r.decision, Some(Decision::Denied { ref reason, ref responder, .. }) if reason.as_deref() == Some("that is my thesis") && responder.as_deref() == Some("bob")));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_denies_and_is_reported_as_a_timeout_not_a_denial() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    let start = tokio::time::Instant::now();
+    let r = g.execute(del("/x")).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(60), "default timeout is 60 s");
+    assert_eq!(r.status, ToolStatus::TimedOut);
+    assert!(r.content.contains("Nobody approved") && r.content.contains("60 s") && r.content.contains("did not run"), "{}", r.content);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let events = drain(&mut sub).await;
+    let kinds: Vec<_> = events.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["confirmation-request", "confirmation-timeout", "confirmation-resolved"]);
+    let Event::ConfirmationResolved(res) = &events[2] else { unreachable!() };
+    assert_eq!(res.outcome, Outcome::TimedOut);
+    assert_eq!(res.responder, None);
+    // A response after the timeout is `expired`.
+    let e = g.respond(ConfirmationResponse::by_id(res.id, ResponseDecision::Approve)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Expired);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_are_configurable_globally_and_per_tool() {
+    let g = gate_with(Gate::builder().default_timeout(Duration::from_secs(2)), Arc::new(AtomicUsize::new(0)));
+    let _sub = g.subscribe();
+    let t = tokio::time::Instant::now();
+    assert!(matches!(g.confirm(del("/x")).await.unwrap(), Decision::TimedOut { timeout_ms: 2000, .. }));
+    assert_eq!(t.elapsed(), Duration::from_secs(2));
+    let t = tokio::time::Instant::now();
+    assert!(matches!(g.confirm(ToolCall::new("send_email", json!({}))).await.unwrap(), Decision::TimedOut { timeout_ms: 5000, .. }));
+    assert_eq!(t.elapsed(), Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn response_just_before_the_deadline_wins_and_just_after_is_expired() {
+    let g = gate_with(Gate::builder().default_timeout(Duration::from_secs(10)), Arc::new(AtomicUsize::new(0)));
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/x"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        tokio::time::sleep(Duration::from_millis(9_999)).await;
+        g.respond(ConfirmationResponse::approve(&req)).unwrap()
+    };
+    let (d, o) = tokio::join!(call, answer);
+    assert!(d.unwrap().is_approved());
+    assert_eq!(o, Outcome::Approved);
+
+    // At the deadline exactly, the response is expired even if the timer has not fired yet.
+    let call = g.confirm(del("/y"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        tokio::time::advance(Duration::from_secs(10)).await;
+        g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind()
+    };
+    let (d, k) = tokio::join!(call, answer);
+    assert_eq!(k, ErrorKind::Expired);
+    assert!(matches!(d.unwrap(), Decision::TimedOut { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_subscriber_denies_at_once() {
+    let g = gate();
+    let r = g.execute(del("/x")).await;
+    assert_eq!(r.status, ToolStatus::Cancelled);
+    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::NoSubscribers, .. })));
+    assert!(r.content.contains("no one was available") && r.content.contains("did not run"), "{}", r.content);
+    assert!(g.pending().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn last_subscriber_leaving_denies_pending_requests() {
+    let g = gate();
+    let sub = g.subscribe();
+    let sub2 = g.subscribe();
+    let call = tokio::spawn({
+        let g = g.clone();
+        async move { g.confirm(del("/x")).await }
+    });
+    tokio::task::yield_now().await;
+    while g.pending().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    drop(sub);
+    assert_eq!(g.pending().len(), 1, "one subscriber is still there");
+    drop(sub2);
+    let d = call.await.unwrap().unwrap();
+    assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoSubscribers, .. }), "{d:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_deny_when_unobserved_a_request_waits_for_a_remote_answer() {
+    let g = gate_with(Gate::builder().deny_when_unobserved(false), Arc::new(AtomicUsize::new(0)));
+    let call = tokio::spawn({
+        let g = g.clone();
+        async move { g.confirm(del("/x")).await }
+    });
+    while g.pending().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let req = g.pending()[0].clone();
+    g.respond(ConfirmationResponse::approve(&req)).unwrap();
+    assert!(call.await.unwrap().unwrap().is_approved());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_cancels_pending_and_later_requests_and_rejects_responses() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    let exec = tokio::spawn({
+        let g = g.clone();
+        async move { g.execute(del("/x")).await }
+    });
+    let req = next_request(&mut sub).await;
+    g.close();
+    let r = exec.await.unwrap();
+    assert_eq!(r.status, ToolStatus::Cancelled);
+    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::Shutdown, .. })));
+    assert!(r.content.contains("shutting down"));
+    assert_eq!(g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::Closed);
+    let later = g.confirm(del("/y")).await.unwrap();
+    assert!(matches!(later, Decision::Cancelled { reason: CancelReason::Shutdown, .. }));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    // Ungated calls are not gated: they still pass.
+    assert!(g.confirm(ToolCall::new("read_file", json!({"path": "/a"}))).await.unwrap().is_approved());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_task_denies_and_is_reported() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let task = tokio::spawn({
+        let g = g.clone();
+        async move { g.confirm(del("/x")).await }
+    });
+    let req = next_request(&mut sub).await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    let events = drain(&mut sub).await;
+    let Some(Event::ConfirmationResolved(res)) = events.last() else { panic!("{events:?}") };
+    assert_eq!((res.outcome, res.cancel_reason), (Outcome::Cancelled, Some(CancelReason::Aborted)));
+    let e = g.respond(ConfirmationResponse::approve(&req)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyResolved);
+    assert!(g.pending().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_request_by_id_denies() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/x"));
+    let cancel = async {
+        let req = next_request(&mut sub).await;
+        assert!(g.cancel_request(&req.id));
+        assert!(!g.cancel_request(&req.id));
+    };
+    let (d, ()) = tokio::join!(call, cancel);
+    assert!(matches!(d.unwrap(), Decision::Cancelled { reason: CancelReason::Aborted, .. }));
+}
+
+/// Every rejection kind, each followed by proof that the request is unchanged.
+#[tokio::test(start_paused = true)]
+async fn every_rejected_response_kind_leaves_the_request_as_it_was() {
+    let g = gate_with(
+        Gate::builder().authenticator(Arc::new(AllowedResponders(vec!["alice".into()]))),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/home/a").session("s1"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        let ok = || ConfirmationResponse::approve(&req).with_responder("alice");
+        let cases: Vec<(ConfirmationResponse, ErrorKind)> = vec![
+            (ConfirmationResponse { id: uuid::Uuid::new_v4(), ..ok() }, ErrorKind::UnknownRequest),
+            (ConfirmationResponse { tool: Some("read_file".into()), ..ok() }, ErrorKind::Mismatch),
+            (ConfirmationResponse { arguments_digest: Some(display::arguments_digest(&json!({"path": "/etc"}))), ..ok() }, ErrorKind::Mismatch),
+            (ConfirmationResponse { session_id: Some("s2".into()), ..ok() }, ErrorKind::Mismatch),
+            (ConfirmationResponse { responder: Some("mallory".into()), ..ok() }, ErrorKind::Unauthorized),
+            (ConfirmationResponse { responder: None, ..ok() }, ErrorKind::Unauthorized),
+            (ok().with_arguments(json!({"path": 7})), ErrorKind::InvalidArguments),
+            (ok().with_arguments(json!({"path": "/a", "extra": 1})), ErrorKind::InvalidArguments),
+            (ConfirmationResponse::deny(&req, None).with_responder("alice").with_arguments(json!({"path": "/b"})), ErrorKind::Malformed),
+            (ConfirmationResponse::deny(&req, None).with_responder("alice").with_scope(Scope::Session), ErrorKind::Malformed),
+        ];
+        for (resp, kind) in cases {
+            let e = g.respond(resp.clone()).unwrap_err();
+            assert_eq!(e.kind(), kind, "{resp:?}: {e}");
+            assert!(!e.to_string().is_empty());
+            assert_eq!(g.pending().len(), 1, "rejected response changed the request");
+        }
+        for raw in ["", "not json", "[]", "{\"id\": 5}", "{\"type\": \"confirmation-request\"}"] {
+            assert_eq!(g.respond_json(raw).unwrap_err().kind(), ErrorKind::Malformed, "{raw:?}");
+        }
+        let unknown_field = format!("{{\"id\":\"{}\",\"decision\":\"approve\",\"argument\":{{}}}}", req.id);
+        assert_eq!(g.respond_json(&unknown_field).unwrap_err().kind(), ErrorKind::Malformed);
+        // Still pending, and the first valid response wins.
+        assert_eq!(g.respond(ok()).unwrap(), Outcome::Approved);
+        assert_eq!(g.respond(ok()).unwrap_err().kind(), ErrorKind::AlreadyResolved);
+        let deny = ConfirmationResponse::deny(&req, None).with_responder("alice");
+        assert_eq!(g.respond(deny).unwrap_err().kind(), ErrorKind::AlreadyResolved);
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(matches!(d.unwrap(), Decision::Approved { edited: false, .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn edits_need_an_editable_tool_and_are_validated_then_run() {
+    let g = gate();
+    g.register(Tool::builder("pay").description("Pays").parameters(json!({"type": "object", "properties": {"amount": {"type": "number", "maximum": 100}}})).build()).unwrap();
+    let mut sub = g.subscribe();
+    // Not editable.
+    let call = g.confirm(ToolCall::new("pay", json!({"amount": 5})));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        assert!(!req.editable);
+        let e = g.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"amount": 1}))).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::EditsNotAllowed);
+        // Echoing the same arguments is not an edit.
+        g.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"amount": 5}))).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(matches!(d.unwrap(), Decision::Approved { edited: false, .. }));
+
+    // Editable: the edit runs, and the model is told.
+    let exec = g.execute(del("/home/a/thesis.tex"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": "/home/a/thesis.bak"}))).unwrap();
+    };
+    let (r, ()) = tokio::join!(exec, answer);
+    assert_eq!(r.status, ToolStatus::Executed);
+    assert!(r.edited);
+    assert_eq!(r.arguments, Some(json!({"path": "/home/a/thesis.bak"})));
+    assert_eq!(r.output, Some(json!({"deleted": "/home/a/thesis.bak"})));
+    assert!(r.content.contains("changed the arguments"), "{}", r.content);
+}
+
+#[tokio::test(start_paused = true)]
+async fn session_grants_skip_the_prompt_within_one_session_only() {
+    let g = gate();
+    g.register(
+        Tool::builder("remove_dir")
+            .parameters(path_schema())
+            .rule(ArgRule::PathOutside { pointer: "/path".into(), prefixes: vec!["/tmp".into()] })
+            .build(),
+    )
+    .unwrap();
+    let mut sub = g.subscribe();
+    let call = g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/a"})).session("s1"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::approve(&req).with_scope(Scope::Session).with_responder("alice")).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(matches!(d.unwrap(), Decision::Approved { by: ApprovedBy::Person, scope: Scope::Session, .. }));
+    assert_eq!(g.grants("s1"), ["remove_dir"]);
+
+    // Same session, same tool: no prompt.
+    let d = g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/b"})).session("s1")).await.unwrap();
+    assert!(matches!(d, Decision::Approved { by: ApprovedBy::SessionGrant, request_id: None, .. }));
+    assert!(drain(&mut sub).await.iter().all(|e| !matches!(e, Event::ConfirmationRequest(_))));
+
+    // Another session: asks.
+    let call = g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/c"})).session("s2"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        assert_eq!(req.session_id, "s2");
+        g.respond(ConfirmationResponse::deny(&req, None)).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(matches!(d.unwrap(), Decision::Denied { .. }));
+
+    // A rule that forces approval is never overridden by the grant.
+    let call = g.confirm(ToolCall::new("remove_dir", json!({"path": "/home"})).session("s1"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        assert!(req.reasons.iter().any(|r| r.contains("outside /tmp")), "{:?}", req.reasons);
+        g.respond(ConfirmationResponse::deny(&req, None)).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(matches!(d.unwrap(), Decision::Denied { .. }));
+
+    // Revoked: asks again (nobody answers; times out).
+    assert!(g.revoke_grant("s1", "remove_dir"));
+    assert!(!g.revoke_grant("s1", "remove_dir"));
+    assert!(matches!(g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/d"})).session("s1")).await.unwrap(), Decision::TimedOut { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn ending_a_session_drops_grants_and_cancels_its_requests() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/a").session("s1"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::approve(&req).with_scope(Scope::Session)).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(d.unwrap().is_approved());
+    let other = tokio::spawn({
+        let g = g.clone();
+        async move { g.confirm(del("/b").session("s2")).await }
+    });
+    let waiting = tokio::spawn({
+        let g = g.clone();
+        async move { g.confirm(ToolCall::new("send_email", json!({})).session("s1")).await }
+    });
+    while g.pending().len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(g.end_session("s1"), 1);
+    assert!(g.grants("s1").is_empty());
+    assert!(matches!(waiting.await.unwrap().unwrap(), Decision::Cancelled { reason: CancelReason::SessionEnded, .. }));
+    assert_eq!(g.pending().len(), 1, "the other session is untouched");
+    g.close();
+    assert!(matches!(other.await.unwrap().unwrap(), Decision::Cancelled { reason: CancelReason::Shutdown, .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_time_approval_cannot_be_reused() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/a"));
+    let first = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::approve(&req)).unwrap();
+        req
+    };
+    let (d, req) = tokio::join!(call, first);
+    assert!(d.unwrap().is_approved());
+    // The same call again makes a new request; the old approval answers nothing.
+    let call = g.confirm(del("/a"));
+    let second = async {
+        let req2 = next_request(&mut sub).await;
+        assert_ne!(req2.id, req.id);
+        assert_eq!(req2.arguments_digest, req.arguments_digest);
+        assert_eq!(g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::AlreadyResolved);
+        g.respond(ConfirmationResponse::deny(&req2, None)).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, second);
+    assert!(matches!(d.unwrap(), Decision::Denied { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_calls_never_run_silently() {
+    let g = gate();
+    let _sub = g.subscribe();
+    assert_eq!(g.confirm(ToolCall::new("nope", json!({}))).await.unwrap_err().kind(), ErrorKind::UnknownTool);
+    assert_eq!(g.confirm(ToolCall::new("delete_file", json!({"path": 1}))).await.unwrap_err().kind(), ErrorKind::InvalidArguments);
+    assert_eq!(g.confirm(ToolCall::new("delete_file", json!("x"))).await.unwrap_err().kind(), ErrorKind::InvalidArguments);
+    let r = g.execute(ToolCall::new("nope", json!({})).call_id("c1")).await;
+    assert_eq!((r.status, r.error_kind), (ToolStatus::Rejected, Some(ErrorKind::UnknownTool)));
+    assert!(r.content.contains("did not run"));
+    let r = g.execute(ToolCall::new("send_email", json!({}))).await;
+    assert_eq!((r.status, r.error_kind), (ToolStatus::Rejected, Some(ErrorKind::NoExecutor)));
+    assert!(g.pending().is_empty(), "nobody is asked about a call that cannot run");
+}
+
+#[tokio::test(start_paused = true)]
+async fn argument_rules_apply_to_not_required_tools() {
+    let g = gate();
+    let _sub = g.subscribe();
+    let d = g.confirm(ToolCall::new("write_file", json!({"path": "/tmp/x"}))).await.unwrap();
+    assert!(matches!(d, Decision::Approved { by: ApprovedBy::NotGated, .. }));
+    let d = g.confirm(ToolCall::new("write_file", json!({"path": "/tmp/../etc/passwd"}))).await.unwrap();
+    assert!(matches!(d, Decision::TimedOut { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn gating_disabled_is_explicit_and_audited() {
+    let audit = MemoryAuditSink::new();
+    let g = gate_with(Gate::builder().dangerously_disable_gating(true).audit(audit.clone()), Arc::new(AtomicUsize::new(0)));
+    assert!(g.gating_disabled());
+    assert!(!Gate::new().gating_disabled(), "off by default");
+    let d = g.confirm(del("/a")).await.unwrap();
+    assert!(matches!(d, Decision::Approved { by: ApprovedBy::GatingDisabled, .. }));
+    let recs = audit.records();
+    assert_eq!(recs[0].kind, AuditKind::Notice);
+    assert_eq!(recs[0].decision.as_deref(), Some("gating-disabled"));
+    assert_eq!(recs[1].decision.as_deref(), Some("gating-disabled"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn displayed_text_escapes_deceptive_characters() {
+    let g = gate();
+    g.register(Tool::builder("send_file").description("Sends \u{202E}elif").prompt_template("Send {args} with {tool}?").build()).unwrap();
+    let mut sub = g.subscribe();
+    let call = g.confirm(ToolCall::new("send_file", json!({"to": "ev\u{200B}il@x.com", "note": "a\u{0007}b\u{2066}c"})));
+    let check = async {
+        let req = next_request(&mut sub).await;
+        for text in [&req.prompt, &req.display_arguments, &req.description] {
+            assert!(!text.chars().any(display::is_deceptive), "{text:?}");
+        }
+        assert!(req.display_arguments.contains("ev\\u{200B}il@x.com"), "{}", req.display_arguments);
+        assert!(req.prompt.starts_with("Send {") && req.prompt.ends_with("with send_file?"), "{}", req.prompt);
+        assert_eq!(req.description, "Sends \\u{202E}elif");
+        // The arguments themselves are untouched: what runs is exactly what the digest covers.
+        assert_eq!(req.arguments["to"], "ev\u{200B}il@x.com");
+        g.respond(ConfirmationResponse::deny(&req, None)).unwrap();
+    };
+    let _ = tokio::join!(call, check);
+}
+
+#[tokio::test(start_paused = true)]
+async fn handler_that_does_not_answer_or_fails_denies() {
+    let g = gate();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let guard = g.on_request(Arc::new(move |req: PendingRequest| {
+        let c = c.clone();
+        Box::pin(async move {
+            match c.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(()),                                  // returns without answering
+                1 => Err("database unavailable".to_owned()), // fails
+                2 => panic!("handler bug"),                    // panics
+                _ => req.approve_with(None, Scope::Once, Some("auto".into())).map(|_| ()).map_err(|e| e.to_string()),
+            }
+        })
+    }));
+    let d = g.confirm(del("/a")).await.unwrap();
+    assert!(matches!(d, Decision::Denied { ref reason, ref responder, .. } if reason.as_deref() == Some("the approval handler returned without answering") && responder.as_deref() == Some(HANDLER_RESPONDER)), "{d:?}");
+    let d = g.confirm(del("/a")).await.unwrap();
+    assert!(matches!(d, Decision::Denied { ref reason, .. } if reason.as_deref() == Some("the approval handler failed: database unavailable")), "{d:?}");
+    let d = g.confirm(del("/a")).await.unwrap();
+    assert!(matches!(d, Decision::Denied { ref reason, .. } if reason.as_deref() == Some("the approval handler panicked")), "{d:?}");
+    let d = g.confirm(del("/a")).await.unwrap();
+    assert!(matches!(d, Decision::Approved { ref responder, .. } if responder.as_deref() == Some("auto")));
+    // Dropping the guard unsubscribes: with nobody listening, requests are cancelled.
+    drop(guard);
+    tokio::task::yield_now().await;
+    let d = g.confirm(del("/a")).await.unwrap();
+    assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoSubscribers, .. }), "{d:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn handler_picks_up_requests_already_pending() {
+    let g = gate_with(Gate::builder().deny_when_unobserved(false), Arc::new(AtomicUsize::new(0)));
+    let call = tokio::spawn({
+        let g = g.clone();
+        async move { g.confirm(del("/a")).await }
+    });
+    while g.pending().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let _guard = g.on_request(Arc::new(|req: PendingRequest| Box::pin(async move { req.approve().map(|_| ()).map_err(|e| e.to_string()) })));
+    assert!(call.await.unwrap().unwrap().is_approved());
+}
+
+#[tokio::test(start_paused = true)]
+async fn audit_jsonl_records_every_step() {
+    let dir = std::env::temp_dir().join(format!("signoff-audit-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("audit.jsonl");
+    let sink = JsonlAuditSink::open(&path).unwrap();
+    let g = gate_with(Gate::builder().audit(sink.clone()), Arc::new(AtomicUsize::new(0)));
+    let mut sub = g.subscribe();
+    let exec = g.execute(del("/home/a").session("s1").call_id("c1"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        let _ = g.respond(ConfirmationResponse { tool: Some("x".into()), ..ConfirmationResponse::approve(&req) });
+        g.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": "/home/b"})).with_responder("alice")).unwrap();
+    };
+    let (r, ()) = tokio::join!(exec, answer);
+    assert_eq!(r.status, ToolStatus::Executed);
+    g.execute(ToolCall::new("read_file", json!({"path": "/r"}))).await;
+    g.flush_audit();
+    let recs = JsonlAuditSink::read(&path).unwrap();
+    let kinds: Vec<_> = recs.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, [AuditKind::Request, AuditKind::ResponseRejected, AuditKind::Response, AuditKind::Outcome, AuditKind::Execution, AuditKind::Bypass, AuditKind::Execution]);
+    let digest = display::arguments_digest(&json!({"path": "/home/a"}));
+    assert!(recs[..4].iter().all(|r| r.session_id.as_deref() == Some("s1") && r.tool.as_deref() == Some("delete_file") && r.arguments_digest.as_deref() == Some(digest.as_str())));
+    assert_eq!(recs[0].arguments, Some(json!({"path": "/home/a"})));
+    assert_eq!(recs[1].error_kind, Some(ErrorKind::Mismatch));
+    assert_eq!(recs[2].edited_arguments, Some(json!({"path": "/home/b"})));
+    assert_eq!(recs[2].responder.as_deref(), Some("alice"));
+    assert_eq!(recs[3].decision.as_deref(), Some("approved"));
+    assert_eq!(recs[4].decision.as_deref(), Some("ok"));
+    assert_eq!(recs[4].arguments_digest, Some(display::arguments_digest(&json!({"path": "/home/b"}))));
+    assert_eq!(recs[5].decision.as_deref(), Some("not-gated"));
+    // Append-only: a second sink on the same file adds, never truncates.
+    drop(g);
+    drop(sink);
+    let again = JsonlAuditSink::open(&path).unwrap();
+    again.record(AuditRecord::new(AuditKind::Notice));
+    again.flush();
+    assert_eq!(JsonlAuditSink::read(&path).unwrap().len(), 8);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn executor_failure_and_panic_are_results_not_crashes() {
+    let g = Gate::builder()
+        .tool(Tool::builder("flaky").executor(|_| async { Err("disk full".to_owned()) }).build())
+        .tool(Tool::builder("buggy").executor(|_| async { panic!("bug") }).build())
+        .build()
+        .unwrap();
+    let r = g.execute(ToolCall::new("flaky", json!({}))).await;
+    assert_eq!((r.status, r.error.as_deref()), (ToolStatus::Failed, Some("disk full")));
+    assert!(r.content.contains("failed: disk full"));
+    assert!(r.is_error());
+    let r = g.execute(ToolCall::new("buggy", json!({}))).await;
+    assert_eq!((r.status, r.error.as_deref()), (ToolStatus::Failed, Some("the tool panicked")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_runs_ungated_at_once_and_returns_in_model_order() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    let calls = vec![
+        del("/a").call_id("1"),
+        ToolCall::new("read_file", json!({"path": "/r"})).call_id("2"),
+        del("/b").call_id("3"),
+        ToolCall::new("nope", json!({})).call_id("4"),
+    ];
+    let batch = g.execute_batch(calls);
+    let answer = async {
+        let r1 = next_request(&mut sub).await;
+        let r2 = next_request(&mut sub).await;
+        // Answer in reverse order; each call gets its own answer.
+        let (a, b) = if r1.arguments["path"] == "/a" { (r1, r2) } else { (r2, r1) };
+        g.respond(ConfirmationResponse::deny(&b, Some("not b".into()))).unwrap();
+        g.respond(ConfirmationResponse::approve(&a)).unwrap();
+    };
+    let (results, ()) = tokio::join!(batch, answer);
+    let ids: Vec<_> = results.iter().map(|r| r.call_id.clone().unwrap()).collect();
+    assert_eq!(ids, ["1", "2", "3", "4"]);
+    let st: Vec<_> = results.iter().map(|r| r.status).collect();
+    assert_eq!(st, [ToolStatus::Executed, ToolStatus::Executed, ToolStatus::Denied, ToolStatus::Rejected]);
+    assert!(results[2].content.contains("not b"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lagging_subscriber_is_told_and_resyncs_without_losing_a_request() {
+    let g = gate_with(Gate::builder().bus_capacity(4), Arc::new(AtomicUsize::new(0)));
+    let mut slow = g.subscribe();
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let g = g.clone();
+            tokio::spawn(async move { g.confirm(del(&format!("/f{i}")).call_id(i.to_string())).await })
+        })
+        .collect();
+    while g.pending().len() < 20 {
+        tokio::task::yield_now().await;
+    }
+    // The slow subscriber reads now: it must be told it lagged, with the full snapshot.
+    let mut seen = std::collections::HashMap::new();
+    let mut lagged = false;
+    while seen.len() < 20 {
+        match slow.recv().await.unwrap() {
+            Ok(Event::ConfirmationRequest(r)) => {
+                seen.insert(r.id, r);
+            }
+            Ok(_) => {}
+            Err(l) => {
+                lagged = true;
+                assert!(l.missed > 0);
+                for r in l.pending {
+                    seen.insert(r.id, r);
+                }
+            }
+        }
+    }
+    assert!(lagged, "a subscriber that fell behind must be told");
+    for r in seen.values() {
+        g.respond(ConfirmationResponse::deny(r, Some(r.tool_call_id.clone().unwrap()))).unwrap();
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let d = t.await.unwrap().unwrap();
+        assert!(matches!(d, Decision::Denied { reason: Some(ref r), .. } if *r == i.to_string()), "{d:?}");
+    }
+}
+
+#[test]
+fn events_have_a_stable_json_form() {
+    let req = ConfirmationRequest {
+        id: uuid::Uuid::nil(),
+        tool: "t".into(),
+        description: "d".into(),
+        arguments: json!({"a": 1}),
+        display_arguments: "{\n  \"a\": 1\n}".into(),
+        prompt: "p".into(),
+        arguments_digest: display::arguments_digest(&json!({"a": 1})),
+        session_id: "s".into(),
+        tool_call_id: None,
+        editable: false,
+        reasons: vec![],
+        timeout_ms: 1,
+        deadline_ms: 2,
+        created_at_ms: 1,
+        metadata: serde_json::Value::Null,
+    };
+    let e = Event::ConfirmationRequest(Arc::new(req));
+    let v = e.to_json();
+    assert_eq!(v["type"], "confirmation-request");
+    assert_eq!(Event::from_json(v.clone()).unwrap(), e);
+    assert_eq!(Event::from_json(json!({"type": "confirmation-nope"})).unwrap_err().kind(), ErrorKind::Malformed);
+}
+
+#[test]
+fn error_kinds_are_stable_strings() {
+    let names: Vec<_> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(names, ["unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor"]);
+    for k in ErrorKind::ALL {
+        assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+    }
+}
+
+#[test]
+fn tool_registration_rejects_bad_definitions() {
+    let g = Gate::new();
+    assert_eq!(g.register(Tool::builder("").build()).unwrap_err().kind(), ErrorKind::InvalidTool);
+    assert_eq!(g.register(Tool::builder("x").parameters(json!({"type": "nope"})).build()).unwrap_err().kind(), ErrorKind::InvalidTool);
+    assert_eq!(g.register(Tool::builder("x").rule(ArgRule::PathOutside { pointer: "path".into(), prefixes: vec!["/tmp".into()] }).build()).unwrap_err().kind(), ErrorKind::InvalidTool);
+    assert_eq!(g.register(Tool::builder("x").rule(ArgRule::PathOutside { pointer: "/path".into(), prefixes: vec!["tmp".into()] }).build()).unwrap_err().kind(), ErrorKind::InvalidTool);
+    g.register_spec(ToolSpec::from_json(json!({"name": "ok", "approval": "required", "timeout_ms": 5})).unwrap()).unwrap();
+    assert_eq!(g.tools()[0].name, "ok");
+    assert!(g.unregister("ok"));
+    assert!(g.tools().is_empty());
+}
