@@ -174,6 +174,10 @@ impl Tombstones {
         if self.cap == 0 {
             return;
         }
+        if let Some(existing) = self.map.get_mut(&id) {
+            *existing = o;
+            return;
+        }
         if self.order.len() >= self.cap {
             if let Some(old) = self.order.pop_front() {
                 self.map.remove(&old);
@@ -497,8 +501,7 @@ impl Gate {
             // The sender is only ever dropped after sending; fail safe regardless.
             Ok(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
             Err(_elapsed) => {
-                let taken = lock(&self.inner.waiters).remove(&id);
-                match taken {
+                match self.claim(&id, Outcome::TimedOut) {
                     Some(w) => {
                         self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
                             id,
@@ -583,6 +586,16 @@ impl Gate {
         })));
     }
 
+    /// Removes a waiter: the one point where a request is claimed by whoever resolves it. The
+    /// tombstone is written under the same lock, so a concurrent response that finds the
+    /// waiter gone always learns why (`already_resolved` / `expired`, never `unknown_request`).
+    fn claim(&self, id: &Uuid, outcome: Outcome) -> Option<Waiter> {
+        let mut waiters = lock(&self.inner.waiters);
+        let w = waiters.remove(id)?;
+        lock(&self.inner.tombstones).add(*id, outcome);
+        Some(w)
+    }
+
     /// Cancels one pending request ([`CancelReason::Aborted`]): for a UI that is closed or a
     /// host task that was cancelled. Returns whether it was still pending.
     pub fn cancel_request(&self, id: &Uuid) -> bool {
@@ -590,8 +603,7 @@ impl Gate {
     }
 
     fn cancel(&self, id: Uuid, reason: CancelReason) -> bool {
-        let taken = lock(&self.inner.waiters).remove(&id);
-        match taken {
+        match self.claim(&id, Outcome::Cancelled) {
             Some(w) => {
                 self.resolve(w, Resolution::Cancelled(reason));
                 true
@@ -771,7 +783,11 @@ impl Gate {
         };
 
         // Claim the request: only one response can remove it.
-        let Some(waiter) = lock(&self.inner.waiters).remove(&id) else {
+        let outcome = match resolution {
+            Resolution::Approved { .. } => Outcome::Approved,
+            _ => Outcome::Denied,
+        };
+        let Some(waiter) = self.claim(&id, outcome) else {
             return Err(self.not_pending(id));
         };
         let mut resp_event = resp.clone();
@@ -869,11 +885,8 @@ impl Gate {
     }
 
     fn cancel_where(&self, pred: impl Fn(&Waiter) -> bool, reason: CancelReason) -> usize {
-        let taken: Vec<Waiter> = {
-            let mut w = lock(&self.inner.waiters);
-            let ids: Vec<Uuid> = w.iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
-            ids.into_iter().filter_map(|id| w.remove(&id)).collect()
-        };
+        let ids: Vec<Uuid> = lock(&self.inner.waiters).iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
+        let taken: Vec<Waiter> = ids.iter().filter_map(|id| self.claim(id, Outcome::Cancelled)).collect();
         let n = taken.len();
         for w in taken {
             self.resolve(w, Resolution::Cancelled(reason));
