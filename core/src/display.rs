@@ -28,7 +28,8 @@ pub fn is_deceptive(c: char) -> bool {
 /// what a person reads is what runs. Newlines and tabs are kept. Returns the input unchanged
 /// (without allocating a new buffer) when there is nothing to escape.
 pub fn escape_for_display(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(is_deceptive) {
+    // Fast path: printable ASCII, newline and tab need no scan by character.
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t') || !s.chars().any(is_deceptive) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
@@ -55,10 +56,12 @@ pub fn arguments_digest(v: &Value) -> String {
     // Writing straight into the hasher avoids building the canonical string.
     let _ = serde_json::to_writer(HashWriter(&mut hasher), v);
     let out = hasher.finalize();
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(7 + 64);
     s.push_str("sha256:");
     for b in out.iter() {
-        let _ = write!(s, "{b:02x}");
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
     }
     s
 }

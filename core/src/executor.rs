@@ -76,9 +76,14 @@ impl ToolResult {
     }
 
     fn rejected(call: &ToolCall, e: &Error) -> Self {
+        Self::rejected_parts(call.call_id.clone(), call.tool.clone(), e)
+    }
+
+    fn rejected_parts(call_id: Option<String>, tool: String, e: &Error) -> Self {
         ToolResult {
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
+            content: format!("The call to `{tool}` was refused and did not run: {e}."),
+            call_id,
+            tool,
             status: ToolStatus::Rejected,
             output: None,
             error: Some(e.to_string()),
@@ -87,7 +92,6 @@ impl ToolResult {
             edited: false,
             request_id: None,
             decision: None,
-            content: format!("The call to `{}` was refused and did not run: {e}.", call.tool),
         }
     }
 }
@@ -145,12 +149,13 @@ impl Gate {
         let Some(executor) = tool.tool.executor.clone() else {
             return ToolResult::rejected(&call, &Error::NoExecutor(call.tool.clone()));
         };
+        let session = call.session_id.clone();
         let call_id = call.call_id.clone();
         let name = call.tool.clone();
-        let session = call.session_id.clone();
-        let decision = match self.confirm_with(tool, call.clone()).await {
-            Ok(d) => d,
-            Err(e) => return ToolResult::rejected(&call, &e),
+        let decision = match self.prepare(tool, call) {
+            Ok(crate::gate::Prepared::Done(d)) => d,
+            Ok(crate::gate::Prepared::Wait(w)) => self.wait(w).await,
+            Err(e) => return ToolResult::rejected_parts(call_id, name, &e),
         };
         let request_id = decision.request_id();
         let (arguments, edited) = match &decision {

@@ -12,6 +12,7 @@ use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenti
 use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use rustc_hash::FxBuildHasher;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
@@ -147,11 +148,30 @@ impl Decision {
 }
 
 /// What resolved a waiter; sent through its oneshot.
+/// A response that passed every check, and the request it claimed.
+struct Claimed {
+    waiter: Waiter,
+    resolution: Resolution,
+}
+
 enum Resolution {
     Approved { arguments: Value, edited: bool, scope: Scope, responder: Option<String> },
     Denied { reason: Option<String>, responder: Option<String> },
     TimedOut,
     Cancelled(CancelReason),
+}
+
+pub(crate) enum Prepared {
+    Done(Decision),
+    Wait(Waiting),
+}
+
+/// A published request and the receiving end of its decision.
+pub(crate) struct Waiting {
+    id: Uuid,
+    rx: oneshot::Receiver<Resolution>,
+    deadline: Instant,
+    timeout_ms: u64,
 }
 
 struct Waiter {
@@ -164,7 +184,7 @@ struct Waiter {
 /// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
 /// `unknown_request`. Bounded: the oldest are forgotten first.
 struct Tombstones {
-    map: HashMap<Uuid, Outcome>,
+    map: HashMap<Uuid, Outcome, FxBuildHasher>,
     order: VecDeque<Uuid>,
     cap: usize,
 }
@@ -279,14 +299,14 @@ impl GateBuilder {
         let gate = Gate {
             inner: Arc::new(Inner {
                 policy: self.policy,
-                tools: RwLock::new(HashMap::new()),
+                tools: RwLock::new(HashMap::default()),
                 bus,
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryPendingStore::new())),
                 authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
                 audit: self.audit,
-                waiters: Mutex::new(HashMap::new()),
+                waiters: Mutex::new(HashMap::default()),
                 grants: Mutex::new(HashSet::new()),
-                tombstones: Mutex::new(Tombstones { map: HashMap::new(), order: VecDeque::new(), cap: self.remembered }),
+                tombstones: Mutex::new(Tombstones { map: HashMap::default(), order: VecDeque::new(), cap: self.remembered }),
                 closed: AtomicBool::new(false),
                 subscribers: AtomicUsize::new(0),
                 deny_when_unobserved: self.deny_when_unobserved,
@@ -310,12 +330,12 @@ impl GateBuilder {
 
 pub(crate) struct Inner {
     pub(crate) policy: Policy,
-    tools: RwLock<HashMap<String, Arc<CompiledTool>>>,
+    tools: RwLock<HashMap<String, Arc<CompiledTool>, FxBuildHasher>>,
     bus: broadcast::Sender<Event>,
     store: Arc<dyn PendingStore>,
     authenticator: Arc<dyn ResponseAuthenticator>,
     audit: Option<Arc<dyn AuditSink>>,
-    waiters: Mutex<HashMap<Uuid, Waiter>>,
+    waiters: Mutex<HashMap<Uuid, Waiter, FxBuildHasher>>,
     grants: Mutex<HashSet<(String, String)>>,
     tombstones: Mutex<Tombstones>,
     closed: AtomicBool,
@@ -418,26 +438,31 @@ impl Gate {
     /// Errors (the call is refused, nothing is asked): `unknown_tool`, `invalid_arguments`,
     /// `store`.
     pub async fn confirm(&self, call: ToolCall) -> Result<Decision> {
-        let tool = self.tool(&call.tool)?;
-        self.confirm_with(tool, call).await
+        // Everything up to publishing is synchronous (`prepare`), so the future only carries
+        // what the wait needs: this keeps a pending request's footprint small.
+        let prepared = self.tool(&call.tool).and_then(|tool| self.prepare(tool, call));
+        match prepared? {
+            Prepared::Done(d) => Ok(d),
+            Prepared::Wait(w) => Ok(self.wait(w).await),
+        }
     }
 
-    pub(crate) async fn confirm_with(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Decision> {
+    pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
         tool.validate(&call.arguments, "original")?;
         if tool.never_gated() {
-            return Ok(self.bypass(&tool, call, ApprovedBy::NotGated));
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::NotGated)));
         }
         let eval = tool.evaluate(&call.arguments);
         if !eval.required {
-            return Ok(self.bypass(&tool, call, ApprovedBy::NotGated));
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::NotGated)));
         }
         if self.inner.policy.gating_disabled {
-            return Ok(self.bypass(&tool, call, ApprovedBy::GatingDisabled));
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::GatingDisabled)));
         }
         if !eval.forced_by_rule
             && lock(&self.inner.grants).contains(&(call.session_id.clone(), call.tool.clone()))
         {
-            return Ok(self.bypass(&tool, call, ApprovedBy::SessionGrant));
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::SessionGrant)));
         }
 
         // A request is needed.
@@ -447,16 +472,19 @@ impl Gate {
         let timeout_ms = timeout.as_millis().min(u64::MAX as u128) as u64;
         let request = Arc::new(ConfirmationRequest {
             id: Uuid::new_v4(),
-            prompt: display::render_prompt(
-                spec.prompt_template.as_deref().unwrap_or(DEFAULT_PROMPT),
-                &spec.name,
-                &spec.description,
-                &call.arguments,
-            ),
+            prompt: match &tool.fixed_prompt {
+                Some(p) => p.clone(),
+                None => display::render_prompt(
+                    spec.prompt_template.as_deref().unwrap_or(DEFAULT_PROMPT),
+                    &spec.name,
+                    &spec.description,
+                    &call.arguments,
+                ),
+            },
             display_arguments: display::display_arguments(&call.arguments),
             arguments_digest: display::arguments_digest(&call.arguments),
             tool: call.tool,
-            description: display::escape_for_display(&spec.description).into_owned(),
+            description: tool.description_display.clone(),
             arguments: call.arguments,
             session_id: call.session_id,
             tool_call_id: call.call_id,
@@ -471,23 +499,22 @@ impl Gate {
 
         if self.is_closed() {
             self.audit_outcome(&request, Outcome::Cancelled, Some(CancelReason::Shutdown), None, None);
-            return Ok(Decision::Cancelled { request_id: Some(id), reason: CancelReason::Shutdown });
+            return Ok(Prepared::Done(Decision::Cancelled { request_id: Some(id), reason: CancelReason::Shutdown }));
         }
 
         let deadline = Instant::now() + timeout;
-        let (tx, mut rx) = oneshot::channel();
+        let (tx, rx) = oneshot::channel();
         self.inner.store.insert(request.clone())?;
         lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
-        // From here on, dropping this future cancels the request.
-        let guard = CancelOnDrop { gate: self, id };
-
+        // From here on, dropping the returned `Waiting` (or the future awaiting it) cancels.
+        let waiting = Waiting { id, rx, deadline, timeout_ms };
         self.audit(|| {
             let mut r = record_for(AuditKind::Request, &request);
             r.arguments = Some(request.arguments.clone());
             r.reason = Some(request.reasons.join("; "));
             r
         });
-        self.publish(Event::ConfirmationRequest(request.clone()));
+        self.publish(Event::ConfirmationRequest(request));
         // The waiter was inserted before these checks, and `close` / the last subscriber's drop
         // flip their flag before sweeping the waiters: one side or the other always sees it.
         if self.is_closed() {
@@ -495,38 +522,41 @@ impl Gate {
         } else if self.inner.deny_when_unobserved && self.inner.subscribers.load(Ordering::SeqCst) == 0 {
             self.cancel(id, CancelReason::NoSubscribers);
         }
+        Ok(Prepared::Wait(waiting))
+    }
 
+    pub(crate) async fn wait(&self, w: Waiting) -> Decision {
+        let Waiting { id, mut rx, deadline, timeout_ms } = w;
+        let guard = CancelOnDrop { gate: self, id };
         let resolution = match tokio::time::timeout_at(deadline, &mut rx).await {
             Ok(Ok(res)) => res,
             // The sender is only ever dropped after sending; fail safe regardless.
             Ok(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
-            Err(_elapsed) => {
-                match self.claim(&id, Outcome::TimedOut) {
-                    Some(w) => {
-                        self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
-                            id,
-                            tool: w.request.tool.clone(),
-                            session_id: w.request.session_id.clone(),
-                            deadline_ms: w.request.deadline_ms,
-                            at_ms: now_ms(),
-                        })));
-                        self.finish_local(w, Resolution::TimedOut);
-                        Resolution::TimedOut
-                    }
-                    // Someone took it just now and is about to send (no await in between).
-                    None => rx.await.unwrap_or(Resolution::Cancelled(CancelReason::Aborted)),
+            Err(_elapsed) => match self.claim(&id, Outcome::TimedOut) {
+                Some(w) => {
+                    self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
+                        id,
+                        tool: w.request.tool.clone(),
+                        session_id: w.request.session_id.clone(),
+                        deadline_ms: w.request.deadline_ms,
+                        at_ms: now_ms(),
+                    })));
+                    self.finish_local(w, Resolution::TimedOut);
+                    Resolution::TimedOut
                 }
-            }
+                // Someone claimed it just now and is about to send (no await in between).
+                None => rx.await.unwrap_or(Resolution::Cancelled(CancelReason::Aborted)),
+            },
         };
         std::mem::forget(guard);
-        Ok(match resolution {
+        match resolution {
             Resolution::Approved { arguments, edited, scope, responder } => {
                 Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
             }
             Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },
             Resolution::TimedOut => Decision::TimedOut { request_id: id, timeout_ms },
             Resolution::Cancelled(reason) => Decision::Cancelled { request_id: Some(id), reason },
-        })
+        }
     }
 
     fn bypass(&self, tool: &CompiledTool, call: ToolCall, by: ApprovedBy) -> Decision {
@@ -570,7 +600,10 @@ impl Gate {
             Resolution::TimedOut => (Outcome::TimedOut, None, None, None, Scope::Once, false),
             Resolution::Cancelled(c) => (Outcome::Cancelled, Some(*c), None, None, Scope::Once, false),
         };
-        lock(&self.inner.tombstones).add(w.request.id, outcome);
+        if outcome == Outcome::Cancelled {
+            // Claimed as something else, then found the waiting task gone.
+            lock(&self.inner.tombstones).add(w.request.id, outcome);
+        }
         self.audit_outcome(&w.request, outcome, cancel, responder.clone(), reason.clone());
         self.publish(Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
             id: w.request.id,
@@ -670,31 +703,38 @@ impl Gate {
     /// request), `unauthorized`, `edits_not_allowed`, `invalid_arguments` (edited arguments
     /// fail the schema), `malformed` (e.g. edited arguments on a denial), `closed`.
     pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
-        let result = self.try_respond(&response);
-        if let Err(e) = &result {
-            self.audit(|| {
-                // Recorded against the request when it is known; the response's claims are in
-                // the error message.
-                let mut r = match self.inner.store.get(&response.id) {
-                    Some(req) => record_for(AuditKind::ResponseRejected, &req),
-                    None => {
-                        let mut r = AuditRecord::new(AuditKind::ResponseRejected);
-                        r.request_id = Some(response.id);
-                        r.session_id = response.session_id.clone();
-                        r.tool = response.tool.clone();
-                        r.arguments_digest = response.arguments_digest.clone();
-                        r
-                    }
-                };
-                r.edited_arguments = response.arguments.clone();
-                r.decision = Some(decision_str(response.decision).into());
-                r.responder = response.responder.clone();
-                r.reason = Some(e.to_string());
-                r.error_kind = Some(e.kind());
-                r
-            });
-        }
-        result
+        let claimed = match self.check_response(&response) {
+            Ok(c) => c,
+            Err(e) => {
+                self.audit_rejected(&response, &e);
+                return Err(e);
+            }
+        };
+        self.apply(claimed, response)
+    }
+
+    fn audit_rejected(&self, response: &ConfirmationResponse, e: &Error) {
+        self.audit(|| {
+            // Recorded against the request when it is known; the response's claims are in
+            // the error message.
+            let mut r = match self.inner.store.get(&response.id) {
+                Some(req) => record_for(AuditKind::ResponseRejected, &req),
+                None => {
+                    let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                    r.request_id = Some(response.id);
+                    r.session_id = response.session_id.clone();
+                    r.tool = response.tool.clone();
+                    r.arguments_digest = response.arguments_digest.clone();
+                    r
+                }
+            };
+            r.edited_arguments = response.arguments.clone();
+            r.decision = Some(decision_str(response.decision).into());
+            r.responder = response.responder.clone();
+            r.reason = Some(e.to_string());
+            r.error_kind = Some(e.kind());
+            r
+        });
     }
 
     /// Parses a JSON response (see [`ConfirmationResponse::from_json_str`]) and answers with it.
@@ -713,7 +753,9 @@ impl Gate {
         }
     }
 
-    fn try_respond(&self, resp: &ConfirmationResponse) -> Result<Outcome> {
+    /// Checks a response against its request and claims the request. Nothing is published or
+    /// changed unless this returns `Ok`.
+    fn check_response(&self, resp: &ConfirmationResponse) -> Result<Claimed> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -790,27 +832,34 @@ impl Gate {
         let Some(waiter) = self.claim(&id, outcome) else {
             return Err(self.not_pending(id));
         };
-        let mut resp_event = resp.clone();
-        resp_event.at_ms.get_or_insert_with(now_ms);
+        Ok(Claimed { waiter, resolution })
+    }
+
+    /// Publishes an accepted response and resolves its request.
+    fn apply(&self, claimed: Claimed, mut resp: ConfirmationResponse) -> Result<Outcome> {
+        let Claimed { waiter, resolution } = claimed;
+        let id = resp.id;
+        resp.at_ms.get_or_insert_with(now_ms);
         self.audit(|| {
-            let mut r = record_for(AuditKind::Response, &request);
+            let request = &waiter.request;
+            let mut r = record_for(AuditKind::Response, request);
             r.decision = Some(decision_str(resp.decision).into());
             r.responder = resp.responder.clone();
             r.reason = resp.reason.clone();
             if let Resolution::Approved { arguments, edited: true, .. } = &resolution {
                 r.arguments = Some(request.arguments.clone());
                 r.edited_arguments = Some(arguments.clone());
-                let rules = tool.evaluate(arguments);
+                let rules = waiter.tool.evaluate(arguments);
                 if rules.forced_by_rule {
                     r.reason = Some(format!("edited arguments match rules: {}", rules.reasons.join("; ")));
                 }
             }
             r
         });
-        self.publish(Event::ConfirmationResponse(Arc::new(resp_event)));
         if let Resolution::Approved { scope: Scope::Session, .. } = &resolution {
-            self.grant(&request.session_id, &request.tool, resp.responder.clone());
+            self.grant(&waiter.request.session_id, &waiter.request.tool, resp.responder.clone());
         }
+        self.publish(Event::ConfirmationResponse(Arc::new(resp)));
         match self.resolve(waiter, resolution) {
             Outcome::Cancelled => {
                 Err(Error::AlreadyResolved { id, outcome: "cancelled (the waiting task was gone)".into() })
@@ -1043,3 +1092,4 @@ impl Drop for Subscription {
         }
     }
 }
+

@@ -56,6 +56,10 @@ pub(crate) struct CompiledTool {
     /// arguments: computed once at registration.
     base: Option<String>,
     pub timeout: Duration,
+    /// The escaped description, and the prompt when its template does not depend on the
+    /// arguments: rendered once here instead of per request.
+    pub description_display: String,
+    pub fixed_prompt: Option<String>,
 }
 
 /// Splits a tool name into lowercase words: on non-alphanumerics and on lower→upper case changes.
@@ -92,7 +96,12 @@ impl Policy {
         })?;
         let base = self.base_reason(&tool);
         let timeout = tool.spec.timeout_ms.map(Duration::from_millis).unwrap_or(self.default_timeout);
-        Ok(CompiledTool { tool, validator, base, timeout })
+        let spec = &tool.spec;
+        let description_display = crate::display::escape_for_display(&spec.description).into_owned();
+        let template = spec.prompt_template.as_deref().unwrap_or(crate::tool::DEFAULT_PROMPT);
+        let fixed_prompt = (!template.contains("{args}"))
+            .then(|| crate::display::render_prompt(template, &spec.name, &spec.description, &Value::Null));
+        Ok(CompiledTool { tool, validator, base, timeout, description_display, fixed_prompt })
     }
 
     /// The argument-independent reason to gate, if any.

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::event::{ConfirmationRequest, ConfirmationResponse};
+use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -30,14 +31,14 @@ pub trait PendingStore: Send + Sync + 'static {
 /// The default store: a hash map behind a mutex.
 #[derive(Default)]
 pub struct MemoryPendingStore {
-    map: Mutex<HashMap<Uuid, Arc<ConfirmationRequest>>>,
+    map: Mutex<HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>>,
 }
 
 impl MemoryPendingStore {
     pub fn new() -> Self {
         Self::default()
     }
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<ConfirmationRequest>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -1,0 +1,82 @@
+//! Bytes per pending request with 100,000 pending, counted by a global allocator.
+//! `cargo run --release -p signoff --example pending_memory`
+
+use serde_json::json;
+use signoff::{Gate, Tool, ToolCall};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn main() {
+    const N: usize = 100_000;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    rt.block_on(async {
+        let g = Gate::builder()
+            .tool(Tool::builder("delete_file").description("Deletes a file").parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}})).build())
+            .deny_when_unobserved(false)
+            .build()
+            .unwrap();
+        // Warm up the maps' and runtime's first allocations.
+        let warm: Vec<_> = (0..1000).map(|i| { let g = g.clone(); tokio::spawn(async move { g.confirm(ToolCall::new("delete_file", json!({"path": format!("/w/{i}")})).call_id(format!("w{i}"))).await }) }).collect();
+        while g.pending_count() < 1000 { tokio::task::yield_now().await; }
+        g.close();
+        for w in warm { let _ = w.await; }
+        drop(g);
+
+        let g = Gate::builder()
+            .tool(Tool::builder("delete_file").description("Deletes a file").parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}})).build())
+            .deny_when_unobserved(false)
+            .build()
+            .unwrap();
+        let b0 = LIVE.load(Ordering::SeqCst);
+        let args: Vec<_> = (0..N).map(|i| json!({"path": format!("/home/user/file-{i:06}.txt")})).collect();
+        let args_bytes = (LIVE.load(Ordering::SeqCst) - b0) as f64 / N as f64;
+        drop(args);
+        let before = LIVE.load(Ordering::SeqCst);
+        let tasks: Vec<_> = (0..N)
+            .map(|i| {
+                let g = g.clone();
+                tokio::spawn(async move {
+                    g.confirm(ToolCall::new("delete_file", json!({"path": format!("/home/user/file-{i:06}.txt")})).call_id(format!("call_{i:06}"))).await
+                })
+            })
+            .collect();
+        while g.pending_count() < N {
+            tokio::task::yield_now().await;
+        }
+        let during = LIVE.load(Ordering::SeqCst);
+        let per = (during - before) as f64 / N as f64;
+        // The JoinHandles vector is the benchmark's own bookkeeping, not the gate's.
+        let handles = (N * std::mem::size_of::<tokio::task::JoinHandle<()>>()) as f64 / N as f64;
+        let sample = g.pending()[0].clone();
+        let shown = serde_json::to_string(&*sample).unwrap().len();
+        println!("pending requests:              {N}");
+        println!("bytes per pending request:     {:.0} (all live heap growth / N, incl. task, timer, request, store and waiter entries; {handles:.0} B of it is the bench's JoinHandle vector)", per);
+        println!("of which the caller's own arguments value (a 1-key JSON object): {args_bytes:.0} bytes");
+        println!("of which the request's JSON:   {shown} bytes when serialized (tool, description, args, prompt, digest, ids)");
+        g.close();
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+}
