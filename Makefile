@@ -11,7 +11,7 @@ test: test-rust test-python test-node test-swift
 
 test-rust:
 	$(CARGO) test --locked -p signoff -p signoff-examples
-	$(CARGO) run --locked -q -p signoff-examples --bin demo -- --auto script --script examples/demo-answers.txt
+	examples/check-demo.sh
 
 test-python:
 	@if [ -x bindings-python/test.sh ]; then bindings-python/test.sh; else echo "bindings-python: not present"; fi
