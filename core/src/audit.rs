@@ -112,6 +112,7 @@ impl AuditSink for MemoryAuditSink {
     }
 }
 
+#[allow(clippy::large_enum_variant)] // records are moved through the channel once; boxing would add an allocation
 enum Msg {
     Record(AuditRecord),
     Flush(mpsc::SyncSender<()>),
@@ -205,12 +206,11 @@ impl JsonlAuditSink {
 impl AuditSink for JsonlAuditSink {
     fn record(&self, record: AuditRecord) {
         let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = guard.as_ref() {
-            if tx.send(Msg::Record(record)).is_err() {
+        if let Some(tx) = guard.as_ref()
+            && tx.send(Msg::Record(record)).is_err() {
                 self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 eprintln!("signoff: audit writer for {} has stopped; a record was not written", self.path.display());
             }
-        }
     }
 
     fn flush(&self) {

@@ -184,11 +184,10 @@ impl ConfirmationResponse {
         let Some(obj) = v.as_object_mut() else {
             return Err(Error::Malformed("response must be a JSON object".into()));
         };
-        if let Some(t) = obj.remove("type") {
-            if t != "confirmation-response" {
+        if let Some(t) = obj.remove("type")
+            && t != "confirmation-response" {
                 return Err(Error::Malformed(format!("expected type \"confirmation-response\", got {t}")));
             }
-        }
         serde_json::from_value(v).map_err(|e| Error::Malformed(format!("response: {e}")))
     }
 }

@@ -124,7 +124,7 @@ pub(crate) fn declined_text(tool: &str, d: &Decision) -> String {
 }
 
 fn human_duration(ms: u64) -> String {
-    if ms % 1000 == 0 { format!("{} s", ms / 1000) } else { format!("{ms} ms") }
+    if ms.is_multiple_of(1000) { format!("{} s", ms / 1000) } else { format!("{ms} ms") }
 }
 
 fn output_text(v: &Value) -> String {

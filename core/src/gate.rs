@@ -198,11 +198,10 @@ impl Tombstones {
             *existing = o;
             return;
         }
-        if self.order.len() >= self.cap {
-            if let Some(old) = self.order.pop_front() {
+        if self.order.len() >= self.cap
+            && let Some(old) = self.order.pop_front() {
                 self.map.remove(&old);
             }
-        }
         self.map.insert(id, o);
         self.order.push_back(id);
     }
@@ -776,21 +775,18 @@ impl Gate {
             expected: expected.to_owned(),
             got: got.to_owned(),
         };
-        if let Some(t) = &resp.tool {
-            if *t != request.tool {
+        if let Some(t) = &resp.tool
+            && *t != request.tool {
                 return Err(mismatch("tool", &request.tool, t));
             }
-        }
-        if let Some(d) = &resp.arguments_digest {
-            if *d != request.arguments_digest {
+        if let Some(d) = &resp.arguments_digest
+            && *d != request.arguments_digest {
                 return Err(mismatch("arguments_digest", &request.arguments_digest, d));
             }
-        }
-        if let Some(s) = &resp.session_id {
-            if *s != request.session_id {
+        if let Some(s) = &resp.session_id
+            && *s != request.session_id {
                 return Err(mismatch("session_id", &request.session_id, s));
             }
-        }
         if Instant::now() >= deadline {
             return Err(Error::Expired(id));
         }

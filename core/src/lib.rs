@@ -61,3 +61,8 @@ pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandle
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use store::{AcceptAll, AllowedResponders, MemoryPendingStore, PendingStore, ResponseAuthenticator};
 pub use tool::{ApprovalMode, ArgRule, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec};
+
+/// The README's Rust quickstart, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

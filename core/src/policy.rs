@@ -119,11 +119,10 @@ impl Policy {
         if let Some(k) = self.keywords.iter().find(|k| words.iter().any(|w| w.eq_ignore_ascii_case(k))) {
             return Some(format!("the tool name contains the keyword {k:?}"));
         }
-        if let ToolSource::External { server } = &spec.source {
-            if !spec.read_only {
+        if let ToolSource::External { server } = &spec.source
+            && !spec.read_only {
                 return Some(format!("the tool comes from the external server {server:?} and is not read-only"));
             }
-        }
         None
     }
 }

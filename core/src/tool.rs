@@ -111,11 +111,10 @@ impl ArgRule {
         if !(p.is_empty() || p.starts_with('/')) {
             return Err(format!("rule pointer {p:?} must be empty or start with '/'"));
         }
-        if let ArgRule::PathOutside { prefixes, .. } = self {
-            if let Some(bad) = prefixes.iter().find(|p| normalize_path(p).is_none()) {
+        if let ArgRule::PathOutside { prefixes, .. } = self
+            && let Some(bad) = prefixes.iter().find(|p| normalize_path(p).is_none()) {
                 return Err(format!("path prefix {bad:?} must be absolute"));
             }
-        }
         Ok(())
     }
 }

@@ -181,12 +181,11 @@ async fn cancel_racing_approve_never_runs_a_cancelled_call() {
         exec.abort();
         let answer = t.join().unwrap();
         let finished = exec.await;
-        if let Ok(r) = &finished {
-            if r.status == ToolStatus::Executed {
+        if let Ok(r) = &finished
+            && r.status == ToolStatus::Executed {
                 approved += 1;
                 assert!(answer.is_ok());
             }
-        }
         while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(1), sub.recv()).await {}
     }
     assert_eq!(runs.load(Ordering::SeqCst), approved, "a tool ran without its execute completing");
