@@ -152,9 +152,8 @@ impl Gate {
         let session = call.session_id.clone();
         let call_id = call.call_id.clone();
         let name = call.tool.clone();
-        let decision = match self.prepare(tool, call) {
-            Ok(crate::gate::Prepared::Done(d)) => d,
-            Ok(crate::gate::Prepared::Wait(w)) => self.wait(w).await,
+        let decision = match self.confirm_tool(tool, call).await {
+            Ok(d) => d,
             Err(e) => return ToolResult::rejected_parts(call_id, name, &e),
         };
         let request_id = decision.request_id();

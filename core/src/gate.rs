@@ -436,14 +436,13 @@ impl Gate {
     ///
     /// Errors (the call is refused, nothing is asked): `unknown_tool`, `invalid_arguments`,
     /// `store`.
-    pub async fn confirm(&self, call: ToolCall) -> Result<Decision> {
-        // Everything up to publishing is synchronous (`prepare`), so the future only carries
-        // what the wait needs: this keeps a pending request's footprint small.
-        let prepared = self.tool(&call.tool).and_then(|tool| self.prepare(tool, call));
-        match prepared? {
-            Prepared::Done(d) => Ok(d),
-            Prepared::Wait(w) => Ok(self.wait(w).await),
-        }
+    pub fn confirm(&self, call: ToolCall) -> Confirm<'_> {
+        Confirm { gate: self, start: Some((None, call)), waiting: None, sleep: None }
+    }
+
+    /// `confirm` with the tool already looked up (used by `execute`).
+    pub(crate) fn confirm_tool(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Confirm<'_> {
+        Confirm { gate: self, start: Some((Some(tool), call)), waiting: None, sleep: None }
     }
 
     pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
@@ -505,7 +504,7 @@ impl Gate {
         let (tx, rx) = oneshot::channel();
         self.inner.store.insert(request.clone())?;
         lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
-        // From here on, dropping the returned `Waiting` (or the future awaiting it) cancels.
+        // From here on, dropping the `Confirm` future that holds this cancels the request.
         let waiting = Waiting { id, rx, deadline, timeout_ms };
         self.audit(|| {
             let mut r = record_for(AuditKind::Request, &request);
@@ -524,38 +523,18 @@ impl Gate {
         Ok(Prepared::Wait(waiting))
     }
 
-    pub(crate) async fn wait(&self, w: Waiting) -> Decision {
-        let Waiting { id, mut rx, deadline, timeout_ms } = w;
-        let guard = CancelOnDrop { gate: self, id };
-        let resolution = match tokio::time::timeout_at(deadline, &mut rx).await {
-            Ok(Ok(res)) => res,
-            // The sender is only ever dropped after sending; fail safe regardless.
-            Ok(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
-            Err(_elapsed) => match self.claim(&id, Outcome::TimedOut) {
-                Some(w) => {
-                    self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
-                        id,
-                        tool: w.request.tool.clone(),
-                        session_id: w.request.session_id.clone(),
-                        deadline_ms: w.request.deadline_ms,
-                        at_ms: now_ms(),
-                    })));
-                    self.finish_local(w, Resolution::TimedOut);
-                    Resolution::TimedOut
-                }
-                // Someone claimed it just now and is about to send (no await in between).
-                None => rx.await.unwrap_or(Resolution::Cancelled(CancelReason::Aborted)),
-            },
-        };
-        std::mem::forget(guard);
-        match resolution {
-            Resolution::Approved { arguments, edited, scope, responder } => {
-                Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
-            }
-            Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },
-            Resolution::TimedOut => Decision::TimedOut { request_id: id, timeout_ms },
-            Resolution::Cancelled(reason) => Decision::Cancelled { request_id: Some(id), reason },
-        }
+    /// The deadline passed: time the request out, unless a response claimed it first.
+    fn time_out(&self, id: Uuid) -> Option<Resolution> {
+        let w = self.claim(&id, Outcome::TimedOut)?;
+        self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
+            id,
+            tool: w.request.tool.clone(),
+            session_id: w.request.session_id.clone(),
+            deadline_ms: w.request.deadline_ms,
+            at_ms: now_ms(),
+        })));
+        self.finish_local(w, Resolution::TimedOut);
+        Some(Resolution::TimedOut)
     }
 
     fn bypass(&self, tool: &CompiledTool, call: ToolCall, by: ApprovedBy) -> Decision {
@@ -1021,15 +1000,85 @@ fn record_for(kind: AuditKind, req: &ConfirmationRequest) -> AuditRecord {
     r
 }
 
-/// Cancels the request if the `confirm` future is dropped before it resolves.
-struct CancelOnDrop<'a> {
-    gate: &'a Gate,
-    id: Uuid,
+pin_project_lite::pin_project! {
+    /// The future returned by [`Gate::confirm`]. Lazy: nothing is checked or published until it
+    /// is first polled. Dropping it while its request is pending cancels the request
+    /// ([`CancelReason::Aborted`]), which denies.
+    #[must_use = "a confirmation does nothing unless awaited"]
+    pub struct Confirm<'a> {
+        gate: &'a Gate,
+        start: Option<(Option<Arc<CompiledTool>>, ToolCall)>,
+        waiting: Option<Waiting>,
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
+    }
+
+    impl PinnedDrop for Confirm<'_> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(w) = this.waiting.take() {
+                this.gate.cancel(w.id, CancelReason::Aborted);
+            }
+        }
+    }
 }
 
-impl Drop for CancelOnDrop<'_> {
-    fn drop(&mut self) {
-        self.gate.cancel(self.id, CancelReason::Aborted);
+impl std::future::Future for Confirm<'_> {
+    type Output = Result<Decision>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let mut this = self.project();
+        if let Some((tool, call)) = this.start.take() {
+            let tool = match tool {
+                Some(t) => t,
+                None => match this.gate.tool(&call.tool) {
+                    Ok(t) => t,
+                    Err(e) => return Poll::Ready(Err(e)),
+                },
+            };
+            match this.gate.prepare(tool, call) {
+                Err(e) => return Poll::Ready(Err(e)),
+                Ok(Prepared::Done(d)) => return Poll::Ready(Ok(d)),
+                Ok(Prepared::Wait(w)) => {
+                    this.sleep.set(Some(tokio::time::sleep_until(w.deadline)));
+                    *this.waiting = Some(w);
+                }
+            }
+        }
+        let Some(w) = this.waiting.as_mut() else {
+            panic!("`Confirm` polled after completion");
+        };
+        let resolution = match std::pin::Pin::new(&mut w.rx).poll(cx) {
+            Poll::Ready(Ok(res)) => res,
+            // The sender is only ever dropped after sending; fail safe regardless.
+            Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
+            Poll::Pending => match this.sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+                Some(Poll::Ready(())) => match this.gate.time_out(w.id) {
+                    Some(r) => r,
+                    // Someone claimed it just before the deadline (possibly on another thread)
+                    // and is about to send: stop the timer and wait for what they send.
+                    None => {
+                        this.sleep.set(None);
+                        match std::pin::Pin::new(&mut w.rx).poll(cx) {
+                            Poll::Ready(Ok(r)) => r,
+                            Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    }
+                },
+                _ => return Poll::Pending,
+            },
+        };
+        let Some(Waiting { id, timeout_ms, .. }) = this.waiting.take() else { unreachable!() };
+        Poll::Ready(Ok(match resolution {
+            Resolution::Approved { arguments, edited, scope, responder } => {
+                Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
+            }
+            Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },
+            Resolution::TimedOut => Decision::TimedOut { request_id: id, timeout_ms },
+            Resolution::Cancelled(reason) => Decision::Cancelled { request_id: Some(id), reason },
+        }))
     }
 }
 

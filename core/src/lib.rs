@@ -56,7 +56,7 @@ pub use event::{
     Outcome, ResponseDecision, Scope,
 };
 pub use executor::{ToolResult, ToolStatus};
-pub use gate::{ApprovedBy, DEFAULT_SESSION, Decision, Gate, GateBuilder, Lagged, Subscription, ToolCall};
+pub use gate::{ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, Lagged, Subscription, ToolCall};
 pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use store::{AcceptAll, AllowedResponders, MemoryPendingStore, PendingStore, ResponseAuthenticator};
