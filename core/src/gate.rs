@@ -55,14 +55,17 @@ impl ToolCall {
     pub fn new(tool: impl Into<String>, arguments: Value) -> Self {
         ToolCall { tool: tool.into(), arguments, session_id: default_session(), call_id: None, metadata: Value::Null }
     }
+    /// Sets the agent session (grants never cross sessions).
     pub fn session(mut self, session_id: impl Into<String>) -> Self {
         self.session_id = session_id.into();
         self
     }
+    /// Sets the model's id for this call; it is carried to the request and the result.
     pub fn call_id(mut self, id: impl Into<String>) -> Self {
         self.call_id = Some(id.into());
         self
     }
+    /// Attaches free metadata, shown with the request.
     pub fn metadata(mut self, m: Value) -> Self {
         self.metadata = m;
         self
@@ -89,30 +92,46 @@ pub enum ApprovedBy {
 pub enum Decision {
     /// Run the tool with `arguments` (the original ones, or the person's edit).
     Approved {
+        /// The request a person answered; `None` when no request was made.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<Uuid>,
+        /// The arguments to run with: the original ones, or the person's validated edit.
         arguments: Value,
+        /// The person changed the arguments.
         edited: bool,
+        /// Why the call may run.
         by: ApprovedBy,
+        /// `Session` when the approval (or the grant that covered it) was for the session.
         #[serde(default)]
         scope: Scope,
+        /// Who approved.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         responder: Option<String>,
     },
     /// A person said no.
     Denied {
+        /// The request that was denied.
         request_id: Uuid,
+        /// The person's reason, passed on to the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Who denied (`signoff:handler` when a handler failed or did not answer).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         responder: Option<String>,
     },
     /// Nobody answered before the deadline.
-    TimedOut { request_id: Uuid, timeout_ms: u64 },
+    TimedOut {
+        /// The request nobody answered.
+        request_id: Uuid,
+        /// How long it waited.
+        timeout_ms: u64,
+    },
     /// The request was cancelled before anyone answered.
     Cancelled {
+        /// The cancelled request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<Uuid>,
+        /// Why it was cancelled.
         reason: CancelReason,
     },
 }
@@ -256,14 +275,17 @@ impl GateBuilder {
         self.policy.gating_disabled = yes;
         self
     }
+    /// Where pending requests are kept (in memory by default).
     pub fn store(mut self, s: Arc<dyn PendingStore>) -> Self {
         self.store = Some(s);
         self
     }
+    /// Who may answer (by default any in-process response that matches its request).
     pub fn authenticator(mut self, a: Arc<dyn ResponseAuthenticator>) -> Self {
         self.authenticator = Some(a);
         self
     }
+    /// Where audit records go (none by default).
     pub fn audit(mut self, a: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(a);
         self
@@ -293,6 +315,7 @@ impl GateBuilder {
         self
     }
 
+    /// Builds the gate; fails with `invalid_tool` if a tool given to [`tool`](Self::tool) is invalid.
     pub fn build(self) -> Result<Gate> {
         let (bus, _) = broadcast::channel(self.bus_capacity);
         let gate = Gate {
@@ -364,6 +387,7 @@ impl Gate {
         GateBuilder::default().build().expect("a gate without tools always builds")
     }
 
+    /// Configures a gate.
     pub fn builder() -> GateBuilder {
         GateBuilder::default()
     }
@@ -929,6 +953,7 @@ impl Gate {
         }
     }
 
+    /// True after [`close`](Self::close).
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::SeqCst)
     }
@@ -1087,7 +1112,9 @@ impl std::future::Future for Confirm<'_> {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("subscriber lagged and missed {missed} events; re-sync from the {} pending requests", pending.len())]
 pub struct Lagged {
+    /// How many events this subscriber missed.
     pub missed: u64,
+    /// Every request pending when the lag was noticed, oldest first.
     pub pending: Vec<Arc<ConfirmationRequest>>,
 }
 
