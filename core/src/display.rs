@@ -80,8 +80,16 @@ impl std::io::Write for HashWriter<'_> {
 
 /// Pretty JSON of the arguments, escaped for display.
 pub fn display_arguments(v: &Value) -> String {
-    let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
-    escape_for_display(&pretty).into_owned()
+    let mut buf = Vec::with_capacity(64);
+    let pretty = match serde_json::to_writer_pretty(&mut buf, v) {
+        // serde_json writes valid UTF-8.
+        Ok(()) => String::from_utf8(buf).unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    match escape_for_display(&pretty) {
+        std::borrow::Cow::Borrowed(_) => pretty,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
 }
 
 /// Renders a prompt template: `{tool}` becomes the tool name, `{args}` the compact JSON of the
