@@ -461,12 +461,12 @@ impl Gate {
     /// Errors (the call is refused, nothing is asked): `unknown_tool`, `invalid_arguments`,
     /// `store`.
     pub fn confirm(&self, call: ToolCall) -> Confirm<'_> {
-        Confirm { gate: self, start: Some((None, call)), waiting: None, sleep: None }
+        self.confirm_future(None, call)
     }
 
     /// `confirm` with the tool already looked up (used by `execute`).
     pub(crate) fn confirm_tool(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Confirm<'_> {
-        Confirm { gate: self, start: Some((Some(tool), call)), waiting: None, sleep: None }
+        self.confirm_future(Some(tool), call)
     }
 
     pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
@@ -1032,19 +1032,33 @@ pin_project_lite::pin_project! {
     #[must_use = "a confirmation does nothing unless awaited"]
     pub struct Confirm<'a> {
         gate: &'a Gate,
-        start: Option<(Option<Arc<CompiledTool>>, ToolCall)>,
-        waiting: Option<Waiting>,
         #[pin]
-        sleep: Option<tokio::time::Sleep>,
+        state: ConfirmState,
     }
 
     impl PinnedDrop for Confirm<'_> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(w) = this.waiting.take() {
-                this.gate.cancel(w.id, CancelReason::Aborted);
+            if let ConfirmStateProj::Waiting { waiting, .. } = this.state.project() {
+                this.gate.cancel(waiting.id, CancelReason::Aborted);
             }
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Start and wait share storage: a pending confirmation carries only what the wait needs.
+    #[project = ConfirmStateProj]
+    enum ConfirmState {
+        Start { tool: Option<Arc<CompiledTool>>, call: Option<ToolCall> },
+        Waiting { waiting: Waiting, #[pin] sleep: Option<tokio::time::Sleep> },
+        Done,
+    }
+}
+
+impl Gate {
+    fn confirm_future(&self, tool: Option<Arc<CompiledTool>>, call: ToolCall) -> Confirm<'_> {
+        Confirm { gate: self, state: ConfirmState::Start { tool, call: Some(call) } }
     }
 }
 
@@ -1054,37 +1068,42 @@ impl std::future::Future for Confirm<'_> {
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         use std::task::Poll;
         let mut this = self.project();
-        if let Some((tool, call)) = this.start.take() {
-            let tool = match tool {
-                Some(t) => t,
-                None => match this.gate.tool(&call.tool) {
-                    Ok(t) => t,
-                    Err(e) => return Poll::Ready(Err(e)),
-                },
-            };
-            match this.gate.prepare(tool, call) {
-                Err(e) => return Poll::Ready(Err(e)),
-                Ok(Prepared::Done(d)) => return Poll::Ready(Ok(d)),
+        if let ConfirmStateProj::Start { tool, call } = this.state.as_mut().project() {
+            let (tool, call) = (tool.take(), call.take().expect("`Confirm` polled after completion"));
+            let prepared = match tool {
+                Some(t) => Ok(t),
+                None => this.gate.tool(&call.tool),
+            }
+            .and_then(|t| this.gate.prepare(t, call));
+            match prepared {
+                Err(e) => {
+                    this.state.set(ConfirmState::Done);
+                    return Poll::Ready(Err(e));
+                }
+                Ok(Prepared::Done(d)) => {
+                    this.state.set(ConfirmState::Done);
+                    return Poll::Ready(Ok(d));
+                }
                 Ok(Prepared::Wait(w)) => {
-                    this.sleep.set(Some(tokio::time::sleep_until(w.deadline)));
-                    *this.waiting = Some(w);
+                    let sleep = tokio::time::sleep_until(w.deadline);
+                    this.state.set(ConfirmState::Waiting { waiting: w, sleep: Some(sleep) });
                 }
             }
         }
-        let Some(w) = this.waiting.as_mut() else {
+        let ConfirmStateProj::Waiting { waiting: w, mut sleep } = this.state.as_mut().project() else {
             panic!("`Confirm` polled after completion");
         };
         let resolution = match std::pin::Pin::new(&mut w.rx).poll(cx) {
             Poll::Ready(Ok(res)) => res,
             // The sender is only ever dropped after sending; fail safe regardless.
             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
-            Poll::Pending => match this.sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+            Poll::Pending => match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
                 Some(Poll::Ready(())) => match this.gate.time_out(w.id) {
                     Some(r) => r,
                     // Someone claimed it just before the deadline (possibly on another thread)
                     // and is about to send: stop the timer and wait for what they send.
                     None => {
-                        this.sleep.set(None);
+                        sleep.set(None);
                         match std::pin::Pin::new(&mut w.rx).poll(cx) {
                             Poll::Ready(Ok(r)) => r,
                             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
@@ -1095,7 +1114,9 @@ impl std::future::Future for Confirm<'_> {
                 _ => return Poll::Pending,
             },
         };
-        let Some(Waiting { id, timeout_ms, .. }) = this.waiting.take() else { unreachable!() };
+        let (id, timeout_ms) = (w.id, w.timeout_ms);
+        // Resolved: leaving the Waiting state disarms the cancel-on-drop.
+        this.state.set(ConfirmState::Done);
         Poll::Ready(Ok(match resolution {
             Resolution::Approved { arguments, edited, scope, responder } => {
                 Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
