@@ -66,3 +66,14 @@ pub use tool::{ApprovalMode, ArgRule, ExecResult, Executor, Tool, ToolBuilder, T
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+// The bindings spawn these onto multi-threaded runtimes: keep them thread-safe.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_sync::<Gate>();
+    send::<Confirm<'static>>();
+    send::<Subscription>();
+    send::<PendingRequest>();
+    send::<HandlerGuard>();
+};
