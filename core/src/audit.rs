@@ -32,32 +32,47 @@ pub enum AuditKind {
     Notice,
 }
 
-/// One line of the audit log.
+/// One line of the audit log. Fields that do not apply to a record's kind are absent from its
+/// JSON form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
+    /// When it was recorded (epoch ms).
     pub at_ms: u64,
+    /// What it is about; serialized kebab-case, e.g. `"response-rejected"`.
     pub kind: AuditKind,
+    /// The confirmation request, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<Uuid>,
+    /// The agent session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The tool's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The model's id for the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// `sha256:<hex>` of the call's arguments (for `execution`, of the arguments that ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments_digest: Option<String>,
+    /// The call's arguments (`request` and `bypass`; the original arguments on an edited approval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// A person's edited arguments (`response` when accepted, `response-rejected` when refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_arguments: Option<Value>,
     /// approve / deny / approved / denied / timed-out / cancelled / not-gated / ok / error ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
+    /// Who answered (for a `grant`, who approved for the session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<String>,
+    /// Free text: why approval was needed (`request`), the person's reason (`response`,
+    /// `outcome`), the cancel reason (`outcome`), the error (`response-rejected`, `execution`), or
+    /// a note (`grant`, `notice`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why a response was rejected (`response-rejected` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
 }
@@ -85,6 +100,7 @@ impl AuditRecord {
 
 /// Where audit records go. `record` must not block for long: it is called on the gate's paths.
 pub trait AuditSink: Send + Sync + 'static {
+    /// Takes one record. Called synchronously on the gate's paths, so it must not block for long.
     fn record(&self, record: AuditRecord);
     /// Blocks until every record given so far is durable. The default does nothing.
     fn flush(&self) {}
@@ -97,6 +113,7 @@ pub struct MemoryAuditSink {
 }
 
 impl MemoryAuditSink {
+    /// An empty sink, shared so the gate and the caller can both hold it.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }

@@ -10,7 +10,7 @@ use uuid::Uuid;
 pub enum ErrorKind {
     /// The call names a tool that is not registered.
     UnknownTool,
-    /// A tool definition is invalid (bad schema, empty or duplicate name, bad rule).
+    /// A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
     InvalidTool,
     /// Arguments (original or edited) do not satisfy the tool's JSON Schema.
     InvalidArguments,
@@ -84,30 +84,100 @@ impl std::fmt::Display for ErrorKind {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The call names a tool that is not registered (carries the name). Returned by
+    /// [`Gate::confirm`](crate::Gate::confirm) and [`Gate::evaluate`](crate::Gate::evaluate);
+    /// [`Gate::execute`](crate::Gate::execute) reports it as a
+    /// [`Rejected`](crate::ToolStatus::Rejected) result.
     #[error("unknown tool `{0}`: it is not registered with this gate, so the call was refused")]
     UnknownTool(String),
+    /// A tool definition was refused by [`Gate::register`](crate::Gate::register),
+    /// [`Gate::register_spec`](crate::Gate::register_spec) or
+    /// [`GateBuilder::build`](crate::GateBuilder::build): empty name, control/bidi/zero-width
+    /// characters in the name, a rule pointer that is neither empty nor starts with `/`, a relative
+    /// `path_outside` prefix, or `parameters` that are not a valid JSON Schema.
     #[error("invalid tool definition `{tool}`: {reason}")]
-    InvalidTool { tool: String, reason: String },
+    InvalidTool {
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with the definition.
+        reason: String,
+    },
+    /// Arguments fail the tool's JSON Schema: the call's arguments (from
+    /// [`Gate::confirm`](crate::Gate::confirm), [`Gate::evaluate`](crate::Gate::evaluate), or as a
+    /// rejected [`Gate::execute`](crate::Gate::execute) result) or a person's edited arguments
+    /// (from [`Gate::respond`](crate::Gate::respond)).
     #[error("{which} arguments for `{tool}` do not match its schema: {reason}")]
-    InvalidArguments { tool: String, which: &'static str, reason: String },
+    InvalidArguments {
+        /// The tool's name.
+        tool: String,
+        /// `"original"` for the call's arguments, `"edited"` for a person's edits.
+        which: &'static str,
+        /// The first few schema violations, `; `-separated.
+        reason: String,
+    },
+    /// [`Gate::respond`](crate::Gate::respond) got a response whose id is neither pending nor among
+    /// the recently resolved requests the gate remembers.
     #[error("unknown confirmation request {0}")]
     UnknownRequest(Uuid),
+    /// [`Gate::respond`](crate::Gate::respond) got a response for a request that was already
+    /// approved, denied or cancelled; the first valid response won and this one changed nothing.
     #[error("confirmation request {id} was already resolved ({outcome}); only the first valid response counts")]
-    AlreadyResolved { id: Uuid, outcome: String },
+    AlreadyResolved {
+        /// The request's id.
+        id: Uuid,
+        /// How the request ended, e.g. `approved`, `denied`, `cancelled`.
+        outcome: String,
+    },
+    /// [`Gate::respond`](crate::Gate::respond) got a response after the request's deadline, or
+    /// after it timed out.
     #[error("confirmation request {0} expired before this response arrived")]
     Expired(Uuid),
+    /// [`Gate::respond`](crate::Gate::respond) got an approval with changed arguments for a tool
+    /// that is not `editable` (carries the tool name).
     #[error("tool `{0}` does not allow its arguments to be edited")]
     EditsNotAllowed(String),
+    /// [`Gate::respond`](crate::Gate::respond) got a response whose `tool`, `arguments_digest` or
+    /// `session_id` differs from the request it names, so it may answer something the person did
+    /// not see.
     #[error("response does not match request {id}: {field} is {got:?}, the request shows {expected:?}")]
-    Mismatch { id: Uuid, field: &'static str, expected: String, got: String },
+    Mismatch {
+        /// The request's id.
+        id: Uuid,
+        /// The field that differs: `tool`, `arguments_digest` or `session_id`.
+        field: &'static str,
+        /// The request's value.
+        expected: String,
+        /// The response's value.
+        got: String,
+    },
+    /// A payload could not be parsed
+    /// ([`ConfirmationResponse::from_json_str`](crate::ConfirmationResponse::from_json_str),
+    /// [`ToolSpec::from_json`](crate::ToolSpec::from_json),
+    /// [`Event::from_json`](crate::Event::from_json),
+    /// [`Gate::respond_json`](crate::Gate::respond_json)), or
+    /// [`Gate::respond`](crate::Gate::respond) got a denial carrying edited arguments or `session`
+    /// scope.
     #[error("malformed payload: {0}")]
     Malformed(String),
+    /// The gate's [`ResponseAuthenticator`](crate::ResponseAuthenticator) refused a response given
+    /// to [`Gate::respond`](crate::Gate::respond).
     #[error("response to {id} not authorized: {reason}")]
-    Unauthorized { id: Uuid, reason: String },
+    Unauthorized {
+        /// The request's id.
+        id: Uuid,
+        /// The authenticator's reason.
+        reason: String,
+    },
+    /// [`Gate::respond`](crate::Gate::respond) was called after the gate was shut down with
+    /// [`Gate::close`](crate::Gate::close).
     #[error("the gate is shut down")]
     Closed,
+    /// The [`PendingStore`](crate::PendingStore) failed to store a new request; the call is refused
+    /// and never runs unapproved.
     #[error("pending-request store failed: {0}")]
     Store(String),
+    /// [`Gate::execute`](crate::Gate::execute) was given a tool registered without an executor
+    /// (carries the tool name); reported as a [`Rejected`](crate::ToolStatus::Rejected) result.
     #[error("tool `{0}` has no executor registered, so it cannot be executed")]
     NoExecutor(String),
 }

@@ -58,7 +58,9 @@ pub struct ConfirmationRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResponseDecision {
+    /// Run the call (with edited arguments, if the response carries them).
     Approve,
+    /// Do not run the call.
     Deny,
 }
 
@@ -157,16 +159,21 @@ impl ConfirmationResponse {
         self
     }
 
+    /// Sets the scope. [`Scope::Session`] is for approvals only: a denial with it is rejected
+    /// as `malformed`.
     pub fn with_scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
         self
     }
 
+    /// Names who answered; recorded in the audit log and checked by authenticators such as
+    /// [`AllowedResponders`](crate::AllowedResponders).
     pub fn with_responder(mut self, who: impl Into<String>) -> Self {
         self.responder = Some(who.into());
         self
     }
 
+    /// Sets the person's reason; on a denial the model reads it.
     pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());
         self
@@ -174,6 +181,29 @@ impl ConfirmationResponse {
 
     /// Parses a response from JSON. A `"type": "confirmation-response"` field is accepted;
     /// any other `type`, unknown fields, or missing required fields are [`Error::Malformed`].
+    /// Only `id` and `decision` are required.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use signoff::{ConfirmationResponse, ErrorKind, ResponseDecision, Scope};
+    ///
+    /// let r = ConfirmationResponse::from_json_str(r#"{
+    ///     "type": "confirmation-response",
+    ///     "id": "67e55044-10b1-426f-9247-bb680e5fe0c8",
+    ///     "decision": "approve",
+    ///     "scope": "session",
+    ///     "responder": "alice"
+    /// }"#)
+    /// .unwrap();
+    /// assert_eq!(r.decision, ResponseDecision::Approve);
+    /// assert_eq!(r.scope, Scope::Session);
+    /// assert_eq!(r.responder.as_deref(), Some("alice"));
+    ///
+    /// let bad = r#"{"id": "67e55044-10b1-426f-9247-bb680e5fe0c8", "decision": "maybe"}"#;
+    /// let err = ConfirmationResponse::from_json_str(bad).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Malformed);
+    /// ```
     pub fn from_json_str(s: &str) -> Result<Self> {
         let v: Value = serde_json::from_str(s).map_err(|e| Error::Malformed(format!("response is not JSON: {e}")))?;
         Self::from_json(v)
@@ -195,10 +225,15 @@ impl ConfirmationResponse {
 /// Sent when a request's deadline passes with no answer. Never reported as a person's denial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfirmationTimeout {
+    /// The request's id.
     pub id: Uuid,
+    /// The request's tool.
     pub tool: String,
+    /// The request's session.
     pub session_id: String,
+    /// The request's deadline (epoch ms).
     pub deadline_ms: u64,
+    /// When the timeout was detected (epoch ms).
     pub at_ms: u64,
 }
 
@@ -206,13 +241,18 @@ pub struct ConfirmationTimeout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
+    /// A person approved; the call may run.
     Approved,
+    /// A person denied, or signoff denied for an approval handler that failed or did not answer.
     Denied,
+    /// The deadline passed with no valid answer.
     TimedOut,
+    /// Ended without an answer for a [`CancelReason`].
     Cancelled,
 }
 
 impl Outcome {
+    /// The stable kebab-case name, as in the JSON form, e.g. `"timed-out"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Approved => "approved",
@@ -238,6 +278,7 @@ pub enum CancelReason {
 }
 
 impl CancelReason {
+    /// The stable kebab-case name, as in the JSON form, e.g. `"no-subscribers"`.
     pub fn as_str(self) -> &'static str {
         match self {
             CancelReason::NoSubscribers => "no-subscribers",
@@ -251,32 +292,46 @@ impl CancelReason {
 /// The final event of every request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfirmationResolved {
+    /// The request's id.
     pub id: Uuid,
+    /// The request's tool.
     pub tool: String,
+    /// The request's session.
     pub session_id: String,
+    /// How the request ended.
     pub outcome: Outcome,
+    /// Why it was cancelled (outcome `cancelled` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<CancelReason>,
     /// Who decided (approved or denied only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<String>,
+    /// The reason given with a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// [`Scope::Session`] when the approval also granted later calls in the session.
     #[serde(default)]
     pub scope: Scope,
     /// The person changed the arguments.
     #[serde(default)]
     pub edited: bool,
+    /// When the request resolved (epoch ms).
     pub at_ms: u64,
 }
 
-/// An event on the bus.
+/// An event on the bus. The JSON form is the payload's fields plus a kebab-case `type` tag, e.g.
+/// `"type": "confirmation-request"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Event {
+    /// `confirmation-request`: a call waits for a person; answer it with
+    /// [`Gate::respond`](crate::Gate::respond).
     ConfirmationRequest(Arc<ConfirmationRequest>),
+    /// `confirmation-response`: a response was accepted (rejected responses are not published).
     ConfirmationResponse(Arc<ConfirmationResponse>),
+    /// `confirmation-timeout`: a request's deadline passed with no answer.
     ConfirmationTimeout(Arc<ConfirmationTimeout>),
+    /// `confirmation-resolved`: the last event of every request, whatever its outcome.
     ConfirmationResolved(Arc<ConfirmationResolved>),
 }
 

@@ -24,7 +24,8 @@ pub enum ToolStatus {
     TimedOut,
     /// The request was cancelled (no approver, shutdown, abort, session end); the tool did not run.
     Cancelled,
-    /// The call was refused before anyone was asked (unknown tool, invalid arguments, no executor).
+    /// The call was refused before anyone was asked (unknown tool, invalid arguments, no executor,
+    /// pending-store failure).
     Rejected,
 }
 
@@ -42,7 +43,9 @@ pub struct ToolResult {
     /// The model's id for the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// The tool's name, as called.
     pub tool: String,
+    /// What became of the call.
     pub status: ToolStatus,
     /// The tool's output, when it ran and succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,7 +53,7 @@ pub struct ToolResult {
     /// The tool's error, or why the call was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The error kind, when rejected.
+    /// The error kind, when rejected ([`ToolStatus::Rejected`] only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
     /// The arguments the tool ran with.

@@ -76,6 +76,7 @@ pub struct HandlerGuard {
 }
 
 impl HandlerGuard {
+    /// Unregisters the handler now. Handler calls already running are not cancelled.
     pub fn stop(&self) {
         self.task.abort();
     }

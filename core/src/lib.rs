@@ -38,6 +38,8 @@
 //! # });
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod audit;
 pub mod display;
 mod error;

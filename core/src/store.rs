@@ -35,6 +35,7 @@ pub struct MemoryPendingStore {
 }
 
 impl MemoryPendingStore {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }

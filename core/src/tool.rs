@@ -43,21 +43,68 @@ pub enum ToolSource {
 /// the wrong type also holds: rules fail safe. Rules are evaluated identically on the original
 /// arguments and on a person's edited arguments.
 ///
-/// `pointer` is a JSON Pointer (RFC 6901) into the arguments, e.g. `/path`.
+/// `pointer` is a JSON Pointer (RFC 6901) into the arguments, e.g. `/path`; it must be empty or
+/// start with `/`, or registration fails with `invalid_tool`. The JSON form is tagged by `kind`
+/// (snake_case), e.g. `{"kind": "greater_than", "pointer": "/amount", "value": 100}`.
+///
+/// # Examples
+///
+/// ```
+/// use signoff::ArgRule;
+/// use serde_json::json;
+///
+/// let rule: ArgRule = serde_json::from_value(json!({
+///     "kind": "path_outside", "pointer": "/path", "prefixes": ["/tmp"]
+/// })).unwrap();
+/// assert!(!rule.holds(&json!({"path": "/tmp/notes.txt"})));
+/// assert!(rule.holds(&json!({"path": "/tmp/../etc/passwd"}))); // normalized to /etc/passwd
+/// assert!(rule.holds(&json!({"path": "notes.txt"})));          // relative: fails safe
+/// assert!(rule.holds(&json!({})));                             // missing: fails safe
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ArgRule {
     /// Holds when the string at `pointer`, normalized lexically (`.` and `..` resolved), is not
-    /// inside one of `prefixes`. Relative paths always hold.
-    PathOutside { pointer: String, prefixes: Vec<String> },
-    /// Holds when the number at `pointer` is greater than `value`.
-    GreaterThan { pointer: String, value: f64 },
-    /// Holds when the value at `pointer` equals one of `values`.
-    OneOf { pointer: String, values: Vec<Value> },
-    /// Holds when the value at `pointer` is not one of `values`.
-    NotOneOf { pointer: String, values: Vec<Value> },
-    /// Holds when the string at `pointer` contains `substring` (case-insensitive).
-    Contains { pointer: String, substring: String },
+    /// inside one of `prefixes`. Relative paths, non-strings and missing values always hold.
+    PathOutside {
+        /// JSON Pointer to the path string.
+        pointer: String,
+        /// Absolute directories the path may be in (the directory itself or anything below it;
+        /// `/tmp` does not cover `/tmpfoo`). A relative prefix is an `invalid_tool` error.
+        prefixes: Vec<String>,
+    },
+    /// Holds when the number at `pointer` is greater than `value`. A missing or non-numeric value
+    /// holds.
+    GreaterThan {
+        /// JSON Pointer to the number.
+        pointer: String,
+        /// The largest value that runs without approval.
+        value: f64,
+    },
+    /// Holds when the value at `pointer` equals one of `values` (JSON equality). A missing value
+    /// holds.
+    OneOf {
+        /// JSON Pointer to the value.
+        pointer: String,
+        /// The values that need approval.
+        values: Vec<Value>,
+    },
+    /// Holds when the value at `pointer` is not one of `values` (JSON equality). A missing value
+    /// holds.
+    NotOneOf {
+        /// JSON Pointer to the value.
+        pointer: String,
+        /// The only values that run without approval.
+        values: Vec<Value>,
+    },
+    /// Holds when the string at `pointer` contains `substring` (case-insensitive). A missing or
+    /// non-string value holds.
+    Contains {
+        /// JSON Pointer to the string.
+        pointer: String,
+        /// The text that needs approval, matched case-insensitively.
+        substring: String,
+    },
 }
 
 impl ArgRule {
@@ -71,7 +118,8 @@ impl ArgRule {
         }
     }
 
-    /// Does this rule hold for `args`?
+    /// Does this rule hold for `args` (that is, does the call need approval)? True when the value
+    /// at the pointer is missing or of the wrong type.
     pub fn holds(&self, args: &Value) -> bool {
         let Some(v) = args.pointer(self.pointer()) else { return true };
         match self {
@@ -161,6 +209,11 @@ impl fmt::Debug for CustomRule {
 
 /// The serializable description of a tool. Bindings pass this as a dict/object; Rust users
 /// usually build it through [`Tool::builder`].
+///
+/// The JSON field names are the Rust field names. Only `name` is required; unknown fields are
+/// rejected. Defaults: `description` `""`, `parameters` `{"type": "object"}`, `approval`
+/// `"default"`, `editable` / `read_only` / `destructive` `false`, `source`
+/// `{"kind": "built_in"}`, `rules` `[]`, `prompt_template` and `timeout_ms` absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
@@ -172,7 +225,7 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments. Defaults to "any object".
     #[serde(default = "default_parameters")]
     pub parameters: Value,
-    /// Whether calls need approval.
+    /// Whether calls need approval: `"default"`, `"required"` or `"not_required"`.
     #[serde(default)]
     pub approval: ApprovalMode,
     /// Prompt shown to the person; `{tool}`, `{args}` and `{description}` are substituted.
@@ -181,13 +234,15 @@ pub struct ToolSpec {
     /// Whether the person may edit the arguments before approving. Off by default.
     #[serde(default)]
     pub editable: bool,
-    /// Where the tool comes from.
+    /// Where the tool comes from: `{"kind": "built_in"}` or
+    /// `{"kind": "external", "server": "<name>"}`.
     #[serde(default)]
     pub source: ToolSource,
-    /// Hint: the tool only reads.
+    /// Hint: the tool only reads. In the default mode, an external tool marked read-only is not
+    /// gated for being external.
     #[serde(default)]
     pub read_only: bool,
-    /// Hint: the tool destroys or changes something irreversibly.
+    /// Hint: the tool destroys or changes something irreversibly. Gated in the default mode.
     #[serde(default)]
     pub destructive: bool,
     /// Approval timeout for this tool in milliseconds; the gate's default when absent.
@@ -224,6 +279,37 @@ impl ToolSpec {
     }
 
     /// Parses a spec from JSON; unknown fields are rejected so a typo never silently weakens policy.
+    /// Fails with `malformed`. Only the shape is checked here: the schema, name and rules are
+    /// checked when the tool is registered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use signoff::{ApprovalMode, ErrorKind, ToolSpec};
+    /// use serde_json::json;
+    ///
+    /// let spec = ToolSpec::from_json(json!({
+    ///     "name": "write_file",
+    ///     "description": "Writes a file",
+    ///     "parameters": {
+    ///         "type": "object",
+    ///         "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+    ///         "required": ["path", "text"]
+    ///     },
+    ///     "approval": "not_required",
+    ///     "editable": true,
+    ///     "source": {"kind": "external", "server": "files"},
+    ///     "timeout_ms": 30000,
+    ///     "rules": [{"kind": "path_outside", "pointer": "/path", "prefixes": ["/tmp"]}]
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(spec.approval, ApprovalMode::NotRequired);
+    /// assert!(!spec.destructive); // omitted fields take their defaults
+    ///
+    /// // A misspelt field is an error, not a silently ignored setting.
+    /// let err = ToolSpec::from_json(json!({"name": "x", "aproval": "required"})).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Malformed);
+    /// ```
     pub fn from_json(v: Value) -> Result<Self> {
         serde_json::from_value(v).map_err(|e| Error::Malformed(format!("tool definition: {e}")))
     }
@@ -232,10 +318,11 @@ impl ToolSpec {
 /// The output of an executor: a JSON value, or an error message for the model.
 pub type ExecResult = std::result::Result<Value, String>;
 
-/// An executor: runs a tool with (approved) arguments.
+/// An executor: runs a tool with (approved) arguments. `Err` is a failure message for the model.
 pub type Executor = Arc<dyn Fn(Value) -> BoxFuture<'static, ExecResult> + Send + Sync>;
 
-/// A registered tool: its spec, compiled schema, rules and optional executor.
+/// A tool definition: its spec, custom rules and optional executor. The schema and rules are
+/// checked when it is registered with [`Gate::register`](crate::Gate::register).
 #[derive(Clone)]
 pub struct Tool {
     pub(crate) spec: ToolSpec,
@@ -296,14 +383,17 @@ pub struct ToolBuilder {
 }
 
 impl ToolBuilder {
+    /// Sets the description shown to the person.
     pub fn description(mut self, d: impl Into<String>) -> Self {
         self.tool.spec.description = d.into();
         self
     }
+    /// Sets the JSON Schema of the arguments (default `{"type": "object"}`).
     pub fn parameters(mut self, schema: Value) -> Self {
         self.tool.spec.parameters = schema;
         self
     }
+    /// Sets the approval mode (default [`ApprovalMode::Default`]).
     pub fn approval(mut self, mode: ApprovalMode) -> Self {
         self.tool.spec.approval = mode;
         self
@@ -312,30 +402,39 @@ impl ToolBuilder {
     pub fn requires_approval(self) -> Self {
         self.approval(ApprovalMode::Required)
     }
+    /// Sets the prompt; `{tool}`, `{args}` and `{description}` are substituted
+    /// (default [`DEFAULT_PROMPT`]).
     pub fn prompt_template(mut self, t: impl Into<String>) -> Self {
         self.tool.spec.prompt_template = Some(t.into());
         self
     }
+    /// Lets the person edit the arguments before approving (off by default).
     pub fn editable(mut self, yes: bool) -> Self {
         self.tool.spec.editable = yes;
         self
     }
+    /// Sets where the tool comes from (default [`ToolSource::BuiltIn`]).
     pub fn source(mut self, s: ToolSource) -> Self {
         self.tool.spec.source = s;
         self
     }
+    /// Marks the tool as only reading ([`ToolSpec::read_only`]).
     pub fn read_only(mut self, yes: bool) -> Self {
         self.tool.spec.read_only = yes;
         self
     }
+    /// Marks the tool as destructive ([`ToolSpec::destructive`]).
     pub fn destructive(mut self, yes: bool) -> Self {
         self.tool.spec.destructive = yes;
         self
     }
+    /// Sets how long a request for this tool waits, instead of the gate's default timeout.
+    /// Stored in whole milliseconds.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.tool.spec.timeout_ms = Some(t.as_millis().min(u64::MAX as u128) as u64);
         self
     }
+    /// Adds an argument rule; approval is required whenever it holds.
     pub fn rule(mut self, r: ArgRule) -> Self {
         self.tool.spec.rules.push(r);
         self
@@ -360,6 +459,7 @@ impl ToolBuilder {
         self.tool.executor = Some(Arc::new(move |v| Box::pin(f(v))));
         self
     }
+    /// Finishes the definition. Nothing is validated until the tool is registered.
     pub fn build(self) -> Tool {
         self.tool
     }
