@@ -1,1 +1,617 @@
-//! placeholder: the swift binding is being built
+//! uniffi bindings for `signoff`, built as `signoff_ffi` (cdylib + staticlib) for the Swift
+//! package in this directory (and, over the same C ABI, uniffi's Python bindings used by the
+//! test suite here).
+//!
+//! This crate only converts types and bridges async. Every rule (policy, matching, timeouts,
+//! "a handler that did not answer denies", cancel-on-drop) is the core's.
+//!
+//! Async: every core future runs on this library's own multi-thread tokio runtime; what the
+//! foreign side awaits is runtime-agnostic (a `watch` channel, a broadcast receiver), so uniffi's
+//! `tokio` feature is not needed. Foreign callbacks (handler, executor) are async foreign trait
+//! methods: calling one only starts a Swift `Task` / Python coroutine and returns, so no tokio
+//! worker is ever blocked on foreign code.
+//!
+//! Cancellation: uniffi does not propagate Swift task cancellation into Rust futures, so each
+//! long wait is a spawned task behind a handle (`PendingConfirmation`, `PendingExecution`,
+//! `PendingBatch`) with `cancel()`; cancelling (or dropping the handle) drops the core future,
+//! which the core turns into `cancelled(aborted)`. The Swift extension calls `cancel()` from
+//! `withTaskCancellationHandler`.
+
+use futures_util::FutureExt;
+use signoff as core;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::watch;
+
+mod error;
+mod types;
+
+pub use error::{CallbackError, ErrorKind, SignoffError, error_kind_name};
+pub use types::*;
+
+uniffi::setup_scaffolding!();
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("signoff-ffi")
+            .build()
+            .expect("signoff: cannot start the tokio runtime")
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ---------------------------------------------------------------------------------------------
+// foreign traits
+
+/// Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
+/// and returns the output as JSON text; a thrown error is the tool's failure, reported to the
+/// model. Runs at most once per approved call.
+#[uniffi::export(with_foreign)]
+#[async_trait::async_trait]
+pub trait ToolExecutor: Send + Sync {
+    async fn execute(&self, arguments_json: String) -> Result<String, CallbackError>;
+}
+
+/// Called once per confirmation request (see `Gate.onRequest`). Answer through the
+/// `PendingRequest`. Returning without answering, or throwing, denies the request: the core's
+/// fail-safe rule.
+#[uniffi::export(with_foreign)]
+#[async_trait::async_trait]
+pub trait ApprovalHandler: Send + Sync {
+    async fn handle(&self, request: Arc<PendingRequest>) -> Result<(), CallbackError>;
+}
+
+fn executor_from_foreign(exec: Arc<dyn ToolExecutor>) -> core::Executor {
+    Arc::new(move |args: serde_json::Value| {
+        let exec = exec.clone();
+        async move {
+            let out = exec
+                .execute(args.to_string())
+                .await
+                .map_err(|e| e.to_string())?;
+            serde_json::from_str(&out)
+                .map_err(|e| format!("the executor returned text that is not JSON: {e}"))
+        }
+        .boxed()
+    })
+}
+
+/// A pending request and the means to answer it, bound to that request (the core's
+/// `PendingRequest`): id, tool, digest and session are filled in for you.
+#[derive(uniffi::Object)]
+pub struct PendingRequest {
+    inner: core::PendingRequest,
+}
+
+#[uniffi::export]
+impl PendingRequest {
+    /// The request as shown.
+    pub fn request(&self) -> ConfirmationRequest {
+        (&**self.inner.request()).into()
+    }
+
+    /// Approves it as shown, once.
+    pub fn approve(&self) -> Result<Outcome, SignoffError> {
+        Ok(self.inner.approve()?.into())
+    }
+
+    /// Approves, optionally with edited arguments (JSON text), for this call or the session.
+    #[uniffi::method(default(arguments_json = None, scope = None, responder = None))]
+    pub fn approve_with(
+        &self,
+        arguments_json: Option<String>,
+        scope: Option<Scope>,
+        responder: Option<String>,
+    ) -> Result<Outcome, SignoffError> {
+        let args = arguments_json
+            .as_deref()
+            .map(|a| parse_json("arguments_json", a))
+            .transpose()?;
+        Ok(self
+            .inner
+            .approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?
+            .into())
+    }
+
+    /// Denies, with an optional reason the model will read.
+    #[uniffi::method(default(reason = None, responder = None))]
+    pub fn deny(
+        &self,
+        reason: Option<String>,
+        responder: Option<String>,
+    ) -> Result<Outcome, SignoffError> {
+        Ok(self.inner.deny(reason, responder)?.into())
+    }
+
+    /// True while nobody has answered and it has not timed out or been cancelled.
+    pub fn is_pending(&self) -> bool {
+        self.inner.is_pending()
+    }
+}
+
+/// Keeps a handler registered (`Gate.onRequest`). `stop()`, or dropping it, unregisters the
+/// handler and its subscription.
+#[derive(uniffi::Object)]
+pub struct HandlerRegistration {
+    guard: Mutex<Option<core::HandlerGuard>>,
+}
+
+#[uniffi::export]
+impl HandlerRegistration {
+    pub fn stop(&self) {
+        if let Some(g) = lock(&self.guard).take() {
+            g.stop();
+        }
+    }
+
+    pub fn is_active(&self) -> bool {
+        lock(&self.guard).is_some()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cancellable waits
+
+/// A core future running on the runtime; its result is shared through a watch channel so any
+/// number of `wait()`s see it. `cancel()` (or dropping the handle) aborts the task, which drops
+/// the core future.
+struct Cancellable<T: Clone + Send + Sync + 'static> {
+    rx: watch::Receiver<Option<T>>,
+    abort: tokio::task::AbortHandle,
+}
+
+impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
+    fn spawn(fut: impl Future<Output = T> + Send + 'static) -> Self {
+        let (tx, rx) = watch::channel(None);
+        let task = runtime().spawn(async move {
+            let v = fut.await;
+            let _ = tx.send(Some(v));
+        });
+        Cancellable {
+            rx,
+            abort: task.abort_handle(),
+        }
+    }
+
+    /// The result, or `None` when the task was cancelled before it produced one.
+    async fn wait(&self) -> Option<T> {
+        let mut rx = self.rx.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.clone(),
+            Err(_) => None,
+        }
+    }
+
+    fn cancel(&self) {
+        self.abort.abort();
+    }
+
+    /// True once a result is in, or the task is gone (cancelled).
+    fn is_finished(&self) -> bool {
+        self.rx.borrow().is_some() || self.rx.has_changed().is_err() || self.abort.is_finished()
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Drop for Cancellable<T> {
+    fn drop(&mut self) {
+        self.abort.abort();
+    }
+}
+
+/// A confirmation in flight (`Gate.confirmCancellable`). `wait()` returns the decision;
+/// `cancel()` cancels the confirmation, which denies: `wait()` then returns
+/// `.cancelled(requestId: nil, reason: .aborted)` unless a decision had already been made.
+/// Dropping the handle cancels too.
+#[derive(uniffi::Object)]
+pub struct PendingConfirmation {
+    task: Cancellable<Result<core::Decision, core::Error>>,
+}
+
+#[uniffi::export]
+impl PendingConfirmation {
+    /// The decision. Errors (the call was refused, nobody was asked): `unknownTool`,
+    /// `invalidArguments`, `store`.
+    pub async fn wait(&self) -> Result<Decision, SignoffError> {
+        match self.task.wait().await {
+            Some(r) => Ok(r?.into()),
+            // The core future was dropped: the core cancelled the request (if it had made one)
+            // with `aborted`; the call does not run.
+            None => Ok(Decision::Cancelled {
+                request_id: None,
+                reason: CancelReason::Aborted,
+            }),
+        }
+    }
+
+    pub fn cancel(&self) {
+        self.task.cancel();
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+/// An execution in flight (`Gate.executeCancellable`). `wait()` returns the result, or nil when
+/// it was cancelled first (the pending confirmation is cancelled; the tool does not start, or
+/// its executor is dropped if it had started).
+#[derive(uniffi::Object)]
+pub struct PendingExecution {
+    task: Cancellable<core::ToolResult>,
+}
+
+#[uniffi::export]
+impl PendingExecution {
+    pub async fn wait(&self) -> Option<ToolResult> {
+        self.task.wait().await.map(Into::into)
+    }
+
+    pub fn cancel(&self) {
+        self.task.cancel();
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+/// A batch in flight (`Gate.executeBatchCancellable`). Results come in the order of the calls;
+/// nil when cancelled first.
+#[derive(uniffi::Object)]
+pub struct PendingBatch {
+    task: Cancellable<Vec<core::ToolResult>>,
+}
+
+#[uniffi::export]
+impl PendingBatch {
+    pub async fn wait(&self) -> Option<Vec<ToolResult>> {
+        self.task
+            .wait()
+            .await
+            .map(|v| v.into_iter().map(Into::into).collect())
+    }
+
+    pub fn cancel(&self) {
+        self.task.cancel();
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// subscription
+
+/// A stream of the gate's events (`Gate.subscribe`). `next()` returns nil once the subscription
+/// is closed or the gate is gone. `close()` (or dropping it) unsubscribes; when the last
+/// subscriber of a gate with `denyWhenUnobserved` goes away, every pending request is cancelled.
+#[derive(uniffi::Object)]
+pub struct Subscription {
+    inner: tokio::sync::Mutex<Option<core::Subscription>>,
+    closed: watch::Sender<bool>,
+}
+
+#[uniffi::export]
+impl Subscription {
+    /// The next event, in order; nil when closed or the gate is gone.
+    pub async fn next(&self) -> Option<GateEvent> {
+        let mut closed = self.closed.subscribe();
+        if *closed.borrow() {
+            return None;
+        }
+        let mut guard = self.inner.lock().await;
+        let sub = guard.as_mut()?;
+        let item = tokio::select! {
+            biased;
+            _ = closed.wait_for(|c| *c) => None,
+            item = sub.recv() => Some(item),
+        };
+        match item {
+            Some(Some(Ok(event))) => Some(event.into()),
+            Some(Some(Err(lagged))) => Some(lagged.into()),
+            // Closed while waiting, or the gate is gone: unsubscribe now.
+            _ => {
+                *guard = None;
+                None
+            }
+        }
+    }
+
+    /// Unsubscribes now. Idempotent.
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+        if let Ok(mut g) = self.inner.try_lock() {
+            *g = None;
+        }
+        // Otherwise a `next()` holds the lock: it sees `closed` and drops the subscription.
+    }
+
+    pub fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gate
+
+/// Options for a new gate. nil fields take the core's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct GateOptions {
+    /// The approval timeout for tools that set none (core default: 60 s).
+    #[uniffi(default = None)]
+    pub default_timeout_ms: Option<u64>,
+    /// Replaces the policy's keyword list.
+    #[uniffi(default = None)]
+    pub keywords: Option<Vec<String>>,
+    /// With true (the default), a request nobody is subscribed to is cancelled at once, and so
+    /// is every pending request when the last subscriber goes away.
+    #[uniffi(default = true)]
+    pub deny_when_unobserved: bool,
+    /// Events buffered per subscriber before it is told it lagged (core default: 4096).
+    #[uniffi(default = None)]
+    pub bus_capacity: Option<u32>,
+    /// Accept responses only from these responders (the core's `AllowedResponders`); others
+    /// fail with `unauthorized`.
+    #[uniffi(default = None)]
+    pub allowed_responders: Option<Vec<String>>,
+    /// DEVELOPMENT ONLY: every call runs without approval.
+    #[uniffi(default = false)]
+    pub dangerously_disable_gating: bool,
+}
+
+/// The approval gate.
+#[derive(uniffi::Object)]
+pub struct Gate {
+    inner: core::Gate,
+}
+
+impl Gate {
+    fn register(
+        &self,
+        spec: ToolSpec,
+        executor: Option<Arc<dyn ToolExecutor>>,
+    ) -> Result<(), SignoffError> {
+        let mut tool = core::Tool::from_spec(spec.into_core()?);
+        if let Some(e) = executor {
+            tool = tool.with_executor(executor_from_foreign(e));
+        }
+        Ok(self.inner.register(tool)?)
+    }
+}
+
+#[uniffi::export]
+impl Gate {
+    /// A gate. `GateOptions()` (the default) is the core's default policy.
+    #[uniffi::constructor(default(options))]
+    pub fn new(options: GateOptions) -> Arc<Self> {
+        let mut b = core::Gate::builder().deny_when_unobserved(options.deny_when_unobserved);
+        if let Some(t) = options.default_timeout_ms {
+            b = b.default_timeout(Duration::from_millis(t));
+        }
+        if let Some(k) = options.keywords {
+            b = b.keywords(k);
+        }
+        if let Some(n) = options.bus_capacity {
+            b = b.bus_capacity(n as usize);
+        }
+        if let Some(r) = options.allowed_responders {
+            b = b.authenticator(Arc::new(core::AllowedResponders(r)));
+        }
+        if options.dangerously_disable_gating {
+            b = b.dangerously_disable_gating(true);
+        }
+        // Building only fails when registering tools passed to the builder; none are.
+        Arc::new(Gate {
+            inner: b.build().expect("a gate without tools always builds"),
+        })
+    }
+
+    /// Registers (or replaces) a tool without an executor (confirm-only).
+    pub fn register_tool(&self, spec: ToolSpec) -> Result<(), SignoffError> {
+        self.register(spec, None)
+    }
+
+    /// Registers (or replaces) a tool that `execute` can run.
+    pub fn register_executable_tool(
+        &self,
+        spec: ToolSpec,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<(), SignoffError> {
+        self.register(spec, Some(executor))
+    }
+
+    /// Registers a tool from the core's `ToolSpec` JSON (no executor).
+    pub fn register_tool_json(&self, json: String) -> Result<(), SignoffError> {
+        let v = parse_json("tool definition", &json)?;
+        Ok(self.inner.register_spec(core::ToolSpec::from_json(v)?)?)
+    }
+
+    /// Removes a tool; later calls to it are `unknownTool`.
+    pub fn unregister_tool(&self, name: String) -> bool {
+        self.inner.unregister(&name)
+    }
+
+    /// Every registered tool's spec, sorted by name.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.inner.tools().into_iter().map(Into::into).collect()
+    }
+
+    /// Whether a call would need approval right now, and why (no request is made).
+    pub fn evaluate(&self, call: ToolCall) -> Result<Evaluation, SignoffError> {
+        Ok(self.inner.evaluate(&call.into_core()?)?.into())
+    }
+
+    /// Starts a confirmation: asks for approval when the call needs it. The Swift extension's
+    /// `confirm(_:)` awaits it and cancels it when the task is cancelled.
+    pub fn confirm_cancellable(
+        &self,
+        call: ToolCall,
+    ) -> Result<Arc<PendingConfirmation>, SignoffError> {
+        let call = call.into_core()?;
+        let gate = self.inner.clone();
+        Ok(Arc::new(PendingConfirmation {
+            task: Cancellable::spawn(async move { gate.confirm(call).await }),
+        }))
+    }
+
+    /// Starts an execution: confirm, then run the tool's executor at most once. The result is
+    /// never an error (refusals, denials and failures are `ToolResult`s); only arguments that
+    /// are not JSON throw `malformed`.
+    pub fn execute_cancellable(
+        &self,
+        call: ToolCall,
+    ) -> Result<Arc<PendingExecution>, SignoffError> {
+        let call = call.into_core()?;
+        let gate = self.inner.clone();
+        Ok(Arc::new(PendingExecution {
+            task: Cancellable::spawn(async move { gate.execute(call).await }),
+        }))
+    }
+
+    /// Starts a batch of calls from one model turn; every call proceeds concurrently and the
+    /// results come back in the order of `calls`.
+    pub fn execute_batch_cancellable(
+        &self,
+        calls: Vec<ToolCall>,
+    ) -> Result<Arc<PendingBatch>, SignoffError> {
+        let calls = calls
+            .into_iter()
+            .map(ToolCall::into_core)
+            .collect::<Result<Vec<_>, _>>()?;
+        let gate = self.inner.clone();
+        Ok(Arc::new(PendingBatch {
+            task: Cancellable::spawn(async move { gate.execute_batch(calls).await }),
+        }))
+    }
+
+    /// Answers a pending request. The first valid response wins; a rejected one leaves the
+    /// request as it was. Errors: `unknownRequest`, `alreadyResolved`, `expired`, `mismatch`,
+    /// `unauthorized`, `editsNotAllowed`, `invalidArguments`, `malformed`, `closed`.
+    pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome, SignoffError> {
+        Ok(self.inner.respond(response.into_core()?)?.into())
+    }
+
+    /// Answers with a JSON `confirmation-response` (e.g. from a remote UI).
+    pub fn respond_json(&self, json: String) -> Result<Outcome, SignoffError> {
+        Ok(self.inner.respond_json(&json)?.into())
+    }
+
+    /// Approves `request` as shown (bound to its id, tool, digest and session), optionally with
+    /// edited arguments, for this call or the whole session.
+    #[uniffi::method(default(arguments_json = None, scope = None, responder = None))]
+    pub fn approve(
+        &self,
+        request: ConfirmationRequest,
+        arguments_json: Option<String>,
+        scope: Option<Scope>,
+        responder: Option<String>,
+    ) -> Result<Outcome, SignoffError> {
+        let pending = core::PendingRequest::new(self.inner.clone(), Arc::new(request.into_core()?));
+        let args = arguments_json
+            .as_deref()
+            .map(|a| parse_json("arguments_json", a))
+            .transpose()?;
+        Ok(pending
+            .approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?
+            .into())
+    }
+
+    /// Denies `request` (bound to what was shown), with an optional reason the model will read.
+    #[uniffi::method(default(reason = None, responder = None))]
+    pub fn deny(
+        &self,
+        request: ConfirmationRequest,
+        reason: Option<String>,
+        responder: Option<String>,
+    ) -> Result<Outcome, SignoffError> {
+        let pending = core::PendingRequest::new(self.inner.clone(), Arc::new(request.into_core()?));
+        Ok(pending.deny(reason, responder)?.into())
+    }
+
+    /// Subscribes to the bus from now on. Subscribe before confirming: with
+    /// `denyWhenUnobserved` a request nobody listens to is cancelled at once.
+    pub fn subscribe(&self) -> Arc<Subscription> {
+        let (closed, _) = watch::channel(false);
+        Arc::new(Subscription {
+            inner: tokio::sync::Mutex::new(Some(self.inner.subscribe())),
+            closed,
+        })
+    }
+
+    /// Calls `handler` for every request from now on (and every request already pending), each
+    /// concurrently. A handler that returns without answering, or throws, denies the request.
+    pub fn on_request(&self, handler: Arc<dyn ApprovalHandler>) -> Arc<HandlerRegistration> {
+        let callback: core::RequestHandler = Arc::new(move |pending: core::PendingRequest| {
+            let handler = handler.clone();
+            async move {
+                handler
+                    .handle(Arc::new(PendingRequest { inner: pending }))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            .boxed()
+        });
+        let _rt = runtime().enter();
+        let guard = self.inner.on_request(callback);
+        Arc::new(HandlerRegistration {
+            guard: Mutex::new(Some(guard)),
+        })
+    }
+
+    /// Every pending request, oldest first: what a UI shows when it opens.
+    pub fn pending(&self) -> Vec<ConfirmationRequest> {
+        self.inner.pending().iter().map(|r| (&**r).into()).collect()
+    }
+
+    pub fn pending_count(&self) -> u64 {
+        self.inner.pending_count() as u64
+    }
+
+    /// Cancels one pending request (`aborted`). Returns whether it was still pending.
+    pub fn cancel_request(&self, id: String) -> Result<bool, SignoffError> {
+        Ok(self.inner.cancel_request(&parse_uuid("request id", &id)?))
+    }
+
+    /// Ends a session: drops its grants and cancels its pending requests. Returns how many
+    /// requests were cancelled.
+    pub fn end_session(&self, session_id: String) -> u64 {
+        self.inner.end_session(&session_id) as u64
+    }
+
+    /// Revokes a session grant. Returns whether one existed.
+    pub fn revoke_grant(&self, session_id: String, tool: String) -> bool {
+        self.inner.revoke_grant(&session_id, &tool)
+    }
+
+    /// The tools granted for a session, sorted.
+    pub fn grants(&self, session_id: String) -> Vec<String> {
+        self.inner.grants(&session_id)
+    }
+
+    /// Shuts the gate down: pending requests are cancelled (`shutdown`), later ones at once,
+    /// later responses fail with `closed`. Idempotent.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    pub fn subscriber_count(&self) -> u64 {
+        self.inner.subscriber_count() as u64
+    }
+
+    pub fn gating_disabled(&self) -> bool {
+        self.inner.gating_disabled()
+    }
+}

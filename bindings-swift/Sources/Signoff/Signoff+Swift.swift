@@ -1,0 +1,341 @@
+// Hand-written Swift API on top of the generated bindings (Signoff.swift, do not edit that one).
+//
+// What this file adds:
+// - `Gate.confirm(_:)`, `execute(_:)`, `executeBatch(_:)`: async, and cancelling the calling
+//   Task cancels the confirmation (which denies). uniffi does not propagate Swift cancellation
+//   into Rust, so these await the native `Pending*` handle inside `withTaskCancellationHandler`
+//   and call its `cancel()`.
+// - `Gate.events()` / `Subscription.events()`: the request stream as an `AsyncStream`;
+//   terminating the stream (consumer task cancelled, loop exited, stream released) closes the
+//   subscription.
+// - Closure-based handlers and executors, Codable conveniences, error descriptions.
+
+import Foundation
+
+// MARK: - Confirm, execute, cancellation
+
+extension Gate {
+    /// Asks for approval when `call` needs it and waits for the decision.
+    ///
+    /// Returns at once when the call needs no approval (`.approved(by: .notGated, ...)`).
+    /// Otherwise a `.request` event is published and this waits until a person answers, the
+    /// deadline passes, the gate closes, every subscriber goes away, or the calling task is
+    /// cancelled; every one of those except an explicit approval is a decision not to run.
+    /// Cancelling the task returns `.cancelled(requestId: nil, reason: .aborted)` (unless a
+    /// decision had already been made) and the request resolves as cancelled for everyone.
+    ///
+    /// - Throws: `SignoffError` when the call is refused before anyone is asked
+    ///   (`.UnknownTool`, `.InvalidArguments`, `.Malformed` for arguments that are not JSON).
+    public func confirm(_ call: ToolCall) async throws -> Decision {
+        let pending = try confirmCancellable(call: call)
+        return try await withTaskCancellationHandler {
+            try await pending.wait()
+        } onCancel: {
+            pending.cancel()
+        }
+    }
+
+    /// `confirm(_:)` with `Encodable` arguments.
+    public func confirm<Arguments: Encodable>(
+        tool: String,
+        arguments: Arguments,
+        sessionId: String = "default",
+        callId: String? = nil
+    ) async throws -> Decision {
+        try await confirm(ToolCall(tool: tool, arguments: arguments, sessionId: sessionId, callId: callId))
+    }
+
+    /// Confirms `call` and, if approved, runs the tool's executor exactly once. Refusals,
+    /// denials, timeouts and tool failures are `ToolResult`s (`status`, and `content` for the
+    /// model), not errors.
+    ///
+    /// - Throws: `CancellationError` when the calling task is cancelled first (the pending
+    ///   confirmation is cancelled; a running executor's task is cancelled);
+    ///   `SignoffError.Malformed` for arguments that are not JSON.
+    public func execute(_ call: ToolCall) async throws -> ToolResult {
+        let pending = try executeCancellable(call: call)
+        let result = await withTaskCancellationHandler {
+            await pending.wait()
+        } onCancel: {
+            pending.cancel()
+        }
+        guard let result else { throw CancellationError() }
+        return result
+    }
+
+    /// Runs a batch of calls from one model turn concurrently; results come back in the order of
+    /// `calls`, each with its call id.
+    ///
+    /// - Throws: `CancellationError` when the calling task is cancelled first.
+    public func executeBatch(_ calls: [ToolCall]) async throws -> [ToolResult] {
+        let pending = try executeBatchCancellable(calls: calls)
+        let results = await withTaskCancellationHandler {
+            await pending.wait()
+        } onCancel: {
+            pending.cancel()
+        }
+        guard let results else { throw CancellationError() }
+        return results
+    }
+}
+
+// MARK: - Event stream
+
+extension Subscription {
+    /// This subscription's events as an `AsyncStream`. The stream ends when the subscription is
+    /// closed or the gate is gone; terminating the stream (breaking out of the loop, cancelling
+    /// the consuming task, releasing the stream) closes the subscription. Iterate it once.
+    public func events(
+        bufferingPolicy: AsyncStream<GateEvent>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<GateEvent> {
+        AsyncStream(bufferingPolicy: bufferingPolicy) { continuation in
+            // `next()` does not observe Swift cancellation; `close()` ends it (it returns nil).
+            let pump = Task.detached { [self] in
+                while let event = await self.next() {
+                    if case .terminated = continuation.yield(event) { break }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { [self] _ in
+                pump.cancel()
+                self.close()
+            }
+        }
+    }
+}
+
+extension Gate {
+    /// Subscribes now and returns the events as an `AsyncStream` (see `Subscription.events()`).
+    /// The subscription exists from this call on, so a request published right after is seen.
+    ///
+    /// ```swift
+    /// for await event in gate.events() {
+    ///     if case .request(let request) = event { show(request) }
+    /// }
+    /// ```
+    public func events(
+        bufferingPolicy: AsyncStream<GateEvent>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<GateEvent> {
+        subscribe().events(bufferingPolicy: bufferingPolicy)
+    }
+
+    /// Only the confirmation requests, as an `AsyncStream`. After a lag, the requests still
+    /// pending are delivered again (de-duplicate by `id` if you keep state).
+    public func requests() -> AsyncStream<ConfirmationRequest> {
+        let events = self.events()
+        return AsyncStream { continuation in
+            let pump = Task.detached {
+                for await event in events {
+                    switch event {
+                    case .request(let request):
+                        continuation.yield(request)
+                    case .lagged(_, let pending):
+                        for request in pending { continuation.yield(request) }
+                    default:
+                        break
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in pump.cancel() }
+        }
+    }
+}
+
+// MARK: - Handlers and executors as closures
+
+/// An `ApprovalHandler` from a closure.
+public final class ClosureApprovalHandler: ApprovalHandler {
+    private let body: @Sendable (PendingRequest) async throws -> Void
+
+    public init(_ body: @escaping @Sendable (PendingRequest) async throws -> Void) {
+        self.body = body
+    }
+
+    public func handle(request: PendingRequest) async throws {
+        try await body(request)
+    }
+}
+
+/// A `ToolExecutor` from a closure over JSON text.
+public final class ClosureToolExecutor: ToolExecutor {
+    private let body: @Sendable (String) async throws -> String
+
+    public init(_ body: @escaping @Sendable (String) async throws -> String) {
+        self.body = body
+    }
+
+    public func execute(argumentsJson: String) async throws -> String {
+        try await body(argumentsJson)
+    }
+}
+
+extension Gate {
+    /// Calls `body` for every confirmation request (and every request already pending), each
+    /// concurrently. Answer through the `PendingRequest`; returning without answering, or
+    /// throwing, denies the request. Keep the returned registration: releasing it (or calling
+    /// `stop()`) unregisters the handler.
+    public func onRequest(
+        _ body: @escaping @Sendable (PendingRequest) async throws -> Void
+    ) -> HandlerRegistration {
+        onRequest(handler: ClosureApprovalHandler(body))
+    }
+
+    /// Registers a tool whose executor takes and returns JSON text.
+    public func registerTool(
+        _ spec: ToolSpec,
+        executeJson: @escaping @Sendable (String) async throws -> String
+    ) throws {
+        try registerExecutableTool(spec: spec, executor: ClosureToolExecutor(executeJson))
+    }
+
+    /// Registers a tool whose executor takes `Decodable` arguments and returns an `Encodable`
+    /// output. Arguments that do not decode make the call fail (`ToolResult.status == .failed`).
+    public func registerTool<Arguments: Decodable, Output: Encodable>(
+        _ spec: ToolSpec,
+        execute: @escaping @Sendable (Arguments) async throws -> Output
+    ) throws {
+        try registerTool(spec, executeJson: { json in
+            let arguments = try SignoffJSON.decode(Arguments.self, from: json)
+            return try SignoffJSON.encode(try await execute(arguments))
+        })
+    }
+}
+
+// MARK: - Codable conveniences
+
+/// JSON text <-> Codable values, as the FFI passes JSON values as text.
+public enum SignoffJSON {
+    public static func encode<T: Encodable>(_ value: T) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from json: String) throws -> T {
+        try JSONDecoder().decode(type, from: Data(json.utf8))
+    }
+}
+
+extension ToolCall {
+    /// A call with `Encodable` arguments (usually a struct or `[String: String]`).
+    public init<Arguments: Encodable>(
+        tool: String,
+        arguments: Arguments,
+        sessionId: String = "default",
+        callId: String? = nil
+    ) throws {
+        self.init(
+            tool: tool,
+            argumentsJson: try SignoffJSON.encode(arguments),
+            sessionId: sessionId,
+            callId: callId,
+            metadataJson: nil
+        )
+    }
+}
+
+extension ConfirmationRequest {
+    /// The arguments that will run if approved unchanged, decoded. Show `displayArguments`
+    /// and `prompt` to the person, not a rendering of these.
+    public func arguments<T: Decodable>(as type: T.Type = T.self) throws -> T {
+        try SignoffJSON.decode(type, from: argumentsJson)
+    }
+}
+
+extension Decision {
+    /// The arguments to run with, when approved (the original ones or the person's edit).
+    public var argumentsJson: String? {
+        if case .approved(_, let arguments, _, _, _, _) = self { return arguments }
+        return nil
+    }
+
+    /// The arguments to run with, decoded, when approved.
+    public func arguments<T: Decodable>(as type: T.Type = T.self) throws -> T? {
+        guard let json = argumentsJson else { return nil }
+        return try SignoffJSON.decode(type, from: json)
+    }
+}
+
+extension ToolResult {
+    /// The tool's output, decoded, when it ran and succeeded.
+    public func output<T: Decodable>(as type: T.Type = T.self) throws -> T? {
+        guard let json = outputJson else { return nil }
+        return try SignoffJSON.decode(type, from: json)
+    }
+}
+
+extension PendingRequest {
+    /// Approves with edited `Encodable` arguments (the tool must be editable; they are checked
+    /// against its schema).
+    @discardableResult
+    public func approve<Arguments: Encodable>(
+        editedArguments: Arguments,
+        scope: Scope? = nil,
+        responder: String? = nil
+    ) throws -> Outcome {
+        try approveWith(argumentsJson: try SignoffJSON.encode(editedArguments), scope: scope, responder: responder)
+    }
+}
+
+// MARK: - Errors
+
+extension SignoffError {
+    /// The core's human-readable message.
+    public var message: String {
+        switch self {
+        case .UnknownTool(let m), .InvalidTool(let m), .InvalidArguments(let m), .UnknownRequest(let m),
+             .AlreadyResolved(let m), .Expired(let m), .EditsNotAllowed(let m), .Mismatch(let m),
+             .Malformed(let m), .Unauthorized(let m), .Closed(let m), .Store(let m), .NoExecutor(let m):
+            return m
+        }
+    }
+
+    /// The stable snake_case kind, e.g. `"already_resolved"` (as in the shared test vectors).
+    public var kindName: String { errorKindName(kind: kind()) }
+}
+
+extension SignoffError: LocalizedError {
+    public var errorDescription: String? { message }
+}
+
+extension CallbackError: LocalizedError {
+    public var errorDescription: String? {
+        switch self {
+        case .Failed(let message): return message
+        }
+    }
+}
+
+extension ErrorKind {
+    /// The stable snake_case name, e.g. `"already_resolved"`.
+    public var name: String { errorKindName(kind: self) }
+}
+
+// MARK: - Sendable before Swift 6
+
+// The generated file declares these conformances only for Swift 6 compilers; declare them for
+// Swift 5.9 / 5.10 too (every field is itself a Sendable value type).
+#if !compiler(>=6)
+extension ConfirmationRequest: Sendable {}
+extension ConfirmationResolved: Sendable {}
+extension ConfirmationResponse: Sendable {}
+extension ConfirmationTimeout: Sendable {}
+extension Evaluation: Sendable {}
+extension GateOptions: Sendable {}
+extension ToolCall: Sendable {}
+extension ToolResult: Sendable {}
+extension ToolSpec: Sendable {}
+extension ApprovalMode: Sendable {}
+extension ApprovedBy: Sendable {}
+extension ArgRule: Sendable {}
+extension CancelReason: Sendable {}
+extension Decision: Sendable {}
+extension ErrorKind: Sendable {}
+extension GateEvent: Sendable {}
+extension Outcome: Sendable {}
+extension ResponseDecision: Sendable {}
+extension Scope: Sendable {}
+extension ToolSource: Sendable {}
+extension ToolStatus: Sendable {}
+#endif

@@ -1,0 +1,758 @@
+// The Swift package's behaviour. Mirrors bindings-swift/tests-python/test_gate.py (which runs the
+// same cases over the same C ABI on machines without Swift); run with `swift test` on a Mac after
+// ./build-xcframework.sh.
+
+import Foundation
+import XCTest
+import Signoff
+
+final class SignoffTests: XCTestCase {
+    override func setUp() {
+        super.setUp()
+        executionTimeAllowance = 60
+    }
+
+    // MARK: confirm / respond
+
+    func testConfirmApprove() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall(sessionId: "s1", callId: "call_1"))
+        let request = try await nextRequest(sub)
+        XCTAssertEqual(request.tool, "delete_file")
+        XCTAssertEqual(json(request.argumentsJson), ["path": "/tmp/x"])
+        XCTAssertEqual(request.toolCallId, "call_1")
+        XCTAssertEqual(request.sessionId, "s1")
+        XCTAssertTrue(request.argumentsDigest.hasPrefix("sha256:"))
+        XCTAssertFalse(request.reasons.isEmpty)
+        XCTAssertEqual(gate.pending().map(\.id), [request.id])
+        XCTAssertEqual(try gate.approve(request: request, responder: "alice"), .approved)
+        let decision = try await pending.wait()
+        guard case .approved(let requestId, let arguments, let edited, let by, _, let responder) = decision else {
+            return XCTFail("expected approved, got \(decision)")
+        }
+        XCTAssertEqual(requestId, request.id)
+        XCTAssertEqual(json(arguments), ["path": "/tmp/x"])
+        XCTAssertFalse(edited)
+        XCTAssertEqual(by, .person)
+        XCTAssertEqual(responder, "alice")
+        XCTAssertTrue(decision.isApproved())
+        XCTAssertEqual(decision.outcome(), .approved)
+        XCTAssertEqual(gate.pendingCount(), 0)
+        let again = try await pending.wait()
+        XCTAssertEqual(again, decision)
+    }
+
+    func testConfirmWithTaskAndCodable() async throws {
+        struct PathArgs: Codable, Equatable { let path: String }
+        let gate = try gateWithDelete()
+        let requests = gate.requests()
+        let approver = Task {
+            for await request in requests {
+                XCTAssertEqual(try request.arguments(as: PathArgs.self), PathArgs(path: "/tmp/y"))
+                _ = try gate.approve(request: request)
+                return
+            }
+        }
+        let decision = try await gate.confirm(tool: "delete_file", arguments: PathArgs(path: "/tmp/y"))
+        XCTAssertEqual(try decision.arguments(as: PathArgs.self), PathArgs(path: "/tmp/y"))
+        try await approver.value
+    }
+
+    func testDenyWithReason() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        XCTAssertEqual(try gate.deny(request: request, reason: "not that file", responder: "bob"), .denied)
+        let decision = try await pending.wait()
+        guard case .denied(let requestId, let reason, let responder) = decision else {
+            return XCTFail("expected denied, got \(decision)")
+        }
+        XCTAssertEqual(requestId, request.id)
+        XCTAssertEqual(reason, "not that file")
+        XCTAssertEqual(responder, "bob")
+        XCTAssertFalse(decision.isApproved())
+        let kinds = try await eventsUntilResolved(sub, request.id).map(kind)
+        XCTAssertEqual(kinds, ["response", "resolved"])
+    }
+
+    func testTypedResponseAndRespondJson() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let p1 = try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/a"}"#))
+        let r1 = try await nextRequest(sub)
+        let p2 = try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/b"}"#))
+        let r2 = try await nextRequest(sub)
+        let response = try approveResponse(request: r1)
+        XCTAssertEqual(response.id, r1.id)
+        XCTAssertEqual(response.tool, r1.tool)
+        XCTAssertEqual(response.argumentsDigest, r1.argumentsDigest)
+        XCTAssertEqual(response.sessionId, r1.sessionId)
+        XCTAssertEqual(try gate.respond(response: response), .approved)
+        let body = #"{"type":"confirmation-response","id":"\#(r2.id)","decision":"deny","reason":"no"}"#
+        XCTAssertEqual(try gate.respondJson(json: body), .denied)
+        let d1 = try await p1.wait()
+        XCTAssertTrue(d1.isApproved())
+        let d2 = try await p2.wait()
+        guard case .denied(_, let reason, _) = d2 else { return XCTFail("\(d2)") }
+        XCTAssertEqual(reason, "no")
+    }
+
+    func testNotGatedRunsWithoutRequest() async throws {
+        let gate = Gate()
+        try gate.registerTool(spec: ToolSpec(name: "read_file"))
+        let sub = gate.subscribe()
+        let decision = try await gate.confirm(makeCall("read_file"))
+        guard case .approved(let requestId, _, _, let by, _, _) = decision else { return XCTFail("\(decision)") }
+        XCTAssertNil(requestId)
+        XCTAssertEqual(by, .notGated)
+        let quiet = await noEvent(sub)
+        XCTAssertTrue(quiet)
+    }
+
+    func testEditedArguments() async throws {
+        let gate = Gate()
+        try gate.registerTool(spec: deleteSpec(editable: true))
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/etc/passwd"}"#))
+        let request = try await nextRequest(sub)
+        XCTAssertTrue(request.editable)
+        XCTAssertThrowsKind(.invalidArguments) { try gate.approve(request: request, argumentsJson: #"{"path":3}"#) }
+        XCTAssertEqual(try gate.approve(request: request, argumentsJson: #"{"path":"/tmp/safe"}"#), .approved)
+        let decision = try await pending.wait()
+        guard case .approved(_, let arguments, let edited, _, _, _) = decision else { return XCTFail("\(decision)") }
+        XCTAssertTrue(edited)
+        XCTAssertEqual(json(arguments), ["path": "/tmp/safe"])
+    }
+
+    func testSessionGrantAndEndSession() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let p1 = try gate.confirmCancellable(call: makeCall(sessionId: "s1"))
+        let r1 = try await nextRequest(sub)
+        _ = try gate.approve(request: r1, scope: .session)
+        guard case .approved(_, _, _, _, let scope, _) = try await p1.wait() else { return XCTFail() }
+        XCTAssertEqual(scope, .session)
+        XCTAssertEqual(gate.grants(sessionId: "s1"), ["delete_file"])
+        guard case .approved(_, _, _, let by, _, _) = try await gate.confirm(makeCall(sessionId: "s1")) else {
+            return XCTFail()
+        }
+        XCTAssertEqual(by, .sessionGrant)
+        let p3 = try gate.confirmCancellable(call: makeCall(sessionId: "s2"))
+        let r3 = try await nextRequest(sub)
+        XCTAssertEqual(r3.sessionId, "s2")
+        XCTAssertEqual(gate.endSession(sessionId: "s2"), 1)
+        guard case .cancelled(_, let reason) = try await p3.wait() else { return XCTFail() }
+        XCTAssertEqual(reason, .sessionEnded)
+        XCTAssertTrue(gate.revokeGrant(sessionId: "s1", tool: "delete_file"))
+        XCTAssertEqual(gate.grants(sessionId: "s1"), [])
+    }
+
+    // MARK: every rejection error kind
+
+    func testErrorKindNamesCoverTheCore() {
+        let all: [ErrorKind] = [
+            .unknownTool, .invalidTool, .invalidArguments, .unknownRequest, .alreadyResolved, .expired,
+            .editsNotAllowed, .mismatch, .malformed, .unauthorized, .closed, .store, .noExecutor,
+        ]
+        XCTAssertEqual(all.map(\.name), [
+            "unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired",
+            "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor",
+        ])
+    }
+
+    func testUnknownTool() async throws {
+        let gate = Gate()
+        await XCTAssertThrowsKindAsync(.unknownTool) { try await gate.confirm(makeCall("nope")) }
+        do {
+            _ = try await gate.confirm(makeCall("nope"))
+            XCTFail("expected unknownTool")
+        } catch let error as SignoffError {
+            guard case .UnknownTool(let message) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("nope"))
+            XCTAssertEqual(error.localizedDescription, message)
+            XCTAssertEqual(error.kindName, "unknown_tool")
+        }
+        XCTAssertThrowsKind(.unknownTool) { try gate.evaluate(call: makeCall("nope")) }
+    }
+
+    func testInvalidTool() {
+        let gate = Gate()
+        XCTAssertThrowsKind(.invalidTool) { try gate.registerTool(spec: ToolSpec(name: "x", parametersJson: #"{"type":12}"#)) }
+        XCTAssertThrowsKind(.invalidTool) { try gate.registerTool(spec: ToolSpec(name: "  ")) }
+        XCTAssertThrowsKind(.invalidTool) { try gate.registerTool(spec: ToolSpec(name: "x", parametersJson: "{not json")) }
+        XCTAssertThrowsKind(.invalidTool) {
+            try gate.registerTool(spec: ToolSpec(name: "x", rules: [.pathOutside(pointer: "/p", prefixes: ["relative"])]))
+        }
+        XCTAssertThrowsKind(.malformed) { try gate.registerToolJson(json: #"{"name":"x","aproval":"required"}"#) }
+        XCTAssertEqual(gate.tools(), [])
+    }
+
+    func testInvalidArguments() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        await XCTAssertThrowsKindAsync(.invalidArguments) { try await gate.confirm(makeCall("delete_file", #"{"path":42}"#)) }
+        XCTAssertThrowsKind(.malformed) { try gate.confirmCancellable(call: makeCall("delete_file", "{oops")) }
+        let quiet = await noEvent(sub)
+        XCTAssertTrue(quiet, "nobody is asked about a refused call")
+    }
+
+    func testUnknownRequest() {
+        let gate = Gate()
+        let response = ConfirmationResponse(id: UUID().uuidString.lowercased(), decision: .approve, scope: .once)
+        XCTAssertThrowsKind(.unknownRequest) { try gate.respond(response: response) }
+        XCTAssertEqual(try gate.cancelRequest(id: UUID().uuidString), false)
+    }
+
+    func testAlreadyResolved() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        _ = try gate.approve(request: request)
+        XCTAssertThrowsKind(.alreadyResolved) { try gate.deny(request: request) }
+        let decision = try await pending.wait()
+        XCTAssertTrue(decision.isApproved())
+    }
+
+    func testExpiredAndTimeout() async throws {
+        let gate = Gate()
+        try gate.registerTool(spec: deleteSpec(timeoutMs: 150))
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        XCTAssertEqual(request.timeoutMs, 150)
+        XCTAssertEqual(request.deadlineMs - request.createdAtMs, 150)
+        let decision = try await pending.wait()
+        guard case .timedOut(let requestId, let timeoutMs) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(requestId, request.id)
+        XCTAssertEqual(timeoutMs, 150)
+        let kinds = try await eventsUntilResolved(sub, request.id).map(kind)
+        XCTAssertEqual(kinds, ["timeout", "resolved"])
+        XCTAssertThrowsKind(.expired) { try gate.approve(request: request) }
+    }
+
+    func testEditsNotAllowed() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        XCTAssertFalse(request.editable)
+        XCTAssertThrowsKind(.editsNotAllowed) { try gate.approve(request: request, argumentsJson: #"{"path":"/other"}"#) }
+        XCTAssertEqual(try gate.approve(request: request, argumentsJson: request.argumentsJson), .approved)
+        guard case .approved(_, _, let edited, _, _, _) = try await pending.wait() else { return XCTFail() }
+        XCTAssertFalse(edited)
+    }
+
+    func testMismatch() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall(sessionId: "s1"))
+        let request = try await nextRequest(sub)
+        var wrongTool = try approveResponse(request: request)
+        wrongTool.tool = "other_tool"
+        var wrongDigest = try approveResponse(request: request)
+        wrongDigest.argumentsDigest = "sha256:00"
+        var wrongSession = try approveResponse(request: request)
+        wrongSession.sessionId = "s2"
+        for (field, response) in [("tool", wrongTool), ("arguments_digest", wrongDigest), ("session_id", wrongSession)] {
+            do {
+                _ = try gate.respond(response: response)
+                XCTFail("\(field): expected mismatch")
+            } catch let error as SignoffError {
+                XCTAssertEqual(error.kind(), .mismatch)
+                XCTAssertTrue(error.message.contains(field), error.message)
+            }
+        }
+        XCTAssertEqual(try gate.respond(response: try approveResponse(request: request)), .approved)
+        let decision = try await pending.wait()
+        XCTAssertTrue(decision.isApproved())
+    }
+
+    func testMalformed() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        let bad = [
+            "not json", "[]", #"{"id":"\#(request.id)"}"#,
+            #"{"id":"\#(request.id)","decision":"approve","extra":1}"#,
+            #"{"type":"confirmation-request","id":"\#(request.id)","decision":"approve"}"#,
+            #"{"id":"\#(request.id)","decision":"deny","arguments":{"path":"/x"}}"#,
+        ]
+        for body in bad {
+            XCTAssertThrowsKind(.malformed) { try gate.respondJson(json: body) }
+        }
+        XCTAssertThrowsKind(.malformed) {
+            try gate.respond(response: ConfirmationResponse(id: "nope", decision: .deny, scope: .once))
+        }
+        XCTAssertEqual(gate.pendingCount(), 1)
+        _ = try gate.deny(request: request)
+        guard case .denied = try await pending.wait() else { return XCTFail() }
+    }
+
+    func testUnauthorized() async throws {
+        let gate = try gateWithDelete(GateOptions(allowedResponders: ["alice"]))
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        XCTAssertThrowsKind(.unauthorized) { try gate.approve(request: request, responder: "mallory") }
+        XCTAssertThrowsKind(.unauthorized) { try gate.approve(request: request) }
+        XCTAssertEqual(try gate.approve(request: request, responder: "alice"), .approved)
+        guard case .approved(_, _, _, _, _, let responder) = try await pending.wait() else { return XCTFail() }
+        XCTAssertEqual(responder, "alice")
+    }
+
+    func testClosed() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        gate.close()
+        XCTAssertTrue(gate.isClosed())
+        guard case .cancelled(_, let reason) = try await pending.wait() else { return XCTFail() }
+        XCTAssertEqual(reason, .shutdown)
+        XCTAssertThrowsKind(.closed) { try gate.approve(request: request) }
+        guard case .cancelled(_, let again) = try await gate.confirm(makeCall()) else { return XCTFail() }
+        XCTAssertEqual(again, .shutdown)
+    }
+
+    func testNoExecutor() async throws {
+        let gate = try gateWithDelete()
+        let result = try await gate.execute(makeCall(callId: "c1"))
+        XCTAssertEqual(result.status, .rejected)
+        XCTAssertEqual(result.errorKind, .noExecutor)
+        XCTAssertTrue(result.isError)
+        XCTAssertEqual(result.callId, "c1")
+        XCTAssertTrue(result.content.contains("did not run"))
+    }
+
+    // MARK: cancellation, unobserved requests
+
+    func testCancelHandle() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        pending.cancel()
+        guard case .cancelled(let requestId, let reason) = try await pending.wait() else { return XCTFail() }
+        XCTAssertNil(requestId)
+        XCTAssertEqual(reason, .aborted)
+        let resolved = try await resolvedEvent(sub, request.id)
+        XCTAssertEqual(resolved.outcome, .cancelled)
+        XCTAssertEqual(resolved.cancelReason, .aborted)
+        XCTAssertEqual(gate.pendingCount(), 0)
+        XCTAssertTrue(pending.isFinished())
+        XCTAssertThrowsKind(.alreadyResolved) { try gate.approve(request: request) }
+    }
+
+    func testTaskCancelCancelsConfirmation() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let task = Task { try await gate.confirm(makeCall()) }
+        let request = try await nextRequest(sub)
+        task.cancel()
+        let decision = try await task.value
+        guard case .cancelled(_, let reason) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(reason, .aborted)
+        let resolved = try await resolvedEvent(sub, request.id)
+        XCTAssertEqual(resolved.cancelReason, .aborted)
+        XCTAssertEqual(gate.pendingCount(), 0)
+    }
+
+    func testAlreadyCancelledTaskNeverAsks() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let task = Task {
+            while !Task.isCancelled { await pause(ms: 1) }
+            return try await gate.confirm(makeCall())
+        }
+        task.cancel()
+        guard case .cancelled(_, let reason) = try await task.value else { return XCTFail() }
+        XCTAssertEqual(reason, .aborted)
+        await waitUntil { gate.pendingCount() == 0 }
+        XCTAssertEqual(gate.pendingCount(), 0)
+        _ = sub
+    }
+
+    func testTaskCancelCancelsExecution() async throws {
+        let gate = Gate()
+        let ran = Recorder()
+        try gate.registerTool(deleteSpec(), executeJson: { json in
+            await ran.add(json)
+            return "\"ran\""
+        })
+        let sub = gate.subscribe()
+        let task = Task { try await gate.execute(makeCall()) }
+        let request = try await nextRequest(sub)
+        task.cancel()
+        do {
+            _ = try await task.value
+            XCTFail("expected CancellationError")
+        } catch is CancellationError {}
+        let resolved = try await resolvedEvent(sub, request.id)
+        XCTAssertEqual(resolved.cancelReason, .aborted)
+        let items = await ran.items
+        XCTAssertEqual(items, [])
+    }
+
+    func testNoSubscribersCancels() async throws {
+        let gate = try gateWithDelete()
+        guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }
+        XCTAssertEqual(reason, .noSubscribers)
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        _ = try await nextRequest(sub)
+        XCTAssertEqual(gate.subscriberCount(), 1)
+        sub.close()
+        XCTAssertTrue(sub.isClosed())
+        XCTAssertEqual(gate.subscriberCount(), 0)
+        guard case .cancelled(_, let reason2) = try await pending.wait() else { return XCTFail() }
+        XCTAssertEqual(reason2, .noSubscribers)
+        let after = await sub.next()
+        XCTAssertNil(after)
+    }
+
+    func testUnobservedRequestsWaitWhenConfigured() async throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let pending = try gate.confirmCancellable(call: makeCall())
+        await waitUntil { gate.pendingCount() == 1 }
+        let request = try XCTUnwrap(gate.pending().first)
+        XCTAssertEqual(try gate.approve(request: request), .approved)
+        let decision = try await pending.wait()
+        XCTAssertTrue(decision.isApproved())
+    }
+
+    // MARK: event stream
+
+    func testEventStreamOrderAndTermination() async throws {
+        let gate = try gateWithDelete()
+        let events = gate.events()
+        XCTAssertEqual(gate.subscriberCount(), 1)
+        let pending = try gate.confirmCancellable(call: makeCall())
+        var kinds: [String] = []
+        for await event in events {
+            kinds.append(kind(event))
+            switch event {
+            case .request(let request):
+                _ = try gate.approve(request: request, responder: "alice")
+            case .response(let response):
+                XCTAssertEqual(response.responder, "alice")
+                XCTAssertNotNil(response.atMs)
+            case .resolved(let resolved):
+                XCTAssertEqual(resolved.outcome, .approved)
+                XCTAssertEqual(resolved.responder, "alice")
+            default:
+                XCTFail("unexpected \(event)")
+            }
+            if kinds.count == 3 { break }
+        }
+        XCTAssertEqual(kinds, ["request", "response", "resolved"])
+        let decision = try await pending.wait()
+        XCTAssertTrue(decision.isApproved())
+        // Leaving the loop terminated the stream, which closed its subscription.
+        await waitUntil { gate.subscriberCount() == 0 }
+        XCTAssertEqual(gate.subscriberCount(), 0)
+    }
+
+    func testCancellingTheConsumerClosesTheSubscription() async throws {
+        let gate = try gateWithDelete()
+        let consumer = Task {
+            var count = 0
+            for await _ in gate.events() { count += 1 }
+            return count
+        }
+        await waitUntil { gate.subscriberCount() == 1 }
+        XCTAssertEqual(gate.subscriberCount(), 1)
+        consumer.cancel()
+        let count = await consumer.value
+        XCTAssertEqual(count, 0)
+        await waitUntil { gate.subscriberCount() == 0 }
+        XCTAssertEqual(gate.subscriberCount(), 0)
+    }
+
+    func testCloseEndsAWaitingNext() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let waiter = Task { await sub.next() }
+        await pause(ms: 50)
+        sub.close()
+        let event = await waiter.value
+        XCTAssertNil(event)
+        XCTAssertEqual(gate.subscriberCount(), 0)
+    }
+
+    func testLaggedSubscriberGetsPendingSnapshot() async throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false, busCapacity: 2))
+        let sub = gate.subscribe()
+        let handles = try (0..<4).map { i in try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#)) }
+        await waitUntil { gate.pendingCount() == 4 }
+        await pause(ms: 50)  // a request is stored just before it is published
+        guard case .lagged(let missed, let pendingRequests) = try await nextEvent(sub) else { return XCTFail() }
+        XCTAssertGreaterThanOrEqual(missed, 1)
+        let paths = pendingRequests.compactMap { json($0.argumentsJson)?["path"] as? String }.sorted()
+        XCTAssertEqual(paths, ["/0", "/1", "/2", "/3"])
+        handles.forEach { $0.cancel() }
+    }
+
+    // MARK: foreign handler
+
+    final class Approver: ApprovalHandler {
+        let seen = Recorder()
+        func handle(request: PendingRequest) async throws {
+            await seen.add(request.request().id)
+            await pause(ms: 10)
+            XCTAssertTrue(request.isPending())
+            _ = try request.approveWith(responder: "swift-handler")
+        }
+    }
+
+    final class Silent: ApprovalHandler {
+        func handle(request: PendingRequest) async throws {}
+    }
+
+    struct UICrashed: Error, CustomStringConvertible {
+        var description: String { "ui crashed" }
+    }
+
+    func testForeignHandlerApproves() async throws {
+        let gate = try gateWithDelete()
+        let handler = Approver()
+        let registration = gate.onRequest(handler: handler)
+        XCTAssertTrue(registration.isActive())
+        let decision = try await gate.confirm(makeCall())
+        guard case .approved(let requestId, _, _, _, _, let responder) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(responder, "swift-handler")
+        let seen = await handler.seen.items
+        XCTAssertEqual(seen, [requestId].compactMap { $0 })
+        registration.stop()
+        XCTAssertFalse(registration.isActive())
+        guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }
+        XCTAssertEqual(reason, .noSubscribers)
+    }
+
+    func testClosureHandler() async throws {
+        let gate = try gateWithDelete()
+        let registration = gate.onRequest { pending in
+            _ = try pending.deny(reason: "closure says no", responder: "closure")
+        }
+        let decision = try await gate.confirm(makeCall())
+        guard case .denied(_, let reason, let responder) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(reason, "closure says no")
+        XCTAssertEqual(responder, "closure")
+        registration.stop()
+    }
+
+    func testForeignHandlerThatDoesNotAnswerDenies() async throws {
+        let gate = try gateWithDelete()
+        let registration = gate.onRequest(handler: Silent())
+        let decision = try await gate.confirm(makeCall())
+        guard case .denied(_, let reason, let responder) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(reason, "the approval handler returned without answering")
+        XCTAssertEqual(responder, "signoff:handler")
+        registration.stop()
+    }
+
+    func testForeignHandlerThatThrowsDenies() async throws {
+        let gate = try gateWithDelete()
+        let registration = gate.onRequest { _ in throw UICrashed() }
+        let decision = try await gate.confirm(makeCall())
+        guard case .denied(_, let reason, _) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(reason, "the approval handler failed: ui crashed")
+        registration.stop()
+        let registration2 = gate.onRequest { _ in throw CallbackError.Failed(message: "window closed") }
+        guard case .denied(_, let reason2, _) = try await gate.confirm(makeCall()) else { return XCTFail() }
+        XCTAssertEqual(reason2, "the approval handler failed: window closed")
+        registration2.stop()
+    }
+
+    func testForeignHandlerSeesAlreadyPendingRequests() async throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let pending = try gate.confirmCancellable(call: makeCall())
+        await waitUntil { gate.pendingCount() == 1 }
+        let registration = gate.onRequest(handler: Approver())
+        let decision = try await pending.wait()
+        XCTAssertTrue(decision.isApproved())
+        registration.stop()
+    }
+
+    // MARK: executor, batch
+
+    struct PathArgs: Codable, Equatable { let path: String }
+
+    func testExecutorRunsOnceAfterApproval() async throws {
+        let gate = Gate()
+        let calls = Recorder()
+        try gate.registerTool(deleteSpec()) { (args: PathArgs) -> [String: String] in
+            await calls.add(args.path)
+            return ["deleted": args.path]
+        }
+        let sub = gate.subscribe()
+        let pending = try gate.executeCancellable(call: makeCall(callId: "c1"))
+        let request = try await nextRequest(sub)
+        let before = await calls.items
+        XCTAssertEqual(before, [], "nothing runs before the approval")
+        _ = try gate.approve(request: request)
+        let maybeResult = await pending.wait()
+        let result = try XCTUnwrap(maybeResult)
+        XCTAssertEqual(result.status, .executed)
+        XCTAssertFalse(result.isError)
+        XCTAssertEqual(try result.output(as: [String: String].self), ["deleted": "/tmp/x"])
+        XCTAssertEqual(result.callId, "c1")
+        XCTAssertEqual(result.requestId, request.id)
+        XCTAssertEqual(result.decision?.isApproved(), true)
+        let after = await calls.items
+        XCTAssertEqual(after, ["/tmp/x"])
+    }
+
+    func testExecutorDeniedDoesNotRun() async throws {
+        let gate = Gate()
+        let calls = Recorder()
+        try gate.registerTool(deleteSpec(), executeJson: { json in
+            await calls.add(json)
+            return "\"ran\""
+        })
+        let sub = gate.subscribe()
+        let pending = try gate.executeCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        _ = try gate.deny(request: request, reason: "no way")
+        let maybeResult = await pending.wait()
+        let result = try XCTUnwrap(maybeResult)
+        XCTAssertEqual(result.status, .denied)
+        XCTAssertTrue(result.isError)
+        XCTAssertTrue(result.content.contains("no way"))
+        XCTAssertTrue(result.content.contains("did not run"))
+        let items = await calls.items
+        XCTAssertEqual(items, [])
+    }
+
+    func testExecutorEditedArgumentsAndFailures() async throws {
+        struct DiskOnFire: Error, CustomStringConvertible { var description: String { "disk on fire" } }
+        let gate = Gate()
+        let calls = Recorder()
+        try gate.registerTool(deleteSpec(editable: true)) { (args: PathArgs) -> String in
+            await calls.add(args.path)
+            return args.path
+        }
+        try gate.registerTool(ToolSpec(name: "fail_tool"), executeJson: { _ in throw DiskOnFire() })
+        try gate.registerTool(ToolSpec(name: "text_tool"), executeJson: { _ in "plain text" })
+        let sub = gate.subscribe()
+        let pending = try gate.executeCancellable(call: makeCall("delete_file", #"{"path":"/etc"}"#))
+        let request = try await nextRequest(sub)
+        _ = try gate.approve(request: request, argumentsJson: #"{"path":"/tmp/ok"}"#)
+        let maybeEdited = await pending.wait()
+        let edited = try XCTUnwrap(maybeEdited)
+        XCTAssertTrue(edited.edited)
+        XCTAssertEqual(json(edited.argumentsJson ?? ""), ["path": "/tmp/ok"])
+        XCTAssertTrue(edited.content.contains("changed the arguments"))
+        let items = await calls.items
+        XCTAssertEqual(items, ["/tmp/ok"])
+        let failed = try await gate.execute(makeCall("fail_tool", "{}"))
+        XCTAssertEqual(failed.status, .failed)
+        XCTAssertTrue(failed.error?.contains("disk on fire") ?? false, "\(String(describing: failed.error))")
+        let notJson = try await gate.execute(makeCall("text_tool", "{}"))
+        XCTAssertEqual(notJson.status, .failed)
+        XCTAssertTrue(notJson.error?.contains("not JSON") ?? false)
+    }
+
+    func testBatchOrder() async throws {
+        let gate = Gate()
+        let calls = Recorder()
+        try gate.registerTool(deleteSpec()) { (args: PathArgs) -> String in
+            await calls.add(args.path)
+            return args.path
+        }
+        try gate.registerTool(ToolSpec(name: "read_file"), executeJson: { _ in "\"contents\"" })
+        let sub = gate.subscribe()
+        let batch = Task {
+            try await gate.executeBatch([
+                makeCall("delete_file", #"{"path":"/first"}"#, callId: "a"),
+                makeCall("read_file", "{}", callId: "b"),
+                makeCall("delete_file", #"{"path":"/third"}"#, callId: "c"),
+            ])
+        }
+        var requests: [String: ConfirmationRequest] = [:]
+        while requests.count < 2 {
+            let request = try await nextRequest(sub)
+            requests[request.toolCallId ?? ""] = request
+        }
+        _ = try gate.deny(request: try XCTUnwrap(requests["c"]), reason: "no")
+        await pause(ms: 50)
+        _ = try gate.approve(request: try XCTUnwrap(requests["a"]))
+        let results = try await batch.value
+        XCTAssertEqual(results.map(\.callId), ["a", "b", "c"])
+        XCTAssertEqual(results.map(\.status), [.executed, .executed, .denied])
+        XCTAssertEqual(try results[1].output(as: String.self), "contents")
+        let items = await calls.items
+        XCTAssertEqual(items, ["/first"])
+    }
+
+    // MARK: tool specs and conversions
+
+    func testToolSpecRoundTripAndRules() throws {
+        let gate = Gate()
+        let spec = ToolSpec(
+            name: "transfer_funds",
+            description: "Moves money",
+            parametersJson: #"{"type":"object"}"#,
+            approval: .notRequired,
+            promptTemplate: "Send {args}?",
+            source: .external(server: "bank"),
+            timeoutMs: 5000,
+            rules: [
+                .greaterThan(pointer: "/amount", value: 100),
+                .oneOf(pointer: "/to", valuesJson: #"["boss@x"]"#),
+                .notOneOf(pointer: "/currency", valuesJson: #"["EUR","USD"]"#),
+                .contains(pointer: "/memo", substring: "urgent"),
+                .pathOutside(pointer: "/receipt", prefixes: ["/tmp"]),
+            ]
+        )
+        try gate.registerTool(spec: spec)
+        XCTAssertEqual(gate.tools(), [spec])
+        let specJson = try XCTUnwrap(json(try toolSpecToJson(spec: spec)))
+        XCTAssertEqual(specJson["approval"] as? String, "not_required")
+        XCTAssertEqual(try toolSpecFromJson(json: try toolSpecToJson(spec: spec)), spec)
+        let ok = #"{"amount":5,"to":"me@x","currency":"EUR","memo":"lunch","receipt":"/tmp/r.pdf"}"#
+        let quiet = try gate.evaluate(call: makeCall("transfer_funds", ok))
+        XCTAssertFalse(quiet.required)
+        let loud = #"{"amount":500,"to":"me@x","currency":"EUR","memo":"URGENT pls","receipt":"/tmp/r.pdf"}"#
+        let evaluation = try gate.evaluate(call: makeCall("transfer_funds", loud))
+        XCTAssertTrue(evaluation.required)
+        XCTAssertTrue(evaluation.forcedByRule)
+        XCTAssertEqual(evaluation.reasons.count, 2)
+        XCTAssertThrowsKind(.invalidTool) {
+            try gate.registerTool(spec: ToolSpec(name: "y", rules: [.oneOf(pointer: "/a", valuesJson: "{}")]))
+        }
+        XCTAssertTrue(gate.unregisterTool(name: "transfer_funds"))
+        XCTAssertEqual(gate.tools(), [])
+    }
+
+    func testDefaultsMatchTheCore() throws {
+        let gate = Gate()
+        try gate.registerTool(spec: ToolSpec(name: "x"))
+        let spec = try XCTUnwrap(gate.tools().first)
+        XCTAssertEqual(json(spec.parametersJson ?? ""), ["type": "object"])
+        XCTAssertEqual(spec.approval, .default)
+        XCTAssertEqual(spec.source, .builtIn)
+        let call = ToolCall(tool: "x")
+        XCTAssertEqual(call.argumentsJson, "{}")
+        XCTAssertEqual(call.sessionId, "default")
+        XCTAssertTrue(GateOptions().denyWhenUnobserved)
+        XCTAssertFalse(gate.gatingDisabled())
+        XCTAssertTrue(Gate(options: GateOptions(dangerouslyDisableGating: true)).gatingDisabled())
+        let encoded = try ToolCall(tool: "x", arguments: ["path": "/tmp"])
+        XCTAssertEqual(encoded.argumentsJson, #"{"path":"/tmp"}"#)
+    }
+
+    func testEventJsonRoundTrip() throws {
+        let id = UUID().uuidString.lowercased()
+        let text = #"{"type":"confirmation-resolved","id":"\#(id)","tool":"t","session_id":"s","outcome":"cancelled","cancel_reason":"aborted","scope":"once","edited":false,"at_ms":5}"#
+        let event = try eventFromJson(json: text)
+        guard case .resolved(let resolved) = event else { return XCTFail("\(event)") }
+        XCTAssertEqual(resolved.cancelReason, .aborted)
+        XCTAssertEqual(json(try eventToJson(event: event)), json(text))
+        XCTAssertThrowsKind(.malformed) { try eventFromJson(json: #"{"type":"nope"}"#) }
+        XCTAssertThrowsKind(.malformed) { try eventToJson(event: .lagged(missed: 1, pending: [])) }
+    }
+}

@@ -1,0 +1,308 @@
+// The shared vectors (tests/vectors/*.json, format in tests/vectors/README.md), read from the
+// repository checkout this package lives in. A field this runner does not understand fails.
+// bindings-swift/tests-python/test_vectors.py runs the same files over the same C ABI.
+
+import Foundation
+import XCTest
+import Signoff
+
+private struct VectorError: Error, CustomStringConvertible {
+    let description: String
+}
+
+private func fail(_ message: String) -> VectorError { VectorError(description: message) }
+
+private let vectorsDir = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent()  // SignoffTests
+    .deletingLastPathComponent()  // Tests
+    .deletingLastPathComponent()  // bindings-swift
+    .deletingLastPathComponent()  // repository root
+    .appendingPathComponent("tests/vectors")
+
+private func load(_ name: String) throws -> [String: Any] {
+    let url = vectorsDir.appendingPathComponent(name)
+    guard FileManager.default.fileExists(atPath: url.path) else {
+        throw XCTSkip("shared vectors not found at \(url.path) (the package is not in its repository checkout)")
+    }
+    guard let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] else {
+        throw fail("\(name) is not a JSON object")
+    }
+    return object
+}
+
+private func strict(_ object: [String: Any], _ allowed: Set<String>, _ what: String) throws {
+    let unknown = Set(object.keys).subtracting(allowed)
+    if !unknown.isEmpty { throw fail("\(what): fields this runner does not understand: \(unknown.sorted())") }
+}
+
+private func text(_ value: Any) throws -> String {
+    String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]), as: UTF8.self)
+}
+
+private func parse(_ json: String) -> Any {
+    (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])) ?? NSNull()
+}
+
+private func outcomeName(_ o: Outcome) -> String {
+    switch o {
+    case .approved: return "approved"
+    case .denied: return "denied"
+    case .timedOut: return "timed-out"
+    case .cancelled: return "cancelled"
+    }
+}
+
+private func byName(_ b: ApprovedBy) -> String {
+    switch b {
+    case .person: return "person"
+    case .notGated: return "not-gated"
+    case .sessionGrant: return "session-grant"
+    case .gatingDisabled: return "gating-disabled"
+    }
+}
+
+private func cancelName(_ c: CancelReason) -> String {
+    switch c {
+    case .noSubscribers: return "no-subscribers"
+    case .shutdown: return "shutdown"
+    case .aborted: return "aborted"
+    case .sessionEnded: return "session-ended"
+    }
+}
+
+private func orNull(_ value: String?) -> Any {
+    if let value { return value }
+    return NSNull()
+}
+
+/// The typed Decision in the vectors' field names.
+private func fields(_ d: Decision) -> [String: Any] {
+    switch d {
+    case .approved(_, let arguments, let edited, let by, _, let responder):
+        return ["outcome": "approved", "by": byName(by), "arguments": parse(arguments), "edited": edited,
+                "responder": orNull(responder)]
+    case .denied(_, let reason, let responder):
+        return ["outcome": "denied", "reason": orNull(reason), "responder": orNull(responder)]
+    case .timedOut:
+        return ["outcome": "timed-out"]
+    case .cancelled(_, let reason):
+        return ["outcome": "cancelled", "cancel_reason": cancelName(reason)]
+    }
+}
+
+private func check(_ actual: [String: Any], _ expected: [String: Any], _ what: String) throws {
+    try strict(expected, ["outcome", "by", "arguments", "edited", "reason", "responder", "cancel_reason"], "\(what).decision")
+    for (key, value) in expected {
+        guard let got = actual[key] else {
+            throw fail("\(what): decision \(String(describing: actual["outcome"])) has no field \(key)")
+        }
+        let gotText = try text(got)
+        let expectedText = try text(value)
+        if gotText != expectedText { throw fail("\(what): decision.\(key) is \(gotText), expected \(expectedText)") }
+    }
+}
+
+private func eventType(_ event: GateEvent) throws -> String {
+    guard let object = parse(try eventToJson(event: event)) as? [String: Any], let type = object["type"] as? String else {
+        throw fail("event without a type")
+    }
+    return type
+}
+
+final class VectorsTests: XCTestCase {
+    func testEvents() throws {
+        let file = try load("events.json")
+        try strict(file, ["events", "description"], "events.json")
+        let events = try XCTUnwrap(file["events"] as? [[String: Any]])
+        XCTAssertFalse(events.isEmpty)
+        for event in events {
+            let input = try text(event)
+            let typed = try eventFromJson(json: input)
+            XCTAssertEqual(try eventType(typed), event["type"] as? String)
+            XCTAssertEqual(try text(parse(try eventToJson(event: typed))), input)
+        }
+    }
+
+    func testMalformedResponses() async throws {
+        let file = try load("malformed_responses.json")
+        try strict(file, ["cases", "description"], "malformed_responses.json")
+        let cases = try XCTUnwrap(file["cases"] as? [[String: Any]])
+        for c in cases {
+            try strict(c, ["name", "json", "error"], c["name"] as? String ?? "?")
+            let name = try XCTUnwrap(c["name"] as? String)
+            let body = try XCTUnwrap(c["json"] as? String)
+            let expected = try XCTUnwrap(c["error"] as? String)
+            let gate = Gate()
+            try gate.registerTool(spec: ToolSpec(name: "delete_file"))
+            for pendingRequest in [false, true] {
+                var handle: PendingConfirmation?
+                var sub: Subscription?
+                if pendingRequest {
+                    sub = gate.subscribe()
+                    handle = try gate.confirmCancellable(call: ToolCall(tool: "delete_file"))
+                    _ = try await nextRequest(try XCTUnwrap(sub))
+                }
+                do {
+                    _ = try gate.respondJson(json: body)
+                    XCTFail("\(name): accepted")
+                } catch let error as SignoffError {
+                    XCTAssertEqual(error.kindName, expected, name)
+                }
+                XCTAssertEqual(gate.pendingCount(), pendingRequest ? 1 : 0, name)
+                handle?.cancel()
+                sub?.close()
+            }
+        }
+    }
+
+    func testFlows() async throws {
+        let file = try load("flows.json")
+        try strict(file, ["cases", "tools", "description"], "flows.json")
+        let cases = try XCTUnwrap(file["cases"] as? [[String: Any]])
+        let sharedTools = file["tools"] as? [Any] ?? []
+        XCTAssertFalse(cases.isEmpty)
+        for c in cases {
+            let name = c["name"] as? String ?? "?"
+            do {
+                try await runFlow(c, sharedTools: sharedTools)
+            } catch {
+                XCTFail("\(name): \(error)")
+            }
+        }
+    }
+
+    private func runFlow(_ c: [String: Any], sharedTools: [Any]) async throws {
+        let name = c["name"] as? String ?? "?"
+        try strict(c, ["name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps",
+                       "decision", "events_after"], name)
+        let g = c["gate"] as? [String: Any] ?? [:]
+        try strict(g, ["default_timeout_ms", "keywords", "dangerously_disable_gating", "allowed_responders",
+                       "deny_when_unobserved"], "\(name).gate")
+        let gate = Gate(options: GateOptions(
+            defaultTimeoutMs: (g["default_timeout_ms"] as? NSNumber)?.uint64Value,
+            keywords: g["keywords"] as? [String],
+            denyWhenUnobserved: g["deny_when_unobserved"] as? Bool ?? true,
+            allowedResponders: g["allowed_responders"] as? [String],
+            dangerouslyDisableGating: g["dangerously_disable_gating"] as? Bool ?? false
+        ))
+        for tool in c["tools"] as? [Any] ?? sharedTools {
+            // through the typed ToolSpec record, as an app registers tools
+            try gate.registerTool(spec: try toolSpecFromJson(json: try text(tool)))
+        }
+        let subscribe = c["subscribe"] as? Bool ?? true
+        let sub = subscribe ? gate.subscribe() : nil
+        let callObject = try XCTUnwrap(c["call"] as? [String: Any])
+        try strict(callObject, ["tool", "arguments", "session_id", "call_id", "metadata"], "\(name).call")
+        let call = ToolCall(
+            tool: try XCTUnwrap(callObject["tool"] as? String),
+            argumentsJson: try callObject["arguments"].map(text) ?? "{}",
+            sessionId: callObject["session_id"] as? String ?? "default",
+            callId: callObject["call_id"] as? String,
+            metadataJson: try callObject["metadata"].map(text)
+        )
+        // The Swift way: a task awaiting `confirm`; the `cancel` step cancels the task.
+        let task = Task { try await gate.confirm(call) }
+
+        if let expectedError = c["confirm_error"] as? String {
+            do {
+                _ = try await task.value
+                throw fail("\(name): confirm succeeded")
+            } catch let error as SignoffError {
+                XCTAssertEqual(error.kindName, expectedError, name)
+            }
+            XCTAssertEqual(gate.pendingCount(), 0, name)
+            if let sub {
+                let quiet = await noEvent(sub)
+                XCTAssertTrue(quiet, "\(name): a refused call published an event")
+            }
+            return
+        }
+
+        let expectRequest = c["expect_request"] as? Bool ?? true
+        var request: ConfirmationRequest?
+        var requestJson: [String: Any] = [:]
+        if expectRequest, let sub {
+            guard case .request(let r) = try await nextEvent(sub) else { throw fail("\(name): expected a request") }
+            request = r
+            requestJson = parse(try eventToJson(event: .request(request: r))) as? [String: Any] ?? [:]
+            for (key, value) in c["request"] as? [String: Any] ?? [:] {
+                guard let got = requestJson[key] else { throw fail("\(name): request has no field \(key)") }
+                XCTAssertEqual(try text(got), try text(value), "\(name): request.\(key)")
+            }
+        }
+
+        var cancelled = false
+        let steps = c["steps"] as? [[String: Any]] ?? []
+        if !steps.isEmpty && request == nil { throw fail("\(name): steps but no request") }
+        for (i, step) in steps.enumerated() {
+            let what = "\(name): step \(i)"
+            let actions = step.keys.filter { $0 != "error" && $0 != "outcome" }
+            guard actions.count == 1, let action = actions.first else { throw fail("\(what): one action expected") }
+            switch action {
+            case "respond":
+                var response = try XCTUnwrap(step["respond"] as? [String: Any])
+                for key in ["id", "tool", "arguments_digest", "session_id"] where response[key] as? String == "$request" {
+                    response[key] = requestJson[key]
+                }
+                do {
+                    let outcome = try gate.respondJson(json: try text(response))
+                    XCTAssertEqual(outcomeName(outcome), step["outcome"] as? String, what)
+                    XCTAssertNil(step["error"], "\(what): accepted")
+                } catch let error as SignoffError {
+                    XCTAssertEqual(error.kindName, step["error"] as? String, "\(what): \(error.message)")
+                }
+            case "wait_past_deadline":
+                try strict(step, [action], what)
+                let r = try XCTUnwrap(request)
+                let now = UInt64(Date().timeIntervalSince1970 * 1000)
+                if r.deadlineMs + 50 > now { await pause(ms: r.deadlineMs + 50 - now) }
+                await waitUntil { gate.pendingCount() == 0 }
+            case "close":
+                try strict(step, [action], what)
+                gate.close()
+            case "unsubscribe":
+                try strict(step, [action], what)
+                sub?.close()
+            case "cancel":
+                try strict(step, [action], what)
+                task.cancel()
+                cancelled = true
+                await waitUntil { gate.pendingCount() == 0 }
+            case "end_session":
+                try strict(step, [action], what)
+                _ = gate.endSession(sessionId: try XCTUnwrap(step[action] as? String))
+            default:
+                throw fail("\(what): unknown step \(action)")
+            }
+        }
+
+        let decision = try await task.value
+        let expected = try XCTUnwrap(c["decision"] as? [String: Any])
+        if !expectRequest {
+            guard case .approved(let requestId, _, _, _, _, _) = decision, requestId == nil else {
+                throw fail("\(name): a request was made")
+            }
+            if let sub {
+                let quiet = await noEvent(sub)
+                XCTAssertTrue(quiet, "\(name): an event was published")
+            }
+        }
+        if cancelled {
+            // The cancelled task's own decision says cancelled/aborted; the vector is checked
+            // against the resolved event.
+            XCTAssertEqual(try text(fields(decision)), try text(["outcome": "cancelled", "cancel_reason": "aborted"]), name)
+            let resolved = try await resolvedEvent(try XCTUnwrap(sub), try XCTUnwrap(request).id)
+            var actual: [String: Any] = ["outcome": outcomeName(resolved.outcome)]
+            if let reason = resolved.cancelReason { actual["cancel_reason"] = cancelName(reason) }
+            try check(actual, expected, name)
+            return
+        }
+        try check(fields(decision), expected, name)
+
+        if let expectedEvents = c["events_after"] as? [String] {
+            let sub = try XCTUnwrap(sub)
+            let events = try await eventsUntilResolved(sub, try XCTUnwrap(request).id)
+            XCTAssertEqual(try events.map(eventType), expectedEvents, name)
+        }
+    }
+}

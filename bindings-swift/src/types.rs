@@ -1,0 +1,955 @@
+//! Records and enums mirroring the core types, and the conversions both ways. JSON values
+//! (arguments, schemas, metadata, outputs) cross the FFI as JSON text in `*_json` fields.
+
+use crate::error::{ErrorKind, SignoffError, malformed};
+use serde_json::Value;
+use signoff as core;
+use std::sync::Arc;
+use uuid::Uuid;
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+pub(crate) fn parse_json(what: &str, s: &str) -> Result<Value, SignoffError> {
+    serde_json::from_str(s).map_err(|e| malformed(&format!("{what} is not JSON"), e))
+}
+
+pub(crate) fn parse_uuid(what: &str, s: &str) -> Result<Uuid, SignoffError> {
+    Uuid::parse_str(s).map_err(|e| malformed(&format!("{what} is not a UUID"), e))
+}
+
+fn to_json(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn opt_json(v: &Value) -> Option<String> {
+    if v.is_null() { None } else { Some(to_json(v)) }
+}
+
+fn metadata_from(s: &Option<String>) -> Result<Value, SignoffError> {
+    match s {
+        Some(s) => parse_json("metadata_json", s),
+        None => Ok(Value::Null),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tools
+
+/// Whether calls to a tool need a person's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum ApprovalMode {
+    /// Decided by the gate's policy (keywords, destructive, external source).
+    Default,
+    /// Always ask.
+    Required,
+    /// Never ask (argument rules can still force approval).
+    NotRequired,
+}
+
+impl From<core::ApprovalMode> for ApprovalMode {
+    fn from(m: core::ApprovalMode) -> Self {
+        match m {
+            core::ApprovalMode::Default => ApprovalMode::Default,
+            core::ApprovalMode::Required => ApprovalMode::Required,
+            core::ApprovalMode::NotRequired => ApprovalMode::NotRequired,
+        }
+    }
+}
+
+impl From<ApprovalMode> for core::ApprovalMode {
+    fn from(m: ApprovalMode) -> Self {
+        match m {
+            ApprovalMode::Default => core::ApprovalMode::Default,
+            ApprovalMode::Required => core::ApprovalMode::Required,
+            ApprovalMode::NotRequired => core::ApprovalMode::NotRequired,
+        }
+    }
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum ToolSource {
+    /// Shipped with the application.
+    BuiltIn,
+    /// Provided by an external server, e.g. an MCP server.
+    External { server: String },
+}
+
+impl From<core::ToolSource> for ToolSource {
+    fn from(s: core::ToolSource) -> Self {
+        match s {
+            core::ToolSource::BuiltIn => ToolSource::BuiltIn,
+            core::ToolSource::External { server } => ToolSource::External { server },
+        }
+    }
+}
+
+impl From<ToolSource> for core::ToolSource {
+    fn from(s: ToolSource) -> Self {
+        match s {
+            ToolSource::BuiltIn => core::ToolSource::BuiltIn,
+            ToolSource::External { server } => core::ToolSource::External { server },
+        }
+    }
+}
+
+/// A rule on a call's arguments; when it holds, the call needs approval. `pointer` is a JSON
+/// Pointer (`/path`). `values_json` is a JSON array, e.g. `["boss@example.com"]`.
+#[derive(Debug, Clone, PartialEq, uniffi::Enum)]
+pub enum ArgRule {
+    PathOutside {
+        pointer: String,
+        prefixes: Vec<String>,
+    },
+    GreaterThan {
+        pointer: String,
+        value: f64,
+    },
+    OneOf {
+        pointer: String,
+        values_json: String,
+    },
+    NotOneOf {
+        pointer: String,
+        values_json: String,
+    },
+    Contains {
+        pointer: String,
+        substring: String,
+    },
+}
+
+fn values_json(v: &[Value]) -> String {
+    to_json(&Value::Array(v.to_vec()))
+}
+
+impl From<core::ArgRule> for ArgRule {
+    fn from(r: core::ArgRule) -> Self {
+        match r {
+            core::ArgRule::PathOutside { pointer, prefixes } => {
+                ArgRule::PathOutside { pointer, prefixes }
+            }
+            core::ArgRule::GreaterThan { pointer, value } => {
+                ArgRule::GreaterThan { pointer, value }
+            }
+            core::ArgRule::OneOf { pointer, values } => ArgRule::OneOf {
+                pointer,
+                values_json: values_json(&values),
+            },
+            core::ArgRule::NotOneOf { pointer, values } => ArgRule::NotOneOf {
+                pointer,
+                values_json: values_json(&values),
+            },
+            core::ArgRule::Contains { pointer, substring } => {
+                ArgRule::Contains { pointer, substring }
+            }
+        }
+    }
+}
+
+fn rule_to_core(tool: &str, r: ArgRule) -> Result<core::ArgRule, SignoffError> {
+    let values = |s: &str| -> Result<Vec<Value>, SignoffError> {
+        serde_json::from_str::<Vec<Value>>(s).map_err(|e| {
+            SignoffError::from(core::Error::InvalidTool {
+                tool: tool.to_owned(),
+                reason: format!("rule values_json must be a JSON array: {e}"),
+            })
+        })
+    };
+    Ok(match r {
+        ArgRule::PathOutside { pointer, prefixes } => {
+            core::ArgRule::PathOutside { pointer, prefixes }
+        }
+        ArgRule::GreaterThan { pointer, value } => core::ArgRule::GreaterThan { pointer, value },
+        ArgRule::OneOf {
+            pointer,
+            values_json,
+        } => core::ArgRule::OneOf {
+            pointer,
+            values: values(&values_json)?,
+        },
+        ArgRule::NotOneOf {
+            pointer,
+            values_json,
+        } => core::ArgRule::NotOneOf {
+            pointer,
+            values: values(&values_json)?,
+        },
+        ArgRule::Contains { pointer, substring } => core::ArgRule::Contains { pointer, substring },
+    })
+}
+
+/// The description of a tool (the core's `ToolSpec`). `nil` fields take the core's defaults:
+/// parameters "any object", approval `.default`, source `.builtIn`.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ToolSpec {
+    /// Unique name, as the model calls it.
+    pub name: String,
+    /// What the tool does, shown to the person.
+    #[uniffi(default = "")]
+    pub description: String,
+    /// JSON Schema of the arguments, as JSON text.
+    #[uniffi(default = None)]
+    pub parameters_json: Option<String>,
+    #[uniffi(default = None)]
+    pub approval: Option<ApprovalMode>,
+    /// Prompt shown to the person; `{tool}`, `{args}` and `{description}` are substituted.
+    #[uniffi(default = None)]
+    pub prompt_template: Option<String>,
+    /// Whether the person may edit the arguments before approving.
+    #[uniffi(default = false)]
+    pub editable: bool,
+    #[uniffi(default = None)]
+    pub source: Option<ToolSource>,
+    /// Hint: the tool only reads.
+    #[uniffi(default = false)]
+    pub read_only: bool,
+    /// Hint: the tool destroys or changes something irreversibly.
+    #[uniffi(default = false)]
+    pub destructive: bool,
+    /// Approval timeout in milliseconds; the gate's default when nil.
+    #[uniffi(default = None)]
+    pub timeout_ms: Option<u64>,
+    /// Argument rules that force approval when they hold.
+    #[uniffi(default = [])]
+    pub rules: Vec<ArgRule>,
+}
+
+impl From<core::ToolSpec> for ToolSpec {
+    fn from(s: core::ToolSpec) -> Self {
+        ToolSpec {
+            parameters_json: Some(to_json(&s.parameters)),
+            approval: Some(s.approval.into()),
+            source: Some(s.source.into()),
+            rules: s.rules.into_iter().map(Into::into).collect(),
+            name: s.name,
+            description: s.description,
+            prompt_template: s.prompt_template,
+            editable: s.editable,
+            read_only: s.read_only,
+            destructive: s.destructive,
+            timeout_ms: s.timeout_ms,
+        }
+    }
+}
+
+impl ToolSpec {
+    pub(crate) fn into_core(self) -> Result<core::ToolSpec, SignoffError> {
+        let mut spec = core::ToolSpec::new(self.name);
+        if let Some(p) = &self.parameters_json {
+            spec.parameters = serde_json::from_str(p).map_err(|e| {
+                SignoffError::from(core::Error::InvalidTool {
+                    tool: spec.name.clone(),
+                    reason: format!("parameters_json is not JSON: {e}"),
+                })
+            })?;
+        }
+        spec.description = self.description;
+        if let Some(a) = self.approval {
+            spec.approval = a.into();
+        }
+        spec.prompt_template = self.prompt_template;
+        spec.editable = self.editable;
+        if let Some(s) = self.source {
+            spec.source = s.into();
+        }
+        spec.read_only = self.read_only;
+        spec.destructive = self.destructive;
+        spec.timeout_ms = self.timeout_ms;
+        spec.rules = self
+            .rules
+            .into_iter()
+            .map(|r| rule_to_core(&spec.name, r))
+            .collect::<Result<_, _>>()?;
+        Ok(spec)
+    }
+}
+
+/// Parses a tool spec from the core's `ToolSpec` JSON (unknown fields are `malformed`).
+#[uniffi::export]
+pub fn tool_spec_from_json(json: String) -> Result<ToolSpec, SignoffError> {
+    let v = parse_json("tool definition", &json)?;
+    Ok(core::ToolSpec::from_json(v)?.into())
+}
+
+/// The core's `ToolSpec` JSON for a spec.
+#[uniffi::export]
+pub fn tool_spec_to_json(spec: ToolSpec) -> Result<String, SignoffError> {
+    let spec = spec.into_core()?;
+    serde_json::to_string(&spec).map_err(|e| malformed("tool definition", e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// calls, decisions, results
+
+/// A tool call from the model.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments as JSON text (an object for most schemas).
+    #[uniffi(default = "{}")]
+    pub arguments_json: String,
+    /// The agent session. Grants never cross sessions.
+    #[uniffi(default = "default")]
+    pub session_id: String,
+    /// The model's id for this call, carried to the request and the result.
+    #[uniffi(default = None)]
+    pub call_id: Option<String>,
+    /// Free metadata as JSON text, shown with the request.
+    #[uniffi(default = None)]
+    pub metadata_json: Option<String>,
+}
+
+impl ToolCall {
+    pub(crate) fn into_core(self) -> Result<core::ToolCall, SignoffError> {
+        Ok(core::ToolCall {
+            arguments: parse_json("arguments_json", &self.arguments_json)?,
+            metadata: metadata_from(&self.metadata_json)?,
+            tool: self.tool,
+            session_id: self.session_id,
+            call_id: self.call_id,
+        })
+    }
+}
+
+/// Why a call may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum ApprovedBy {
+    /// The policy does not gate this call.
+    NotGated,
+    /// A person approved this call.
+    Person,
+    /// A person approved this tool for the session earlier.
+    SessionGrant,
+    /// Gating is disabled on this gate (development only).
+    GatingDisabled,
+}
+
+impl From<core::ApprovedBy> for ApprovedBy {
+    fn from(b: core::ApprovedBy) -> Self {
+        match b {
+            core::ApprovedBy::NotGated => ApprovedBy::NotGated,
+            core::ApprovedBy::Person => ApprovedBy::Person,
+            core::ApprovedBy::SessionGrant => ApprovedBy::SessionGrant,
+            core::ApprovedBy::GatingDisabled => ApprovedBy::GatingDisabled,
+        }
+    }
+}
+
+/// How far an approval reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum Scope {
+    /// This call only.
+    Once,
+    /// This tool in this session, until revoked or the session ends.
+    Session,
+}
+
+impl From<core::Scope> for Scope {
+    fn from(s: core::Scope) -> Self {
+        match s {
+            core::Scope::Once => Scope::Once,
+            core::Scope::Session => Scope::Session,
+        }
+    }
+}
+
+impl From<Scope> for core::Scope {
+    fn from(s: Scope) -> Self {
+        match s {
+            Scope::Once => core::Scope::Once,
+            Scope::Session => core::Scope::Session,
+        }
+    }
+}
+
+/// Why a request was cancelled (each denies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum CancelReason {
+    /// Nobody was subscribed, or every subscriber went away.
+    NoSubscribers,
+    /// The gate was shut down.
+    Shutdown,
+    /// The waiting task was cancelled.
+    Aborted,
+    /// The session ended.
+    SessionEnded,
+}
+
+impl From<core::CancelReason> for CancelReason {
+    fn from(c: core::CancelReason) -> Self {
+        match c {
+            core::CancelReason::NoSubscribers => CancelReason::NoSubscribers,
+            core::CancelReason::Shutdown => CancelReason::Shutdown,
+            core::CancelReason::Aborted => CancelReason::Aborted,
+            core::CancelReason::SessionEnded => CancelReason::SessionEnded,
+        }
+    }
+}
+
+impl From<CancelReason> for core::CancelReason {
+    fn from(c: CancelReason) -> Self {
+        match c {
+            CancelReason::NoSubscribers => core::CancelReason::NoSubscribers,
+            CancelReason::Shutdown => core::CancelReason::Shutdown,
+            CancelReason::Aborted => core::CancelReason::Aborted,
+            CancelReason::SessionEnded => core::CancelReason::SessionEnded,
+        }
+    }
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum Outcome {
+    Approved,
+    Denied,
+    TimedOut,
+    Cancelled,
+}
+
+impl From<core::Outcome> for Outcome {
+    fn from(o: core::Outcome) -> Self {
+        match o {
+            core::Outcome::Approved => Outcome::Approved,
+            core::Outcome::Denied => Outcome::Denied,
+            core::Outcome::TimedOut => Outcome::TimedOut,
+            core::Outcome::Cancelled => Outcome::Cancelled,
+        }
+    }
+}
+
+impl From<Outcome> for core::Outcome {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Approved => core::Outcome::Approved,
+            Outcome::Denied => core::Outcome::Denied,
+            Outcome::TimedOut => core::Outcome::TimedOut,
+            Outcome::Cancelled => core::Outcome::Cancelled,
+        }
+    }
+}
+
+/// The gate's answer to a confirmation: run (with these arguments) or do not run.
+#[derive(Debug, Clone, PartialEq, uniffi::Enum)]
+pub enum Decision {
+    /// Run the tool with `arguments_json` (the original arguments, or the person's edit).
+    Approved {
+        request_id: Option<String>,
+        arguments_json: String,
+        edited: bool,
+        by: ApprovedBy,
+        scope: Scope,
+        responder: Option<String>,
+    },
+    /// A person said no.
+    Denied {
+        request_id: String,
+        reason: Option<String>,
+        responder: Option<String>,
+    },
+    /// Nobody answered before the deadline.
+    TimedOut { request_id: String, timeout_ms: u64 },
+    /// The request was cancelled before anyone answered. `request_id` is nil when the
+    /// confirmation was cancelled from this side (task cancelled) before it resolved.
+    Cancelled {
+        request_id: Option<String>,
+        reason: CancelReason,
+    },
+}
+
+impl From<core::Decision> for Decision {
+    fn from(d: core::Decision) -> Self {
+        match d {
+            core::Decision::Approved {
+                request_id,
+                arguments,
+                edited,
+                by,
+                scope,
+                responder,
+            } => Decision::Approved {
+                request_id: request_id.map(|u| u.to_string()),
+                arguments_json: to_json(&arguments),
+                edited,
+                by: by.into(),
+                scope: scope.into(),
+                responder,
+            },
+            core::Decision::Denied {
+                request_id,
+                reason,
+                responder,
+            } => Decision::Denied {
+                request_id: request_id.to_string(),
+                reason,
+                responder,
+            },
+            core::Decision::TimedOut {
+                request_id,
+                timeout_ms,
+            } => Decision::TimedOut {
+                request_id: request_id.to_string(),
+                timeout_ms,
+            },
+            core::Decision::Cancelled { request_id, reason } => Decision::Cancelled {
+                request_id: request_id.map(|u| u.to_string()),
+                reason: reason.into(),
+            },
+        }
+    }
+}
+
+#[uniffi::export]
+impl Decision {
+    /// True only for `approved`.
+    pub fn is_approved(&self) -> bool {
+        matches!(self, Decision::Approved { .. })
+    }
+
+    /// The final outcome.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Decision::Approved { .. } => Outcome::Approved,
+            Decision::Denied { .. } => Outcome::Denied,
+            Decision::TimedOut { .. } => Outcome::TimedOut,
+            Decision::Cancelled { .. } => Outcome::Cancelled,
+        }
+    }
+
+    /// The confirmation request this decision answers, if one was made (and is known).
+    pub fn request_id(&self) -> Option<String> {
+        match self {
+            Decision::Approved { request_id, .. } | Decision::Cancelled { request_id, .. } => {
+                request_id.clone()
+            }
+            Decision::Denied { request_id, .. } | Decision::TimedOut { request_id, .. } => {
+                Some(request_id.clone())
+            }
+        }
+    }
+}
+
+/// Whether a call would need approval right now, and why.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct Evaluation {
+    pub required: bool,
+    /// At least one argument rule holds: session grants do not apply.
+    pub forced_by_rule: bool,
+    pub reasons: Vec<String>,
+}
+
+impl From<core::Evaluation> for Evaluation {
+    fn from(e: core::Evaluation) -> Self {
+        Evaluation {
+            required: e.required,
+            forced_by_rule: e.forced_by_rule,
+            reasons: e.reasons,
+        }
+    }
+}
+
+/// What became of an executed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum ToolStatus {
+    /// The tool ran and returned a value.
+    Executed,
+    /// The tool ran and failed.
+    Failed,
+    /// A person declined; the tool did not run.
+    Denied,
+    /// Nobody answered in time; the tool did not run.
+    TimedOut,
+    /// The request was cancelled; the tool did not run.
+    Cancelled,
+    /// Refused before anyone was asked (unknown tool, invalid arguments, no executor).
+    Rejected,
+}
+
+impl From<core::ToolStatus> for ToolStatus {
+    fn from(s: core::ToolStatus) -> Self {
+        match s {
+            core::ToolStatus::Executed => ToolStatus::Executed,
+            core::ToolStatus::Failed => ToolStatus::Failed,
+            core::ToolStatus::Denied => ToolStatus::Denied,
+            core::ToolStatus::TimedOut => ToolStatus::TimedOut,
+            core::ToolStatus::Cancelled => ToolStatus::Cancelled,
+            core::ToolStatus::Rejected => ToolStatus::Rejected,
+        }
+    }
+}
+
+/// The result of one call, in the model's terms: `content` is the text to hand back to the
+/// model as the tool message.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ToolResult {
+    pub call_id: Option<String>,
+    pub tool: String,
+    pub status: ToolStatus,
+    /// The tool's output as JSON text, when it ran and succeeded.
+    pub output_json: Option<String>,
+    /// The tool's error, or why the call was refused.
+    pub error: Option<String>,
+    /// The error kind, when rejected.
+    pub error_kind: Option<ErrorKind>,
+    /// The arguments the tool ran with, as JSON text.
+    pub arguments_json: Option<String>,
+    /// The person changed the arguments before approving.
+    pub edited: bool,
+    pub request_id: Option<String>,
+    pub decision: Option<Decision>,
+    /// Text for the model.
+    pub content: String,
+    /// True unless the tool ran successfully (for Anthropic-style `is_error`).
+    pub is_error: bool,
+}
+
+impl From<core::ToolResult> for ToolResult {
+    fn from(r: core::ToolResult) -> Self {
+        ToolResult {
+            is_error: r.is_error(),
+            call_id: r.call_id,
+            tool: r.tool,
+            status: r.status.into(),
+            output_json: r.output.as_ref().map(to_json),
+            error: r.error,
+            error_kind: r.error_kind.map(Into::into),
+            arguments_json: r.arguments.as_ref().map(to_json),
+            edited: r.edited,
+            request_id: r.request_id.map(|u| u.to_string()),
+            decision: r.decision.map(Into::into),
+            content: r.content,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// events
+
+/// A call waiting for a person: everything a UI needs to show it. Show `display_arguments`
+/// and `prompt` (escaped by the core), not a rendering of `arguments_json` of your own.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ConfirmationRequest {
+    pub id: String,
+    pub tool: String,
+    pub description: String,
+    pub arguments_json: String,
+    pub display_arguments: String,
+    pub prompt: String,
+    /// `sha256:<hex>` of the canonical JSON of the arguments.
+    pub arguments_digest: String,
+    pub session_id: String,
+    pub tool_call_id: Option<String>,
+    pub editable: bool,
+    pub reasons: Vec<String>,
+    pub timeout_ms: u64,
+    /// When it stops waiting (Unix epoch ms).
+    pub deadline_ms: u64,
+    pub created_at_ms: u64,
+    pub metadata_json: Option<String>,
+}
+
+impl From<&core::ConfirmationRequest> for ConfirmationRequest {
+    fn from(r: &core::ConfirmationRequest) -> Self {
+        ConfirmationRequest {
+            id: r.id.to_string(),
+            tool: r.tool.clone(),
+            description: r.description.clone(),
+            arguments_json: to_json(&r.arguments),
+            display_arguments: r.display_arguments.clone(),
+            prompt: r.prompt.clone(),
+            arguments_digest: r.arguments_digest.clone(),
+            session_id: r.session_id.clone(),
+            tool_call_id: r.tool_call_id.clone(),
+            editable: r.editable,
+            reasons: r.reasons.clone(),
+            timeout_ms: r.timeout_ms,
+            deadline_ms: r.deadline_ms,
+            created_at_ms: r.created_at_ms,
+            metadata_json: opt_json(&r.metadata),
+        }
+    }
+}
+
+impl ConfirmationRequest {
+    pub(crate) fn into_core(self) -> Result<core::ConfirmationRequest, SignoffError> {
+        Ok(core::ConfirmationRequest {
+            id: parse_uuid("request id", &self.id)?,
+            arguments: parse_json("arguments_json", &self.arguments_json)?,
+            metadata: metadata_from(&self.metadata_json)?,
+            tool: self.tool,
+            description: self.description,
+            display_arguments: self.display_arguments,
+            prompt: self.prompt,
+            arguments_digest: self.arguments_digest,
+            session_id: self.session_id,
+            tool_call_id: self.tool_call_id,
+            editable: self.editable,
+            reasons: self.reasons,
+            timeout_ms: self.timeout_ms,
+            deadline_ms: self.deadline_ms,
+            created_at_ms: self.created_at_ms,
+        })
+    }
+}
+
+/// A person's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum ResponseDecision {
+    Approve,
+    Deny,
+}
+
+impl From<core::ResponseDecision> for ResponseDecision {
+    fn from(d: core::ResponseDecision) -> Self {
+        match d {
+            core::ResponseDecision::Approve => ResponseDecision::Approve,
+            core::ResponseDecision::Deny => ResponseDecision::Deny,
+        }
+    }
+}
+
+impl From<ResponseDecision> for core::ResponseDecision {
+    fn from(d: ResponseDecision) -> Self {
+        match d {
+            ResponseDecision::Approve => core::ResponseDecision::Approve,
+            ResponseDecision::Deny => core::ResponseDecision::Deny,
+        }
+    }
+}
+
+/// A person's answer to a request (the core's `ConfirmationResponse`). `tool`,
+/// `arguments_digest` and `session_id` bind it to what was shown and are checked when present.
+/// Prefer `Gate.approve` / `Gate.deny` / `PendingRequest`, which fill them in.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ConfirmationResponse {
+    pub id: String,
+    pub decision: ResponseDecision,
+    pub scope: Scope,
+    /// Edited arguments as JSON text (approve only; the tool must be editable).
+    #[uniffi(default = None)]
+    pub arguments_json: Option<String>,
+    /// The person's reason, passed to the model on a denial.
+    #[uniffi(default = None)]
+    pub reason: Option<String>,
+    #[uniffi(default = None)]
+    pub responder: Option<String>,
+    #[uniffi(default = None)]
+    pub tool: Option<String>,
+    #[uniffi(default = None)]
+    pub arguments_digest: Option<String>,
+    #[uniffi(default = None)]
+    pub session_id: Option<String>,
+    /// When the person answered (epoch ms); filled in by the gate when nil.
+    #[uniffi(default = None)]
+    pub at_ms: Option<u64>,
+}
+
+impl From<&core::ConfirmationResponse> for ConfirmationResponse {
+    fn from(r: &core::ConfirmationResponse) -> Self {
+        ConfirmationResponse {
+            id: r.id.to_string(),
+            decision: r.decision.into(),
+            scope: r.scope.into(),
+            arguments_json: r.arguments.as_ref().map(to_json),
+            reason: r.reason.clone(),
+            responder: r.responder.clone(),
+            tool: r.tool.clone(),
+            arguments_digest: r.arguments_digest.clone(),
+            session_id: r.session_id.clone(),
+            at_ms: r.at_ms,
+        }
+    }
+}
+
+impl ConfirmationResponse {
+    pub(crate) fn into_core(self) -> Result<core::ConfirmationResponse, SignoffError> {
+        Ok(core::ConfirmationResponse {
+            id: parse_uuid("response id", &self.id)?,
+            decision: self.decision.into(),
+            arguments: self
+                .arguments_json
+                .as_deref()
+                .map(|a| parse_json("arguments_json", a))
+                .transpose()?,
+            scope: self.scope.into(),
+            reason: self.reason,
+            responder: self.responder,
+            tool: self.tool,
+            arguments_digest: self.arguments_digest,
+            session_id: self.session_id,
+            at_ms: self.at_ms,
+        })
+    }
+}
+
+/// Sent when a request's deadline passes with no answer.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ConfirmationTimeout {
+    pub id: String,
+    pub tool: String,
+    pub session_id: String,
+    pub deadline_ms: u64,
+    pub at_ms: u64,
+}
+
+/// The final event of every request.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ConfirmationResolved {
+    pub id: String,
+    pub tool: String,
+    pub session_id: String,
+    pub outcome: Outcome,
+    pub cancel_reason: Option<CancelReason>,
+    /// Who decided (approved or denied only).
+    pub responder: Option<String>,
+    pub reason: Option<String>,
+    pub scope: Scope,
+    /// The person changed the arguments.
+    pub edited: bool,
+    pub at_ms: u64,
+}
+
+/// An event on the gate's bus, or notice that this subscriber lagged.
+#[derive(Debug, Clone, PartialEq, uniffi::Enum)]
+pub enum GateEvent {
+    /// A call waits for a person.
+    Request { request: ConfirmationRequest },
+    /// A response was accepted.
+    Response { response: ConfirmationResponse },
+    /// A request's deadline passed.
+    Timeout { timeout: ConfirmationTimeout },
+    /// A request reached its final state.
+    Resolved { resolved: ConfirmationResolved },
+    /// This subscriber fell behind and missed `missed` events; re-sync from `pending` (every
+    /// request still pending; de-duplicate by id). Not a bus event.
+    Lagged {
+        missed: u64,
+        pending: Vec<ConfirmationRequest>,
+    },
+}
+
+impl From<core::Event> for GateEvent {
+    fn from(e: core::Event) -> Self {
+        match e {
+            core::Event::ConfirmationRequest(r) => GateEvent::Request {
+                request: (&*r).into(),
+            },
+            core::Event::ConfirmationResponse(r) => GateEvent::Response {
+                response: (&*r).into(),
+            },
+            core::Event::ConfirmationTimeout(t) => GateEvent::Timeout {
+                timeout: ConfirmationTimeout {
+                    id: t.id.to_string(),
+                    tool: t.tool.clone(),
+                    session_id: t.session_id.clone(),
+                    deadline_ms: t.deadline_ms,
+                    at_ms: t.at_ms,
+                },
+            },
+            core::Event::ConfirmationResolved(r) => GateEvent::Resolved {
+                resolved: ConfirmationResolved {
+                    id: r.id.to_string(),
+                    tool: r.tool.clone(),
+                    session_id: r.session_id.clone(),
+                    outcome: r.outcome.into(),
+                    cancel_reason: r.cancel_reason.map(Into::into),
+                    responder: r.responder.clone(),
+                    reason: r.reason.clone(),
+                    scope: r.scope.into(),
+                    edited: r.edited,
+                    at_ms: r.at_ms,
+                },
+            },
+        }
+    }
+}
+
+impl From<core::Lagged> for GateEvent {
+    fn from(l: core::Lagged) -> Self {
+        GateEvent::Lagged {
+            missed: l.missed,
+            pending: l.pending.iter().map(|r| (&**r).into()).collect(),
+        }
+    }
+}
+
+impl GateEvent {
+    fn into_core(self) -> Result<core::Event, SignoffError> {
+        Ok(match self {
+            GateEvent::Request { request } => {
+                core::Event::ConfirmationRequest(Arc::new(request.into_core()?))
+            }
+            GateEvent::Response { response } => {
+                core::Event::ConfirmationResponse(Arc::new(response.into_core()?))
+            }
+            GateEvent::Timeout { timeout: t } => {
+                core::Event::ConfirmationTimeout(Arc::new(core::ConfirmationTimeout {
+                    id: parse_uuid("timeout id", &t.id)?,
+                    tool: t.tool,
+                    session_id: t.session_id,
+                    deadline_ms: t.deadline_ms,
+                    at_ms: t.at_ms,
+                }))
+            }
+            GateEvent::Resolved { resolved: r } => {
+                core::Event::ConfirmationResolved(Arc::new(core::ConfirmationResolved {
+                    id: parse_uuid("resolved id", &r.id)?,
+                    tool: r.tool,
+                    session_id: r.session_id,
+                    outcome: r.outcome.into(),
+                    cancel_reason: r.cancel_reason.map(Into::into),
+                    responder: r.responder,
+                    reason: r.reason,
+                    scope: r.scope.into(),
+                    edited: r.edited,
+                    at_ms: r.at_ms,
+                }))
+            }
+            GateEvent::Lagged { .. } => {
+                return Err(malformed(
+                    "event",
+                    "`lagged` is a subscriber notice, not a bus event",
+                ));
+            }
+        })
+    }
+}
+
+/// Parses an event from its stable JSON form (`type`-tagged).
+#[uniffi::export]
+pub fn event_from_json(json: String) -> Result<GateEvent, SignoffError> {
+    let v = parse_json("event", &json)?;
+    Ok(core::Event::from_json(v)?.into())
+}
+
+/// The stable JSON form of an event (`lagged` has none: `malformed`).
+#[uniffi::export]
+pub fn event_to_json(event: GateEvent) -> Result<String, SignoffError> {
+    Ok(to_json(&event.into_core()?.to_json()))
+}
+
+/// Parses a response from JSON (a `"type": "confirmation-response"` field is accepted; unknown
+/// fields are `malformed`).
+#[uniffi::export]
+pub fn response_from_json(json: String) -> Result<ConfirmationResponse, SignoffError> {
+    Ok((&core::ConfirmationResponse::from_json_str(&json)?).into())
+}
+
+/// An approval bound to `request` (id, tool, digest, session), as the core builds it.
+#[uniffi::export]
+pub fn approve_response(
+    request: ConfirmationRequest,
+) -> Result<ConfirmationResponse, SignoffError> {
+    Ok((&core::ConfirmationResponse::approve(&request.into_core()?)).into())
+}
+
+/// A denial bound to `request`, with an optional reason the model will read.
+#[uniffi::export(default(reason = None))]
+pub fn deny_response(
+    request: ConfirmationRequest,
+    reason: Option<String>,
+) -> Result<ConfirmationResponse, SignoffError> {
+    Ok((&core::ConfirmationResponse::deny(&request.into_core()?, reason)).into())
+}

@@ -1,0 +1,800 @@
+"""Behaviour of the uniffi surface the Swift package wraps, driven from Python over the same C ABI.
+
+The XCTest suite (Tests/SignoffTests/SignoffTests.swift) covers the same cases in Swift.
+"""
+
+import asyncio
+import gc
+import json
+import time
+import uuid
+
+import pytest
+
+from conftest import async_test
+import signoff_ffi as so
+
+PATH_SCHEMA = json.dumps(
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False}
+)
+
+
+def delete_spec(**kw):
+    kw.setdefault("parameters_json", PATH_SCHEMA)
+    return so.ToolSpec(name="delete_file", description="Deletes a file", **kw)
+
+
+def call(tool="delete_file", args=None, **kw):
+    return so.ToolCall(tool=tool, arguments_json=json.dumps({"path": "/tmp/x"} if args is None else args), **kw)
+
+
+def kind(err):
+    return so.error_kind_name(err.kind())
+
+
+def ev_kind(ev):
+    return next(k for k in ("request", "response", "timeout", "resolved", "lagged") if getattr(ev, "is_" + k)())
+
+
+def compact(v):
+    """JSON text as the core writes it (the binding hands JSON back in serde_json's compact form)."""
+    return json.dumps(v, separators=(",", ":"))
+
+
+def fields(record):
+    return vars(record)
+
+
+async def next_event(sub, timeout=5.0):
+    ev = await asyncio.wait_for(sub.next(), timeout)
+    assert ev is not None, "subscription ended"
+    return ev
+
+
+async def next_request(sub):
+    while True:
+        ev = await next_event(sub)
+        if ev.is_request():
+            return ev.request
+
+
+async def events_until_resolved(sub, request_id):
+    """Event kinds (after the request) up to and including this request's resolved event."""
+    seen = []
+    while True:
+        ev = await next_event(sub)
+        seen.append(ev)
+        if ev.is_resolved() and ev.resolved.id == request_id:
+            return seen
+
+
+def gate_with_delete(**opts):
+    gate = so.Gate(so.GateOptions(**opts)) if opts else so.Gate()
+    gate.register_tool(delete_spec())
+    return gate
+
+
+async def confirm(gate, c):
+    """What the Swift extension's `confirm(_:)` does: wait, and cancel when the task is cancelled
+    (Swift: withTaskCancellationHandler)."""
+    pending = gate.confirm_cancellable(c)
+    try:
+        return await pending.wait()
+    except asyncio.CancelledError:
+        pending.cancel()
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# confirm / respond
+
+
+@async_test
+async def test_confirm_approve():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    pending = gate.confirm_cancellable(call(call_id="call_1", session_id="s1"))
+    req = await next_request(sub)
+    assert req.tool == "delete_file"
+    assert json.loads(req.arguments_json) == {"path": "/tmp/x"}
+    assert req.tool_call_id == "call_1" and req.session_id == "s1"
+    assert req.arguments_digest.startswith("sha256:")
+    assert "delete_file" in req.prompt and req.reasons
+    assert [r.id for r in gate.pending()] == [req.id]
+    assert gate.approve(req, responder="alice") == so.Outcome.APPROVED
+    d = await pending.wait()
+    assert d.is_approved() and d.outcome() == so.Outcome.APPROVED
+    assert isinstance(d, so.Decision.APPROVED)
+    assert d.request_id == req.id and d.by == so.ApprovedBy.PERSON and d.responder == "alice"
+    assert json.loads(d.arguments_json) == {"path": "/tmp/x"} and d.edited is False
+    assert gate.pending_count() == 0
+    # wait() can be called again and gives the same decision
+    assert await pending.wait() == d
+
+
+@async_test
+async def test_deny_with_reason():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    pending = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    assert gate.deny(req, reason="not that file", responder="bob") == so.Outcome.DENIED
+    d = await pending.wait()
+    assert isinstance(d, so.Decision.DENIED) and not d.is_approved()
+    assert d.reason == "not that file" and d.responder == "bob" and d.request_id == req.id
+    kinds = [ev_kind(e) for e in await events_until_resolved(sub, req.id)]
+    assert kinds == ["response", "resolved"]
+
+
+@async_test
+async def test_typed_response_and_respond_json():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p1 = gate.confirm_cancellable(call(args={"path": "/a"}))
+    r1 = await next_request(sub)
+    p2 = gate.confirm_cancellable(call(args={"path": "/b"}))
+    r2 = await next_request(sub)
+    resp = so.approve_response(r1)
+    assert (resp.id, resp.tool, resp.arguments_digest, resp.session_id) == (r1.id, r1.tool, r1.arguments_digest, r1.session_id)
+    assert gate.respond(resp) == so.Outcome.APPROVED
+    assert gate.respond_json(json.dumps({"type": "confirmation-response", "id": r2.id, "decision": "deny", "reason": "no"})) == so.Outcome.DENIED
+    assert (await p1.wait()).is_approved()
+    d2 = await p2.wait()
+    assert isinstance(d2, so.Decision.DENIED) and d2.reason == "no"
+
+
+@async_test
+async def test_not_gated_runs_without_request():
+    gate = so.Gate()
+    gate.register_tool(so.ToolSpec(name="read_file"))
+    sub = gate.subscribe()
+    d = await gate.confirm_cancellable(call("read_file")).wait()
+    assert isinstance(d, so.Decision.APPROVED) and d.by == so.ApprovedBy.NOT_GATED and d.request_id is None
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(sub.next(), 0.2)
+
+
+@async_test
+async def test_edited_arguments():
+    gate = so.Gate()
+    gate.register_tool(delete_spec(editable=True))
+    sub = gate.subscribe()
+    pending = gate.confirm_cancellable(call(args={"path": "/etc/passwd"}))
+    req = await next_request(sub)
+    assert req.editable
+    # edits are validated against the schema; the request stays pending after a rejection
+    with pytest.raises(so.SignoffError.InvalidArguments):
+        gate.approve(req, arguments_json=json.dumps({"path": 3}))
+    assert gate.approve(req, arguments_json=json.dumps({"path": "/tmp/safe"})) == so.Outcome.APPROVED
+    d = await pending.wait()
+    assert d.edited and json.loads(d.arguments_json) == {"path": "/tmp/safe"}
+
+
+@async_test
+async def test_session_grant_and_end_session():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call(session_id="s1"))
+    req = await next_request(sub)
+    gate.approve(req, scope=so.Scope.SESSION)
+    d = await p.wait()
+    assert d.scope == so.Scope.SESSION
+    assert gate.grants("s1") == ["delete_file"]
+    d2 = await gate.confirm_cancellable(call(session_id="s1")).wait()
+    assert d2.by == so.ApprovedBy.SESSION_GRANT
+    # another session is asked again
+    p3 = gate.confirm_cancellable(call(session_id="s2"))
+    req3 = await next_request(sub)
+    assert req3.session_id == "s2"
+    assert gate.end_session("s2") == 1
+    d3 = await p3.wait()
+    assert isinstance(d3, so.Decision.CANCELLED) and d3.reason == so.CancelReason.SESSION_ENDED
+    assert gate.revoke_grant("s1", "delete_file") is True
+    assert gate.grants("s1") == []
+
+
+# --------------------------------------------------------------------------------------------
+# every rejection error kind
+
+
+def test_error_kind_names_cover_the_core():
+    names = {so.error_kind_name(k) for k in so.ErrorKind}
+    assert names == {
+        "unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved",
+        "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store",
+        "no_executor",
+    }
+
+
+@async_test
+async def test_unknown_tool():
+    gate = so.Gate()
+    with pytest.raises(so.SignoffError.UnknownTool) as e:
+        await gate.confirm_cancellable(call("nope")).wait()
+    assert kind(e.value) == "unknown_tool" and "nope" in str(e.value)
+    with pytest.raises(so.SignoffError.UnknownTool):
+        gate.evaluate(call("nope"))
+
+
+def test_invalid_tool():
+    gate = so.Gate()
+    with pytest.raises(so.SignoffError.InvalidTool) as e:
+        gate.register_tool(so.ToolSpec(name="x", parameters_json=json.dumps({"type": 12})))
+    assert kind(e.value) == "invalid_tool"
+    with pytest.raises(so.SignoffError.InvalidTool):
+        gate.register_tool(so.ToolSpec(name="  "))
+    with pytest.raises(so.SignoffError.InvalidTool):
+        gate.register_tool(so.ToolSpec(name="x", parameters_json="{not json"))
+    with pytest.raises(so.SignoffError.InvalidTool):
+        gate.register_tool(so.ToolSpec(name="x", rules=[so.ArgRule.PATH_OUTSIDE(pointer="/p", prefixes=["relative"])]))
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.register_tool_json(json.dumps({"name": "x", "aproval": "required"}))
+    assert gate.tools() == []
+
+
+@async_test
+async def test_invalid_arguments():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    with pytest.raises(so.SignoffError.InvalidArguments) as e:
+        await gate.confirm_cancellable(call(args={"path": 42})).wait()
+    assert kind(e.value) == "invalid_arguments"
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.confirm_cancellable(so.ToolCall(tool="delete_file", arguments_json="{oops"))
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(sub.next(), 0.2)  # nobody was asked
+
+
+def test_unknown_request():
+    gate = gate_with_delete()
+    resp = so.ConfirmationResponse(id=str(uuid.uuid4()), decision=so.ResponseDecision.APPROVE, scope=so.Scope.ONCE)
+    with pytest.raises(so.SignoffError.UnknownRequest) as e:
+        gate.respond(resp)
+    assert kind(e.value) == "unknown_request"
+    assert gate.cancel_request(str(uuid.uuid4())) is False
+
+
+@async_test
+async def test_already_resolved():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    gate.approve(req)
+    with pytest.raises(so.SignoffError.AlreadyResolved) as e:
+        gate.deny(req)
+    assert kind(e.value) == "already_resolved"
+    assert (await p.wait()).is_approved()
+
+
+@async_test
+async def test_expired_and_timeout():
+    gate = so.Gate()
+    gate.register_tool(delete_spec(timeout_ms=150))
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    assert req.timeout_ms == 150 and req.deadline_ms - req.created_at_ms == 150
+    d = await p.wait()
+    assert isinstance(d, so.Decision.TIMED_OUT) and d.timeout_ms == 150 and d.request_id == req.id
+    kinds = [ev_kind(e) for e in await events_until_resolved(sub, req.id)]
+    assert kinds == ["timeout", "resolved"]
+    with pytest.raises(so.SignoffError.Expired) as e:
+        gate.approve(req)
+    assert kind(e.value) == "expired"
+
+
+@async_test
+async def test_edits_not_allowed():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    assert not req.editable
+    with pytest.raises(so.SignoffError.EditsNotAllowed) as e:
+        gate.approve(req, arguments_json=json.dumps({"path": "/other"}))
+    assert kind(e.value) == "edits_not_allowed"
+    # the same arguments are not an edit
+    assert gate.approve(req, arguments_json=req.arguments_json) == so.Outcome.APPROVED
+    assert not (await p.wait()).edited
+
+
+@async_test
+async def test_mismatch():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call(session_id="s1"))
+    req = await next_request(sub)
+    base = so.approve_response(req)
+    for field, value in [("tool", "other_tool"), ("arguments_digest", "sha256:00"), ("session_id", "s2")]:
+        resp = so.approve_response(req)
+        setattr(resp, field, value)
+        with pytest.raises(so.SignoffError.Mismatch) as e:
+            gate.respond(resp)
+        assert kind(e.value) == "mismatch" and field in str(e.value)
+    assert gate.respond(base) == so.Outcome.APPROVED
+    assert (await p.wait()).is_approved()
+
+
+@async_test
+async def test_malformed():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    for bad in ["not json", "[]", json.dumps({"id": req.id}), json.dumps({"id": req.id, "decision": "approve", "extra": 1}),
+                json.dumps({"type": "confirmation-request", "id": req.id, "decision": "approve"})]:
+        with pytest.raises(so.SignoffError.Malformed) as e:
+            gate.respond_json(bad)
+        assert kind(e.value) == "malformed"
+    with pytest.raises(so.SignoffError.Malformed):  # a denial cannot carry edited arguments
+        gate.respond_json(json.dumps({"id": req.id, "decision": "deny", "arguments": {"path": "/x"}}))
+    with pytest.raises(so.SignoffError.Malformed):  # not a UUID (binding-level conversion)
+        gate.respond(so.ConfirmationResponse(id="nope", decision=so.ResponseDecision.DENY, scope=so.Scope.ONCE))
+    assert gate.pending_count() == 1
+    gate.deny(req)
+    assert isinstance(await p.wait(), so.Decision.DENIED)
+
+
+@async_test
+async def test_unauthorized():
+    gate = gate_with_delete(allowed_responders=["alice"])
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    with pytest.raises(so.SignoffError.Unauthorized) as e:
+        gate.approve(req, responder="mallory")
+    assert kind(e.value) == "unauthorized"
+    with pytest.raises(so.SignoffError.Unauthorized):
+        gate.approve(req)
+    assert gate.approve(req, responder="alice") == so.Outcome.APPROVED
+    assert (await p.wait()).responder == "alice"
+
+
+@async_test
+async def test_closed():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    gate.close()
+    assert gate.is_closed()
+    d = await p.wait()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.SHUTDOWN
+    with pytest.raises(so.SignoffError.Closed) as e:
+        gate.approve(req)
+    assert kind(e.value) == "closed"
+    d2 = await gate.confirm_cancellable(call()).wait()
+    assert isinstance(d2, so.Decision.CANCELLED) and d2.reason == so.CancelReason.SHUTDOWN
+
+
+@async_test
+async def test_no_executor():
+    gate = gate_with_delete()
+    r = await gate.execute_cancellable(call(call_id="c1")).wait()
+    assert r.status == so.ToolStatus.REJECTED and r.error_kind == so.ErrorKind.NO_EXECUTOR
+    assert r.is_error and r.call_id == "c1" and "did not run" in r.content
+
+
+# --------------------------------------------------------------------------------------------
+# cancellation, unobserved requests
+
+
+@async_test
+async def test_cancel_handle():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    p.cancel()
+    d = await p.wait()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.ABORTED
+    events = await events_until_resolved(sub, req.id)
+    assert events[-1].resolved.outcome == so.Outcome.CANCELLED
+    assert events[-1].resolved.cancel_reason == so.CancelReason.ABORTED
+    assert gate.pending_count() == 0 and p.is_finished()
+    with pytest.raises(so.SignoffError.AlreadyResolved):
+        gate.approve(req)
+
+
+@async_test
+async def test_task_cancel_cancels_confirmation():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    task = asyncio.create_task(confirm(gate, call()))
+    req = await next_request(sub)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    resolved = (await events_until_resolved(sub, req.id))[-1].resolved
+    assert resolved.cancel_reason == so.CancelReason.ABORTED
+    assert gate.pending_count() == 0
+
+
+@async_test
+async def test_dropping_the_handle_cancels():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    del p
+    gc.collect()
+    resolved = (await events_until_resolved(sub, req.id))[-1].resolved
+    assert resolved.cancel_reason == so.CancelReason.ABORTED
+
+
+@async_test
+async def test_cancel_after_decision_keeps_decision():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    gate.approve(req)
+    (await events_until_resolved(sub, req.id))
+    await asyncio.sleep(0.05)
+    p.cancel()
+    assert (await p.wait()).is_approved()
+
+
+@async_test
+async def test_no_subscribers_cancels():
+    gate = gate_with_delete()
+    d = await gate.confirm_cancellable(call()).wait()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_SUBSCRIBERS
+    # the last subscriber going away cancels what is pending
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    await next_request(sub)
+    assert gate.subscriber_count() == 1
+    sub.close()
+    assert sub.is_closed() and gate.subscriber_count() == 0
+    d = await p.wait()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_SUBSCRIBERS
+    assert await sub.next() is None
+
+
+@async_test
+async def test_unobserved_requests_wait_when_configured():
+    gate = gate_with_delete(deny_when_unobserved=False)
+    p = gate.confirm_cancellable(call())
+    for _ in range(100):
+        if gate.pending_count():
+            break
+        await asyncio.sleep(0.01)
+    [req] = gate.pending()
+    assert gate.approve(req) == so.Outcome.APPROVED
+    assert (await p.wait()).is_approved()
+
+
+# --------------------------------------------------------------------------------------------
+# event stream
+
+
+@async_test
+async def test_event_stream_order_and_close():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    other = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    gate.approve(req, responder="alice")
+    await p.wait()
+    evs = await events_until_resolved(sub, req.id)
+    assert [ev_kind(e) for e in evs] == ["response", "resolved"]
+    assert evs[0].response.responder == "alice" and evs[0].response.at_ms is not None
+    assert evs[1].resolved.outcome == so.Outcome.APPROVED and evs[1].resolved.responder == "alice"
+    # the other subscriber saw the same events, in order
+    seen = [await next_event(other) for _ in range(3)]
+    assert [ev_kind(e) for e in seen] == ["request", "response", "resolved"]
+    # close() ends a next() that is waiting
+    waiter = asyncio.create_task(other.next())
+    await asyncio.sleep(0.05)
+    other.close()
+    assert await asyncio.wait_for(waiter, 2) is None
+    assert gate.subscriber_count() == 1
+
+
+@async_test
+async def test_lagged_subscriber_gets_pending_snapshot():
+    gate = gate_with_delete(bus_capacity=2, deny_when_unobserved=False)
+    sub = gate.subscribe()
+    handles = [gate.confirm_cancellable(call(args={"path": f"/{i}"})) for i in range(4)]
+    for _ in range(200):
+        if gate.pending_count() == 4:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # a request is stored just before it is published
+    ev = await next_event(sub)
+    assert ev.is_lagged() and ev.missed >= 1
+    assert sorted(json.loads(r.arguments_json)["path"] for r in ev.pending) == ["/0", "/1", "/2", "/3"]
+    for h in handles:
+        h.cancel()
+
+
+# --------------------------------------------------------------------------------------------
+# foreign handler
+
+
+class Approver(so.ApprovalHandler):
+    def __init__(self):
+        self.seen = []
+
+    async def handle(self, request):
+        self.seen.append(request.request().id)
+        await asyncio.sleep(0.01)  # a real await on the Python loop
+        assert request.is_pending()
+        request.approve_with(responder="py-handler")
+
+
+class Silent(so.ApprovalHandler):
+    async def handle(self, request):
+        return None
+
+
+class Raises(so.ApprovalHandler):
+    async def handle(self, request):
+        raise ValueError("ui crashed")
+
+
+class RaisesCallbackError(so.ApprovalHandler):
+    async def handle(self, request):
+        raise so.CallbackError.Failed("window closed")
+
+
+@async_test
+async def test_foreign_handler_approves():
+    gate = gate_with_delete()
+    handler = Approver()
+    reg = gate.on_request(handler)
+    assert reg.is_active()
+    d = await gate.confirm_cancellable(call()).wait()
+    assert d.is_approved() and d.responder == "py-handler"
+    assert handler.seen == [d.request_id]
+    reg.stop()
+    assert not reg.is_active()
+    # without the handler (its subscription is gone) nobody observes: cancelled
+    d2 = await gate.confirm_cancellable(call()).wait()
+    assert isinstance(d2, so.Decision.CANCELLED) and d2.reason == so.CancelReason.NO_SUBSCRIBERS
+
+
+@async_test
+async def test_foreign_handler_that_does_not_answer_denies():
+    gate = gate_with_delete()
+    reg = gate.on_request(Silent())
+    d = await gate.confirm_cancellable(call()).wait()
+    assert isinstance(d, so.Decision.DENIED)
+    assert d.reason == "the approval handler returned without answering"
+    assert d.responder == "signoff:handler"
+    reg.stop()
+
+
+@async_test
+async def test_foreign_handler_that_throws_denies():
+    gate = gate_with_delete()
+    reg = gate.on_request(Raises())
+    d = await gate.confirm_cancellable(call()).wait()
+    assert isinstance(d, so.Decision.DENIED)
+    assert d.reason.startswith("the approval handler failed:") and "ui crashed" in d.reason
+    reg.stop()
+    reg2 = gate.on_request(RaisesCallbackError())
+    d = await gate.confirm_cancellable(call()).wait()
+    assert d.reason == "the approval handler failed: window closed"
+    reg2.stop()
+
+
+@async_test
+async def test_foreign_handler_sees_already_pending_requests():
+    gate = gate_with_delete(deny_when_unobserved=False)
+    p = gate.confirm_cancellable(call())
+    for _ in range(100):
+        if gate.pending_count():
+            break
+        await asyncio.sleep(0.01)
+    reg = gate.on_request(Approver())
+    assert (await p.wait()).is_approved()
+    reg.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# executor, batch
+
+
+class Exec(so.ToolExecutor):
+    def __init__(self, fn):
+        self.fn = fn
+        self.calls = []
+
+    async def execute(self, arguments_json):
+        args = json.loads(arguments_json)
+        self.calls.append(args)
+        await asyncio.sleep(0.01)
+        return json.dumps(self.fn(args))
+
+
+@async_test
+async def test_executor_runs_once_after_approval():
+    gate = so.Gate()
+    ex = Exec(lambda a: {"deleted": a["path"]})
+    gate.register_executable_tool(delete_spec(), ex)
+    sub = gate.subscribe()
+    p = gate.execute_cancellable(call(call_id="c1"))
+    req = await next_request(sub)
+    assert ex.calls == []  # nothing runs before the approval
+    gate.approve(req)
+    r = await p.wait()
+    assert r.status == so.ToolStatus.EXECUTED and not r.is_error
+    assert json.loads(r.output_json) == {"deleted": "/tmp/x"}
+    assert r.call_id == "c1" and r.request_id == req.id and r.decision.is_approved()
+    assert json.loads(r.content) == {"deleted": "/tmp/x"}
+    assert ex.calls == [{"path": "/tmp/x"}]
+
+
+@async_test
+async def test_executor_denied_does_not_run():
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(), ex)
+    sub = gate.subscribe()
+    p = gate.execute_cancellable(call())
+    req = await next_request(sub)
+    gate.deny(req, reason="no way")
+    r = await p.wait()
+    assert r.status == so.ToolStatus.DENIED and r.is_error and ex.calls == []
+    assert "no way" in r.content and "did not run" in r.content
+
+
+@async_test
+async def test_executor_edited_arguments_and_failures():
+    gate = so.Gate()
+    ex = Exec(lambda a: a["path"])
+    gate.register_executable_tool(delete_spec(editable=True), ex)
+
+    class Failing(so.ToolExecutor):
+        async def execute(self, arguments_json):
+            raise RuntimeError("disk on fire")
+
+    class NotJson(so.ToolExecutor):
+        async def execute(self, arguments_json):
+            return "plain text"
+
+    gate.register_executable_tool(so.ToolSpec(name="fail_tool"), Failing())
+    gate.register_executable_tool(so.ToolSpec(name="text_tool"), NotJson())
+    sub = gate.subscribe()
+    p = gate.execute_cancellable(call(args={"path": "/etc"}))
+    req = await next_request(sub)
+    gate.approve(req, arguments_json=json.dumps({"path": "/tmp/ok"}))
+    r = await p.wait()
+    assert r.edited and ex.calls == [{"path": "/tmp/ok"}] and json.loads(r.arguments_json) == {"path": "/tmp/ok"}
+    assert "changed the arguments" in r.content
+    r = await gate.execute_cancellable(call("fail_tool", {})).wait()
+    assert r.status == so.ToolStatus.FAILED and "disk on fire" in r.error
+    r = await gate.execute_cancellable(call("text_tool", {})).wait()
+    assert r.status == so.ToolStatus.FAILED and "not JSON" in r.error
+
+
+@async_test
+async def test_batch_order():
+    gate = so.Gate()
+    ex = Exec(lambda a: a["path"])
+    gate.register_executable_tool(delete_spec(), ex)
+    gate.register_executable_tool(so.ToolSpec(name="read_file"), Exec(lambda a: "contents"))
+    sub = gate.subscribe()
+    calls = [
+        call(args={"path": "/first"}, call_id="a"),
+        call("read_file", {}, call_id="b"),
+        call(args={"path": "/third"}, call_id="c"),
+    ]
+    batch = gate.execute_batch_cancellable(calls)
+    reqs = {}
+    while len(reqs) < 2:
+        r = await next_request(sub)
+        reqs[r.tool_call_id] = r
+    # answer in the opposite order
+    gate.deny(reqs["c"], reason="no")
+    await asyncio.sleep(0.05)
+    gate.approve(reqs["a"])
+    results = await batch.wait()
+    assert [r.call_id for r in results] == ["a", "b", "c"]
+    assert [r.status for r in results] == [so.ToolStatus.EXECUTED, so.ToolStatus.EXECUTED, so.ToolStatus.DENIED]
+    assert json.loads(results[1].output_json) == "contents"
+    assert ex.calls == [{"path": "/first"}]
+
+
+@async_test
+async def test_cancel_execution():
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(), ex)
+    sub = gate.subscribe()
+    p = gate.execute_cancellable(call())
+    req = await next_request(sub)
+    p.cancel()
+    assert await p.wait() is None
+    resolved = (await events_until_resolved(sub, req.id))[-1].resolved
+    assert resolved.cancel_reason == so.CancelReason.ABORTED and ex.calls == []
+    b = gate.execute_batch_cancellable([call()])
+    await next_request(sub)
+    b.cancel()
+    assert await b.wait() is None and gate.pending_count() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# tool specs and conversions
+
+
+def test_tool_spec_round_trip_and_rules():
+    gate = so.Gate()
+    spec = so.ToolSpec(
+        name="transfer_funds",
+        description="Moves money",
+        parameters_json=compact({"type": "object"}),
+        approval=so.ApprovalMode.NOT_REQUIRED,
+        prompt_template="Send {args}?",
+        source=so.ToolSource.EXTERNAL(server="bank"),
+        read_only=False,
+        timeout_ms=5000,
+        rules=[
+            so.ArgRule.GREATER_THAN(pointer="/amount", value=100.0),
+            so.ArgRule.ONE_OF(pointer="/to", values_json=compact(["boss@x"])),
+            so.ArgRule.NOT_ONE_OF(pointer="/currency", values_json=compact(["EUR", "USD"])),
+            so.ArgRule.CONTAINS(pointer="/memo", substring="urgent"),
+            so.ArgRule.PATH_OUTSIDE(pointer="/receipt", prefixes=["/tmp"]),
+        ],
+    )
+    gate.register_tool(spec)
+    [back] = gate.tools()
+    assert fields(back) == fields(spec)
+    js = json.loads(so.tool_spec_to_json(spec))
+    assert js["approval"] == "not_required" and js["source"] == {"kind": "external", "server": "bank"}
+    assert js["rules"][1] == {"kind": "one_of", "pointer": "/to", "values": ["boss@x"]}
+    assert fields(so.tool_spec_from_json(json.dumps(js))) == fields(spec)
+    ok = {"amount": 5, "to": "me@x", "currency": "EUR", "memo": "lunch", "receipt": "/tmp/r.pdf"}
+    ev = gate.evaluate(call("transfer_funds", ok))
+    assert not ev.required and not ev.forced_by_rule
+    ev = gate.evaluate(call("transfer_funds", dict(ok, amount=500, memo="URGENT pls")))
+    assert ev.required and ev.forced_by_rule and len(ev.reasons) == 2
+    with pytest.raises(so.SignoffError.InvalidTool):
+        gate.register_tool(so.ToolSpec(name="y", rules=[so.ArgRule.ONE_OF(pointer="/a", values_json="{}")]))
+    assert gate.unregister_tool("transfer_funds") and gate.tools() == []
+
+
+def test_defaults_match_the_core():
+    gate = so.Gate()
+    gate.register_tool(so.ToolSpec(name="x"))
+    [spec] = gate.tools()
+    assert json.loads(spec.parameters_json) == {"type": "object"}
+    assert spec.approval == so.ApprovalMode.DEFAULT and spec.source.is_built_in()
+    c = so.ToolCall(tool="x")
+    assert c.arguments_json == "{}" and c.session_id == "default"
+    assert so.GateOptions().deny_when_unobserved is True
+    assert not gate.gating_disabled()
+    dev = so.Gate(so.GateOptions(dangerously_disable_gating=True))
+    assert dev.gating_disabled()
+
+
+@async_test
+async def test_keywords_and_default_timeout_options():
+    gate = so.Gate(so.GateOptions(keywords=["frobnicate"], default_timeout_ms=100))
+    gate.register_tool(so.ToolSpec(name="frobnicate_it"))
+    gate.register_tool(so.ToolSpec(name="delete_file"))
+    assert gate.evaluate(call("frobnicate_it", {})).required
+    assert not gate.evaluate(call("delete_file")).required
+    sub = gate.subscribe()
+    t0 = time.monotonic()
+    d = await gate.confirm_cancellable(call("frobnicate_it", {})).wait()
+    assert isinstance(d, so.Decision.TIMED_OUT) and d.timeout_ms == 100
+    assert time.monotonic() - t0 < 3
+    del sub
+
+
+def test_event_json_round_trip():
+    rid = str(uuid.uuid4())
+    resolved = {"type": "confirmation-resolved", "id": rid, "tool": "t", "session_id": "s", "outcome": "cancelled",
+                "cancel_reason": "aborted", "scope": "once", "edited": False, "at_ms": 5}
+    ev = so.event_from_json(json.dumps(resolved))
+    assert ev.is_resolved() and ev.resolved.cancel_reason == so.CancelReason.ABORTED
+    assert json.loads(so.event_to_json(ev)) == resolved
+    with pytest.raises(so.SignoffError.Malformed):
+        so.event_from_json(json.dumps({"type": "nope"}))
+    with pytest.raises(so.SignoffError.Malformed):
+        so.event_to_json(so.GateEvent.LAGGED(missed=1, pending=[]))
