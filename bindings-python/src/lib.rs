@@ -1,1 +1,38 @@
-//! placeholder: the python binding is being built
+//! `signoff._native`: the thin native layer of the Python package. It converts types between
+//! Python and the `signoff` core and bridges asyncio and tokio; every decision (policy, matching,
+//! timeouts, fail-safe denials) is the core's. One file per core module:
+//!
+//! | file | core module |
+//! |---|---|
+//! | `gate.rs` | `gate` (Gate, Decision, ToolCall) |
+//! | `events.rs` | `event` (events, Subscription, Lagged) |
+//! | `handler.rs` | `handler` (on_request, PendingRequest) |
+//! | `executor.rs` | `executor` + `tool::Executor` (Python executors, ToolResult) |
+//! | `tools.rs` | `tool` (ToolSpec from a dict) |
+//! | `errors.rs` | `error` (one exception class per `ErrorKind`) |
+//! | `bridge.rs` | asyncio <-> tokio glue (no core counterpart) |
+//! | `convert.rs` | JSON <-> Python values |
+
+use pyo3::prelude::*;
+
+mod bridge;
+mod convert;
+mod errors;
+mod events;
+mod executor;
+mod gate;
+mod handler;
+mod tools;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    events::register(m)?;
+    gate::register(m)?;
+    handler::register(m)?;
+    executor::register(m)?;
+    tools::register(m)?;
+    bridge::register(m)?;
+    Ok(())
+}

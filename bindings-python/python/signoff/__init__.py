@@ -1,0 +1,143 @@
+"""signoff: a person between an AI agent and the tools it calls.
+
+The gate decides whether a tool call needs approval, asks (an event on its bus, or a handler
+you register), waits for the answer, and denies on every other outcome: timeout, nobody
+listening, shutdown, cancellation, a failing handler. Approved calls run at most once, and the
+model is told in plain words when a call was declined.
+
+Quickstart::
+
+    import asyncio, signoff
+
+    async def main() -> None:
+        async with signoff.Gate(default_timeout=30) as gate:
+            @gate.tool(parameters={"type": "object", "properties": {"path": {"type": "string"}}})
+            def delete_file(path: str) -> str:
+                return f"deleted {path}"
+
+            def approver(request: signoff.PendingRequest) -> None:
+                if request.tool == "delete_file" and request.arguments["path"].startswith("/tmp/"):
+                    request.approve()
+                else:
+                    request.deny("only files under /tmp")
+
+            gate.on_request(approver)
+            result = await gate.execute("delete_file", {"path": "/tmp/x"}, call_id="call_1")
+            print(result.status, result.content)   # executed deleted /tmp/x
+
+    asyncio.run(main())
+
+This package is a thin layer over the Rust core (``signoff._native``); the core's semantics are
+the contract.
+"""
+
+from __future__ import annotations
+
+from ._native import (
+    DEFAULT_SESSION,
+    HANDLER_RESPONDER,
+    Decision,
+    HandlerRegistration,
+    ToolResult,
+    __version__,
+    default_keywords,
+)
+from .errors import (
+    ERROR_CLASSES,
+    ERROR_KINDS,
+    AlreadyResolvedError,
+    ClosedError,
+    EditsNotAllowedError,
+    ErrorKind,
+    ExpiredError,
+    InvalidArgumentsError,
+    InvalidToolError,
+    MalformedError,
+    MismatchError,
+    NoExecutorError,
+    SignoffError,
+    StoreError,
+    UnauthorizedError,
+    UnknownRequestError,
+    UnknownToolError,
+    error_class,
+)
+from .events import (
+    ConfirmationRequest,
+    ConfirmationResolved,
+    ConfirmationResponse,
+    ConfirmationTimeout,
+    Event,
+    EventStream,
+    Lagged,
+    PendingRequest,
+    StreamItem,
+    parse_event,
+)
+from .gate import Executor, Gate, Handler, Outcome
+from .tools import (
+    ApprovalMode,
+    Scope,
+    ToolCall,
+    contains,
+    external,
+    greater_than,
+    normalize_tool_spec,
+    not_one_of,
+    one_of,
+    path_outside,
+    tool_spec,
+)
+
+__all__ = [
+    "DEFAULT_SESSION",
+    "ERROR_CLASSES",
+    "ERROR_KINDS",
+    "HANDLER_RESPONDER",
+    "AlreadyResolvedError",
+    "ApprovalMode",
+    "ClosedError",
+    "ConfirmationRequest",
+    "ConfirmationResolved",
+    "ConfirmationResponse",
+    "ConfirmationTimeout",
+    "Decision",
+    "EditsNotAllowedError",
+    "ErrorKind",
+    "Event",
+    "EventStream",
+    "Executor",
+    "ExpiredError",
+    "Gate",
+    "Handler",
+    "HandlerRegistration",
+    "InvalidArgumentsError",
+    "InvalidToolError",
+    "Lagged",
+    "MalformedError",
+    "MismatchError",
+    "NoExecutorError",
+    "Outcome",
+    "PendingRequest",
+    "Scope",
+    "SignoffError",
+    "StoreError",
+    "StreamItem",
+    "ToolCall",
+    "ToolResult",
+    "UnauthorizedError",
+    "UnknownRequestError",
+    "UnknownToolError",
+    "__version__",
+    "contains",
+    "default_keywords",
+    "error_class",
+    "external",
+    "greater_than",
+    "normalize_tool_spec",
+    "not_one_of",
+    "one_of",
+    "parse_event",
+    "path_outside",
+    "tool_spec",
+]

@@ -1,0 +1,83 @@
+"""Exceptions. Every error signoff raises is a :class:`SignoffError`; its ``kind`` is the core's
+stable error kind string, and each kind has its own subclass (generated in the native module from
+the core's ``ErrorKind::ALL``, so the two cannot drift apart).
+
+>>> from signoff.errors import error_class, AlreadyResolvedError
+>>> error_class("already_resolved") is AlreadyResolvedError
+True
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Literal, Type
+
+from ._native import (
+    ERROR_KINDS,
+    AlreadyResolvedError,
+    ClosedError,
+    EditsNotAllowedError,
+    ExpiredError,
+    InvalidArgumentsError,
+    InvalidToolError,
+    MalformedError,
+    MismatchError,
+    NoExecutorError,
+    SignoffError,
+    StoreError,
+    UnauthorizedError,
+    UnknownRequestError,
+    UnknownToolError,
+)
+from . import _native
+
+#: The core's stable error kinds.
+ErrorKind = Literal[
+    "unknown_tool",
+    "invalid_tool",
+    "invalid_arguments",
+    "unknown_request",
+    "already_resolved",
+    "expired",
+    "edits_not_allowed",
+    "mismatch",
+    "malformed",
+    "unauthorized",
+    "closed",
+    "store",
+    "no_executor",
+]
+
+
+def _class_name(kind: str) -> str:
+    return "".join(part.capitalize() for part in kind.split("_")) + "Error"
+
+
+#: kind string -> exception class, built from the native module's list of kinds.
+ERROR_CLASSES: Dict[str, Type[SignoffError]] = {k: getattr(_native, _class_name(k)) for k in ERROR_KINDS}
+
+
+def error_class(kind: str) -> Type[SignoffError]:
+    """The exception class for a core error kind (``KeyError`` for an unknown kind)."""
+    return ERROR_CLASSES[kind]
+
+
+__all__ = [
+    "ERROR_CLASSES",
+    "ERROR_KINDS",
+    "AlreadyResolvedError",
+    "ClosedError",
+    "EditsNotAllowedError",
+    "ErrorKind",
+    "ExpiredError",
+    "InvalidArgumentsError",
+    "InvalidToolError",
+    "MalformedError",
+    "MismatchError",
+    "NoExecutorError",
+    "SignoffError",
+    "StoreError",
+    "UnauthorizedError",
+    "UnknownRequestError",
+    "UnknownToolError",
+    "error_class",
+]

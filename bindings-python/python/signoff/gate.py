@@ -1,0 +1,550 @@
+"""The approval gate: the Pythonic face of the core ``Gate``.
+
+Everything that decides (policy, argument rules, matching a response to its request, timeouts,
+fail-safe denials) happens in the Rust core; this module only shapes arguments and results.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from datetime import timedelta
+from types import TracebackType
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Type,
+    TypeVar,
+    Union,
+)
+
+from . import _native
+from ._native import (
+    ConfirmationRequest,
+    Decision,
+    EventStream,
+    HandlerRegistration,
+    PendingRequest,
+    ToolResult,
+)
+from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
+
+#: How a response ended a request.
+Outcome = Literal["approved", "denied"]
+
+#: An executor: called with the approved arguments (a dict for object schemas); sync or async;
+#: returns a JSON-compatible value.
+Executor = Callable[[Any], Any]
+
+#: An approval handler: called with each :class:`PendingRequest`; sync or async.
+Handler = Callable[[PendingRequest], Union[None, Awaitable[None]]]
+
+RequestLike = Union[ConfirmationRequest, PendingRequest, str]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _is_async_callable(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def _call_fields(
+    tool: Union[str, ToolCall],
+    arguments: JSON,
+    session_id: Optional[str],
+    call_id: Optional[str],
+    metadata: JSON,
+) -> "tuple[str, JSON, Optional[str], Optional[str], JSON]":
+    if isinstance(tool, ToolCall):
+        return (
+            tool.tool,
+            tool.arguments if arguments is None else arguments,
+            tool.session_id if session_id is None else session_id,
+            tool.call_id if call_id is None else call_id,
+            tool.metadata if metadata is None else metadata,
+        )
+    return tool, arguments, session_id, call_id, metadata
+
+
+def _call_dict(call: Union[ToolCall, Mapping[str, Any]]) -> Mapping[str, Any]:
+    return call.to_dict() if isinstance(call, ToolCall) else call
+
+
+class Gate:
+    """A person between an agent and its tools.
+
+    Register tools, then run each model tool call through :meth:`execute` (or ask with
+    :meth:`confirm` and run it yourself). A call that needs approval publishes a
+    :class:`~signoff.ConfirmationRequest` on the event bus (:meth:`events`) and to every
+    handler (:meth:`on_request`), and waits for an answer (:meth:`approve`, :meth:`deny`,
+    :meth:`respond`, or the request object's own ``approve()`` / ``deny()``). Anything but an
+    explicit approval -- a denial, the deadline passing, nobody listening, the gate closing, the
+    waiting task being cancelled, a handler failing -- means the tool does not run.
+
+    Args:
+        default_timeout: seconds (or a ``timedelta``) a request waits when its tool sets no
+            timeout. 60 s by default.
+        keywords: words that make a tool in the default approval mode require approval when
+            they appear in its name (the core's list by default: delete, send, pay, ...).
+        deny_when_unobserved: cancel a request at once when no event stream or handler is
+            subscribed (default). ``False`` when answers come from elsewhere (a remote UI
+            calling :meth:`respond` after listing :meth:`pending`): requests then wait for
+            their deadline.
+        audit_path: append an audit trail (JSON Lines) to this file.
+        dangerously_disable_gating: development only: every call runs without approval
+            (announced on stderr and in the audit trail).
+        bus_capacity: events buffered per subscriber before it is told it lagged (4096).
+        allowed_responders: only responses whose ``responder`` is in this list are accepted
+            (others raise :class:`UnauthorizedError`). Any responder by default.
+
+    A gate is closed by :meth:`close`, by leaving a ``with`` / ``async with`` block, or when it
+    is garbage-collected; closing cancels every pending request.
+    """
+
+    __slots__ = ("_native", "__weakref__")
+
+    def __init__(
+        self,
+        *,
+        default_timeout: Seconds = 60.0,
+        keywords: Optional[Iterable[str]] = None,
+        deny_when_unobserved: bool = True,
+        audit_path: Union[str, "os.PathLike[str]", None] = None,
+        dangerously_disable_gating: bool = False,
+        bus_capacity: Optional[int] = None,
+        allowed_responders: Optional[Iterable[str]] = None,
+    ) -> None:
+        self._native = _native.Gate(
+            default_timeout_ms=to_ms(default_timeout, "default_timeout"),
+            keywords=None if keywords is None else [str(k) for k in keywords],
+            deny_when_unobserved=deny_when_unobserved,
+            audit_path=None if audit_path is None else os.fspath(audit_path),
+            dangerously_disable_gating=dangerously_disable_gating,
+            bus_capacity=bus_capacity,
+            allowed_responders=None if allowed_responders is None else [str(r) for r in allowed_responders],
+        )
+
+    # ---- tools -------------------------------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        parameters: Optional[Mapping[str, Any]] = None,
+        approval: ApprovalMode = "default",
+        editable: bool = False,
+        prompt_template: Optional[str] = None,
+        rules: Iterable[Mapping[str, Any]] = (),
+        source: Union[Literal["built_in"], Mapping[str, Any], None] = None,
+        read_only: bool = False,
+        destructive: bool = False,
+        timeout: Optional[Seconds] = None,
+        executor: Optional[Executor] = None,
+    ) -> None:
+        """Registers (or replaces) a tool.
+
+        Args:
+            name: the name the model calls it by.
+            description: shown to the person.
+            parameters: JSON Schema of the arguments (any object by default). Arguments, and a
+                person's edits, are validated against it.
+            approval: ``"default"`` (the policy decides: keywords in the name, destructive,
+                external and not read-only), ``"required"`` or ``"not_required"``.
+            editable: the person may edit the arguments before approving.
+            prompt_template: the prompt shown; ``{tool}``, ``{args}``, ``{description}`` are
+                substituted (and escaped).
+            rules: argument rules (see :mod:`signoff.tools`) that force approval when they hold.
+            source: ``"built_in"`` or :func:`signoff.external` ``(server)``.
+            read_only, destructive: hints for the policy.
+            timeout: approval timeout in seconds for this tool.
+            executor: runs the tool, for :meth:`execute`: a sync or async callable receiving the
+                approved arguments (a dict) and returning a JSON-compatible value.
+
+        Raises:
+            InvalidToolError: bad schema, empty or deceptive name, bad rule.
+            MalformedError: a field of the wrong type.
+        """
+        spec = tool_spec(
+            name,
+            description=description,
+            parameters=parameters,
+            approval=approval,
+            editable=editable,
+            prompt_template=prompt_template,
+            rules=rules,
+            source=source,
+            read_only=read_only,
+            destructive=destructive,
+            timeout=timeout,
+        )
+        self.register_spec(spec, executor=executor)
+
+    def register_spec(self, spec: Union[Mapping[str, Any], str], executor: Optional[Executor] = None) -> None:
+        """Registers a tool from the core ``ToolSpec`` JSON form (dict or text), e.g. one shared
+        with another language. Unknown fields raise :class:`MalformedError`."""
+        is_async = None if executor is None else _is_async_callable(executor)
+        self._native.register(spec, executor, is_async)
+
+    def tool(
+        self,
+        name: Optional[str] = None,
+        *,
+        description: Optional[str] = None,
+        parameters: Optional[Mapping[str, Any]] = None,
+        approval: ApprovalMode = "default",
+        editable: bool = False,
+        prompt_template: Optional[str] = None,
+        rules: Iterable[Mapping[str, Any]] = (),
+        source: Union[Literal["built_in"], Mapping[str, Any], None] = None,
+        read_only: bool = False,
+        destructive: bool = False,
+        timeout: Optional[Seconds] = None,
+    ) -> Callable[[F], F]:
+        """Decorator: registers a function as a tool's executor, called with the arguments as
+        keyword arguments. The name defaults to the function's, the description to its
+        docstring. The function is returned unchanged.
+
+        >>> gate = Gate()
+        >>> @gate.tool(parameters={"type": "object", "properties": {"path": {"type": "string"}}})
+        ... def delete_file(path: str) -> str:
+        ...     '''Deletes a file.'''
+        ...     return f"deleted {path}"
+        >>> [t["name"] for t in gate.tools()]
+        ['delete_file']
+        """
+
+        def decorate(fn: F) -> F:
+            if _is_async_callable(fn):
+
+                async def run_async(args: Any) -> Any:
+                    return await fn(**args) if isinstance(args, dict) else await fn(args)
+
+                executor: Executor = run_async
+            else:
+
+                def run_sync(args: Any) -> Any:
+                    return fn(**args) if isinstance(args, dict) else fn(args)
+
+                executor = run_sync
+            self.register(
+                name or fn.__name__,
+                description=inspect.cleandoc(fn.__doc__ or "") if description is None else description,
+                parameters=parameters,
+                approval=approval,
+                editable=editable,
+                prompt_template=prompt_template,
+                rules=rules,
+                source=source,
+                read_only=read_only,
+                destructive=destructive,
+                timeout=timeout,
+                executor=executor,
+            )
+            return fn
+
+        return decorate
+
+    def unregister(self, name: str) -> bool:
+        """Removes a tool; later calls to it are ``unknown_tool``. Returns whether it existed."""
+        return self._native.unregister(name)
+
+    def tools(self) -> List[Dict[str, Any]]:
+        """The spec (core ``ToolSpec`` JSON form) of every registered tool, sorted by name."""
+        return self._native.tools()
+
+    def evaluate(
+        self, tool: str, arguments: JSON = None, *, session_id: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Whether a call would need approval now, and why, without asking:
+        ``{"required": bool, "forced_by_rule": bool, "reasons": [str]}``."""
+        return self._native.evaluate(tool, arguments, session_id)
+
+    # ---- asking ------------------------------------------------------------------------------
+
+    async def confirm(
+        self,
+        tool: Union[str, ToolCall],
+        arguments: JSON = None,
+        *,
+        session_id: Optional[str] = None,
+        call_id: Optional[str] = None,
+        metadata: JSON = None,
+    ) -> Decision:
+        """Asks for approval when the call needs it, and waits for the decision.
+
+        Returns at once for calls that need no approval. Otherwise publishes a request and waits
+        until a person answers, the deadline passes, the gate closes, or every subscriber goes
+        away. Cancelling the awaiting task cancels the request (``aborted``). Only
+        ``decision.approved`` means run.
+
+        Raises:
+            UnknownToolError, InvalidArgumentsError, StoreError: the call is refused and nobody
+                is asked.
+        """
+        fut = self._native.confirm(*_call_fields(tool, arguments, session_id, call_id, metadata))
+        # The pending wait must not keep the gate alive: a gate that is garbage-collected
+        # closes, cancelling what is pending.
+        del self
+        return await fut
+
+    def confirm_blocking(
+        self,
+        tool: Union[str, ToolCall],
+        arguments: JSON = None,
+        *,
+        session_id: Optional[str] = None,
+        call_id: Optional[str] = None,
+        metadata: JSON = None,
+    ) -> Decision:
+        """:meth:`confirm` for synchronous code: blocks this thread (never the GIL). Ctrl-C
+        cancels the request (``aborted``) and raises ``KeyboardInterrupt``. Raises
+        ``RuntimeError`` when called on a thread running an event loop."""
+        return self._native.confirm_blocking(*_call_fields(tool, arguments, session_id, call_id, metadata))
+
+    # ---- running -----------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        tool: Union[str, ToolCall],
+        arguments: JSON = None,
+        *,
+        session_id: Optional[str] = None,
+        call_id: Optional[str] = None,
+        metadata: JSON = None,
+    ) -> ToolResult:
+        """Confirms a call and, if approved, runs its executor exactly once.
+
+        Never raises for the call itself: an unknown tool, invalid arguments or a missing
+        executor give ``status == "rejected"``; a decision not to run gives ``"denied"``,
+        ``"timed-out"`` or ``"cancelled"``; an executor that raises gives ``"failed"``.
+        ``result.content`` is always ready for the model (see :meth:`ToolResult.to_openai`,
+        :meth:`ToolResult.to_anthropic`).
+        """
+        fut = self._native.execute(*_call_fields(tool, arguments, session_id, call_id, metadata))
+        del self
+        return await fut
+
+    def execute_blocking(
+        self,
+        tool: Union[str, ToolCall],
+        arguments: JSON = None,
+        *,
+        session_id: Optional[str] = None,
+        call_id: Optional[str] = None,
+        metadata: JSON = None,
+    ) -> ToolResult:
+        """:meth:`execute` for synchronous code (releases the GIL while it waits)."""
+        return self._native.execute_blocking(*_call_fields(tool, arguments, session_id, call_id, metadata))
+
+    async def execute_batch(self, calls: Iterable[Union[ToolCall, Mapping[str, Any]]]) -> List[ToolResult]:
+        """Runs the tool calls of one model turn concurrently: ungated calls at once, each gated
+        call after its own decision. Results come back in the order of ``calls``; each call runs
+        at most once."""
+        fut = self._native.execute_batch([_call_dict(c) for c in calls])
+        del self
+        return await fut
+
+    def execute_batch_blocking(self, calls: Iterable[Union[ToolCall, Mapping[str, Any]]]) -> List[ToolResult]:
+        """:meth:`execute_batch` for synchronous code."""
+        return self._native.execute_batch_blocking([_call_dict(c) for c in calls])
+
+    # ---- answering ---------------------------------------------------------------------------
+
+    def approve(
+        self,
+        request: RequestLike,
+        *,
+        arguments: JSON = None,
+        scope: Scope = "once",
+        responder: Optional[str] = None,
+    ) -> Outcome:
+        """Approves a pending request, optionally with edited ``arguments`` (the tool must be
+        editable; they are validated against its schema) and for the rest of the session.
+
+        Given a :class:`ConfirmationRequest` or :class:`PendingRequest`, the answer is bound to
+        what was shown (tool, argument digest, session); given only an id, it is not.
+
+        Raises a :class:`SignoffError` subclass when the response is rejected (the request is
+        then unchanged): ``UnknownRequestError``, ``AlreadyResolvedError``, ``ExpiredError``,
+        ``MismatchError``, ``EditsNotAllowedError``, ``InvalidArgumentsError``, ``ClosedError``.
+        """
+        return self._native.approve(request, arguments, scope, responder)
+
+    def deny(self, request: RequestLike, reason: Optional[str] = None, *, responder: Optional[str] = None) -> Outcome:
+        """Denies a pending request; ``reason`` is passed to the model."""
+        return self._native.deny(request, reason, responder)
+
+    def respond(
+        self,
+        response: Union[str, Mapping[str, Any]],
+        decision: Optional[Literal["approve", "deny"]] = None,
+        *,
+        arguments: JSON = None,
+        scope: Optional[Scope] = None,
+        reason: Optional[str] = None,
+        responder: Optional[str] = None,
+        tool: Optional[str] = None,
+        arguments_digest: Optional[str] = None,
+        session_id: Optional[str] = None,
+    ) -> Outcome:
+        """Answers a request by id: ``respond(request_id, "approve", ...)``, or with a whole
+        response dict in the core ``ConfirmationResponse`` JSON form. ``tool``,
+        ``arguments_digest`` and ``session_id``, when given, must match the request.
+
+        Returns ``"approved"`` or ``"denied"``; raises a :class:`SignoffError` subclass when the
+        response is rejected (see :meth:`approve`).
+        """
+        if isinstance(response, Mapping):
+            if decision is not None:
+                raise TypeError("pass either a response dict or a request id and a decision")
+            return self._native.respond(response)
+        if decision is None:
+            raise TypeError("respond(request_id, decision): decision is 'approve' or 'deny'")
+        body: Dict[str, Any] = {"id": response, "decision": decision}
+        for key, value in (
+            ("arguments", arguments),
+            ("scope", scope),
+            ("reason", reason),
+            ("responder", responder),
+            ("tool", tool),
+            ("arguments_digest", arguments_digest),
+            ("session_id", session_id),
+        ):
+            if value is not None:
+                body[key] = value
+        return self._native.respond(body)
+
+    def respond_json(self, text: str) -> Outcome:
+        """Answers with a response in JSON text (e.g. from a remote UI). Malformed text raises
+        :class:`MalformedError`."""
+        return self._native.respond_json(text)
+
+    # ---- watching ----------------------------------------------------------------------------
+
+    def events(self) -> EventStream:
+        """Subscribes to the event bus, from now on.
+
+        >>> async def show(gate: Gate) -> None:
+        ...     async with gate.events() as events:
+        ...         async for event in events:
+        ...             print(event.type)
+
+        Yields :class:`ConfirmationRequest`, :class:`ConfirmationResponse`,
+        :class:`ConfirmationTimeout`, :class:`ConfirmationResolved`, and a :class:`Lagged`
+        marker (carrying the pending snapshot) if the stream fell behind. Closing the stream
+        (``close()``, leaving the ``with`` block, or dropping it) unsubscribes.
+        """
+        return self._native.events()
+
+    def on_request(self, handler: Handler) -> HandlerRegistration:
+        """Calls ``handler(request)`` for every request from now on (and every one already
+        pending). The handler answers through ``request.approve(...)`` / ``request.deny(...)``.
+
+        If it raises, or returns without answering, the request is denied (and the exception is
+        logged on the ``signoff`` logger). A sync handler runs on its own thread, so it may
+        block (e.g. ask on a terminal); an async handler runs on the event loop that is running
+        when ``on_request`` is called. The handler stays registered until
+        ``registration.stop()`` or the gate closes.
+        """
+        return self._native.on_request(handler, _is_async_callable(handler))
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def pending(self) -> List[ConfirmationRequest]:
+        """Every pending request, oldest first (what a UI shows when it opens)."""
+        return self._native.pending()
+
+    def pending_request(self, request_id: str) -> Optional[ConfirmationRequest]:
+        """One pending request, or ``None``."""
+        return self._native.pending_request(request_id)
+
+    @property
+    def pending_count(self) -> int:
+        """How many requests are pending."""
+        return self._native.pending_count
+
+    def cancel_request(self, request: RequestLike) -> bool:
+        """Cancels a pending request (``aborted``); returns whether it was pending."""
+        return self._native.cancel_request(request)
+
+    def end_session(self, session_id: str) -> int:
+        """Ends a session: drops its grants and cancels its pending requests
+        (``session-ended``). Returns how many were cancelled."""
+        return self._native.end_session(session_id)
+
+    def grants(self, session_id: str) -> List[str]:
+        """The tools approved for the rest of a session, sorted."""
+        return self._native.grants(session_id)
+
+    def revoke_grant(self, session_id: str, tool: str) -> bool:
+        """Revokes a session grant; returns whether one existed."""
+        return self._native.revoke_grant(session_id, tool)
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many event streams and handlers are subscribed."""
+        return self._native.subscriber_count
+
+    @property
+    def gating_disabled(self) -> bool:
+        """True when gating is disabled (development only)."""
+        return self._native.gating_disabled
+
+    @property
+    def default_timeout(self) -> timedelta:
+        """The approval timeout for tools that set none."""
+        return timedelta(milliseconds=self._native.default_timeout_ms)
+
+    def flush_audit(self) -> None:
+        """Waits until every audit record so far is written and synced."""
+        self._native.flush_audit()
+
+    def close(self) -> None:
+        """Shuts the gate down: pending requests are cancelled (``shutdown``), handlers stop,
+        later calls are cancelled at once and later responses raise :class:`ClosedError`.
+        Idempotent."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._native.closed
+
+    def __enter__(self) -> "Gate":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Gate":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Gate(pending={self.pending_count}, closed={self.closed})"
+
+
+__all__ = ["Decision", "Executor", "Gate", "Handler", "Outcome", "ToolResult"]

@@ -1,0 +1,191 @@
+"""Tool calls and tool definitions.
+
+A tool is described by the core's ``ToolSpec`` JSON form; :meth:`signoff.Gate.register` builds
+that dict from keyword arguments and the core parses it (unknown fields are refused, so a typo
+never silently weakens the policy). The rule helpers below build the core's ``ArgRule`` dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Sequence, Union
+
+from ._native import normalize_tool_spec
+
+#: Whether calls to a tool need approval: decided by the gate's policy (``"default"``),
+#: always (``"required"``) or never, argument rules aside (``"not_required"``).
+ApprovalMode = Literal["default", "required", "not_required"]
+
+#: ``"once"`` (this call) or ``"session"`` (this tool for the rest of the session).
+Scope = Literal["once", "session"]
+
+#: A JSON-compatible value.
+JSON = Any
+
+Seconds = Union[float, int, timedelta]
+
+
+def to_ms(value: Seconds, what: str = "timeout") -> int:
+    """Seconds (or a ``timedelta``) as whole milliseconds."""
+    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not secs >= 0:
+        raise ValueError(f"{what} must be a non-negative number of seconds, got {value!r}")
+    return int(round(secs * 1000))
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call from the model (the core ``ToolCall``).
+
+    ``session_id`` defaults to the gate's default session; grants never cross sessions.
+    """
+
+    tool: str
+    arguments: JSON = field(default_factory=dict)
+    session_id: Optional[str] = None
+    call_id: Optional[str] = None
+    metadata: JSON = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The core ``ToolCall`` JSON form (absent fields left out)."""
+        d: Dict[str, Any] = {"tool": self.tool, "arguments": self.arguments}
+        if self.session_id is not None:
+            d["session_id"] = self.session_id
+        if self.call_id is not None:
+            d["call_id"] = self.call_id
+        if self.metadata is not None:
+            d["metadata"] = self.metadata
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ToolCall":
+        """From the core ``ToolCall`` JSON form."""
+        return cls(
+            tool=data["tool"],
+            arguments=data.get("arguments", {}),
+            session_id=data.get("session_id"),
+            call_id=data.get("call_id"),
+            metadata=data.get("metadata"),
+        )
+
+    @classmethod
+    def from_openai(cls, tool_call: Mapping[str, Any], *, session_id: Optional[str] = None) -> "ToolCall":
+        """From an OpenAI Chat Completions ``tool_calls`` item
+        (``{"id", "type": "function", "function": {"name", "arguments": "<json>"}}``).
+
+        Arguments that are not valid JSON are passed on as the raw string, so the gate refuses
+        the call with ``invalid_arguments`` and tells the model why, instead of raising here.
+        """
+        fn = tool_call["function"]
+        raw = fn.get("arguments") or "{}"
+        args: Any
+        if isinstance(raw, str):
+            try:
+                args = json.loads(raw)
+            except ValueError:
+                args = raw
+        else:
+            args = raw
+        return cls(tool=fn["name"], arguments=args, session_id=session_id, call_id=tool_call.get("id"))
+
+    @classmethod
+    def from_anthropic(cls, block: Mapping[str, Any], *, session_id: Optional[str] = None) -> "ToolCall":
+        """From an Anthropic Messages ``tool_use`` content block (``{"type": "tool_use", "id", "name", "input"}``)."""
+        return cls(tool=block["name"], arguments=block.get("input", {}), session_id=session_id, call_id=block.get("id"))
+
+
+def tool_spec(
+    name: str,
+    *,
+    description: str = "",
+    parameters: Optional[Mapping[str, Any]] = None,
+    approval: ApprovalMode = "default",
+    editable: bool = False,
+    prompt_template: Optional[str] = None,
+    rules: Iterable[Mapping[str, Any]] = (),
+    source: Union[Literal["built_in"], Mapping[str, Any], None] = None,
+    read_only: bool = False,
+    destructive: bool = False,
+    timeout: Optional[Seconds] = None,
+) -> Dict[str, Any]:
+    """The core ``ToolSpec`` dict for these options (only what differs from the defaults).
+
+    ``source`` is ``"built_in"`` (default) or :func:`external` ``(server)``; ``timeout`` is the
+    approval timeout in seconds (the gate's default when ``None``).
+    """
+    spec: Dict[str, Any] = {"name": name}
+    if description:
+        spec["description"] = description
+    if parameters is not None:
+        spec["parameters"] = dict(parameters)
+    if approval != "default":
+        spec["approval"] = approval
+    if editable:
+        spec["editable"] = True
+    if prompt_template is not None:
+        spec["prompt_template"] = prompt_template
+    rules = [dict(r) for r in rules]
+    if rules:
+        spec["rules"] = rules
+    if source is not None:
+        spec["source"] = {"kind": "built_in"} if source == "built_in" else dict(source)
+    if read_only:
+        spec["read_only"] = True
+    if destructive:
+        spec["destructive"] = True
+    if timeout is not None:
+        spec["timeout_ms"] = to_ms(timeout)
+    return spec
+
+
+def external(server: str) -> Dict[str, str]:
+    """``source`` for a tool provided by an external server (e.g. an MCP server)."""
+    return {"kind": "external", "server": server}
+
+
+# Argument rules: when a rule holds, the call needs approval whatever the approval mode or session
+# grants say. A missing value or one of the wrong type holds too (rules fail safe). ``pointer`` is
+# a JSON Pointer into the arguments, e.g. "/path".
+
+
+def path_outside(pointer: str, prefixes: Sequence[str]) -> Dict[str, Any]:
+    """Holds when the path at ``pointer`` (normalized) is outside every prefix; relative paths hold."""
+    return {"kind": "path_outside", "pointer": pointer, "prefixes": list(prefixes)}
+
+
+def greater_than(pointer: str, value: float) -> Dict[str, Any]:
+    """Holds when the number at ``pointer`` is greater than ``value``."""
+    return {"kind": "greater_than", "pointer": pointer, "value": value}
+
+
+def one_of(pointer: str, values: Sequence[JSON]) -> Dict[str, Any]:
+    """Holds when the value at ``pointer`` equals one of ``values``."""
+    return {"kind": "one_of", "pointer": pointer, "values": list(values)}
+
+
+def not_one_of(pointer: str, values: Sequence[JSON]) -> Dict[str, Any]:
+    """Holds when the value at ``pointer`` is not one of ``values``."""
+    return {"kind": "not_one_of", "pointer": pointer, "values": list(values)}
+
+
+def contains(pointer: str, substring: str) -> Dict[str, Any]:
+    """Holds when the string at ``pointer`` contains ``substring`` (case-insensitive)."""
+    return {"kind": "contains", "pointer": pointer, "substring": substring}
+
+
+__all__ = [
+    "ApprovalMode",
+    "Scope",
+    "ToolCall",
+    "contains",
+    "external",
+    "greater_than",
+    "normalize_tool_spec",
+    "not_one_of",
+    "one_of",
+    "path_outside",
+    "tool_spec",
+    "to_ms",
+]

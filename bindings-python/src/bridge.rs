@@ -1,0 +1,681 @@
+//! asyncio <-> tokio glue.
+//!
+//! * The tokio runtime (multi-threaded) runs every core future; Python code never runs on a
+//!   tokio worker thread. Sync Python executors run on the runtime's blocking pool, sync approval
+//!   handlers on their own thread (`handler.rs`).
+//! * Rust -> asyncio: [`spawn`] drives a core future from the calling thread's running loop and
+//!   returns an `asyncio.Future`. The future is polled on the loop's thread (briefly, with the
+//!   GIL; core futures never block); a tokio thread that wakes it only queues a poll on that
+//!   loop's [`LoopBridge`] and writes a byte to a socket the loop watches (`loop.add_reader`), so
+//!   no tokio thread ever waits for the GIL, and many wake-ups are handled in one loop callback.
+//!   Cancelling the asyncio future drops the core future at once (the core then cancels the
+//!   request with reason `aborted`).
+//! * asyncio -> Rust: [`call_on_loop`] runs a Python callable on a loop's thread (through the
+//!   same queue), wraps an awaitable result in a Task, and resolves a Rust future when it is done.
+//!   Dropping that Rust future cancels the Task.
+//! * Blocking calls ([`block_on`]) release the GIL while they wait and poll for signals, so
+//!   Ctrl-C raises `KeyboardInterrupt` (after dropping the core future).
+
+use crate::convert;
+use pyo3::exceptions::{PyRuntimeError, PyTimeoutError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+
+/// The runtime every core future runs on.
+pub fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(2, 8);
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            // Sync Python executors run here; they serialize on the GIL, so many threads help only
+            // executors that release it (I/O).
+            .max_blocking_threads(64)
+            .thread_name("signoff-rt")
+            .enable_all()
+            .build()
+            .expect("signoff: cannot start the tokio runtime")
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+static ATTACHING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Attaches a background thread (a handler thread, a blocking-pool thread) to the interpreter,
+/// unless the interpreter is shutting down. A thread that tries to take the GIL while the
+/// interpreter finalizes is terminated by CPython with `pthread_exit`, which aborts the process
+/// when it unwinds through Rust frames; so at exit ([`at_exit`]) new attaches are refused and
+/// the ones in flight are waited for.
+pub fn attach_bg<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    ATTACHING.fetch_add(1, Ordering::SeqCst);
+    let r = if SHUTTING_DOWN.load(Ordering::SeqCst) {
+        None
+    } else {
+        Python::try_attach(f)
+    };
+    ATTACHING.fetch_sub(1, Ordering::SeqCst);
+    r
+}
+
+/// Registered with `atexit`: refuse background attaches from now on, and let the ones in
+/// flight finish (up to 2 s) before the interpreter starts finalizing.
+#[pyfunction]
+fn at_exit(py: Python<'_>) {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let end = std::time::Instant::now() + Duration::from_secs(2);
+        while ATTACHING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+/// Work to run on a loop's thread, with the GIL.
+pub type Job = Box<dyn FnOnce(Python<'_>) + Send>;
+
+enum Waker {
+    /// A socket pair; the loop watches `rx` with `add_reader`.
+    #[cfg(unix)]
+    Socket {
+        tx: std::os::unix::net::UnixStream,
+        rx: std::os::unix::net::UnixStream,
+    },
+    /// `loop.call_soon_threadsafe`, from a blocking-pool thread (loops without `add_reader`).
+    Threadsafe,
+}
+
+/// One asyncio event loop, as seen from tokio: a queue of jobs the loop runs in batches.
+pub struct LoopBridge {
+    event_loop: Py<PyAny>,
+    create_future: Py<PyAny>,
+    queue: Mutex<Vec<Job>>,
+    wake_pending: AtomicBool,
+    closed: AtomicBool,
+    waker: Waker,
+}
+
+/// Runs `f` (which holds the GIL on a background thread) and wakes the loops it posted to only
+/// after it returns, i.e. after the GIL is released: a loop woken while this thread still held
+/// the GIL would only wake up to wait for it.
+pub fn with_deferred_wakes<R>(f: impl FnOnce() -> R) -> R {
+    DEFERRED_WAKES.with(|d| *d.borrow_mut() = Some(Vec::new()));
+    struct Flush;
+    impl Drop for Flush {
+        fn drop(&mut self) {
+            let list = DEFERRED_WAKES.with(|d| d.borrow_mut().take()).unwrap_or_default();
+            for b in list {
+                b.wake();
+            }
+        }
+    }
+    let _flush = Flush;
+    f()
+}
+
+thread_local! {
+    /// Loops to wake when the current [`with_deferred_wakes`] section ends.
+    static DEFERRED_WAKES: RefCell<Option<Vec<Arc<LoopBridge>>>> = const { RefCell::new(None) };
+    /// The bridge of the loop last seen running on this thread.
+    static CURRENT: RefCell<Option<Arc<LoopBridge>>> = const { RefCell::new(None) };
+}
+
+tokio::task_local! {
+    /// The bridge of the loop that awaits the current core future (for async executors).
+    pub static CALLER: Arc<LoopBridge>;
+}
+
+static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RUNNING_LOOP_OR_NONE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ENSURE_FUTURE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ISAWAITABLE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ASYNCIO_RUN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `asyncio.get_running_loop()` (raises `RuntimeError` when none runs on this thread).
+pub fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?.call0()
+}
+
+/// True when an event loop runs on this thread.
+pub fn loop_running_here(py: Python<'_>) -> bool {
+    RUNNING_LOOP_OR_NONE
+        .import(py, "asyncio", "_get_running_loop")
+        .and_then(|f| f.call0())
+        .map(|l| !l.is_none())
+        .unwrap_or(false)
+}
+
+pub fn is_awaitable(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    ISAWAITABLE
+        .import(obj.py(), "inspect", "isawaitable")?
+        .call1((obj,))?
+        .is_truthy()
+}
+
+/// `asyncio.run(awaitable_factory())` on the current (non-loop) thread.
+pub fn asyncio_run<'py>(py: Python<'py>, awaitable: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    // asyncio.run wants a coroutine; wrap any other awaitable.
+    let helper = ASYNCIO_RUN.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        let code = c"import asyncio\nasync def _await(a):\n    return await a\ndef run(a):\n    return asyncio.run(_await(a))\n";
+        let m = PyModule::from_code(py, code, c"signoff/_bridge.py", c"signoff._bridge")?;
+        Ok(m.getattr("run")?.unbind())
+    })?;
+    helper.bind(py).call1((awaitable,))
+}
+
+impl LoopBridge {
+    /// The bridge of the loop running on this thread (`RuntimeError` when none runs).
+    pub fn current(py: Python<'_>) -> PyResult<Arc<LoopBridge>> {
+        let lp = running_loop(py)?;
+        if let Some(b) = CURRENT.with(|c| c.borrow().clone())
+            && b.event_loop.bind(py).is(&lp)
+            && !b.closed.load(Ordering::Acquire)
+        {
+            return Ok(b);
+        }
+        let b = LoopBridge::new(py, &lp)?;
+        CURRENT.with(|c| *c.borrow_mut() = Some(b.clone()));
+        Ok(b)
+    }
+
+    fn new(py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Arc<LoopBridge>> {
+        let create_future = lp.getattr("create_future")?.unbind();
+        let force_threadsafe = std::env::var_os("SIGNOFF_PY_BRIDGE").is_some_and(|v| v == "threadsafe");
+        #[cfg(unix)]
+        if !force_threadsafe {
+            let (tx, rx) = std::os::unix::net::UnixStream::pair()
+                .map_err(|e| PyRuntimeError::new_err(format!("signoff: cannot create a wake-up socket: {e}")))?;
+            tx.set_nonblocking(true).ok();
+            rx.set_nonblocking(true).ok();
+            use std::os::fd::AsRawFd;
+            let fd = rx.as_raw_fd();
+            let b = Arc::new(LoopBridge {
+                event_loop: lp.clone().unbind(),
+                create_future: create_future.clone_ref(py),
+                queue: Mutex::new(Vec::new()),
+                wake_pending: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                waker: Waker::Socket { tx, rx },
+            });
+            let reader = Drain {
+                bridge: b.clone(),
+                owner: true,
+            };
+            match lp.call_method1("add_reader", (fd, reader)) {
+                Ok(_) => return Ok(b),
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => {
+                    // e.g. the Windows proactor loop: fall through to call_soon_threadsafe.
+                    b.closed.store(true, Ordering::Release);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let _ = force_threadsafe;
+        Ok(Arc::new(LoopBridge {
+            event_loop: lp.clone().unbind(),
+            create_future,
+            queue: Mutex::new(Vec::new()),
+            wake_pending: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            waker: Waker::Threadsafe,
+        }))
+    }
+
+    /// Queues `job` to run on the loop's thread. Returns false (and drops the job) when the
+    /// loop has gone away.
+    pub fn post(self: &Arc<Self>, job: Job) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            drop(job);
+            return false;
+        }
+        lock(&self.queue).push(job);
+        if self.closed.load(Ordering::Acquire) {
+            // Closed meanwhile: nobody will run the queue.
+            let dropped = std::mem::take(&mut *lock(&self.queue));
+            drop(dropped);
+            return false;
+        }
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
+                Some(list) => {
+                    list.push(self.clone());
+                    true
+                }
+                None => false,
+            });
+            if !deferred {
+                self.wake();
+            }
+        }
+        true
+    }
+
+    fn wake(self: &Arc<Self>) {
+        match &self.waker {
+            #[cfg(unix)]
+            Waker::Socket { tx, .. } => {
+                use std::io::Write;
+                // A full socket buffer means a wake-up is already pending.
+                let _ = (&*tx).write(&[1u8]);
+            }
+            Waker::Threadsafe => {
+                let b = self.clone();
+                runtime().spawn_blocking(move || {
+                    let ok = attach_bg(|py| {
+                        let drain = Drain {
+                            bridge: b.clone(),
+                            owner: false,
+                        };
+                        b.event_loop
+                            .bind(py)
+                            .call_method1("call_soon_threadsafe", (drain,))
+                            .is_ok()
+                    });
+                    if ok != Some(true) {
+                        b.close_now();
+                    }
+                });
+            }
+        }
+    }
+
+    fn drain(&self, py: Python<'_>) {
+        #[cfg(unix)]
+        if let Waker::Socket { rx, .. } = &self.waker {
+            use std::io::Read;
+            let mut buf = [0u8; 64];
+            while let Ok(n) = (&*rx).read(&mut buf) {
+                if n < buf.len() {
+                    break;
+                }
+            }
+        }
+        self.wake_pending.store(false, Ordering::Release);
+        let jobs = std::mem::take(&mut *lock(&self.queue));
+        for job in jobs {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py))).is_err() {
+                eprintln!("signoff: internal error: a completion panicked");
+            }
+        }
+    }
+
+    /// The loop is gone: drop every queued job (their senders close, their receivers fail safe).
+    fn close_now(&self) {
+        self.closed.store(true, Ordering::Release);
+        let jobs = std::mem::take(&mut *lock(&self.queue));
+        drop(jobs);
+    }
+
+    /// A new `asyncio.Future` on this loop.
+    pub fn create_future<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.create_future.bind(py).call0()
+    }
+}
+
+/// The loop's reader callback: runs the queued jobs.
+#[pyclass(module = "signoff._native", frozen)]
+struct Drain {
+    bridge: Arc<LoopBridge>,
+    /// Registered with `add_reader`: when the loop drops it (closed), the bridge is closed.
+    owner: bool,
+}
+
+#[pymethods]
+impl Drain {
+    fn __call__(&self, py: Python<'_>) {
+        self.bridge.drain(py);
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        if self.owner {
+            self.bridge.close_now();
+        }
+    }
+}
+
+/// A core future driven by an event loop: polled on the loop's thread, woken from any thread.
+trait Driven: Send + Sync {
+    fn poll_now(self: Arc<Self>, py: Python<'_>);
+    /// Drops the core future now (on the loop's thread): the core cancels what it waited for.
+    fn cancel(&self);
+}
+
+struct DrivenTask<F: Future, D> {
+    bridge: Arc<LoopBridge>,
+    /// The core future and what to do with its output; `None` once finished or cancelled.
+    state: Mutex<Option<(std::pin::Pin<Box<F>>, D)>>,
+    target: Py<PyAny>,
+    scheduled: AtomicBool,
+}
+
+impl<F, T, D> std::task::Wake for DrivenTask<F, D>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+    D: FnOnce(Python<'_>, T, bool) -> Option<PyResult<Py<PyAny>>> + Send + 'static,
+{
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            let me = self.clone();
+            self.bridge.post(Box::new(move |py| me.poll_now(py)));
+        }
+    }
+}
+
+impl<F, T, D> Driven for DrivenTask<F, D>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+    D: FnOnce(Python<'_>, T, bool) -> Option<PyResult<Py<PyAny>>> + Send + 'static,
+{
+    fn poll_now(self: Arc<Self>, py: Python<'_>) {
+        self.scheduled.store(false, Ordering::Release);
+        let mut state = lock(&self.state);
+        let Some((fut, _)) = state.as_mut() else { return };
+        let waker = std::task::Waker::from(self.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let polled = {
+            let _rt = runtime().enter();
+            CALLER.sync_scope(self.bridge.clone(), || fut.as_mut().poll(&mut cx))
+        };
+        let std::task::Poll::Ready(out) = polled else { return };
+        let Some((fut, deliver)) = state.take() else { return };
+        drop(state);
+        drop(fut);
+        let target = self.target.bind(py);
+        let wanted = !target
+            .call_method0(pyo3::intern!(py, "done"))
+            .and_then(|d| d.is_truthy())
+            .unwrap_or(true);
+        if let Some(r) = deliver(py, out, wanted)
+            && wanted
+        {
+            settle(py, target, r);
+        }
+    }
+
+    fn cancel(&self) {
+        let taken = lock(&self.state).take();
+        drop(taken);
+    }
+}
+
+/// Drops the core future when the asyncio future it feeds is cancelled.
+#[pyclass(module = "signoff._native", frozen)]
+struct CancelOnCancel {
+    task: Arc<dyn Driven>,
+}
+
+#[pymethods]
+impl CancelOnCancel {
+    fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+        if fut.call_method0(pyo3::intern!(fut.py(), "cancelled"))?.is_truthy()? {
+            self.task.cancel();
+        }
+        Ok(())
+    }
+}
+
+fn settle(py: Python<'_>, target: &Bound<'_, PyAny>, r: PyResult<Py<PyAny>>) {
+    let res = match r {
+        Ok(v) => target.call_method1(pyo3::intern!(py, "set_result"), (v,)),
+        Err(e) => target.call_method1(pyo3::intern!(py, "set_exception"), (e.into_value(py),)),
+    };
+    if let Err(e) = res {
+        e.write_unraisable(py, Some(target));
+    }
+}
+
+/// Drives a core future from the running event loop and returns an `asyncio.Future` of it.
+///
+/// The future is polled on the loop's thread (first right away, so a call that needs no approval
+/// returns an already-completed future without any thread hop) inside the tokio runtime's
+/// context; whoever wakes it (a tokio thread answering, a timer) queues a poll on the loop.
+/// Cancelling the asyncio future drops the core future at once, on the loop's thread.
+/// `deliver(py, output, wanted)` gets `wanted == false` when the asyncio future was cancelled
+/// meanwhile (it may keep the output) and returns the result, or `None` to leave it.
+pub fn spawn_with<'py, F, T, D>(py: Python<'py>, fut: F, deliver: D) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+    D: FnOnce(Python<'_>, T, bool) -> Option<PyResult<Py<PyAny>>> + Send + 'static,
+{
+    let bridge = LoopBridge::current(py)?;
+    let target = bridge.create_future(py)?;
+    let task = Arc::new(DrivenTask {
+        bridge,
+        state: Mutex::new(Some((Box::pin(fut), deliver))),
+        target: target.clone().unbind(),
+        scheduled: AtomicBool::new(false),
+    });
+    task.clone().poll_now(py);
+    if lock(&task.state).is_some() {
+        target.call_method1(pyo3::intern!(py, "add_done_callback"), (CancelOnCancel { task },))?;
+    }
+    Ok(target)
+}
+
+/// [`spawn_with`] for the common case: convert the output when someone still waits for it.
+pub fn spawn<'py, F, T, C>(py: Python<'py>, fut: F, convert: C) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+{
+    spawn_with(
+        py,
+        fut,
+        move |py, out, wanted| if wanted { Some(convert(py, out)) } else { None },
+    )
+}
+
+/// Runs `fut` to completion from synchronous code, without holding the GIL while it waits.
+/// Signals are checked every 100 ms: a `KeyboardInterrupt` drops `fut` (and so cancels what it
+/// was waiting for) before it propagates. Refuses to run on a thread with a running event loop,
+/// which it would block.
+pub fn block_on<F, T>(py: Python<'_>, what: &str, fut: F) -> PyResult<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    block_on_timeout(py, what, fut, None)?.ok_or_else(|| PyTimeoutError::new_err(format!("{what} timed out")))
+}
+
+/// [`block_on`] with an optional timeout in seconds: `Ok(None)` when it passes (`fut` is dropped).
+pub fn block_on_timeout<F, T>(py: Python<'_>, what: &str, fut: F, timeout: Option<f64>) -> PyResult<Option<T>>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    if loop_running_here(py) {
+        return Err(PyRuntimeError::new_err(format!(
+            "{what} would block the running event loop; await the async variant instead"
+        )));
+    }
+    let deadline = match timeout {
+        Some(t) if t.is_finite() && t >= 0.0 => Some(std::time::Instant::now() + Duration::from_secs_f64(t)),
+        Some(t) if t.is_nan() || t < 0.0 => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "timeout must be a non-negative number",
+            ));
+        }
+        _ => None,
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<T>(1);
+    // (Receiver is not Sync; `detach` wants the closure's captures to be Send.)
+    let rx = Mutex::new(rx);
+    let handle = runtime().spawn(async move {
+        let out = fut.await;
+        let _ = tx.send(out);
+    });
+    let abort_and_wait = |py: Python<'_>| {
+        handle.abort();
+        // Returns once the task has finished or been dropped (its sender with it).
+        py.detach(|| while lock(&rx).recv().is_ok() {});
+    };
+    loop {
+        let mut step = Duration::from_millis(100);
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                abort_and_wait(py);
+                return Ok(None);
+            }
+            step = step.min(left);
+        }
+        match py.detach(|| lock(&rx).recv_timeout(step)) {
+            Ok(v) => return Ok(Some(v)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    abort_and_wait(py);
+                    return Err(e);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(format!("{what} failed: the task was dropped")));
+            }
+        }
+    }
+}
+
+/// Pins a closure's signature to `for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>`.
+pub fn py_call<M>(m: M) -> M
+where
+    M: for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>,
+{
+    m
+}
+
+/// What became of a Python call made on a loop's thread.
+pub type Finish<R> = Box<dyn FnOnce(Python<'_>, PyResult<Bound<'_, PyAny>>) -> Result<R, String> + Send>;
+
+/// Called once with a Task's outcome.
+type OnDone = Box<dyn FnOnce(Python<'_>, PyResult<Bound<'_, PyAny>>) + Send>;
+
+/// Settles a Rust oneshot from an asyncio Task's completion.
+#[pyclass(module = "signoff._native", frozen)]
+struct Completer {
+    done: Mutex<Option<OnDone>>,
+}
+
+#[pymethods]
+impl Completer {
+    fn __call__(&self, task: &Bound<'_, PyAny>) {
+        let py = task.py();
+        let r = match task.call_method0("cancelled").and_then(|c| c.is_truthy()) {
+            Ok(true) => Err(pyo3::exceptions::asyncio::CancelledError::new_err(
+                "the task was cancelled",
+            )),
+            _ => task.call_method0("result"),
+        };
+        if let Some(f) = lock(&self.done).take() {
+            f(py, r);
+        }
+    }
+}
+
+/// Cancels the asyncio Task created by [`call_on_loop`] if its Rust future is dropped first.
+struct CancelTaskOnDrop {
+    bridge: Arc<LoopBridge>,
+    task: Arc<Mutex<Option<Py<PyAny>>>>,
+    armed: bool,
+}
+
+impl Drop for CancelTaskOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let slot = self.task.clone();
+            self.bridge.post(Box::new(move |py| {
+                if let Some(t) = lock(&slot).take() {
+                    let _ = t.bind(py).call_method0("cancel");
+                }
+            }));
+        }
+    }
+}
+
+/// Calls `make` on the loop's thread; if it returns an awaitable, runs it as a Task on that
+/// loop. `finish` turns the outcome (value or exception) into `R`, on the loop's thread with the
+/// GIL. Dropping the returned future cancels the Task. `Err` when the loop went away.
+pub async fn call_on_loop<R, M>(bridge: Arc<LoopBridge>, make: M, finish: Finish<R>) -> Result<R, String>
+where
+    R: Send + 'static,
+    M: for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel::<Result<R, String>>();
+    let task_slot: Arc<Mutex<Option<Py<PyAny>>>> = Arc::new(Mutex::new(None));
+    let slot = task_slot.clone();
+    let posted = bridge.post(Box::new(move |py| {
+        let send = move |py: Python<'_>, r: PyResult<Bound<'_, PyAny>>| {
+            let _ = tx.send(finish(py, r));
+        };
+        let started = make(py).and_then(|aw| {
+            if is_awaitable(&aw)? {
+                let task = ENSURE_FUTURE.import(py, "asyncio", "ensure_future")?.call1((aw,))?;
+                Ok(Err(task))
+            } else {
+                Ok(Ok(aw))
+            }
+        });
+        match started {
+            Ok(Ok(value)) => send(py, Ok(value)),
+            Err(e) => send(py, Err(e)),
+            Ok(Err(task)) => {
+                *lock(&slot) = Some(task.clone().unbind());
+                let completer = Completer {
+                    done: Mutex::new(Some(Box::new(send))),
+                };
+                if let Err(e) = task.call_method1("add_done_callback", (completer,)) {
+                    e.write_unraisable(py, Some(&task));
+                }
+            }
+        }
+    }));
+    if !posted {
+        return Err("its event loop is closed".into());
+    }
+    let mut guard = CancelTaskOnDrop {
+        bridge,
+        task: task_slot,
+        armed: true,
+    };
+    let r = rx.await;
+    guard.armed = false;
+    r.unwrap_or_else(|_| Err("its event loop closed before it finished".into()))
+}
+
+/// `finish` for callers that only need to know whether the call raised.
+pub fn finish_unit(label: &'static str) -> Finish<()> {
+    Box::new(move |py, r| match r {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let text = convert::describe_err(py, &e);
+            convert::log_exception(py, convert::LOG_ERROR, label, &e);
+            Err(text)
+        }
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let f = wrap_pyfunction!(at_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (f,))?;
+    Ok(())
+}

@@ -1,0 +1,600 @@
+//! The bus events (core `event` module) as typed, immutable Python objects with a JSON round
+//! trip, the `Lagged` marker, and the event stream over a core `Subscription`.
+
+use crate::bridge;
+use crate::convert::{self, to_py};
+use crate::errors;
+use pyo3::exceptions::{PyStopAsyncIteration, PyStopIteration, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+use serde_json::Value;
+use signoff::{Event, Subscription};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Parses the stable JSON form of an event (a dict or a JSON string) into the core type.
+fn parse_event(obj: &Bound<'_, PyAny>) -> PyResult<Event> {
+    let v = convert::json_arg(obj, "event")?;
+    Event::from_json(v).map_err(errors::to_py)
+}
+
+/// The Python object for a core event.
+pub fn event_to_py(py: Python<'_>, e: Event) -> PyResult<Py<PyAny>> {
+    Ok(match e {
+        Event::ConfirmationRequest(r) => Py::new(py, ConfirmationRequest { inner: r })?.into_any(),
+        Event::ConfirmationResponse(r) => Py::new(py, ConfirmationResponse { inner: r })?.into_any(),
+        Event::ConfirmationTimeout(r) => Py::new(py, ConfirmationTimeout { inner: r })?.into_any(),
+        Event::ConfirmationResolved(r) => Py::new(py, ConfirmationResolved { inner: r })?.into_any(),
+    })
+}
+
+/// Methods shared by the four event classes: `type`, `request_id`, `to_dict`, `to_json`,
+/// `from_json`, equality and repr.
+macro_rules! event_class {
+    ($cls:ident, $variant:ident, $tag:literal, { $($extra:tt)* }) => {
+        impl $cls {
+            fn event(&self) -> Event {
+                Event::$variant(self.inner.clone())
+            }
+        }
+
+        #[pymethods]
+        impl $cls {
+            /// The event's `type` tag.
+            #[getter(r#type)]
+            fn type_(&self) -> &'static str {
+                $tag
+            }
+
+            /// The stable JSON form, as a dict (with its `type` tag).
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                to_py(py, &self.event().to_json())
+            }
+
+            /// The stable JSON form, as text.
+            #[pyo3(signature = (*, indent=None))]
+            fn to_json(&self, py: Python<'_>, indent: Option<usize>) -> PyResult<String> {
+                convert::pretty_json(py, &self.event().to_json(), indent)
+            }
+
+            /// Parses the stable JSON form (a dict or a JSON string). Raises `MalformedError`
+            /// when it is not a valid event of this type.
+            #[staticmethod]
+            fn from_json(data: &Bound<'_, PyAny>) -> PyResult<Self> {
+                match parse_event(data)? {
+                    Event::$variant(inner) => Ok($cls { inner }),
+                    other => Err(errors::malformed(format!(
+                        "expected a {:?} event, got {:?}",
+                        $tag,
+                        other.kind()
+                    ))),
+                }
+            }
+
+            fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+                match other.cast::<$cls>() {
+                    Ok(o) => *self.inner == *o.get().inner,
+                    Err(_) => false,
+                }
+            }
+
+            fn __repr__(&self) -> String {
+                format!("{}({})", stringify!($cls), convert::to_json_text(&*self.inner))
+            }
+
+            $($extra)*
+        }
+    };
+}
+
+/// A call waiting for a person: everything a UI shows, and what a response must echo.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct ConfirmationRequest {
+    pub inner: Arc<signoff::ConfirmationRequest>,
+}
+event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
+    /// The request id (a UUID string); a response carries it back.
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    /// The tool's name.
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.inner.tool
+    }
+    /// The tool's description (escaped for display).
+    #[getter]
+    fn description(&self) -> &str {
+        &self.inner.description
+    }
+    /// The arguments that run if approved unchanged (a fresh copy on each access).
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.arguments)
+    }
+    /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+    /// this, not a rendering of your own.
+    #[getter]
+    fn display_arguments(&self) -> &str {
+        &self.inner.display_arguments
+    }
+    /// The rendered, escaped prompt.
+    #[getter]
+    fn prompt(&self) -> &str {
+        &self.inner.prompt
+    }
+    /// `sha256:<hex>` of the canonical JSON of the arguments.
+    #[getter]
+    fn arguments_digest(&self) -> &str {
+        &self.inner.arguments_digest
+    }
+    /// The agent session the call belongs to.
+    #[getter]
+    fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+    /// The model's id for this tool call, if it gave one.
+    #[getter]
+    fn tool_call_id(&self) -> Option<&str> {
+        self.inner.tool_call_id.as_deref()
+    }
+    /// Whether the person may edit the arguments.
+    #[getter]
+    fn editable(&self) -> bool {
+        self.inner.editable
+    }
+    /// Why approval is needed.
+    #[getter]
+    fn reasons(&self) -> Vec<String> {
+        self.inner.reasons.clone()
+    }
+    /// How long the request waits, in milliseconds.
+    #[getter]
+    fn timeout_ms(&self) -> u64 {
+        self.inner.timeout_ms
+    }
+    /// When it stops waiting (Unix epoch milliseconds).
+    #[getter]
+    fn deadline_ms(&self) -> u64 {
+        self.inner.deadline_ms
+    }
+    /// When it was made (Unix epoch milliseconds).
+    #[getter]
+    fn created_at_ms(&self) -> u64 {
+        self.inner.created_at_ms
+    }
+    /// Free metadata from the caller (`None` when absent).
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.metadata)
+    }
+    /// The request id this event is about.
+    #[getter]
+    fn request_id(&self) -> String {
+        self.inner.id.to_string()
+    }
+});
+
+/// A person's answer to a request, as published on the bus.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct ConfirmationResponse {
+    pub inner: Arc<signoff::ConfirmationResponse>,
+}
+event_class!(ConfirmationResponse, ConfirmationResponse, "confirmation-response", {
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    #[getter]
+    fn request_id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    /// `"approve"` or `"deny"`.
+    #[getter]
+    fn decision(&self) -> String {
+        convert::enum_str(&self.inner.decision)
+    }
+    /// Edited arguments, if the person changed them.
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.arguments.as_ref().map(|a| to_py(py, a)).transpose()
+    }
+    /// `"once"` or `"session"`.
+    #[getter]
+    fn scope(&self) -> String {
+        convert::enum_str(&self.inner.scope)
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.inner.reason.as_deref()
+    }
+    #[getter]
+    fn responder(&self) -> Option<&str> {
+        self.inner.responder.as_deref()
+    }
+    #[getter]
+    fn tool(&self) -> Option<&str> {
+        self.inner.tool.as_deref()
+    }
+    #[getter]
+    fn arguments_digest(&self) -> Option<&str> {
+        self.inner.arguments_digest.as_deref()
+    }
+    #[getter]
+    fn session_id(&self) -> Option<&str> {
+        self.inner.session_id.as_deref()
+    }
+    #[getter]
+    fn at_ms(&self) -> Option<u64> {
+        self.inner.at_ms
+    }
+});
+
+/// A request's deadline passed with no answer (never reported as a person's denial).
+#[pyclass(module = "signoff._native", frozen)]
+pub struct ConfirmationTimeout {
+    pub inner: Arc<signoff::ConfirmationTimeout>,
+}
+event_class!(ConfirmationTimeout, ConfirmationTimeout, "confirmation-timeout", {
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    #[getter]
+    fn request_id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.inner.tool
+    }
+    #[getter]
+    fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+    #[getter]
+    fn deadline_ms(&self) -> u64 {
+        self.inner.deadline_ms
+    }
+    #[getter]
+    fn at_ms(&self) -> u64 {
+        self.inner.at_ms
+    }
+});
+
+/// The final event of every request: how it ended.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct ConfirmationResolved {
+    pub inner: Arc<signoff::ConfirmationResolved>,
+}
+event_class!(ConfirmationResolved, ConfirmationResolved, "confirmation-resolved", {
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    #[getter]
+    fn request_id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.inner.tool
+    }
+    #[getter]
+    fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+    /// `"approved"`, `"denied"`, `"timed-out"` or `"cancelled"`.
+    #[getter]
+    fn outcome(&self) -> &'static str {
+        self.inner.outcome.as_str()
+    }
+    /// Why it was cancelled: `"no-subscribers"`, `"shutdown"`, `"aborted"`, `"session-ended"`.
+    #[getter]
+    fn cancel_reason(&self) -> Option<&'static str> {
+        self.inner.cancel_reason.map(|c| c.as_str())
+    }
+    #[getter]
+    fn responder(&self) -> Option<&str> {
+        self.inner.responder.as_deref()
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.inner.reason.as_deref()
+    }
+    #[getter]
+    fn scope(&self) -> String {
+        convert::enum_str(&self.inner.scope)
+    }
+    #[getter]
+    fn edited(&self) -> bool {
+        self.inner.edited
+    }
+    #[getter]
+    fn at_ms(&self) -> u64 {
+        self.inner.at_ms
+    }
+});
+
+/// Parses any event's stable JSON form (dict or JSON string) into its typed class.
+#[pyfunction]
+fn parse_event_json(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    event_to_py(py, parse_event(data)?)
+}
+
+/// The stream fell behind and missed `missed` events. `pending` is every request still pending
+/// when this was noticed: re-sync from it (de-duplicate by id). Yielded by the event stream in
+/// place of the missed events; never dropped silently.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct Lagged {
+    missed: u64,
+    pending: Vec<Arc<signoff::ConfirmationRequest>>,
+}
+
+#[pymethods]
+impl Lagged {
+    #[getter(r#type)]
+    fn type_(&self) -> &'static str {
+        "lagged"
+    }
+    /// How many events were missed.
+    #[getter]
+    fn missed(&self) -> u64 {
+        self.missed
+    }
+    /// The pending requests when the lag was noticed, oldest first.
+    #[getter]
+    fn pending(&self, py: Python<'_>) -> PyResult<Vec<Py<ConfirmationRequest>>> {
+        self.pending
+            .iter()
+            .map(|r| Py::new(py, ConfirmationRequest { inner: r.clone() }))
+            .collect()
+    }
+    /// `{"type": "lagged", "missed": n, "pending": [request dicts]}`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.to_value())
+    }
+    #[pyo3(signature = (*, indent=None))]
+    fn to_json(&self, py: Python<'_>, indent: Option<usize>) -> PyResult<String> {
+        convert::pretty_json(py, &self.to_value(), indent)
+    }
+    fn __repr__(&self) -> String {
+        format!("Lagged(missed={}, pending={})", self.missed, self.pending.len())
+    }
+}
+
+impl Lagged {
+    fn to_value(&self) -> Value {
+        serde_json::json!({
+            "type": "lagged",
+            "missed": self.missed,
+            "pending": self.pending.iter().map(|r| Event::ConfirmationRequest(r.clone()).to_json()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+type Item = Result<Event, signoff::Lagged>;
+
+struct StreamState {
+    sub: tokio::sync::Mutex<Option<Subscription>>,
+    /// Items received for a waiter that was cancelled meanwhile: handed out first.
+    stash: Mutex<VecDeque<Item>>,
+    closed: AtomicBool,
+    close_signal: tokio::sync::Notify,
+}
+
+impl StreamState {
+    async fn next(self: Arc<Self>) -> Option<Item> {
+        if let Some(i) = self.stash.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
+            return Some(i);
+        }
+        let mut guard = self.sub.lock().await;
+        if let Some(i) = self.stash.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
+            return Some(i);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            *guard = None;
+            return None;
+        }
+        let sub = guard.as_mut()?;
+        tokio::select! {
+            biased;
+            _ = self.close_signal.notified() => {
+                *guard = None;
+                None
+            }
+            item = sub.recv() => {
+                if item.is_none() {
+                    *guard = None;
+                }
+                item
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.close_signal.notify_one();
+        if let Ok(mut g) = self.sub.try_lock() {
+            g.take();
+        }
+    }
+}
+
+fn item_to_py(py: Python<'_>, item: Item) -> PyResult<Py<PyAny>> {
+    match item {
+        Ok(e) => event_to_py(py, e),
+        Err(l) => Ok(Py::new(
+            py,
+            Lagged {
+                missed: l.missed,
+                pending: l.pending,
+            },
+        )?
+        .into_any()),
+    }
+}
+
+/// A subscription to the gate's event bus, subscribed from the moment it was created.
+///
+/// `async for event in stream` yields `ConfirmationRequest`, `ConfirmationResponse`,
+/// `ConfirmationTimeout`, `ConfirmationResolved` and, if it fell behind, `Lagged`. `close()`
+/// (or leaving an `async with` / `with` block, or dropping the last reference) unsubscribes.
+/// Plain `for` iterates blocking, for scripts.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct EventStream {
+    state: Arc<StreamState>,
+}
+
+impl EventStream {
+    pub fn new(sub: Subscription) -> Self {
+        EventStream {
+            state: Arc::new(StreamState {
+                sub: tokio::sync::Mutex::new(Some(sub)),
+                stash: Mutex::new(VecDeque::new()),
+                closed: AtomicBool::new(false),
+                close_signal: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        self.state.close();
+    }
+}
+
+#[pymethods]
+impl EventStream {
+    fn __aiter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let state = self.state.clone();
+        let stash = self.state.clone();
+        bridge::spawn_with(py, state.next(), move |py, item, wanted| match item {
+            None => Some(Err(PyStopAsyncIteration::new_err(()))),
+            Some(item) if !wanted => {
+                // Nobody took it (the awaiting task was cancelled): keep it for the next call.
+                stash.stash.lock().unwrap_or_else(|e| e.into_inner()).push_front(item);
+                None
+            }
+            Some(item) => Some(item_to_py(py, item)),
+        })
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match bridge::block_on(py, "iterating events", self.state.clone().next())? {
+            Some(item) => item_to_py(py, item),
+            None => Err(PyStopIteration::new_err(())),
+        }
+    }
+
+    /// Waits (blocking, without the GIL) for the next item. Returns `None` when the stream is
+    /// closed; raises `TimeoutError` when `timeout` seconds pass first.
+    #[pyo3(signature = (timeout=None))]
+    fn next_blocking(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+        match bridge::block_on_timeout(py, "next_blocking()", self.state.clone().next(), timeout)? {
+            Some(Some(item)) => Ok(Some(item_to_py(py, item)?)),
+            Some(None) => Ok(None),
+            None => Err(pyo3::exceptions::PyTimeoutError::new_err("no event arrived in time")),
+        }
+    }
+
+    /// Unsubscribes. Idempotent. A pending `__anext__` ends with `StopAsyncIteration`.
+    fn close(&self) {
+        self.state.close();
+    }
+
+    /// True once closed (or the gate is gone).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.state.closed.load(Ordering::Acquire)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.state.close();
+        false
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let fut = bridge::LoopBridge::current(py)?.create_future(py)?;
+        fut.call_method1("set_result", (slf,))?;
+        Ok(fut)
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __aexit__<'py>(&self, py: Python<'py>, _args: &Bound<'py, pyo3::types::PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        self.state.close();
+        let fut = bridge::LoopBridge::current(py)?.create_future(py)?;
+        fut.call_method1("set_result", (false,))?;
+        Ok(fut)
+    }
+
+    /// Same as `close()`, as a coroutine-compatible awaitable (for `contextlib.aclosing`).
+    fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.state.close();
+        let fut = bridge::LoopBridge::current(py)?.create_future(py)?;
+        fut.call_method1("set_result", (py.None(),))?;
+        Ok(fut)
+    }
+}
+
+/// A list of pending requests as Python objects.
+pub fn requests_to_py(py: Python<'_>, v: Vec<Arc<signoff::ConfirmationRequest>>) -> PyResult<Bound<'_, PyList>> {
+    let items: PyResult<Vec<Py<ConfirmationRequest>>> = v
+        .into_iter()
+        .map(|r| Py::new(py, ConfirmationRequest { inner: r }))
+        .collect();
+    PyList::new(py, items?)
+}
+
+/// Accepts a `ConfirmationRequest`, a `PendingRequest` or a request id string.
+pub enum RequestRef {
+    Request(Arc<signoff::ConfirmationRequest>),
+    Id(uuid::Uuid),
+}
+
+pub fn request_ref(obj: &Bound<'_, PyAny>) -> PyResult<RequestRef> {
+    if let Ok(r) = obj.cast::<ConfirmationRequest>() {
+        return Ok(RequestRef::Request(r.get().inner.clone()));
+    }
+    if let Ok(p) = obj.cast::<crate::handler::PendingRequest>() {
+        return Ok(RequestRef::Request(p.get().inner.request().clone()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(RequestRef::Id(parse_uuid(&s.to_cow()?)?));
+    }
+    Err(PyTypeError::new_err(
+        "expected a ConfirmationRequest, a PendingRequest or a request id (str)",
+    ))
+}
+
+pub fn parse_uuid(s: &str) -> PyResult<uuid::Uuid> {
+    uuid::Uuid::parse_str(s).map_err(|e| errors::malformed(format!("invalid request id {s:?}: {e}")))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ConfirmationRequest>()?;
+    m.add_class::<ConfirmationResponse>()?;
+    m.add_class::<ConfirmationTimeout>()?;
+    m.add_class::<ConfirmationResolved>()?;
+    m.add_class::<Lagged>()?;
+    m.add_class::<EventStream>()?;
+    m.add_function(wrap_pyfunction!(parse_event_json, m)?)?;
+    Ok(())
+}

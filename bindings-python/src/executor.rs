@@ -1,0 +1,248 @@
+//! Running tools (core `executor` module and `tool::Executor`): Python callables wrapped into the
+//! core `Executor` type, and `ToolResult`.
+//!
+//! * A sync executor runs on the runtime's blocking pool (like `asyncio.to_thread`), holding the
+//!   GIL only while Python runs.
+//! * An async executor runs as a Task on the event loop of the caller of `execute()`; dropping
+//!   the core future (the caller was cancelled) cancels that Task. From the blocking API (no
+//!   loop) it runs under `asyncio.run` on a blocking-pool thread.
+//!
+//! The callable receives the approved arguments (a dict for object schemas) as its one argument;
+//! its return value must be JSON-compatible. An exception becomes the core's `failed` status.
+
+use crate::bridge::{self, LoopBridge};
+use crate::convert::{self, to_py};
+use crate::gate::Decision;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::Value;
+use signoff::{ExecResult, Executor};
+use std::sync::Arc;
+
+const TOOL_FAILED: &str = "signoff: a tool executor raised";
+
+fn finish_value() -> bridge::Finish<Value> {
+    Box::new(output_value)
+}
+
+fn output_value(py: Python<'_>, r: PyResult<Bound<'_, PyAny>>) -> Result<Value, String> {
+    match r {
+        Ok(v) => convert::from_py(&v, "the tool's return value").map_err(|e| convert::describe_err(py, &e)),
+        Err(e) => {
+            convert::log_exception(py, convert::LOG_WARNING, TOOL_FAILED, &e);
+            Err(convert::describe_err(py, &e))
+        }
+    }
+}
+
+enum Step {
+    Done(ExecResult),
+    Await(Py<PyAny>),
+}
+
+/// Runs an awaitable without a caller loop: `asyncio.run` on a blocking-pool thread.
+async fn run_detached(
+    make: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+) -> ExecResult {
+    let joined = tokio::task::spawn_blocking(move || {
+        bridge::attach_bg(|py| {
+            let r = make(py).and_then(|aw| bridge::asyncio_run(py, &aw));
+            output_value(py, r)
+        })
+        .unwrap_or_else(|| Err("the Python interpreter is shutting down".into()))
+    })
+    .await;
+    joined.unwrap_or_else(|_| Err("the tool panicked".into()))
+}
+
+async fn run(func: Arc<Py<PyAny>>, is_async: bool, caller: Option<Arc<LoopBridge>>, args: Value) -> ExecResult {
+    if is_async {
+        let make = bridge::py_call(move |py| {
+            let a = to_py(py, &args)?;
+            func.bind(py).call1((a,))
+        });
+        return match caller {
+            Some(b) => bridge::call_on_loop(b, make, finish_value()).await,
+            None => run_detached(make).await,
+        };
+    }
+    let joined = tokio::task::spawn_blocking(move || {
+        bridge::attach_bg(|py| {
+            let r = to_py(py, &args).and_then(|a| func.bind(py).call1((a,)));
+            match r {
+                Ok(v) if bridge::is_awaitable(&v).unwrap_or(false) => Step::Await(v.unbind()),
+                r => Step::Done(output_value(py, r)),
+            }
+        })
+        .unwrap_or_else(|| Step::Done(Err("the Python interpreter is shutting down".into())))
+    })
+    .await;
+    match joined {
+        Ok(Step::Done(r)) => r,
+        Ok(Step::Await(aw)) => {
+            let make = bridge::py_call(move |py| Ok(aw.into_bound(py)));
+            match caller {
+                Some(b) => bridge::call_on_loop(b, make, finish_value()).await,
+                None => run_detached(make).await,
+            }
+        }
+        Err(_) => Err("the tool panicked".into()),
+    }
+}
+
+static ISCOROUTINEFUNCTION: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// Wraps a Python callable into the core `Executor` type.
+pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<Executor> {
+    let py = f.py();
+    if !f.is_callable() {
+        return Err(pyo3::exceptions::PyTypeError::new_err("the executor must be callable"));
+    }
+    let is_async = match is_async {
+        Some(a) => a,
+        None => ISCOROUTINEFUNCTION
+            .import(py, "inspect", "iscoroutinefunction")?
+            .call1((&f,))?
+            .is_truthy()?,
+    };
+    let func = Arc::new(f.unbind());
+    Ok(Arc::new(move |args: Value| {
+        let func = func.clone();
+        // Called while the core future is polled inside `bridge::spawn`'s scope: the caller's loop.
+        let caller = bridge::CALLER.try_with(|b| b.clone()).ok();
+        Box::pin(run(func, is_async, caller, args))
+    }))
+}
+
+/// The result of one call, in the model's terms: `content` is the text for the tool message.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct ToolResult {
+    pub inner: signoff::ToolResult,
+}
+
+impl ToolResult {
+    fn value(&self) -> Value {
+        serde_json::to_value(&self.inner).unwrap_or_default()
+    }
+}
+
+#[pymethods]
+impl ToolResult {
+    /// The model's id for the call.
+    #[getter]
+    fn call_id(&self) -> Option<&str> {
+        self.inner.call_id.as_deref()
+    }
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.inner.tool
+    }
+    /// `"executed"`, `"failed"`, `"denied"`, `"timed-out"`, `"cancelled"` or `"rejected"`.
+    #[getter]
+    fn status(&self) -> String {
+        convert::enum_str(&self.inner.status)
+    }
+    /// The tool's output, when it ran and succeeded.
+    #[getter]
+    fn output<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.output.as_ref().map(|v| to_py(py, v)).transpose()
+    }
+    /// The tool's error, or why the call was refused.
+    #[getter]
+    fn error(&self) -> Option<&str> {
+        self.inner.error.as_deref()
+    }
+    /// The error kind when rejected (e.g. `"unknown_tool"`).
+    #[getter]
+    fn error_kind(&self) -> Option<&'static str> {
+        self.inner.error_kind.map(|k| k.as_str())
+    }
+    /// The arguments the tool ran with.
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.arguments.as_ref().map(|v| to_py(py, v)).transpose()
+    }
+    #[getter]
+    fn edited(&self) -> bool {
+        self.inner.edited
+    }
+    #[getter]
+    fn request_id(&self) -> Option<String> {
+        self.inner.request_id.map(|u| u.to_string())
+    }
+    /// The gate's decision, when one was made.
+    #[getter]
+    fn decision(&self, py: Python<'_>) -> PyResult<Option<Py<Decision>>> {
+        self.inner
+            .decision
+            .clone()
+            .map(|d| Py::new(py, Decision { inner: d }))
+            .transpose()
+    }
+    /// The text to hand back to the model.
+    #[getter]
+    fn content(&self) -> &str {
+        &self.inner.content
+    }
+    /// True unless the tool ran successfully (Anthropic's `is_error`).
+    #[getter]
+    fn is_error(&self) -> bool {
+        self.inner.is_error()
+    }
+    /// True when the tool ran (successfully or not).
+    #[getter]
+    fn ran(&self) -> bool {
+        self.inner.status.ran()
+    }
+    /// An OpenAI Chat Completions tool message:
+    /// `{"role": "tool", "tool_call_id": ..., "content": ...}`.
+    fn to_openai<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("role", "tool")?;
+        d.set_item("tool_call_id", self.inner.call_id.as_deref())?;
+        d.set_item("content", &self.inner.content)?;
+        Ok(d)
+    }
+    /// An Anthropic Messages `tool_result` content block:
+    /// `{"type": "tool_result", "tool_use_id": ..., "content": ..., "is_error": ...}`.
+    fn to_anthropic<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("type", "tool_result")?;
+        d.set_item("tool_use_id", self.inner.call_id.as_deref())?;
+        d.set_item("content", &self.inner.content)?;
+        d.set_item("is_error", self.inner.is_error())?;
+        Ok(d)
+    }
+    /// The stable JSON form, as a dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.value())
+    }
+    /// The stable JSON form, as text.
+    #[pyo3(signature = (*, indent=None))]
+    fn to_json(&self, py: Python<'_>, indent: Option<usize>) -> PyResult<String> {
+        convert::pretty_json(py, &self.value(), indent)
+    }
+    /// Parses the stable JSON form (dict or JSON string).
+    #[staticmethod]
+    fn from_json(data: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(ToolResult {
+            inner: convert::from_py_as(data, "tool result")?,
+        })
+    }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<ToolResult>().is_ok_and(|o| o.get().inner == self.inner)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ToolResult(tool={:?}, call_id={:?}, status={:?})",
+            self.inner.tool,
+            self.inner.call_id,
+            convert::enum_str(&self.inner.status)
+        )
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ToolResult>()?;
+    Ok(())
+}

@@ -1,0 +1,580 @@
+//! The gate (core `gate` module): `Gate`, `Decision`, and tool calls from Python arguments.
+
+use crate::bridge;
+use crate::convert::{self, to_py};
+use crate::errors::{self, IntoPyResult};
+use crate::events::{self, EventStream, RequestRef};
+use crate::executor::{self, ToolResult};
+use crate::handler::{self, HandlerRegistration};
+use crate::tools;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use signoff::{ConfirmationResponse, Gate, PendingRequest, ToolCall};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the gate decided about one call: run it (with `arguments`) or do not.
+///
+/// `outcome` is `"approved"`, `"denied"`, `"timed-out"` or `"cancelled"`; only `approved` means
+/// the tool may run. `to_dict()` / `to_json()` give the core's stable JSON form.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct Decision {
+    pub inner: signoff::Decision,
+}
+
+impl Decision {
+    fn value(&self) -> serde_json::Value {
+        serde_json::to_value(&self.inner).unwrap_or_default()
+    }
+}
+
+#[pymethods]
+impl Decision {
+    /// `"approved"`, `"denied"`, `"timed-out"` or `"cancelled"`.
+    #[getter]
+    fn outcome(&self) -> &'static str {
+        self.inner.outcome().as_str()
+    }
+    /// True only when the call may run.
+    #[getter]
+    fn approved(&self) -> bool {
+        self.inner.is_approved()
+    }
+    /// The arguments to run with (the original ones or the person's edit); `None` unless approved.
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.arguments().map(|a| to_py(py, a)).transpose()
+    }
+    /// The person changed the arguments before approving.
+    #[getter]
+    fn edited(&self) -> bool {
+        matches!(self.inner, signoff::Decision::Approved { edited: true, .. })
+    }
+    /// Why the call may run: `"person"`, `"not-gated"`, `"session-grant"`, `"gating-disabled"`.
+    #[getter]
+    fn by(&self) -> Option<String> {
+        match &self.inner {
+            signoff::Decision::Approved { by, .. } => Some(convert::enum_str(by)),
+            _ => None,
+        }
+    }
+    /// `"once"` or `"session"` for an approval; `None` otherwise.
+    #[getter]
+    fn scope(&self) -> Option<String> {
+        match &self.inner {
+            signoff::Decision::Approved { scope, .. } => Some(convert::enum_str(scope)),
+            _ => None,
+        }
+    }
+    /// Who approved or denied.
+    #[getter]
+    fn responder(&self) -> Option<&str> {
+        match &self.inner {
+            signoff::Decision::Approved { responder, .. } | signoff::Decision::Denied { responder, .. } => {
+                responder.as_deref()
+            }
+            _ => None,
+        }
+    }
+    /// As in the JSON form: the person's reason for a denial, the cancel reason for a cancellation.
+    #[getter]
+    fn reason(&self) -> Option<String> {
+        match &self.inner {
+            signoff::Decision::Denied { reason, .. } => reason.clone(),
+            signoff::Decision::Cancelled { reason, .. } => Some(reason.as_str().to_owned()),
+            _ => None,
+        }
+    }
+    /// For a cancellation: `"no-subscribers"`, `"shutdown"`, `"aborted"` or `"session-ended"`.
+    #[getter]
+    fn cancel_reason(&self) -> Option<&'static str> {
+        match &self.inner {
+            signoff::Decision::Cancelled { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        }
+    }
+    /// The confirmation request this decision answers, if one was made.
+    #[getter]
+    fn request_id(&self) -> Option<String> {
+        self.inner.request_id().map(|u| u.to_string())
+    }
+    /// For a timeout: how long the request waited.
+    #[getter]
+    fn timeout_ms(&self) -> Option<u64> {
+        match &self.inner {
+            signoff::Decision::TimedOut { timeout_ms, .. } => Some(*timeout_ms),
+            _ => None,
+        }
+    }
+    /// The stable JSON form, as a dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.value())
+    }
+    /// The stable JSON form, as text.
+    #[pyo3(signature = (*, indent=None))]
+    fn to_json(&self, py: Python<'_>, indent: Option<usize>) -> PyResult<String> {
+        convert::pretty_json(py, &self.value(), indent)
+    }
+    /// Parses the stable JSON form (dict or JSON string).
+    #[staticmethod]
+    fn from_json(data: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(Decision {
+            inner: convert::from_py_as(data, "decision")?,
+        })
+    }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<Decision>().is_ok_and(|o| o.get().inner == self.inner)
+    }
+    fn __repr__(&self) -> String {
+        format!("Decision({})", convert::to_json_text(&self.inner))
+    }
+}
+
+/// Builds a core `ToolCall` from Python arguments.
+pub fn make_call(
+    tool: String,
+    arguments: Option<&Bound<'_, PyAny>>,
+    session_id: Option<String>,
+    call_id: Option<String>,
+    metadata: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ToolCall> {
+    let args = match arguments {
+        Some(a) if !a.is_none() => convert::from_py(a, "arguments")?,
+        _ => serde_json::Value::Object(Default::default()),
+    };
+    let mut call = ToolCall::new(tool, args);
+    if let Some(s) = session_id {
+        call.session_id = s;
+    }
+    call.call_id = call_id;
+    if let Some(m) = metadata
+        && !m.is_none()
+    {
+        call.metadata = convert::from_py(m, "metadata")?;
+    }
+    Ok(call)
+}
+
+/// Tool calls from a sequence of dicts (the core `ToolCall` JSON form).
+fn calls_from_py(calls: &Bound<'_, PyAny>) -> PyResult<Vec<ToolCall>> {
+    let mut out = Vec::new();
+    for item in calls.try_iter()? {
+        let item = item?;
+        out.push(convert::from_py_as::<ToolCall>(&item, "tool call")?);
+    }
+    Ok(out)
+}
+
+fn decision_to_py(py: Python<'_>, r: signoff::Result<signoff::Decision>) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(
+        py,
+        Decision {
+            inner: r.map_err(errors::to_py)?,
+        },
+    )?
+    .into_any())
+}
+
+fn results_to_py(py: Python<'_>, v: Vec<signoff::ToolResult>) -> PyResult<Py<PyAny>> {
+    let items: PyResult<Vec<Py<ToolResult>>> = v.into_iter().map(|r| Py::new(py, ToolResult { inner: r })).collect();
+    Ok(PyList::new(py, items?)?.into_any().unbind())
+}
+
+/// The approval gate (native layer; use `signoff.Gate`).
+#[pyclass(module = "signoff._native", name = "Gate", frozen)]
+pub struct PyGate {
+    pub gate: Gate,
+    handlers: Mutex<Vec<Arc<handler::HandlerSlot>>>,
+}
+
+impl Drop for PyGate {
+    fn drop(&mut self) {
+        // Garbage-collected: nobody can answer through this gate any more. Fail safe.
+        self.shutdown();
+    }
+}
+
+impl PyGate {
+    fn shutdown(&self) {
+        // Close first, so pending requests end as `shutdown` (not `no-subscribers` when the
+        // handlers' subscriptions go away).
+        self.gate.close();
+        let handlers = std::mem::take(&mut *self.handlers.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handlers {
+            h.stop();
+        }
+    }
+}
+
+#[pymethods]
+impl PyGate {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, default_timeout_ms=None, keywords=None, deny_when_unobserved=true, audit_path=None,
+                        dangerously_disable_gating=false, bus_capacity=None, remember_resolved=None,
+                        allowed_responders=None))]
+    fn new(
+        default_timeout_ms: Option<u64>,
+        keywords: Option<Vec<String>>,
+        deny_when_unobserved: bool,
+        audit_path: Option<PathBuf>,
+        dangerously_disable_gating: bool,
+        bus_capacity: Option<usize>,
+        remember_resolved: Option<usize>,
+        allowed_responders: Option<Vec<String>>,
+    ) -> PyResult<Self> {
+        let mut b = Gate::builder()
+            .deny_when_unobserved(deny_when_unobserved)
+            .dangerously_disable_gating(dangerously_disable_gating);
+        if let Some(ms) = default_timeout_ms {
+            b = b.default_timeout(Duration::from_millis(ms));
+        }
+        if let Some(k) = keywords {
+            b = b.keywords(k);
+        }
+        if let Some(p) = audit_path {
+            let sink = signoff::JsonlAuditSink::open(&p).map_err(|e| {
+                pyo3::exceptions::PyOSError::new_err(format!("cannot open the audit log {}: {e}", p.display()))
+            })?;
+            b = b.audit(sink);
+        }
+        if let Some(n) = bus_capacity {
+            b = b.bus_capacity(n);
+        }
+        if let Some(n) = remember_resolved {
+            b = b.remember_resolved(n);
+        }
+        if let Some(who) = allowed_responders {
+            b = b.authenticator(Arc::new(signoff::AllowedResponders(who)));
+        }
+        Ok(PyGate {
+            gate: b.build().py_err()?,
+            handlers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Registers (or replaces) a tool from its spec dict (the core `ToolSpec` JSON form) and an
+    /// optional executor, called with the approved arguments.
+    #[pyo3(signature = (spec, executor=None, executor_is_async=None))]
+    fn register(
+        &self,
+        spec: &Bound<'_, PyAny>,
+        executor: Option<Bound<'_, PyAny>>,
+        executor_is_async: Option<bool>,
+    ) -> PyResult<()> {
+        let mut tool = signoff::Tool::from_spec(tools::spec_from_py(spec)?);
+        if let Some(f) = executor
+            && !f.is_none()
+        {
+            tool = tool.with_executor(executor::python_executor(f, executor_is_async)?);
+        }
+        self.gate.register(tool).py_err()
+    }
+
+    /// Removes a tool; returns whether it was registered.
+    fn unregister(&self, name: &str) -> bool {
+        self.gate.unregister(name)
+    }
+
+    /// The specs of every registered tool (dicts), sorted by name.
+    fn tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        convert::ser_to_py(py, &self.gate.tools())
+    }
+
+    /// Whether a call would need approval now, and why: `{"required", "forced_by_rule", "reasons"}`.
+    #[pyo3(signature = (tool, arguments=None, session_id=None))]
+    fn evaluate<'py>(
+        &self,
+        py: Python<'py>,
+        tool: String,
+        arguments: Option<&Bound<'py, PyAny>>,
+        session_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let call = make_call(tool, arguments, session_id, None, None)?;
+        let e = self.gate.evaluate(&call).py_err()?;
+        let d = PyDict::new(py);
+        d.set_item("required", e.required)?;
+        d.set_item("forced_by_rule", e.forced_by_rule)?;
+        d.set_item("reasons", e.reasons)?;
+        Ok(d)
+    }
+
+    /// Asks for approval when needed and waits: an `asyncio.Future[Decision]` of the running loop.
+    /// Cancelling it cancels the request (reason `aborted`).
+    #[pyo3(signature = (tool, arguments=None, session_id=None, call_id=None, metadata=None))]
+    fn confirm<'py>(
+        &self,
+        py: Python<'py>,
+        tool: String,
+        arguments: Option<&Bound<'py, PyAny>>,
+        session_id: Option<String>,
+        call_id: Option<String>,
+        metadata: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call = make_call(tool, arguments, session_id, call_id, metadata)?;
+        let gate = self.gate.clone();
+        bridge::spawn(py, async move { gate.confirm(call).await }, decision_to_py)
+    }
+
+    /// `confirm`, blocking the calling thread (not the GIL) until decided.
+    #[pyo3(signature = (tool, arguments=None, session_id=None, call_id=None, metadata=None))]
+    fn confirm_blocking(
+        &self,
+        py: Python<'_>,
+        tool: String,
+        arguments: Option<&Bound<'_, PyAny>>,
+        session_id: Option<String>,
+        call_id: Option<String>,
+        metadata: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let call = make_call(tool, arguments, session_id, call_id, metadata)?;
+        let gate = self.gate.clone();
+        let r = bridge::block_on(py, "confirm_blocking()", async move { gate.confirm(call).await })?;
+        decision_to_py(py, r)
+    }
+
+    /// Confirms and, if approved, runs the executor once: an `asyncio.Future[ToolResult]`.
+    #[pyo3(signature = (tool, arguments=None, session_id=None, call_id=None, metadata=None))]
+    fn execute<'py>(
+        &self,
+        py: Python<'py>,
+        tool: String,
+        arguments: Option<&Bound<'py, PyAny>>,
+        session_id: Option<String>,
+        call_id: Option<String>,
+        metadata: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call = make_call(tool, arguments, session_id, call_id, metadata)?;
+        let gate = self.gate.clone();
+        bridge::spawn(py, async move { gate.execute(call).await }, |py, r| {
+            Ok(Py::new(py, ToolResult { inner: r })?.into_any())
+        })
+    }
+
+    /// `execute`, blocking the calling thread (not the GIL).
+    #[pyo3(signature = (tool, arguments=None, session_id=None, call_id=None, metadata=None))]
+    fn execute_blocking(
+        &self,
+        py: Python<'_>,
+        tool: String,
+        arguments: Option<&Bound<'_, PyAny>>,
+        session_id: Option<String>,
+        call_id: Option<String>,
+        metadata: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<ToolResult>> {
+        let call = make_call(tool, arguments, session_id, call_id, metadata)?;
+        let gate = self.gate.clone();
+        let r = bridge::block_on(py, "execute_blocking()", async move { gate.execute(call).await })?;
+        Py::new(py, ToolResult { inner: r })
+    }
+
+    /// Runs the calls of one model turn concurrently (each at most once); results in call order.
+    fn execute_batch<'py>(&self, py: Python<'py>, calls: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let calls = calls_from_py(calls)?;
+        let gate = self.gate.clone();
+        bridge::spawn(py, async move { gate.execute_batch(calls).await }, results_to_py)
+    }
+
+    /// `execute_batch`, blocking the calling thread (not the GIL).
+    fn execute_batch_blocking(&self, py: Python<'_>, calls: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let calls = calls_from_py(calls)?;
+        let gate = self.gate.clone();
+        let r = bridge::block_on(py, "execute_batch_blocking()", async move {
+            gate.execute_batch(calls).await
+        })?;
+        results_to_py(py, r)
+    }
+
+    /// Answers a pending request with a response dict (the core `ConfirmationResponse` JSON form).
+    /// Returns the outcome (`"approved"` / `"denied"`); raises a `SignoffError` subclass when the
+    /// response is rejected (the request is then unchanged).
+    fn respond(&self, response: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+        let v = convert::json_arg(response, "response")?;
+        let r = ConfirmationResponse::from_json(v).py_err()?;
+        Ok(self.gate.respond(r).py_err()?.as_str())
+    }
+
+    /// Answers with a JSON text response (e.g. from a remote UI).
+    fn respond_json(&self, json: &str) -> PyResult<&'static str> {
+        Ok(self.gate.respond_json(json).py_err()?.as_str())
+    }
+
+    /// Approves `request` (a `ConfirmationRequest`, `PendingRequest` or id). With a request
+    /// object the response is bound to what was shown (tool, argument digest, session).
+    #[pyo3(signature = (request, arguments=None, scope="once", responder=None))]
+    fn approve(
+        &self,
+        request: &Bound<'_, PyAny>,
+        arguments: Option<&Bound<'_, PyAny>>,
+        scope: &str,
+        responder: Option<String>,
+    ) -> PyResult<&'static str> {
+        let scope = convert::parse_enum::<signoff::Scope>(scope, "scope")?;
+        let args = match arguments {
+            Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
+            _ => None,
+        };
+        let outcome = match events::request_ref(request)? {
+            RequestRef::Request(req) => {
+                PendingRequest::new(self.gate.clone(), req).approve_with(args, scope, responder)
+            }
+            RequestRef::Id(id) => {
+                let mut r = ConfirmationResponse::by_id(id, signoff::ResponseDecision::Approve).with_scope(scope);
+                r.arguments = args;
+                r.responder = responder;
+                self.gate.respond(r)
+            }
+        };
+        Ok(outcome.py_err()?.as_str())
+    }
+
+    /// Denies `request` (a `ConfirmationRequest`, `PendingRequest` or id) with an optional reason
+    /// the model will read.
+    #[pyo3(signature = (request, reason=None, responder=None))]
+    fn deny(
+        &self,
+        request: &Bound<'_, PyAny>,
+        reason: Option<String>,
+        responder: Option<String>,
+    ) -> PyResult<&'static str> {
+        let outcome = match events::request_ref(request)? {
+            RequestRef::Request(req) => PendingRequest::new(self.gate.clone(), req).deny(reason, responder),
+            RequestRef::Id(id) => {
+                let mut r = ConfirmationResponse::by_id(id, signoff::ResponseDecision::Deny);
+                r.reason = reason;
+                r.responder = responder;
+                self.gate.respond(r)
+            }
+        };
+        Ok(outcome.py_err()?.as_str())
+    }
+
+    /// Every pending request, oldest first.
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        events::requests_to_py(py, self.gate.pending())
+    }
+
+    /// One pending request, or `None`.
+    fn pending_request(&self, py: Python<'_>, request_id: &str) -> PyResult<Option<Py<events::ConfirmationRequest>>> {
+        let id = events::parse_uuid(request_id)?;
+        self.gate
+            .pending_request(&id)
+            .map(|r| Py::new(py, events::ConfirmationRequest { inner: r }))
+            .transpose()
+    }
+
+    /// How many requests are pending.
+    #[getter]
+    fn pending_count(&self) -> usize {
+        self.gate.pending_count()
+    }
+
+    /// Cancels one pending request (reason `aborted`); returns whether it was pending.
+    fn cancel_request(&self, request_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let id = match events::request_ref(request_id)? {
+            RequestRef::Request(r) => r.id,
+            RequestRef::Id(id) => id,
+        };
+        Ok(self.gate.cancel_request(&id))
+    }
+
+    /// Ends a session: drops its grants and cancels its pending requests. Returns how many.
+    fn end_session(&self, session_id: &str) -> usize {
+        self.gate.end_session(session_id)
+    }
+
+    /// Revokes a session grant; returns whether one existed.
+    fn revoke_grant(&self, session_id: &str, tool: &str) -> bool {
+        self.gate.revoke_grant(session_id, tool)
+    }
+
+    /// The tools granted for a session, sorted.
+    fn grants(&self, session_id: &str) -> Vec<String> {
+        self.gate.grants(session_id)
+    }
+
+    /// Subscribes to the event bus now.
+    fn events(&self) -> EventStream {
+        let _rt = bridge::runtime().enter();
+        EventStream::new(self.gate.subscribe())
+    }
+
+    /// Calls `handler(request: PendingRequest)` for every request from now on (and those already
+    /// pending). See `signoff.Gate.on_request`.
+    #[pyo3(signature = (handler, is_async=None))]
+    fn on_request(
+        &self,
+        py: Python<'_>,
+        handler: Bound<'_, PyAny>,
+        is_async: Option<bool>,
+    ) -> PyResult<HandlerRegistration> {
+        let (slot, reg) = handler::start(py, &self.gate, handler, is_async)?;
+        self.handlers.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
+        Ok(reg)
+    }
+
+    /// Shuts the gate down: pending requests are cancelled (`shutdown`), handlers stop, later
+    /// calls are cancelled at once, later responses raise `ClosedError`. Idempotent.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.shutdown());
+    }
+
+    /// True once closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.gate.is_closed()
+    }
+
+    /// How many event streams and handlers are subscribed.
+    #[getter]
+    fn subscriber_count(&self) -> usize {
+        self.gate.subscriber_count()
+    }
+
+    /// True when gating is disabled (development only).
+    #[getter]
+    fn gating_disabled(&self) -> bool {
+        self.gate.gating_disabled()
+    }
+
+    /// The approval timeout for tools that set none, in milliseconds.
+    #[getter]
+    fn default_timeout_ms(&self) -> u64 {
+        self.gate.policy().default_timeout.as_millis() as u64
+    }
+
+    /// The policy's keywords.
+    #[getter]
+    fn keywords(&self) -> Vec<String> {
+        self.gate.policy().keywords.clone()
+    }
+
+    /// Waits until every audit record so far is written.
+    fn flush_audit(&self, py: Python<'_>) {
+        py.detach(|| self.gate.flush_audit());
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Gate(pending={}, closed={})",
+            self.gate.pending_count(),
+            self.gate.is_closed()
+        )
+    }
+}
+
+/// The core's default keywords.
+#[pyfunction]
+fn default_keywords() -> Vec<&'static str> {
+    signoff::DEFAULT_KEYWORDS.to_vec()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyGate>()?;
+    m.add_class::<Decision>()?;
+    m.add("DEFAULT_SESSION", signoff::DEFAULT_SESSION)?;
+    m.add("HANDLER_RESPONDER", signoff::HANDLER_RESPONDER)?;
+    m.add_function(wrap_pyfunction!(default_keywords, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,46 @@
+"""Small helpers shared by the tests."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+import signoff
+
+PATH_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+
+class Recorder:
+    """An executor that records every call (thread-safe)."""
+
+    def __init__(self, result: Any = "ok") -> None:
+        self.calls: List[Any] = []
+        self.result = result
+        self._lock = threading.Lock()
+
+    def __call__(self, args: Any) -> Any:
+        with self._lock:
+            self.calls.append(args)
+        return self.result
+
+
+def gate_with_tools(executor: Optional[Recorder] = None, **gate_options: Any) -> signoff.Gate:
+    gate = signoff.Gate(**gate_options)
+    gate.register(
+        "delete_file",
+        description="Deletes a file",
+        parameters=PATH_SCHEMA,
+        editable=True,
+        executor=executor,
+    )
+    gate.register("read_file", description="Reads a file", parameters=PATH_SCHEMA, executor=executor)
+    return gate
+
+
+def spec_by_name(gate: signoff.Gate) -> Dict[str, Dict[str, Any]]:
+    return {t["name"]: t for t in gate.tools()}

@@ -1,0 +1,329 @@
+"""Concurrency: many confirmations at once, batches, lagging streams, blocking calls and the GIL."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from typing import Any, Dict, List
+
+import pytest
+
+import signoff
+from conftest import Collector, wait_until
+from helpers import Recorder, gate_with_tools
+
+N = 1000
+
+
+def test_1000_concurrent_confirmations_answered_in_random_order(run: Any) -> None:
+    async def body() -> None:
+        gate = gate_with_tools(bus_capacity=8192)
+        events = Collector(gate.events())
+        tasks = [
+            asyncio.ensure_future(gate.confirm("delete_file", {"path": f"/f/{i}"}, session_id=f"s{i % 7}",
+                                               call_id=f"c{i}"))
+            for i in range(N)
+        ]
+        await wait_until(lambda: len(events.of_type("confirmation-request")) == N, 20, "1000 requests")
+        requests = events.of_type("confirmation-request")
+        assert gate.pending_count == N
+        rng = random.Random(1234)
+        rng.shuffle(requests)
+        for n, req in enumerate(requests):
+            i = int(req.tool_call_id[1:])
+            assert req.arguments == {"path": f"/f/{i}"}
+            if i % 3 == 0:
+                assert gate.approve(req, responder=f"r{i}") == "approved"
+            elif i % 3 == 1:
+                assert gate.deny(req, f"no {i}", responder=f"r{i}") == "denied"
+            else:
+                assert gate.approve(req, arguments={"path": f"/edited/{i}"}, responder=f"r{i}") == "approved"
+            if n % 100 == 0:
+                await asyncio.sleep(0)  # let some decisions land while others are still pending
+        decisions = await asyncio.gather(*tasks)
+        for i, d in enumerate(decisions):
+            assert d.responder == f"r{i}"
+            if i % 3 == 0:
+                assert d.approved and d.arguments == {"path": f"/f/{i}"} and not d.edited
+            elif i % 3 == 1:
+                assert d.outcome == "denied" and d.reason == f"no {i}"
+            else:
+                assert d.approved and d.edited and d.arguments == {"path": f"/edited/{i}"}
+        assert gate.pending_count == 0
+        await events.close()
+        gate.close()
+
+    run(body())
+
+
+def test_1000_concurrent_executes_with_a_handler(run: Any) -> None:
+    rec = Recorder()
+
+    async def body() -> None:
+        gate = gate_with_tools(rec)
+
+        def approver(req: signoff.PendingRequest) -> None:
+            i = int(req.arguments["path"].rsplit("/", 1)[1])
+            if i % 2:
+                req.deny(f"odd {i}")
+            else:
+                req.approve()
+
+        gate.on_request(approver)
+        results = await asyncio.gather(*(gate.execute("delete_file", {"path": f"/f/{i}"}, call_id=f"c{i}")
+                                         for i in range(N)))
+        for i, r in enumerate(results):
+            assert r.call_id == f"c{i}"
+            assert r.status == ("denied" if i % 2 else "executed")
+        gate.close()
+
+    run(body())
+    assert sorted(int(c["path"].rsplit("/", 1)[1]) for c in rec.calls) == list(range(0, N, 2))
+
+
+def test_execute_batch_keeps_order_and_runs_each_call_at_most_once(run: Any) -> None:
+    rec = Recorder()
+
+    async def body() -> None:
+        gate = gate_with_tools(rec)
+        events = Collector(gate.events())
+        calls: List[Any] = [
+            signoff.ToolCall("delete_file", {"path": "/1"}, call_id="a"),
+            {"tool": "read_file", "arguments": {"path": "/2"}, "call_id": "b"},
+            signoff.ToolCall("delete_file", {"path": "/3"}, call_id="c"),
+            signoff.ToolCall("nope", {}, call_id="d"),
+        ]
+        task = asyncio.ensure_future(gate.execute_batch(calls))
+        await wait_until(lambda: len(events.of_type("confirmation-request")) == 2)
+        # The ungated call runs while the gated ones wait.
+        await wait_until(lambda: len(rec.calls) == 1, what="the ungated call")
+        assert rec.calls == [{"path": "/2"}] and not task.done()
+        reqs = {r.tool_call_id: r for r in events.of_type("confirmation-request")}
+        gate.deny(reqs["c"], "not /3")  # answered in reverse order
+        gate.approve(reqs["a"])
+        results = await task
+        assert [r.call_id for r in results] == ["a", "b", "c", "d"]
+        assert [r.status for r in results] == ["executed", "executed", "denied", "rejected"]
+        with pytest.raises(signoff.AlreadyResolvedError):
+            gate.approve(reqs["a"])  # a second answer cannot run it twice
+        await events.close()
+        gate.close()
+
+    run(body())
+    assert sorted(c["path"] for c in rec.calls) == ["/1", "/2"]
+
+
+def test_execute_batch_blocking() -> None:
+    rec = Recorder()
+    gate = gate_with_tools(rec)
+    gate.on_request(lambda r: r.approve() if r.arguments["path"] == "/ok" else r.deny())
+    results = gate.execute_batch_blocking([signoff.ToolCall("delete_file", {"path": p}, call_id=p)
+                                           for p in ("/ok", "/no", "/ok")])
+    assert [(r.call_id, r.status) for r in results] == [("/ok", "executed"), ("/no", "denied"), ("/ok", "executed")]
+    assert rec.calls == [{"path": "/ok"}, {"path": "/ok"}]
+    gate.close()
+
+
+def test_a_lagging_stream_gets_a_lagged_marker_with_the_pending_snapshot(run: Any) -> None:
+    async def body() -> None:
+        gate = gate_with_tools(bus_capacity=4, deny_when_unobserved=False)
+        stream = gate.events()
+        tasks = [asyncio.ensure_future(gate.confirm("delete_file", {"path": f"/{i}"})) for i in range(10)]
+        await wait_until(lambda: gate.pending_count == 10)
+        items: List[Any] = []
+        async for item in stream:
+            items.append(item)
+            if isinstance(item, signoff.Lagged) or len(items) > 20:
+                break
+        lagged = items[0]
+        assert isinstance(lagged, signoff.Lagged), items
+        assert lagged.missed == 6 and lagged.type == "lagged"
+        assert len(lagged.pending) == 10 and {r.arguments["path"] for r in lagged.pending} == {f"/{i}" for i in range(10)}
+        assert lagged.to_dict()["pending"][0]["type"] == "confirmation-request"
+        # The stream goes on with the newest events after the marker.
+        rest = [await stream.__anext__() for _ in range(4)]
+        assert all(e.type == "confirmation-request" for e in rest)
+        for r in gate.pending():
+            gate.deny(r)
+        assert [d.outcome for d in await asyncio.gather(*tasks)] == ["denied"] * 10
+        stream.close()
+        gate.close()
+
+    run(body())
+
+
+def test_leaving_the_loop_unsubscribes(run: Any) -> None:
+    async def body() -> None:
+        gate = gate_with_tools()
+        task = None
+
+        async def watch() -> str:
+            async for event in gate.events():
+                return event.type
+            return "ended"
+
+        watcher = asyncio.ensure_future(watch())
+        await wait_until(lambda: gate.subscriber_count == 1)
+        task = asyncio.ensure_future(gate.confirm("delete_file", {"path": "/a"}))
+        assert await watcher == "confirmation-request"
+        # The watcher returned from inside `async for`: its subscription is gone, so with nobody
+        # observing, the pending request is cancelled.
+        d = await asyncio.wait_for(task, 5)
+        assert (d.outcome, d.cancel_reason) == ("cancelled", "no-subscribers")
+        assert gate.subscriber_count == 0
+        # `async with` closes too, and a pending __anext__ ends.
+        async with gate.events() as stream:
+            nxt = asyncio.ensure_future(stream.__anext__())
+            await asyncio.sleep(0.01)
+            assert gate.subscriber_count == 1
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(nxt, 5)
+        assert gate.subscriber_count == 0 and stream.closed
+        gate.close()
+
+    run(body())
+
+
+def test_a_cancelled_anext_does_not_lose_events(run: Any) -> None:
+    async def body() -> None:
+        gate = gate_with_tools(deny_when_unobserved=False)
+        stream = gate.events()
+        seen: List[str] = []
+
+        def note(e: Any) -> None:
+            if e.type == "confirmation-request":
+                seen.append(e.arguments["path"])
+
+        for i in range(200):
+            nxt = asyncio.ensure_future(stream.__anext__())
+            t = asyncio.ensure_future(gate.confirm("delete_file", {"path": f"/{i}"}))
+            for _ in range(i % 4):
+                await asyncio.sleep(0)
+            nxt.cancel()  # races with the event arriving
+            try:
+                note(await nxt)
+            except asyncio.CancelledError:
+                pass
+            await wait_until(lambda: gate.pending_count == 1)
+            gate.deny(gate.pending()[0])
+            await t
+        with pytest.raises(asyncio.TimeoutError):
+            while True:
+                note(await asyncio.wait_for(stream.__anext__(), 0.2))
+        assert sorted(seen) == sorted(f"/{i}" for i in range(200))
+        stream.close()
+        gate.close()
+
+    run(body())
+
+
+def test_blocking_waits_release_the_gil() -> None:
+    gate = gate_with_tools(deny_when_unobserved=False)
+    counter = [0]
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            counter[0] += 1
+
+    def answer_later() -> None:
+        while gate.pending_count == 0:
+            time.sleep(0.001)
+        time.sleep(0.2)
+        gate.approve(gate.pending()[0])
+
+    threads = [threading.Thread(target=spin), threading.Thread(target=answer_later)]
+    for t in threads:
+        t.start()
+    before = counter[0]
+    d = gate.confirm_blocking("delete_file", {"path": "/a"})
+    during = counter[0] - before
+    stop.set()
+    for t in threads:
+        t.join()
+    assert d.approved
+    assert during > 10_000  # the spinning thread ran while we waited
+    gate.close()
+
+
+def test_blocking_api_from_many_threads() -> None:
+    rec = Recorder()
+    gate = gate_with_tools(rec)
+    gate.on_request(lambda r: r.approve())
+    results: Dict[int, str] = {}
+
+    def worker(i: int) -> None:
+        results[i] = gate.execute_blocking("delete_file", {"path": f"/{i}"}).status
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: "executed" for i in range(32)} and len(rec.calls) == 32
+    gate.close()
+
+
+def test_async_executor_from_the_blocking_api_and_on_the_callers_loop(run: Any) -> None:
+    loops: List[Any] = []
+
+    async def executor(args: Any) -> Dict[str, Any]:
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0.001)
+        return {"echo": args}
+
+    gate = signoff.Gate()
+    gate.register("echo", approval="not_required", executor=executor)
+    r = gate.execute_blocking("echo", {"x": 1})  # no loop here: runs under asyncio.run
+    assert (r.status, r.output) == ("executed", {"echo": {"x": 1}})
+
+    async def body() -> None:
+        r2 = await gate.execute("echo", {"y": 2})
+        assert r2.output == {"echo": {"y": 2}}
+        assert loops[-1] is asyncio.get_running_loop()
+
+    run(body())
+    gate.close()
+
+
+def test_sync_executor_returning_an_awaitable(run: Any) -> None:
+    async def inner(args: Any) -> str:
+        return "awaited"
+
+    async def body() -> None:
+        gate = signoff.Gate()
+        gate.register("lazy", approval="not_required", executor=lambda a: inner(a))
+        assert (await gate.execute("lazy")).output == "awaited"
+        gate.close()
+
+    run(body())
+
+
+def test_threadsafe_wakeup_mode_works_too(tmp_path: Any) -> None:
+    """The bridge's fallback for loops without add_reader (e.g. Windows' proactor loop)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "t.py"
+    script.write_text(textwrap.dedent("""
+        import asyncio, signoff
+        async def main():
+            gate = signoff.Gate(deny_when_unobserved=False)
+            gate.register("delete_file", executor=lambda a: "ran")
+            reg = gate.on_request(lambda r: r.approve())
+            rs = await asyncio.gather(*(gate.execute("delete_file", {"i": i}) for i in range(200)))
+            assert [r.content for r in rs] == ["ran"] * 200
+            reg.stop()
+            t = asyncio.ensure_future(gate.confirm("delete_file", {}))
+            await asyncio.sleep(0.01)
+            gate.close()
+            assert (await t).cancel_reason == "shutdown"
+            print("ok")
+        asyncio.run(main())
+    """))
+    env = dict(__import__("os").environ, SIGNOFF_PY_BRIDGE="threadsafe")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

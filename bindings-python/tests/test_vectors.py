@@ -1,0 +1,233 @@
+"""The shared test vectors (tests/vectors/*.json, format in tests/vectors/README.md), through
+the Python API. A field the runner does not understand fails the test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import signoff
+from conftest import Collector, wait_until
+
+VECTORS = Path(__file__).resolve().parents[2] / "tests" / "vectors"
+
+
+def load(name: str) -> Any:
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))
+
+
+EVENTS = load("events.json")
+MALFORMED = load("malformed_responses.json")
+FLOWS = load("flows.json")
+
+
+def test_vector_files_have_only_known_top_level_fields() -> None:
+    assert set(EVENTS) == {"events"}
+    assert set(MALFORMED) == {"cases"}
+    assert set(FLOWS) <= {"description", "tools", "cases"}
+    assert EVENTS["events"] and MALFORMED["cases"] and FLOWS["cases"]
+
+
+# ---- events.json ----------------------------------------------------------------------------
+
+CLASSES = {
+    "confirmation-request": signoff.ConfirmationRequest,
+    "confirmation-response": signoff.ConfirmationResponse,
+    "confirmation-timeout": signoff.ConfirmationTimeout,
+    "confirmation-resolved": signoff.ConfirmationResolved,
+}
+
+
+@pytest.mark.parametrize("index", range(len(EVENTS["events"])))
+def test_event_round_trip(index: int) -> None:
+    raw = EVENTS["events"][index]
+    event = signoff.parse_event(raw)
+    assert isinstance(event, CLASSES[raw["type"]])
+    assert event.type == raw["type"]
+    assert event.to_dict() == raw
+    assert json.loads(event.to_json()) == raw
+    # Text in, the class's own parser, and equality.
+    again = type(event).from_json(json.dumps(raw))
+    assert again == event
+    assert again.request_id == raw["id"]
+
+
+def test_event_from_json_refuses_another_type() -> None:
+    raw = EVENTS["events"][0]
+    other = next(c for t, c in CLASSES.items() if t != raw["type"])
+    with pytest.raises(signoff.MalformedError) as e:
+        other.from_json(raw)
+    assert e.value.kind == "malformed"
+
+
+# ---- malformed_responses.json ---------------------------------------------------------------
+
+MALFORMED_TOOLS = [{"name": "delete_file", "parameters": {"type": "object"}}]
+
+
+@pytest.mark.parametrize("case", MALFORMED["cases"], ids=[c["name"] for c in MALFORMED["cases"]])
+def test_malformed_response(case: Dict[str, Any], run: Any) -> None:
+    assert set(case) == {"name", "json", "error"}
+    kind = case["error"]
+
+    async def body() -> None:
+        with signoff.Gate() as gate:
+            gate.register_spec(MALFORMED_TOOLS[0])
+            # No request pending.
+            with pytest.raises(signoff.error_class(kind)) as e:
+                gate.respond_json(case["json"])
+            assert e.value.kind == kind
+            # A request pending: still refused, and the request is untouched.
+            events = gate.events()
+            task = asyncio.ensure_future(gate.confirm("delete_file", {}))
+            await wait_until(lambda: gate.pending_count == 1, what="the request")
+            with pytest.raises(signoff.error_class(kind)) as e:
+                gate.respond_json(case["json"])
+            assert e.value.kind == kind
+            assert gate.pending_count == 1 and not task.done()
+            gate.deny(gate.pending()[0])
+            assert (await task).outcome == "denied"
+            events.close()
+
+    run(body())
+
+
+# ---- flows.json -----------------------------------------------------------------------------
+
+CASE_FIELDS = {
+    "name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps",
+    "decision", "events_after",
+}
+STEP_ACTIONS = {"respond", "wait_past_deadline", "close", "unsubscribe", "cancel", "end_session"}
+DECISION_FIELDS = {"outcome", "by", "arguments", "edited", "reason", "responder", "cancel_reason"}
+GATE_OPTIONS = {"default_timeout_ms", "keywords", "dangerously_disable_gating", "allowed_responders",
+                "deny_when_unobserved"}
+
+
+def make_gate(opts: Dict[str, Any]) -> signoff.Gate:
+    unknown = set(opts) - GATE_OPTIONS
+    assert not unknown, f"unknown gate options {unknown}"
+    kw: Dict[str, Any] = {}
+    if "default_timeout_ms" in opts:
+        kw["default_timeout"] = opts["default_timeout_ms"] / 1000
+    for k in ("keywords", "dangerously_disable_gating", "allowed_responders", "deny_when_unobserved"):
+        if k in opts:
+            kw[k] = opts[k]
+    return signoff.Gate(**kw)
+
+
+def substitute(resp: Dict[str, Any], req: signoff.ConfirmationRequest) -> Dict[str, Any]:
+    out = dict(resp)
+    for field in ("id", "tool", "arguments_digest", "session_id"):
+        if out.get(field) == "$request":
+            out[field] = getattr(req, field)
+    return out
+
+
+def check_decision(expected: Dict[str, Any], got: Dict[str, Any], name: str, event: bool = False) -> None:
+    """`got` is a Decision's JSON, or (`event`) a confirmation-resolved event's."""
+    unknown = set(expected) - DECISION_FIELDS
+    assert not unknown, f"{name}: unknown decision fields {unknown}"
+    for k, v in expected.items():
+        key = "reason" if k == "cancel_reason" and not event else k
+        assert got.get(key) == v, f"{name}: decision {k} is {got.get(key)!r}, expected {v!r} (in {got})"
+
+
+async def run_flow(case: Dict[str, Any]) -> None:
+    name = case["name"]
+    unknown = set(case) - CASE_FIELDS
+    assert not unknown, f"{name}: unknown fields {unknown}"
+    gate = make_gate(case.get("gate", {}))
+    try:
+        for spec in case.get("tools", FLOWS.get("tools", [])):
+            gate.register_spec(spec)
+        collector = Collector(gate.events()) if case.get("subscribe", True) else None
+        call = signoff.ToolCall.from_dict(case["call"])
+
+        if "confirm_error" in case:
+            kind = case["confirm_error"]
+            with pytest.raises(signoff.error_class(kind)) as e:
+                await gate.confirm(call)
+            assert e.value.kind == kind
+            assert gate.pending_count == 0
+            assert set(case) <= {"name", "tools", "gate", "subscribe", "call", "confirm_error"}
+            return
+
+        task = asyncio.ensure_future(gate.confirm(call))
+        expect_request = case.get("expect_request", True)
+        cancelled = False
+        request = None
+        if expect_request and collector is not None:
+            request = await collector.wait_for(lambda e: e.type == "confirmation-request", "the request")
+            shown = request.to_dict()
+            for k, v in case.get("request", {}).items():
+                assert shown.get(k) == v, f"{name}: request {k} is {shown.get(k)!r}, expected {v!r}"
+            for step in case.get("steps", []):
+                actions = set(step) & STEP_ACTIONS
+                assert len(actions) == 1, f"{name}: step {step} needs exactly one action"
+                action = actions.pop()
+                extra = set(step) - {action, "error", "outcome"}
+                assert not extra and (action == "respond" or set(step) == {action}), f"{name}: bad step {step}"
+                if action == "respond":
+                    body = substitute(step["respond"], request)
+                    if "error" in step:
+                        kind = step["error"]
+                        with pytest.raises(signoff.error_class(kind)) as e:
+                            gate.respond(body)
+                        assert e.value.kind == kind, f"{name}: {e.value}"
+                    else:
+                        assert gate.respond(body) == step["outcome"]
+                elif action == "wait_past_deadline":
+                    await asyncio.sleep(max(0.0, request.deadline_ms / 1000 - time.time()) + 0.05)
+                    await wait_until(lambda: gate.pending_count == 0, what="the timeout")
+                elif action == "close":
+                    gate.close()
+                elif action == "unsubscribe":
+                    await collector.close()
+                elif action == "cancel":
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+                    cancelled = True
+                    # The core cancels once the dropped future reaches it.
+                    await collector.wait_for(lambda e: e.type == "confirmation-resolved", "the cancellation")
+                elif action == "end_session":
+                    gate.end_session(step["end_session"])
+        elif expect_request:
+            assert not case.get("steps"), f"{name}: steps need a subscriber to see the request"
+
+        if cancelled:
+            assert collector is not None
+            resolved = collector.of_type("confirmation-resolved")[0].to_dict()
+            check_decision(case["decision"], resolved, name, event=True)
+        else:
+            decision = await asyncio.wait_for(task, 10)
+            assert isinstance(decision, signoff.Decision)
+            check_decision(case["decision"], decision.to_dict(), name)
+            assert signoff.Decision.from_json(decision.to_json()) == decision
+
+        if collector is not None and not collector.task.done():
+            if expect_request:
+                await collector.wait_for(lambda e: e.type == "confirmation-resolved", "the resolution")
+            else:
+                await asyncio.sleep(0.01)
+                assert not collector.of_type("confirmation-request"), f"{name}: unexpected request"
+        if "events_after" in case:
+            assert collector is not None and request is not None
+            types: List[str] = [e.type for e in collector.items]
+            after = types[types.index("confirmation-request") + 1:]
+            assert after == case["events_after"], f"{name}: events after the request: {after}"
+        if collector is not None:
+            await collector.close()
+    finally:
+        gate.close()
+
+
+@pytest.mark.parametrize("case", FLOWS["cases"], ids=[c["name"] for c in FLOWS["cases"]])
+def test_flow(case: Dict[str, Any], run: Any) -> None:
+    run(run_flow(case))
