@@ -327,7 +327,7 @@ impl GateBuilder {
                 authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
                 audit: self.audit,
                 waiters: Mutex::new(HashMap::default()),
-                grants: Mutex::new(HashSet::new()),
+                grants: Mutex::new(HashMap::new()),
                 tombstones: Mutex::new(Tombstones { map: HashMap::default(), order: VecDeque::new(), cap: self.remembered }),
                 closed: AtomicBool::new(false),
                 subscribers: AtomicUsize::new(0),
@@ -358,7 +358,8 @@ pub(crate) struct Inner {
     authenticator: Arc<dyn ResponseAuthenticator>,
     audit: Option<Arc<dyn AuditSink>>,
     waiters: Mutex<HashMap<Uuid, Waiter, FxBuildHasher>>,
-    grants: Mutex<HashSet<(String, String)>>,
+    /// session id → tools granted for the rest of that session.
+    grants: Mutex<HashMap<String, HashSet<String>>>,
     tombstones: Mutex<Tombstones>,
     closed: AtomicBool,
     subscribers: AtomicUsize,
@@ -482,7 +483,7 @@ impl Gate {
             return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::GatingDisabled)));
         }
         if !eval.forced_by_rule
-            && lock(&self.inner.grants).contains(&(call.session_id.clone(), call.tool.clone()))
+            && lock(&self.inner.grants).get(&call.session_id).is_some_and(|tools| tools.contains(&call.tool))
         {
             return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::SessionGrant)));
         }
@@ -550,14 +551,15 @@ impl Gate {
     /// The deadline passed: time the request out, unless a response claimed it first.
     fn time_out(&self, id: Uuid) -> Option<Resolution> {
         let w = self.claim(&id, Outcome::TimedOut)?;
+        let now = now_ms();
         self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
             id,
             tool: w.request.tool.clone(),
             session_id: w.request.session_id.clone(),
             deadline_ms: w.request.deadline_ms,
-            at_ms: now_ms(),
+            at_ms: now,
         })));
-        self.finish_local(w, Resolution::TimedOut);
+        self.finish_local(w, Resolution::TimedOut, now);
         Some(Resolution::TimedOut)
     }
 
@@ -590,7 +592,7 @@ impl Gate {
 
     /// Publishes the resolved event, records the outcome and forgets the request. Called by
     /// whoever removed the waiter from the map: exactly once per request.
-    fn finish_local(&self, w: Waiter, res: Resolution) {
+    fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64) {
         self.inner.store.remove(&w.request.id);
         let (outcome, cancel, responder, reason, scope, edited) = match &res {
             Resolution::Approved { edited, scope, responder, .. } => {
@@ -617,7 +619,7 @@ impl Gate {
             reason,
             scope,
             edited,
-            at_ms: now_ms(),
+            at_ms,
         })));
     }
 
@@ -640,7 +642,7 @@ impl Gate {
     fn cancel(&self, id: Uuid, reason: CancelReason) -> bool {
         match self.claim(&id, Outcome::Cancelled) {
             Some(w) => {
-                self.resolve(w, Resolution::Cancelled(reason));
+                self.resolve(w, Resolution::Cancelled(reason), now_ms());
                 true
             }
             None => false,
@@ -648,7 +650,7 @@ impl Gate {
     }
 
     /// Delivers `res` to the waiter and reports the final state. Returns the reported outcome.
-    fn resolve(&self, w: Waiter, res: Resolution) -> Outcome {
+    fn resolve(&self, w: Waiter, res: Resolution, at_ms: u64) -> Outcome {
         let report = match &res {
             Resolution::Approved { arguments: _, edited, scope, responder } => {
                 Resolution::Approved { arguments: Value::Null, edited: *edited, scope: *scope, responder: responder.clone() }
@@ -670,11 +672,11 @@ impl Gate {
                     Resolution::TimedOut => Outcome::TimedOut,
                     Resolution::Cancelled(_) => Outcome::Cancelled,
                 };
-                self.finish_local(shell, report);
+                self.finish_local(shell, report, at_ms);
                 o
             }
             Err(_) => {
-                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted));
+                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted), at_ms);
                 Outcome::Cancelled
             }
         }
@@ -838,7 +840,8 @@ impl Gate {
     fn apply(&self, claimed: Claimed, mut resp: ConfirmationResponse) -> Result<Outcome> {
         let Claimed { waiter, resolution } = claimed;
         let id = resp.id;
-        resp.at_ms.get_or_insert_with(now_ms);
+        let now = now_ms();
+        resp.at_ms.get_or_insert(now);
         self.audit(|| {
             let request = &waiter.request;
             let mut r = record_for(AuditKind::Response, request);
@@ -859,7 +862,7 @@ impl Gate {
             self.grant(&waiter.request.session_id, &waiter.request.tool, resp.responder.clone());
         }
         self.publish(Event::ConfirmationResponse(Arc::new(resp)));
-        match self.resolve(waiter, resolution) {
+        match self.resolve(waiter, resolution, now) {
             Outcome::Cancelled => {
                 Err(Error::AlreadyResolved { id, outcome: "cancelled (the waiting task was gone)".into() })
             }
@@ -876,7 +879,7 @@ impl Gate {
     }
 
     fn grant(&self, session: &str, tool: &str, responder: Option<String>) {
-        lock(&self.inner.grants).insert((session.to_owned(), tool.to_owned()));
+        lock(&self.inner.grants).entry(session.to_owned()).or_default().insert(tool.to_owned());
         self.audit(|| {
             let mut r = AuditRecord::new(AuditKind::Grant);
             r.session_id = Some(session.to_owned());
@@ -889,7 +892,14 @@ impl Gate {
 
     /// Revokes a session grant. Returns whether one existed.
     pub fn revoke_grant(&self, session_id: &str, tool: &str) -> bool {
-        let removed = lock(&self.inner.grants).remove(&(session_id.to_owned(), tool.to_owned()));
+        let removed = {
+            let mut g = lock(&self.inner.grants);
+            let removed = g.get_mut(session_id).is_some_and(|tools| tools.remove(tool));
+            if g.get(session_id).is_some_and(HashSet::is_empty) {
+                g.remove(session_id);
+            }
+            removed
+        };
         if removed {
             self.audit(|| {
                 let mut r = AuditRecord::new(AuditKind::Grant);
@@ -905,7 +915,7 @@ impl Gate {
     /// The tools granted for a session, sorted.
     pub fn grants(&self, session_id: &str) -> Vec<String> {
         let mut v: Vec<String> =
-            lock(&self.inner.grants).iter().filter(|(s, _)| s == session_id).map(|(_, t)| t.clone()).collect();
+            lock(&self.inner.grants).get(session_id).map(|t| t.iter().cloned().collect()).unwrap_or_default();
         v.sort();
         v
     }
@@ -913,12 +923,9 @@ impl Gate {
     /// Ends a session: drops its grants and cancels its pending requests
     /// ([`CancelReason::SessionEnded`]). Returns how many requests were cancelled.
     pub fn end_session(&self, session_id: &str) -> usize {
-        let tools: Vec<String> = {
-            let mut g = lock(&self.inner.grants);
-            let tools = g.iter().filter(|(s, _)| s == session_id).map(|(_, t)| t.clone()).collect();
-            g.retain(|(s, _)| s != session_id);
-            tools
-        };
+        let mut tools: Vec<String> =
+            lock(&self.inner.grants).remove(session_id).map(|t| t.into_iter().collect()).unwrap_or_default();
+        tools.sort();
         for t in tools {
             self.audit(|| {
                 let mut r = AuditRecord::new(AuditKind::Grant);
@@ -937,7 +944,7 @@ impl Gate {
         let taken: Vec<Waiter> = ids.iter().filter_map(|id| self.claim(id, Outcome::Cancelled)).collect();
         let n = taken.len();
         for w in taken {
-            self.resolve(w, Resolution::Cancelled(reason));
+            self.resolve(w, Resolution::Cancelled(reason), now_ms());
         }
         n
     }
