@@ -48,15 +48,18 @@ step "doc examples (doctests in the package)"
 step "README quickstart"
 quickstart="$(mktemp -t signoff-quickstart-XXXXXX.py)"
 trap 'rm -f "$quickstart"' EXIT
-"$vpy" - "$here/README.md" "$quickstart" <<'PYEOF'
+for readme in "$here/README.md" "$root/README.md"; do
+  "$vpy" - "$readme" "$quickstart" <<'PYEOF'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
-m = re.search(r"### Quickstart\n\n```python\n(.*?)```", text, re.S)
-assert m, "no quickstart block in README.md"
+m = re.search(r"##+ (?:Python q|Q)uickstart\n.*?```python\n(.*?)```", text, re.S)
+assert m, f"no Python quickstart block in {sys.argv[1]}"
 open(sys.argv[2], "w", encoding="utf-8").write(m.group(1))
 PYEOF
-"$vpy" -m mypy --strict "$quickstart"
-"$vpy" "$quickstart"
+  echo "quickstart from $readme"
+  "$vpy" -m mypy --strict "$quickstart"
+  "$vpy" "$quickstart"
+done
 "$vpy" tests/typecheck/usage.py
 
 step "example: agent loop"
