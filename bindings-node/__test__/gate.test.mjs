@@ -1,0 +1,609 @@
+// The Node API: conversions, listeners (fail-safe), answers and their error codes, execution,
+// abort signals, close, event streams and lag.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  Gate,
+  SignoffError,
+  HANDLER_RESPONDER,
+  DEFAULT_KEYWORDS,
+  fromOpenAIToolCall,
+  toolCallsFromOpenAIMessage,
+  fromAISDKToolCall,
+  fromAnthropicToolUse,
+  isSignoffError,
+} from '../dist/index.mjs'
+
+const pathSchema = {
+  type: 'object',
+  properties: { path: { type: 'string' } },
+  required: ['path'],
+  additionalProperties: false,
+}
+
+function makeGate(options = {}) {
+  const gate = new Gate(options)
+  const ran = []
+  gate.register({
+    name: 'delete_file',
+    description: 'Deletes a file',
+    parameters: pathSchema,
+    editable: true,
+    execute: (args) => {
+      ran.push(['delete_file', args])
+      return { deleted: args.path }
+    },
+  })
+  gate.register({
+    name: 'read_file',
+    description: 'Reads a file',
+    parameters: pathSchema,
+    execute: async (args) => {
+      ran.push(['read_file', args])
+      return `contents of ${args.path}`
+    },
+  })
+  return { gate, ran }
+}
+
+const code = (c) => (e) => e instanceof SignoffError && e.code === c
+
+test('tool definitions become the core ToolSpec: camelCase keys, unknown keys refused', async () => {
+  const gate = new Gate()
+  gate.register({
+    name: 'transfer_funds',
+    description: 'Moves money',
+    promptTemplate: 'Move money with {tool}? {args}',
+    timeoutMs: 1234,
+    readOnly: false,
+    rules: [{ kind: 'greater_than', pointer: '/amount', value: 100 }],
+  })
+  const [info] = gate.tools()
+  assert.equal(info.name, 'transfer_funds')
+  assert.equal(info.promptTemplate, 'Move money with {tool}? {args}')
+  assert.equal(info.timeoutMs, 1234)
+  assert.deepEqual(info.rules, [{ kind: 'greater_than', pointer: '/amount', value: 100 }])
+  // The prompt template and timeout reach the request.
+  const stream = gate.events()
+  const p = gate.confirm({ tool: 'transfer_funds', arguments: { amount: 5 } })
+  const { value: req } = await stream.next()
+  assert.equal(req.timeoutMs, 1234)
+  assert.match(req.prompt, /^Move money with transfer_funds\?/)
+  assert.ok(req.reasons.some((r) => r.includes('transfer')))
+  req.deny()
+  await p
+  // A typo is refused, never ignored.
+  assert.throws(() => gate.register({ name: 'x', aproval: 'required' }), code('malformed'))
+  assert.throws(() => gate.register({ name: 'x', parameters: { type: 12 } }), code('invalid_tool'))
+  assert.throws(() => gate.register({ name: '  ' }), code('invalid_tool'))
+  assert.throws(() => gate.register({ name: 'x', approval: 'sometimes' }), code('malformed'))
+  assert.throws(() => new Gate({ defaultTimeoutMS: 5 }), code('malformed'))
+  assert.ok(DEFAULT_KEYWORDS.includes('delete'))
+  await gate.close()
+})
+
+test('ungated calls resolve without a request; refused calls reject with the core code', async () => {
+  const { gate } = makeGate()
+  const stream = gate.events()
+  const d = await gate.confirm({ tool: 'read_file', arguments: { path: '/a' } })
+  assert.deepEqual(d, { outcome: 'approved', approved: true, arguments: { path: '/a' }, edited: false, by: 'not-gated', scope: 'once' })
+  await assert.rejects(gate.confirm({ tool: 'nope' }), code('unknown_tool'))
+  await assert.rejects(gate.confirm({ tool: 'delete_file', arguments: { path: 1 } }), code('invalid_arguments'))
+  await assert.rejects(gate.confirm({ tool: 'delete_file', arguments: { n: 10n } }), code('malformed'))
+  await assert.rejects(gate.confirm({ tool: 42 }), code('malformed'))
+  assert.deepEqual(gate.evaluate({ tool: 'delete_file', arguments: { path: '/a' } }), {
+    required: true,
+    forcedByRule: false,
+    reasons: ['the tool name contains the keyword "delete"'],
+  })
+  await gate.close()
+  assert.deepEqual((await toArray(stream)).map((e) => e.type), [])
+})
+
+async function toArray(stream) {
+  const out = []
+  for await (const e of stream) out.push(e)
+  return out
+}
+
+test('a synchronous listener approves: the request shows what will run', async () => {
+  const { gate } = makeGate()
+  let seen
+  gate.on('confirmation-request', (req) => {
+    seen = req
+    assert.equal(req.type, 'confirmation-request')
+    assert.equal(req.tool, 'delete_file')
+    assert.equal(req.description, 'Deletes a file')
+    assert.deepEqual(req.arguments, { path: '/tmp/x' })
+    assert.equal(req.displayArguments, '{\n  "path": "/tmp/x"\n}')
+    assert.equal(req.toolCallId, 'call_9')
+    assert.equal(req.sessionId, 's1')
+    assert.ok(req.deadline instanceof Date && req.deadline.getTime() === req.deadlineMs)
+    assert.ok(req.isPending())
+    assert.equal(req.approve({ responder: 'alice' }), 'approved')
+    assert.ok(!req.isPending())
+    assert.throws(() => req.approve(), code('already_resolved'))
+  })
+  const d = await gate.confirm({ tool: 'delete_file', arguments: { path: '/tmp/x' }, callId: 'call_9', sessionId: 's1' })
+  assert.equal(d.outcome, 'approved')
+  assert.equal(d.by, 'person')
+  assert.equal(d.responder, 'alice')
+  assert.equal(d.requestId, seen.id)
+  assert.equal(JSON.parse(JSON.stringify(seen)).argumentsDigest, seen.argumentsDigest)
+  await gate.close()
+})
+
+test('an async listener answers later; denial reasons reach the model', async () => {
+  const { gate, ran } = makeGate()
+  gate.on('confirmation-request', async (req) => {
+    await sleep(20)
+    req.deny('not that file', { responder: 'bob' })
+  })
+  const r = await gate.execute({ tool: 'delete_file', arguments: { path: '/etc/passwd' }, callId: 'c1' })
+  assert.equal(r.status, 'denied')
+  assert.equal(r.decision.reason, 'not that file')
+  assert.equal(r.decision.responder, 'bob')
+  assert.match(r.content, /declined/)
+  assert.match(r.content, /not that file/)
+  assert.match(r.content, /Do not retry/)
+  assert.deepEqual(r.toOpenAIMessage(), { role: 'tool', tool_call_id: 'c1', content: r.content })
+  assert.deepEqual(ran, [])
+  await gate.close()
+})
+
+for (const [name, listener, reason] of [
+  ['throws', () => { throw new Error('boom') }, 'the approval handler failed: boom'],
+  ['rejects', async () => { await sleep(5); throw new Error('late boom') }, 'the approval handler failed: late boom'],
+  ['throws a non-Error', () => { throw 'just a string' }, 'the approval handler failed: just a string'],
+  ['returns without answering', () => {}, 'the approval handler returned without answering'],
+  ['resolves without answering', async () => { await sleep(5) }, 'the approval handler returned without answering'],
+]) {
+  test(`a listener that ${name}: the core denies and the tool does not run`, async () => {
+    const { gate, ran } = makeGate()
+    const resolved = []
+    gate.on('confirmation-resolved', (e) => resolved.push(e))
+    gate.on('confirmation-request', listener)
+    const r = await gate.execute({ tool: 'delete_file', arguments: { path: '/x' }, callId: 'c' })
+    assert.equal(r.status, 'denied')
+    assert.equal(r.decision.reason, reason)
+    assert.equal(r.decision.responder, HANDLER_RESPONDER)
+    assert.deepEqual(ran, [])
+    await sleep(10)
+    assert.equal(resolved.length, 1)
+    assert.equal(resolved[0].outcome, 'denied')
+    assert.equal(resolved[0].reason, reason)
+    await gate.close()
+  })
+}
+
+test('no listener, no subscriber: cancelled at once (no-subscribers), the tool does not run', async () => {
+  const { gate, ran } = makeGate()
+  const r = await gate.execute({ tool: 'delete_file', arguments: { path: '/x' } })
+  assert.equal(r.status, 'cancelled')
+  assert.equal(r.decision.cancelReason, 'no-subscribers')
+  assert.match(r.content, /no one was available/)
+  assert.deepEqual(ran, [])
+  // Removing the last listener unsubscribes again.
+  const l = (req) => req.approve()
+  gate.on('confirmation-request', l)
+  assert.equal(gate.subscriberCount, 1)
+  assert.equal((await gate.confirm({ tool: 'delete_file', arguments: { path: '/y' } })).outcome, 'approved')
+  gate.off('confirmation-request', l)
+  await sleep(5)
+  assert.equal(gate.subscriberCount, 0)
+  assert.equal((await gate.confirm({ tool: 'delete_file', arguments: { path: '/y' } })).reason, 'no-subscribers')
+  await gate.close()
+})
+
+test('several listeners: the request is denied only when all settled and none answered', async () => {
+  const { gate } = makeGate()
+  gate.on('confirmation-request', () => {}) // returns at once without answering
+  gate.on('confirmation-request', async (req) => {
+    await sleep(30)
+    req.approve()
+  })
+  const d = await gate.confirm({ tool: 'delete_file', arguments: { path: '/x' } })
+  assert.equal(d.outcome, 'approved')
+  await gate.close()
+})
+
+test('once() listeners handle one request', async () => {
+  const { gate } = makeGate()
+  gate.once('confirmation-request', async (req) => {
+    await sleep(10)
+    req.approve()
+  })
+  assert.equal((await gate.confirm({ tool: 'delete_file', arguments: { path: '/x' } })).outcome, 'approved')
+  await sleep(5)
+  assert.equal(gate.listenerCount('confirmation-request'), 0)
+  assert.equal((await gate.confirm({ tool: 'delete_file', arguments: { path: '/x' } })).reason, 'no-subscribers')
+  await gate.close()
+})
+
+test('edits and session grants', async () => {
+  const { gate, ran } = makeGate()
+  gate.register({ name: 'pay', approval: 'required', parameters: { type: 'object' }, execute: () => 'paid' })
+  let next = (req) => req.approve({ arguments: { path: '/tmp/safe' } })
+  gate.on('confirmation-request', (req) => next(req))
+  const r = await gate.execute({ tool: 'delete_file', arguments: { path: '/home/a' } })
+  assert.equal(r.status, 'executed')
+  assert.equal(r.edited, true)
+  assert.deepEqual(r.arguments, { path: '/tmp/safe' })
+  assert.deepEqual(ran, [['delete_file', { path: '/tmp/safe' }]])
+  assert.match(r.content, /changed the arguments/)
+
+  // Invalid edits and edits on a non-editable tool are refused; the request stays.
+  next = (req) => {
+    assert.throws(() => req.approve({ arguments: { path: 5 } }), code('invalid_arguments'))
+    assert.throws(() => req.approve({ scope: 'forever' }), code('malformed'))
+    assert.ok(req.isPending())
+    req.deny()
+  }
+  assert.equal((await gate.confirm({ tool: 'delete_file', arguments: { path: '/a' } })).outcome, 'denied')
+  next = (req) => {
+    assert.throws(() => req.approve({ arguments: { other: 1 } }), code('edits_not_allowed'))
+    req.approve({ scope: 'session' })
+  }
+  assert.equal((await gate.confirm({ tool: 'pay', arguments: {}, sessionId: 's1' })).scope, 'session')
+  assert.deepEqual(gate.grants('s1'), ['pay'])
+  next = () => assert.fail('a session grant needs no request')
+  const again = await gate.confirm({ tool: 'pay', arguments: { a: 1 }, sessionId: 's1' })
+  assert.equal(again.by, 'session-grant')
+  // Never across sessions.
+  next = (req) => req.deny()
+  assert.equal((await gate.confirm({ tool: 'pay', arguments: {}, sessionId: 's2' })).outcome, 'denied')
+  assert.ok(gate.revokeGrant('s1', 'pay'))
+  assert.equal((await gate.confirm({ tool: 'pay', arguments: {}, sessionId: 's1' })).outcome, 'denied')
+  await gate.close()
+})
+
+test('gate.respond: every rejection has its stable code and leaves the request pending', async () => {
+  const { gate } = makeGate({ defaultTimeoutMs: 60_000 })
+  const stream = gate.events()
+  const p = gate.confirm({ tool: 'delete_file', arguments: { path: '/a' }, sessionId: 's1' })
+  const { value: req } = await stream.next()
+  const bound = { id: req.id, tool: req.tool, argumentsDigest: req.argumentsDigest, sessionId: req.sessionId }
+  assert.throws(() => gate.respond({ ...bound, id: '00000000-0000-4000-8000-000000000000', decision: 'approve' }), code('unknown_request'))
+  assert.throws(() => gate.respond({ ...bound, tool: 'read_file', decision: 'approve' }), code('mismatch'))
+  assert.throws(() => gate.respond({ ...bound, sessionId: 's2', decision: 'approve' }), code('mismatch'))
+  assert.throws(() => gate.respond({ ...bound, argumentsDigest: 'sha256:00', decision: 'approve' }), code('mismatch'))
+  assert.throws(() => gate.respond({ ...bound, decision: 'approve', argumentz: {} }), code('malformed'))
+  assert.throws(() => gate.respond({ ...bound, decision: 'deny', scope: 'session' }), code('malformed'))
+  assert.throws(() => gate.respondJson('{"id": 5}'), code('malformed'))
+  assert.ok(req.isPending())
+  assert.equal(gate.respond({ ...bound, decision: 'approve', responder: 'carol' }), 'approved')
+  assert.throws(() => gate.respond({ ...bound, decision: 'deny' }), code('already_resolved'))
+  const d = await p
+  assert.equal(d.responder, 'carol')
+  await gate.close()
+  assert.throws(() => gate.respond({ ...bound, decision: 'deny' }), code('closed'))
+  const e = (() => { try { gate.respond({ ...bound, decision: 'deny' }) } catch (x) { return x } })()
+  assert.ok(e instanceof Error && e.name === 'SignoffError' && isSignoffError(e, 'closed'))
+})
+
+test('timeouts deny; a late answer is expired', async () => {
+  const { gate } = makeGate({ defaultTimeoutMs: 50 })
+  const timeouts = []
+  gate.on('confirmation-timeout', (e) => timeouts.push(e))
+  let late
+  gate.on('confirmation-request', (req) => {
+    late = req
+    return sleep(120).then(() => assert.throws(() => req.approve(), code('expired')))
+  })
+  const r = await gate.execute({ tool: 'delete_file', arguments: { path: '/x' } })
+  assert.equal(r.status, 'timed-out')
+  assert.equal(r.decision.timeoutMs, 50)
+  assert.match(r.content, /within 50 ms/)
+  await sleep(150)
+  assert.equal(timeouts.length, 1)
+  assert.equal(timeouts[0].id, late.id)
+  await gate.close()
+})
+
+test('execute: outputs, failures, refusals; each approved call runs exactly once', async () => {
+  const { gate, ran } = makeGate()
+  let calls = 0
+  gate.register({ name: 'count', approval: 'not_required', execute: () => ++calls })
+  gate.register({ name: 'fail_sync', approval: 'not_required', execute: () => { throw new Error('disk full') } })
+  gate.register({ name: 'fail_async', approval: 'not_required', execute: async () => { throw new TypeError('bad') } })
+  gate.register({ name: 'bigint', approval: 'not_required', execute: () => 10n })
+  gate.register({ name: 'no_exec', approval: 'not_required' })
+  gate.register({ name: 'big', approval: 'not_required', execute: (a) => ({ n: a.n, when: new Date(0) }) })
+
+  assert.equal((await gate.execute({ tool: 'count' })).output, 1)
+  assert.equal(calls, 1)
+  const f1 = await gate.execute({ tool: 'fail_sync', callId: 'f1' })
+  assert.equal(f1.status, 'failed')
+  assert.equal(f1.error, 'disk full')
+  assert.match(f1.content, /ran and failed: disk full/)
+  assert.equal(f1.isError, true)
+  assert.equal((await gate.execute({ tool: 'fail_async' })).error, 'bad')
+  assert.match((await gate.execute({ tool: 'bigint' })).error, /not JSON/)
+  const nx = await gate.execute({ tool: 'no_exec' })
+  assert.equal(nx.status, 'rejected')
+  assert.equal(nx.errorCode, 'no_executor')
+  const unknown = await gate.execute({ tool: 'format_disk', callId: 'u' })
+  assert.equal(unknown.status, 'rejected')
+  assert.equal(unknown.errorCode, 'unknown_tool')
+  assert.match(unknown.content, /refused and did not run/)
+  // JSON semantics across the boundary: integers stay integers, dates become strings.
+  const big = await gate.execute({ tool: 'big', arguments: { n: 5_000_000_000 } })
+  assert.deepEqual(big.output, { n: 5_000_000_000, when: '1970-01-01T00:00:00.000Z' })
+  assert.equal(big.content, '{"n":5000000000,"when":"1970-01-01T00:00:00.000Z"}')
+  const ok = await gate.execute({ tool: 'read_file', arguments: { path: '/a' }, callId: 'r' })
+  assert.equal(ok.content, 'contents of /a')
+  assert.deepEqual(ok.toAnthropicBlock(), { type: 'tool_result', tool_use_id: 'r', content: 'contents of /a', is_error: false })
+  assert.deepEqual(ok.toAISDKMessage(), {
+    role: 'tool',
+    content: [{ type: 'tool-result', toolCallId: 'r', toolName: 'read_file', output: { type: 'text', value: 'contents of /a' } }],
+  })
+  assert.deepEqual(ran, [['read_file', { path: '/a' }]])
+  await gate.close()
+})
+
+test('the digest the person approves is the core digest of the canonical JSON', async () => {
+  const { gate } = makeGate()
+  gate.register({ name: 'pay', approval: 'required', parameters: { type: 'object' } })
+  const stream = gate.events()
+  const p = gate.confirm({ tool: 'pay', arguments: { to: 'x', amount: 5_000_000_000, skip: undefined } })
+  const { value: req } = await stream.next()
+  const canonical = '{"amount":5000000000,"to":"x"}'
+  assert.equal(req.argumentsDigest, 'sha256:' + createHash('sha256').update(canonical).digest('hex'))
+  assert.deepEqual(req.arguments, { to: 'x', amount: 5_000_000_000 })
+  req.deny()
+  await p
+  await gate.close()
+})
+
+test('executeBatch: order kept, concurrent decisions, each call at most once', async () => {
+  const { gate, ran } = makeGate()
+  const held = []
+  gate.on('confirmation-request', (req) => new Promise((resolve) => held.push({ req, resolve })))
+  const calls = [
+    { tool: 'delete_file', arguments: { path: '/1' }, callId: 'a' },
+    { tool: 'read_file', arguments: { path: '/2' }, callId: 'b' },
+    { tool: 'delete_file', arguments: { path: '/3' }, callId: 'c' },
+    { tool: 'nope', callId: 'd' },
+    { tool: 'delete_file', arguments: { path: '/5' }, callId: 'e' },
+  ]
+  const p = gate.executeBatch(calls)
+  while (held.length < 3) await sleep(1)
+  // The ungated call already ran while the others wait.
+  assert.deepEqual(ran, [['read_file', { path: '/2' }]])
+  // Answer in reverse order.
+  for (const { req, resolve } of held.reverse()) {
+    if (req.arguments.path === '/3') req.deny('no')
+    else req.approve()
+    resolve()
+  }
+  const results = await p
+  assert.deepEqual(results.map((r) => r.callId), ['a', 'b', 'c', 'd', 'e'])
+  assert.deepEqual(results.map((r) => r.status), ['executed', 'executed', 'denied', 'rejected', 'executed'])
+  assert.equal(ran.filter(([, a]) => a.path === '/1').length, 1)
+  assert.equal(ran.filter(([, a]) => a.path === '/3').length, 0)
+  assert.equal(ran.length, 3)
+  await gate.close()
+})
+
+test('an aborted signal cancels through the core (aborted) and the tool never runs', async () => {
+  const { gate, ran } = makeGate()
+  const stream = gate.events()
+  // Aborted while pending.
+  const ac = new AbortController()
+  const p = gate.execute({ tool: 'delete_file', arguments: { path: '/x' } }, { signal: ac.signal })
+  const { value: req } = await stream.next()
+  ac.abort()
+  const r = await p
+  assert.equal(r.status, 'cancelled')
+  assert.equal(r.decision.cancelReason, 'aborted')
+  assert.match(r.content, /aborted/)
+  assert.throws(() => req.approve(), code('already_resolved'))
+  const resolved = (await stream.next()).value
+  assert.equal(resolved.type, 'confirmation-resolved')
+  assert.equal(resolved.cancelReason, 'aborted')
+  // Already aborted: the listener (which would approve) never sees it.
+  let asked = 0
+  gate.on('confirmation-request', (q) => {
+    asked++
+    q.approve()
+  })
+  const pre = await gate.execute({ tool: 'delete_file', arguments: { path: '/y' } }, { signal: AbortSignal.abort() })
+  assert.equal(pre.status, 'cancelled')
+  assert.equal(pre.decision.cancelReason, 'aborted')
+  const batch = await gate.executeBatch([{ tool: 'delete_file', arguments: { path: '/z' } }, { tool: 'read_file', arguments: { path: '/r' } }], { signal: AbortSignal.abort() })
+  assert.deepEqual(batch.map((b) => b.status), ['cancelled', 'executed'])
+  assert.equal(asked, 0)
+  assert.deepEqual(ran, [['read_file', { path: '/r' }]])
+  // After approval, the signal goes to the executor.
+  gate.register({
+    name: 'slow_delete',
+    parameters: { type: 'object' },
+    execute: (_a, { signal }) =>
+      new Promise((resolve, reject) => signal.addEventListener('abort', () => reject(new Error('stopped by signal')))),
+  })
+  const ac2 = new AbortController()
+  const slow = gate.execute({ tool: 'slow_delete', arguments: {} }, { signal: ac2.signal })
+  await sleep(10)
+  ac2.abort()
+  const sr = await slow
+  assert.equal(sr.status, 'failed')
+  assert.equal(sr.error, 'stopped by signal')
+  // Confirm with a signal that never fires: listeners are removed when it settles.
+  const ac3 = new AbortController()
+  for (let i = 0; i < 50; i++) await gate.confirm({ tool: 'delete_file', arguments: { path: '/q' } }, { signal: ac3.signal })
+  stream.close()
+  await gate.close()
+})
+
+test('close(): pending calls are cancelled (shutdown), nothing runs, later answers fail `closed`', async () => {
+  const { gate, ran } = makeGate()
+  const seen = []
+  gate.on('confirmation-request', (req) => {
+    seen.push(req)
+    return new Promise(() => {}) // never settles
+  })
+  const stream = gate.events()
+  const p1 = gate.execute({ tool: 'delete_file', arguments: { path: '/1' } })
+  const p2 = gate.confirm({ tool: 'delete_file', arguments: { path: '/2' } })
+  await sleep(10)
+  assert.equal(gate.pendingCount, 2)
+  const closing = gate.close()
+  assert.equal(gate.close(), closing)
+  await closing
+  const [r1, d2] = await Promise.all([p1, p2])
+  assert.equal(r1.status, 'cancelled')
+  assert.equal(r1.decision.cancelReason, 'shutdown')
+  assert.equal(d2.cancelReason, 'shutdown')
+  assert.deepEqual(ran, [])
+  assert.throws(() => seen[0].approve(), code('closed'))
+  assert.equal((await gate.confirm({ tool: 'delete_file', arguments: { path: '/3' } })).cancelReason, 'shutdown')
+  assert.ok(gate.closed)
+  // The stream delivers what was published, then ends.
+  const types = (await toArray(stream)).map((e) => e.type)
+  assert.deepEqual(types.filter((t) => t === 'confirmation-resolved').length, 2)
+  assert.equal(types.filter((t) => t === 'confirmation-request').length, 2)
+})
+
+test('events(): breaking out unsubscribes; listeners of other events get them', async () => {
+  const { gate } = makeGate()
+  const responses = []
+  gate.on('confirmation-response', (e) => responses.push(e))
+  assert.equal(gate.subscriberCount, 1)
+  const stream = gate.events()
+  assert.equal(gate.subscriberCount, 2)
+  const p = gate.confirm({ tool: 'delete_file', arguments: { path: '/x' } })
+  for await (const e of stream) {
+    if (e.type === 'confirmation-request') {
+      e.approve({ responder: 'ui' })
+      break
+    }
+  }
+  assert.equal(gate.subscriberCount, 1)
+  assert.equal((await p).responder, 'ui')
+  await sleep(10)
+  assert.equal(responses.length, 1)
+  assert.equal(responses[0].responder, 'ui')
+  assert.equal(responses[0].decision, 'approve')
+  gate.removeAllListeners('confirmation-response')
+  await sleep(5)
+  assert.equal(gate.subscriberCount, 0)
+  await gate.close()
+})
+
+test('a lagging stream gets a typed lag item with the pending snapshot', async () => {
+  const { gate } = makeGate({ busCapacity: 4 })
+  const stream = gate.events()
+  const ps = []
+  for (let i = 0; i < 20; i++) ps.push(gate.confirm({ tool: 'delete_file', arguments: { path: `/${i}` } }))
+  const { value: first } = await stream.next()
+  assert.equal(first.type, 'lagged')
+  assert.ok(first.missed >= 16)
+  assert.equal(first.pending.length, 20)
+  // The snapshot is answerable.
+  for (const req of first.pending) req.approve()
+  const ds = await Promise.all(ps)
+  assert.ok(ds.every((d) => d.outcome === 'approved'))
+  // A lagging on() listener gets a 'lagged' event, never silence.
+  stream.close()
+  await gate.close()
+
+  const g2 = makeGate({ busCapacity: 2 }).gate
+  const lags = []
+  g2.on('lagged', (e) => lags.push(e))
+  g2.on('confirmation-request', (req) => req.approve())
+  for (let i = 0; i < 10; i++) await g2.confirm({ tool: 'delete_file', arguments: { path: '/x' } })
+  await sleep(20)
+  assert.ok(lags.length >= 1)
+  assert.ok(lags[0].missed > 0)
+  await g2.close()
+})
+
+test('model tool-call converters', async () => {
+  const { gate } = makeGate()
+  assert.deepEqual(fromOpenAIToolCall({ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"/a"}' } }, { sessionId: 's' }), {
+    tool: 'read_file',
+    arguments: { path: '/a' },
+    callId: 'c1',
+    sessionId: 's',
+    metadata: undefined,
+  })
+  const calls = toolCallsFromOpenAIMessage({
+    role: 'assistant',
+    tool_calls: [{ id: 'c2', type: 'function', function: { name: 'read_file', arguments: '{not json' } }],
+  })
+  const [bad] = await gate.executeBatch(calls)
+  assert.equal(bad.status, 'rejected')
+  assert.equal(bad.errorCode, 'invalid_arguments')
+  assert.equal(bad.toOpenAIMessage().tool_call_id, 'c2')
+  assert.deepEqual(fromAISDKToolCall({ toolCallId: 'x', toolName: 'read_file', input: { path: '/b' } }).arguments, { path: '/b' })
+  assert.deepEqual(fromAnthropicToolUse({ id: 'tu', name: 'read_file', input: { path: '/c' } }).callId, 'tu')
+  assert.deepEqual(gate.openAITools()[0], {
+    type: 'function',
+    function: { name: 'delete_file', description: 'Deletes a file', parameters: pathSchema },
+  })
+  await gate.close()
+})
+
+test('the audit log records requests, answers, outcomes and executions', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'signoff-'))
+  const auditPath = path.join(dir, 'audit.jsonl')
+  const { gate } = makeGate({ auditPath })
+  gate.on('confirmation-request', (req) => req.approve({ responder: 'alice' }))
+  await gate.execute({ tool: 'delete_file', arguments: { path: '/x' } })
+  assert.throws(() => gate.respondJson('nope'), code('malformed'))
+  await gate.flushAudit()
+  await gate.close()
+  const records = readFileSync(auditPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+  const kinds = records.map((r) => r.kind)
+  for (const k of ['request', 'response', 'outcome', 'execution', 'response-rejected']) assert.ok(kinds.includes(k), k)
+  assert.equal(records.find((r) => r.kind === 'response').responder, 'alice')
+  rmSync(dir, { recursive: true, force: true })
+})
+
+test('endSession cancels the session and drops its grants', async () => {
+  const { gate } = makeGate()
+  const stream = gate.events()
+  const p = gate.confirm({ tool: 'delete_file', arguments: { path: '/x' }, sessionId: 'sx' })
+  await stream.next()
+  assert.equal(gate.endSession('sx'), 1)
+  assert.equal((await p).cancelReason, 'session-ended')
+  assert.equal(gate.pending().length, 0)
+  stream.close()
+  await gate.close()
+})
+
+test('a gate nobody references is collected, listeners, tools and all', async () => {
+  if (!globalThis.gc) return // run with --expose-gc (npm test does)
+  let collected = false
+  const registry = new FinalizationRegistry(() => (collected = true))
+  ;(() => {
+    const { gate } = makeGate()
+    gate.on('confirmation-request', (req) => req.approve())
+    gate.on('confirmation-resolved', () => {})
+    registry.register(gate, 'gate')
+  })()
+  for (let i = 0; i < 50 && !collected; i++) {
+    await sleep(10)
+    globalThis.gc()
+  }
+  assert.ok(collected, 'the gate was collected')
+})
+
+test('events({ types }) delivers only those types', async () => {
+  const { gate } = makeGate()
+  const only = gate.events({ types: ['confirmation-request', 'confirmation-resolved'] })
+  assert.throws(() => gate.events({ types: ['confirmation-requests'] }), code('malformed'))
+  const p = gate.confirm({ tool: 'delete_file', arguments: { path: '/x' } })
+  const { value: req } = await only.next()
+  req.approve()
+  await p
+  const { value: next } = await only.next()
+  assert.equal(next.type, 'confirmation-resolved') // the response event was skipped
+  only.close()
+  await gate.close()
+})

@@ -1,0 +1,23 @@
+// The quickstart in README.md runs as written and prints what the README says it prints.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync, writeFileSync, rmSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+test('README quickstart', () => {
+  const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8')
+  const section = readme.slice(readme.indexOf('### Quickstart'))
+  const code = section.match(/```js\n([\s\S]*?)```/)[1]
+  const expected = section.match(/prints\n\n```text\n([\s\S]*?)```/)[1]
+  // Inside the package, so that `import ... from 'signoff'` resolves to it (self-reference).
+  const file = fileURLToPath(new URL('./.tmp-quickstart.mjs', import.meta.url))
+  writeFileSync(file, code)
+  try {
+    const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 20_000 })
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, expected)
+  } finally {
+    rmSync(file, { force: true })
+  }
+})

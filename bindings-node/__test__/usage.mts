@@ -1,0 +1,103 @@
+// Compiled (not run) by types.test.mjs: what a TypeScript user writes, through the package's
+// `import` entry. Lines marked @ts-expect-error must fail to compile.
+import {
+  Gate,
+  SignoffError,
+  ERROR_CODES,
+  isSignoffError,
+  fromOpenAIToolCall,
+  parseEvent,
+  serializeEvent,
+  type Decision,
+  type ErrorCode,
+  type GateEvent,
+  type PendingRequest,
+  type ToolDefinition,
+  type ToolResult,
+  type Outcome,
+} from 'signoff'
+
+interface DeleteArgs {
+  path: string
+}
+
+const tool: ToolDefinition<DeleteArgs> = {
+  name: 'delete_file',
+  description: 'Deletes a file',
+  parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+  approval: 'required',
+  editable: true,
+  rules: [{ kind: 'path_outside', pointer: '/path', prefixes: ['/tmp'] }],
+  source: { kind: 'external', server: 'fs' },
+  execute: async ({ path }, { signal }) => ({ deleted: path, aborted: signal?.aborted ?? false }),
+}
+
+const gate = new Gate({ defaultTimeoutMs: 30_000, keywords: ['delete'], denyWhenUnobserved: true })
+gate.register(tool)
+
+// @ts-expect-error unknown approval mode
+gate.register({ name: 'x', approval: 'sometimes' })
+// @ts-expect-error unknown option
+new Gate({ defaultTimeoutMS: 1 })
+
+gate.on('confirmation-request', async (req: PendingRequest) => {
+  const shown: string = req.displayArguments
+  const deadline: Date = req.deadline
+  void shown
+  void deadline
+  const outcome: Outcome = req.approve({ arguments: { path: '/tmp/x' }, scope: 'session', responder: 'me' })
+  void outcome
+  // @ts-expect-error scope is 'once' | 'session'
+  req.approve({ scope: 'forever' })
+  req.deny('because')
+})
+gate.on('confirmation-resolved', (e) => {
+  const cancel: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | undefined = e.cancelReason
+  void cancel
+})
+gate.on('lagged', (e) => {
+  const n: number = e.missed
+  const pending: PendingRequest[] = e.pending
+  void n
+  void pending
+})
+
+async function main(): Promise<void> {
+  const d: Decision = await gate.confirm({ tool: 'delete_file', arguments: { path: '/a' } }, { signal: AbortSignal.timeout(10) })
+  if (d.outcome === 'approved') {
+    const by: 'not-gated' | 'person' | 'session-grant' | 'gating-disabled' = d.by
+    void by
+  } else if (d.outcome === 'cancelled') {
+    const why: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' = d.reason
+    void why
+  }
+  const r: ToolResult = await gate.execute(fromOpenAIToolCall({ id: 'c', function: { name: 'delete_file', arguments: '{}' } }))
+  const msg: { role: 'tool'; tool_call_id: string; content: string } = r.toOpenAIMessage()
+  void msg
+  const rs: ToolResult[] = await gate.executeBatch([{ tool: 'delete_file' }])
+  void rs
+  for await (const e of gate.events()) {
+    const ev: GateEvent = e
+    if (ev.type === 'confirmation-request') ev.approve()
+    else if (ev.type === 'lagged') ev.pending.forEach((p) => p.deny())
+    break
+  }
+  try {
+    gate.respond({ id: 'x', decision: 'approve', argumentsDigest: 'sha256:..', sessionId: 's' })
+  } catch (e) {
+    if (e instanceof SignoffError) {
+      const c: ErrorCode = e.code
+      void c
+    }
+    if (isSignoffError(e, 'already_resolved')) void e.code
+  }
+  // @ts-expect-error decision is 'approve' | 'deny'
+  gate.respond({ id: 'x', decision: 'maybe' })
+  const codes: readonly ErrorCode[] = ERROR_CODES
+  void codes
+  const ev = parseEvent('{}')
+  const wire: Record<string, unknown> = serializeEvent(ev)
+  void wire
+  await gate.close()
+}
+void main

@@ -1,0 +1,598 @@
+import { EventEmitter } from 'node:events'
+import { SignoffError, describe, toJson, toSignoffError } from './errors'
+import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
+import { native, type ConfirmationRequestData, type DecisionData, type NativeGate, type NativeSubscription, type ToolResultData } from './native'
+import { PendingRequest } from './request'
+import { ToolResult } from './result'
+import type {
+  CallOptions,
+  ConfirmationResolvedEvent,
+  ConfirmationResponseEvent,
+  ConfirmationResponseInput,
+  ConfirmationTimeoutEvent,
+  Decision,
+  Evaluation,
+  Executor,
+  GateOptions,
+  Outcome,
+  ToolCall,
+  ToolDefinition,
+  ToolInfo,
+} from './types'
+
+/** The core's default keyword list. */
+export const DEFAULT_KEYWORDS: readonly string[] = Object.freeze(native.defaultKeywords())
+/** The session used when a call names none. */
+export const DEFAULT_SESSION: string = native.defaultSession()
+/** The responder recorded when signoff denies on behalf of a request listener. */
+export const HANDLER_RESPONDER: string = native.handlerResponder()
+
+const GATE_OPTIONS = new Set([
+  'defaultTimeoutMs',
+  'keywords',
+  'denyWhenUnobserved',
+  'auditPath',
+  'dangerouslyDisableGating',
+  'busCapacity',
+  'rememberResolved',
+  'allowedResponders',
+])
+
+const REQUEST = 'confirmation-request'
+/** Events delivered to `on()` listeners through a bus subscription. */
+const BUS_EVENTS = new Set<string | symbol>(['confirmation-response', 'confirmation-timeout', 'confirmation-resolved', 'lagged'])
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function'
+}
+
+const camelToSnake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+const snakeToCamel = (k: string): string => k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())
+
+/** Top-level keys to the core's snake_case; values (rules, sources, schemas) pass verbatim. */
+function toCore(o: object): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[camelToSnake(k)] = v
+  return out
+}
+
+/**
+ * The approval gate. Register tools, then `confirm` or `execute` the model's calls: calls that
+ * need approval publish a `confirmation-request` and wait for a person; every outcome other than
+ * an explicit approval (a denial, the deadline, no listener, a failing listener, an aborted
+ * signal, `close()`) is a decision not to run.
+ *
+ * Requests reach people two ways:
+ * - `gate.on('confirmation-request', req => ...)`: answer with `req.approve()` / `req.deny()`.
+ *   A listener may be async; when every listener has returned (or settled) and none answered,
+ *   or one threw or rejected, the core denies the request.
+ * - `for await (const event of gate.events())`: a stream of every event, for UIs.
+ *
+ * @example
+ * ```ts
+ * const gate = new Gate()
+ * gate.register({ name: 'delete_file', execute: ({ path }) => fs.rmSync(path) })
+ * gate.on('confirmation-request', (req) => { req.approve() })
+ * const result = await gate.execute({ tool: 'delete_file', arguments: { path: '/tmp/x' }, callId: 'c1' })
+ * messages.push(result.toOpenAIMessage())
+ * ```
+ */
+export class Gate extends EventEmitter {
+  readonly #native: NativeGate
+  #abortSeq = 0
+  readonly #signals = new Map<number, AbortSignal>()
+  #handlerOn = false
+  #inFlight = 0
+  #pump?: NativeSubscription
+  #closing?: Promise<void>
+  /** The executor wrappers handed to the addon, which only holds them weakly. */
+  readonly #executors = new Map<string, (argsJson: string, token: number, abortId?: number) => void>()
+
+  constructor(options: GateOptions = {}) {
+    super()
+    for (const k of Object.keys(options)) {
+      if (!GATE_OPTIONS.has(k)) throw new SignoffError(`malformed payload: unknown gate option \`${k}\``, 'malformed')
+    }
+    try {
+      this.#native = new native.NativeGate(options)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  // ---- tools ---------------------------------------------------------------------------------
+
+  /**
+   * Registers (or replaces) a tool. The definition is converted to the core's `ToolSpec`;
+   * `execute` (optional, sync or async) runs approved calls.
+   * @throws {@link SignoffError} `invalid_tool` (bad schema, empty name, bad rule), `malformed`
+   *   (unknown key, wrong type).
+   */
+  register<Args = any>(tool: ToolDefinition<Args>): this {
+    const { execute, ...spec } = tool
+    const wrapper = execute ? this.#executor(execute) : undefined
+    try {
+      this.#native.register(toJson(toCore(spec), 'tool definitions')!, wrapper)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+    if (wrapper) this.#executors.set(tool.name, wrapper)
+    else this.#executors.delete(tool.name)
+    return this
+  }
+
+  /** Removes a tool; later calls to it are refused (`unknown_tool`). */
+  unregister(name: string): boolean {
+    this.#executors.delete(name)
+    return this.#native.unregister(name)
+  }
+
+  /** Every registered tool, sorted by name. */
+  tools(): ToolInfo[] {
+    return (JSON.parse(this.#native.tools()) as Record<string, unknown>[]).map((t) => {
+      const out: Record<string, unknown> = {}
+      for (const [k, v] of Object.entries(t)) out[snakeToCamel(k)] = v
+      return out as unknown as ToolInfo
+    })
+  }
+
+  /** The registered tools as OpenAI Chat Completions `tools` entries. */
+  openAITools(): Array<{ type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }> {
+    return this.tools().map((t) => ({
+      type: 'function' as const,
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }))
+  }
+
+  /**
+   * Whether a call would need approval right now, and why. Makes no request.
+   * @throws {@link SignoffError} `unknown_tool`, `invalid_arguments`
+   */
+  evaluate(call: ToolCall): Evaluation {
+    try {
+      return this.#native.evaluate(call.tool, toJson(call.arguments, 'arguments'), call.sessionId)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  #executor(fn: Executor): (argsJson: string, token: number, abortId?: number) => void {
+    const signals = this.#signals // not `this`: the wrapper must not keep the gate alive
+    const settle = (token: number, ok: boolean, v: unknown): void => {
+      if (!ok) return native.settleExecution(token, false, describe(v))
+      let json: string | undefined
+      try {
+        json = JSON.stringify(v)
+      } catch (e) {
+        return native.settleExecution(token, false, `the tool returned a value that is not JSON (${describe(e)})`)
+      }
+      native.settleExecution(token, true, json ?? 'null')
+    }
+    return (argsJson, token, abortId) => {
+      let r: unknown
+      try {
+        r = fn(JSON.parse(argsJson), { signal: abortId === undefined ? undefined : signals.get(abortId) })
+      } catch (e) {
+        settle(token, false, e)
+        return
+      }
+      if (isThenable(r)) {
+        r.then(
+          (v) => settle(token, true, v),
+          (e) => settle(token, false, e),
+        )
+      } else {
+        settle(token, true, r)
+      }
+    }
+  }
+
+  // ---- calls ---------------------------------------------------------------------------------
+
+  /**
+   * Asks for approval when the call needs it and resolves the decision. Resolves at once when no
+   * approval is needed. Never runs the tool.
+   * @rejects {@link SignoffError} `unknown_tool`, `invalid_arguments` (nothing is asked).
+   */
+  confirm(call: ToolCall, options?: CallOptions): Promise<Decision> {
+    try {
+      const r = this.#start(this.#native.confirm, call, options?.signal)
+      return typeof r === 'string' ? Promise.resolve(JSON.parse(r) as Decision) : r.then(parseDecision)
+    } catch (e) {
+      return Promise.reject(toSignoffError(e))
+    }
+  }
+
+  /**
+   * Confirms the call and, if approved, runs its executor once. Never rejects for a refused
+   * call: the result's `status` says what happened and `content` tells the model.
+   */
+  execute(call: ToolCall, options?: CallOptions): Promise<ToolResult> {
+    try {
+      const r = this.#start(this.#native.execute, call, options?.signal)
+      return typeof r === 'string' ? Promise.resolve(parseResult(r)) : r.then(parseResult)
+    } catch (e) {
+      return Promise.reject(toSignoffError(e))
+    }
+  }
+
+  /**
+   * Runs the calls of one model turn concurrently: ungated calls run at once, each gated call
+   * waits for its own decision; each runs at most once. Results come in the order of `calls`.
+   */
+  executeBatch(calls: ToolCall[], options?: CallOptions): Promise<ToolResult[]> {
+    try {
+      const json = toJson(
+        calls.map((c) => ({ tool: c.tool, arguments: c.arguments, sessionId: c.sessionId, callId: c.callId, metadata: c.metadata })),
+        'tool calls',
+      )!
+      const signal = options?.signal
+      const r = signal
+        ? this.#withSignal(signal, (id, aborted) => this.#native.executeBatch(json, id, aborted))
+        : this.#native.executeBatch(json)
+      return typeof r === 'string' ? Promise.resolve(parseResults(r)) : r.then(parseResults)
+    } catch (e) {
+      return Promise.reject(toSignoffError(e))
+    }
+  }
+
+  #start(
+    fn: NativeGate['confirm'],
+    call: ToolCall,
+    signal: AbortSignal | undefined,
+  ): string | Promise<string> {
+    const args = toJson(call.arguments, 'arguments')
+    const meta = toJson(call.metadata, 'metadata')
+    if (!signal) return fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta)
+    return this.#withSignal(signal, (id, aborted) =>
+      fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta, id, aborted),
+    )
+  }
+
+  #withSignal(signal: AbortSignal, start: (id: number, aborted: boolean) => string | Promise<string>): string | Promise<string> {
+    this.#abortSeq = this.#abortSeq >= 0xffff_fffe ? 1 : this.#abortSeq + 1
+    const id = this.#abortSeq
+    this.#signals.set(id, signal)
+    let r: string | Promise<string>
+    try {
+      r = start(id, signal.aborted)
+    } catch (e) {
+      this.#signals.delete(id)
+      throw e
+    }
+    if (typeof r === 'string') {
+      this.#signals.delete(id)
+      return r
+    }
+    const onAbort = (): void => this.#native.abort(id)
+    signal.addEventListener('abort', onAbort, { once: true })
+    const done = (): void => {
+      signal.removeEventListener('abort', onAbort)
+      this.#signals.delete(id)
+    }
+    return r.then(
+      (v) => {
+        done()
+        return v
+      },
+      (e) => {
+        done()
+        throw e
+      },
+    )
+  }
+
+  // ---- answers -------------------------------------------------------------------------------
+
+  /**
+   * Answers a pending request. The first valid response wins; a rejected one leaves the request
+   * as it was.
+   * @returns the request's outcome (`'approved'` or `'denied'`).
+   * @throws {@link SignoffError} `unknown_request`, `already_resolved`, `expired`, `mismatch`,
+   *   `edits_not_allowed`, `invalid_arguments`, `unauthorized`, `malformed`, `closed`.
+   */
+  respond(response: ConfirmationResponseInput): Outcome {
+    try {
+      return this.#native.respondJson(toJson(toCore(response), 'responses')!)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * Answers a pending request with a response in the core's JSON form (snake_case fields, e.g.
+   * from a remote UI). Same errors as {@link respond}.
+   */
+  respondJson(json: string): Outcome {
+    try {
+      return this.#native.respondJson(json)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /** Cancels one pending request (reported as `cancelled` / `aborted`). Returns whether it was pending. */
+  cancelRequest(id: string): boolean {
+    try {
+      return this.#native.cancelRequest(id)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /** Every pending request, oldest first: what a UI shows when it opens. */
+  pending(): PendingRequest[] {
+    return (JSON.parse(this.#native.pending()) as ConfirmationRequestData[]).map((d) => PendingRequest.from(d, this.#native))
+  }
+
+  /** How many requests are pending. */
+  get pendingCount(): number {
+    return this.#native.pendingCount
+  }
+
+  /** How many bus subscribers are alive (request listeners, event streams, other listeners). */
+  get subscriberCount(): number {
+    return this.#native.subscriberCount
+  }
+
+  /** The tools granted for a session (approved with `scope: 'session'`), sorted. */
+  grants(sessionId: string): string[] {
+    return this.#native.grants(sessionId)
+  }
+
+  /** Revokes a session grant. Returns whether one existed. */
+  revokeGrant(sessionId: string, tool: string): boolean {
+    return this.#native.revokeGrant(sessionId, tool)
+  }
+
+  /** Ends a session: drops its grants and cancels its pending requests. Returns how many. */
+  endSession(sessionId: string): number {
+    return this.#native.endSession(sessionId)
+  }
+
+  /** True when gating is disabled (development only). */
+  get gatingDisabled(): boolean {
+    return this.#native.gatingDisabled
+  }
+
+  // ---- events --------------------------------------------------------------------------------
+
+  /**
+   * A stream of this gate's events, from now on, in order. Requests come as
+   * {@link PendingRequest}s (answerable). A lag (the consumer fell more than `busCapacity` events
+   * behind) is yielded as a {@link LaggedEvent} with the pending snapshot.
+   *
+   * The stream is a bus subscriber while open: with `denyWhenUnobserved`, requests are only
+   * cancelled for lack of an observer when no listener and no stream is left.
+   *
+   * @param options.types only these event types (e.g. `['confirmation-request']` for an approver
+   *   UI that needs nothing else); a lag is always yielded.
+   */
+  events(options?: EventStreamOptions): EventStream {
+    const s = new EventStream(this.#native, options?.types)
+    if (this.#native.isClosed) s.close()
+    return s
+  }
+
+  /** True once {@link close} was called. */
+  get closed(): boolean {
+    return this.#closing !== undefined || this.#native.isClosed
+  }
+
+  /**
+   * Shuts the gate down: every pending request is cancelled (`shutdown`; the tools do not run),
+   * later calls are cancelled at once, later answers fail with `closed`, the audit log is
+   * flushed, and the gate's native resources are released (nothing keeps the process alive).
+   * Event streams end after delivering the final events. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= Promise.resolve(this.#native.close()).then(() => {
+      this.#stopPump()
+      this.#handlerOn = false
+    })
+    return this.#closing
+  }
+
+  /** Waits until every audit record so far is on disk. */
+  flushAudit(): Promise<void> {
+    return Promise.resolve(this.#native.flushAudit())
+  }
+
+  // ---- listeners -----------------------------------------------------------------------------
+  // EventEmitter semantics, plus: the first `confirmation-request` listener starts the core's
+  // handler driver (`Gate::on_request`), the last one stops it once its requests have settled;
+  // the first listener of another event type subscribes to the bus, the last one unsubscribes.
+
+  override on(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.on(event, listener)
+    this.#listening(event)
+    return this
+  }
+  override addListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.addListener(event, listener)
+    this.#listening(event)
+    return this
+  }
+  override prependListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.prependListener(event, listener)
+    this.#listening(event)
+    return this
+  }
+  override once(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.once(event, listener)
+    this.#listening(event)
+    return this
+  }
+  override prependOnceListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.prependOnceListener(event, listener)
+    this.#listening(event)
+    return this
+  }
+  override off(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.off(event, listener)
+    queueMicrotask(() => this.#unlistening(event))
+    return this
+  }
+  override removeListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    super.removeListener(event, listener)
+    queueMicrotask(() => this.#unlistening(event))
+    return this
+  }
+  override removeAllListeners(event?: string | symbol): this {
+    super.removeAllListeners(event)
+    queueMicrotask(() => {
+      this.#unlistening(REQUEST)
+      this.#unlistening('lagged')
+    })
+    return this
+  }
+
+  #listening(event: string | symbol): void {
+    if (this.#native.isClosed) return
+    if (event === REQUEST) {
+      if (!this.#handlerOn) {
+        this.#native.setRequestHandler(this.#dispatch)
+        this.#handlerOn = true
+      }
+    } else if (BUS_EVENTS.has(event)) {
+      this.#startPump()
+    }
+  }
+
+  #unlistening(event: string | symbol): void {
+    if (event === REQUEST) {
+      this.#maybeStopHandler()
+    } else if (BUS_EVENTS.has(event)) {
+      for (const e of BUS_EVENTS) if (this.listenerCount(e) > 0) return
+      this.#stopPump()
+    }
+  }
+
+  #maybeStopHandler(): void {
+    if (this.#handlerOn && this.#inFlight === 0 && this.listenerCount(REQUEST) === 0) {
+      this.#handlerOn = false
+      if (!this.#native.isClosed) this.#native.setRequestHandler(null)
+    }
+  }
+
+  /** Runs the `confirmation-request` listeners for requests the core hands over. */
+  readonly #dispatch = (token: number, id: string, tool: string, argsJson: string, rest: string): null | string | undefined =>
+    this.#run(token, new PendingRequest(this.#native, id, tool, JSON.parse(argsJson), rest))
+
+  /**
+   * Runs the listeners: `null` when all returned, the first failure's message when one threw,
+   * `undefined` when some returned promises (`finishRequest` follows when they settle).
+   */
+  #run(token: number, req: PendingRequest): null | string | undefined {
+    const listeners = this.rawListeners(REQUEST) as Array<(r: PendingRequest) => unknown>
+    let failed = false
+    let failure: unknown
+    let waits: PromiseLike<unknown>[] | undefined
+    for (const l of listeners) {
+      try {
+        const r = l.call(this, req)
+        if (isThenable(r)) (waits ??= []).push(r)
+      } catch (e) {
+        if (!failed) {
+          failed = true
+          failure = e
+        }
+      }
+    }
+    if (!waits) return failed ? describe(failure) : null
+    this.#inFlight++
+    if (waits.length === 1 && !failed) {
+      waits[0]!.then(
+        () => this.#finish(token, false, undefined),
+        (e: unknown) => this.#finish(token, true, e),
+      )
+      return undefined
+    }
+    Promise.allSettled(waits).then((results) => {
+      for (const r of results) {
+        if (r.status === 'rejected' && !failed) {
+          failed = true
+          failure = r.reason
+        }
+      }
+      this.#finish(token, failed, failure)
+    })
+    return undefined
+  }
+
+  #finish(token: number, failed: boolean, failure: unknown): void {
+    this.#inFlight--
+    // The core denies the request now if no listener answered it.
+    this.#native.finishRequest(token, failed ? describe(failure) : undefined)
+    this.#maybeStopHandler()
+  }
+
+  #startPump(): void {
+    if (this.#pump) return
+    // Requests go to the listeners through the core's handler driver, not through here.
+    const sub = this.#native.subscribe(['confirmation-response', 'confirmation-timeout', 'confirmation-resolved'])
+    this.#pump = sub
+    Gate.#pumpLoop(new WeakRef(this), sub).catch((e) =>
+      process.nextTick(() => {
+        throw e
+      }),
+    )
+  }
+
+  /** Emits bus events to `on()` listeners. Holds the gate weakly: an unreferenced gate is collected. */
+  static async #pumpLoop(ref: WeakRef<Gate>, sub: NativeSubscription): Promise<void> {
+    for (;;) {
+      const batch = await sub.next(256)
+      const gate = ref.deref()
+      if (batch === null || gate === undefined || gate.#pump !== sub) return
+      for (const event of wrapBatch(batch, gate.#native)) {
+        if (event.type === REQUEST) continue
+        try {
+          if (event.type === 'lagged' && gate.listenerCount('lagged') === 0) {
+            process.emitWarning(`signoff: an event listener lagged and missed ${(event as LaggedEvent).missed} events`, 'SignoffLagWarning')
+          }
+          gate.emit(event.type, event)
+        } catch (e) {
+          // Same as a throwing listener on any emitter: an uncaught exception.
+          process.nextTick(() => {
+            throw e
+          })
+        }
+      }
+    }
+  }
+
+  #stopPump(): void {
+    const sub = this.#pump
+    this.#pump = undefined
+    sub?.close()
+  }
+}
+
+/** Typed listeners. */
+export interface Gate {
+  on(event: 'confirmation-request', listener: (request: PendingRequest) => unknown): this
+  on(event: 'confirmation-response', listener: (event: ConfirmationResponseEvent) => void): this
+  on(event: 'confirmation-timeout', listener: (event: ConfirmationTimeoutEvent) => void): this
+  on(event: 'confirmation-resolved', listener: (event: ConfirmationResolvedEvent) => void): this
+  on(event: 'lagged', listener: (event: LaggedEvent) => void): this
+  on(event: string | symbol, listener: (...args: any[]) => void): this
+  once(event: 'confirmation-request', listener: (request: PendingRequest) => unknown): this
+  once(event: 'confirmation-response', listener: (event: ConfirmationResponseEvent) => void): this
+  once(event: 'confirmation-timeout', listener: (event: ConfirmationTimeoutEvent) => void): this
+  once(event: 'confirmation-resolved', listener: (event: ConfirmationResolvedEvent) => void): this
+  once(event: 'lagged', listener: (event: LaggedEvent) => void): this
+  once(event: string | symbol, listener: (...args: any[]) => void): this
+  addListener(event: 'confirmation-request', listener: (request: PendingRequest) => unknown): this
+  addListener(event: string | symbol, listener: (...args: any[]) => void): this
+  off(event: 'confirmation-request', listener: (request: PendingRequest) => unknown): this
+  off(event: string | symbol, listener: (...args: any[]) => void): this
+  removeListener(event: 'confirmation-request', listener: (request: PendingRequest) => unknown): this
+  removeListener(event: string | symbol, listener: (...args: any[]) => void): this
+}
+
+const parseDecision = (s: string): Decision => JSON.parse(s) as Decision
+const parseResult = (s: string): ToolResult => new ToolResult(JSON.parse(s) as ToolResultData)
+const parseResults = (s: string): ToolResult[] => (JSON.parse(s) as ToolResultData[]).map((d) => new ToolResult(d))
+
+export type { GateEvent, DecisionData }

@@ -1,0 +1,20 @@
+/**
+ * signoff: a person between an AI agent and the tools it calls.
+ *
+ * @packageDocumentation
+ */
+export { Gate, DEFAULT_KEYWORDS, DEFAULT_SESSION, HANDLER_RESPONDER } from './gate'
+export { PendingRequest } from './request'
+export { EventStream, parseEvent, serializeEvent } from './events'
+export type { GateEvent, LaggedEvent, EventType, EventStreamOptions } from './events'
+export {
+  ToolResult,
+  fromOpenAIToolCall,
+  toolCallsFromOpenAIMessage,
+  fromAISDKToolCall,
+  fromAnthropicToolUse,
+} from './result'
+export type { OpenAIToolCall, FromModelOptions } from './result'
+export { SignoffError, ERROR_CODES, isSignoffError } from './errors'
+export type { ErrorCode } from './errors'
+export type * from './types'

@@ -1,0 +1,164 @@
+import { toJson, toSignoffError } from './errors'
+import type { ConfirmationRequestData, NativeGate } from './native'
+import type { ApproveOptions, DenyOptions, Outcome } from './types'
+
+/**
+ * A confirmation request waiting for a person: everything a UI shows, and the means to answer
+ * it. Answers are bound to this request (the core checks its id, tool, argument digest and
+ * session).
+ *
+ * Show {@link displayArguments} (escaped), not a rendering of {@link arguments} of your own.
+ */
+type Rest = Omit<ConfirmationRequestData, 'type' | 'id' | 'tool' | 'arguments'>
+
+export class PendingRequest implements ConfirmationRequestData {
+  readonly type = 'confirmation-request' as const
+  /** Unique id; a response carries it back. */
+  readonly id: string
+  /** The tool's name. */
+  readonly tool: string
+  /** The arguments that will run if approved unchanged. */
+  readonly arguments: any
+  #rest: Rest | string
+  readonly #gate: NativeGate
+
+  /** @internal */
+  constructor(gate: NativeGate, id: string, tool: string, args: unknown, rest: Rest | string) {
+    this.id = id
+    this.tool = tool
+    this.arguments = args
+    this.#rest = rest
+    this.#gate = gate
+  }
+
+  /** @internal */
+  static from(d: ConfirmationRequestData, gate: NativeGate): PendingRequest {
+    return new PendingRequest(gate, d.id, d.tool, d.arguments, d)
+  }
+
+  get #r(): Rest {
+    const r = this.#rest
+    return typeof r === 'string' ? (this.#rest = JSON.parse(r) as Rest) : r
+  }
+
+  /** The tool's description (escaped). */
+  get description(): string {
+    return this.#r.description
+  }
+  /** Pretty JSON of the arguments with control, bidi and zero-width characters escaped. */
+  get displayArguments(): string {
+    return this.#r.displayArguments
+  }
+  /** The rendered, escaped prompt. */
+  get prompt(): string {
+    return this.#r.prompt
+  }
+  /** `sha256:<hex>` of the canonical JSON of the arguments. */
+  get argumentsDigest(): string {
+    return this.#r.argumentsDigest
+  }
+  /** The agent session of the call. */
+  get sessionId(): string {
+    return this.#r.sessionId
+  }
+  /** The model's id for the call, if it gave one. */
+  get toolCallId(): string | undefined {
+    return this.#r.toolCallId
+  }
+  /** Whether the person may edit the arguments. */
+  get editable(): boolean {
+    return this.#r.editable
+  }
+  /** Why approval is needed. */
+  get reasons(): string[] {
+    return this.#r.reasons
+  }
+  /** How long the request waits, in milliseconds. */
+  get timeoutMs(): number {
+    return this.#r.timeoutMs
+  }
+  /** When it stops waiting (epoch ms). */
+  get deadlineMs(): number {
+    return this.#r.deadlineMs
+  }
+  /** When it stops waiting. */
+  get deadline(): Date {
+    return new Date(this.#r.deadlineMs)
+  }
+  /** When it was made (epoch ms). */
+  get createdAtMs(): number {
+    return this.#r.createdAtMs
+  }
+  /** Free metadata from the caller. */
+  get metadata(): any {
+    return this.#r.metadata
+  }
+
+  /** True while nobody has answered and it has not timed out or been cancelled. */
+  isPending(): boolean {
+    return this.#gate.isPending(this.id)
+  }
+
+  /**
+   * Approves: once (default) or for the session, optionally with edited arguments.
+   * @returns the request's outcome (`'approved'`).
+   * @throws {@link SignoffError} e.g. `already_resolved`, `expired`, `edits_not_allowed`,
+   *   `invalid_arguments`, `closed`.
+   */
+  approve(options?: ApproveOptions): Outcome {
+    try {
+      return this.#gate.answer(
+        this.id,
+        true,
+        toJson(options?.arguments, 'edited arguments'),
+        options?.scope,
+        undefined,
+        options?.responder,
+      )
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * Denies, with an optional reason the model will read.
+   * @returns the request's outcome (`'denied'`).
+   * @throws {@link SignoffError} e.g. `already_resolved`, `expired`, `closed`.
+   */
+  deny(reason?: string, options?: DenyOptions): Outcome {
+    try {
+      return this.#gate.answer(this.id, false, undefined, undefined, reason, options?.responder)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /** Every field as plain data (what `JSON.stringify` shows). */
+  toJSON(): ConfirmationRequestData {
+    const r = this.#r
+    const d: ConfirmationRequestData = {
+      type: 'confirmation-request',
+      id: this.id,
+      tool: this.tool,
+      description: r.description,
+      arguments: this.arguments,
+      displayArguments: r.displayArguments,
+      prompt: r.prompt,
+      argumentsDigest: r.argumentsDigest,
+      sessionId: r.sessionId,
+      editable: r.editable,
+      reasons: r.reasons,
+      timeoutMs: r.timeoutMs,
+      deadlineMs: r.deadlineMs,
+      createdAtMs: r.createdAtMs,
+    }
+    if (r.toolCallId !== undefined) d.toolCallId = r.toolCallId
+    if (r.metadata !== undefined) d.metadata = r.metadata
+    return d
+  }
+
+  /** @internal */
+  [Symbol.for('nodejs.util.inspect.custom')](): unknown {
+    return Object.assign(Object.create(PendingRequest.prototype), this.toJSON())
+  }
+}

@@ -1,0 +1,239 @@
+import type {
+  ApprovedByKind,
+  CancelReasonKind,
+  ConfirmationRequestData,
+  ConfirmationResolvedData,
+  ConfirmationResponseData,
+  ConfirmationTimeoutData,
+  OutcomeKind,
+  ResponseDecisionKind,
+  ScopeKind,
+  ToolStatusKind,
+} from './native'
+
+/** How a request ended: `'approved' | 'denied' | 'timed-out' | 'cancelled'`. */
+export type Outcome = OutcomeKind
+/** Why a request was cancelled: `'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended'`. */
+export type CancelReason = CancelReasonKind
+/** How far an approval reaches: `'once'` (default) or `'session'`. */
+export type Scope = ScopeKind
+/** Why a call may run: `'not-gated' | 'person' | 'session-grant' | 'gating-disabled'`. */
+export type ApprovedBy = ApprovedByKind
+/** What became of a call. */
+export type ToolStatus = ToolStatusKind
+/** A person's decision in a response. */
+export type ResponseDecision = ResponseDecisionKind
+
+/** Options for {@link Gate}. */
+export interface GateOptions {
+  /** Approval timeout for tools that set none, in milliseconds. Default 60,000. */
+  defaultTimeoutMs?: number
+  /**
+   * Words that, found as a word of a tool's name (`delete_file`, `sendEmail`), make a tool in the
+   * default approval mode require approval. Replaces the default list ({@link DEFAULT_KEYWORDS}).
+   */
+  keywords?: string[]
+  /**
+   * Default `true`: a request made while nobody listens (no `confirmation-request` listener, no
+   * event stream, no other event listener) is cancelled at once (`no-subscribers`), and so is
+   * every pending request when the last one goes away. Set `false` when answers come from
+   * elsewhere (a remote UI calling {@link Gate.respond}): requests then wait for their deadline.
+   */
+  denyWhenUnobserved?: boolean
+  /** Append every request, response, outcome and execution to this JSON Lines file. */
+  auditPath?: string
+  /**
+   * DEVELOPMENT ONLY: every call runs without approval. Announced on stderr and in the audit log.
+   */
+  dangerouslyDisableGating?: boolean
+  /** Events buffered per subscriber before it is told it lagged. Default 4,096. */
+  busCapacity?: number
+  /** Resolved request ids remembered to classify late responses. Default 65,536. */
+  rememberResolved?: number
+  /**
+   * Accept responses only from these responders (`responder` field); others are refused with
+   * `unauthorized`. Default: any in-process response that matches its request.
+   */
+  allowedResponders?: string[]
+}
+
+/** Whether calls to a tool need approval. */
+export type ApprovalMode = 'default' | 'required' | 'not_required'
+
+/** Where a tool comes from. External tools are gated unless `readOnly`. */
+export type ToolSource = { kind: 'built_in' } | { kind: 'external'; server: string }
+
+/**
+ * A declarative rule on a call's arguments: when it holds, the call needs approval whatever the
+ * approval mode or session grants say. `pointer` is a JSON Pointer into the arguments (`/path`).
+ * A missing value or a value of the wrong type makes a rule hold (rules fail safe).
+ */
+export type ArgRule =
+  | { kind: 'path_outside'; pointer: string; prefixes: string[] }
+  | { kind: 'greater_than'; pointer: string; value: number }
+  | { kind: 'one_of'; pointer: string; values: unknown[] }
+  | { kind: 'not_one_of'; pointer: string; values: unknown[] }
+  | { kind: 'contains'; pointer: string; substring: string }
+
+/** What an executor receives besides the arguments. */
+export interface ExecutionContext {
+  /** The `signal` given to `execute` / `executeBatch`, if any (aborted: stop early if you can). */
+  signal?: AbortSignal
+}
+
+/**
+ * Runs a tool with its approved arguments: return (or resolve) its JSON output, throw (or
+ * reject) to report a failure to the model. Called at most once per approved call.
+ */
+export type Executor<Args = any> = (args: Args, context: ExecutionContext) => unknown
+
+/**
+ * A tool definition. Converted to the core's `ToolSpec` (camelCase keys become the core's
+ * snake_case ones); unknown keys are refused (`malformed`) so a typo never weakens policy.
+ */
+export interface ToolDefinition<Args = any> {
+  /** Unique name, as the model calls it. */
+  name: string
+  /** What the tool does, shown to the person. */
+  description?: string
+  /** JSON Schema of the arguments. Default: any object. */
+  parameters?: Record<string, unknown>
+  /** Whether calls need approval. Default `'default'`: decided by the policy. */
+  approval?: ApprovalMode
+  /** Whether the person may edit the arguments before approving. Default false. */
+  editable?: boolean
+  /** Prompt shown to the person; `{tool}`, `{args}` and `{description}` are substituted. */
+  promptTemplate?: string
+  /** Argument rules that force approval when they hold. */
+  rules?: ArgRule[]
+  /** Where the tool comes from. Default built-in. */
+  source?: ToolSource
+  /** Hint: the tool only reads. */
+  readOnly?: boolean
+  /** Hint: the tool destroys or changes something irreversibly (gated in the default mode). */
+  destructive?: boolean
+  /** Approval timeout for this tool, in milliseconds. */
+  timeoutMs?: number
+  /** The function that runs the tool (sync or async). Needed by `execute`, not by `confirm`. */
+  execute?: Executor<Args>
+}
+
+/** A registered tool, as the core holds it. */
+export interface ToolInfo {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+  approval: ApprovalMode
+  editable: boolean
+  promptTemplate?: string
+  rules?: ArgRule[]
+  source: ToolSource
+  readOnly: boolean
+  destructive: boolean
+  timeoutMs?: number
+}
+
+/** A tool call from the model. */
+export interface ToolCall {
+  /** The tool's name. */
+  tool: string
+  /** The arguments (an object for most schemas). Default `{}`. */
+  arguments?: unknown
+  /** The agent session; session grants never cross sessions. Default `'default'`. */
+  sessionId?: string
+  /** The model's id for this call, carried to the request and the result. */
+  callId?: string
+  /** Free metadata, shown with the request. */
+  metadata?: unknown
+}
+
+/** Options of `confirm`, `execute` and `executeBatch`. */
+export interface CallOptions {
+  /**
+   * Aborting cancels the pending confirmation through the core (decision `cancelled`, reason
+   * `aborted`): the tool does not run. Once a call is approved and running, the signal is passed
+   * to its executor instead.
+   */
+  signal?: AbortSignal
+}
+
+/** Why a call needs (or does not need) approval. */
+export interface Evaluation {
+  required: boolean
+  /** An argument rule holds: session grants do not apply. */
+  forcedByRule: boolean
+  reasons: string[]
+}
+
+/** The gate's decision: run (with these arguments) or not. */
+export type Decision =
+  | {
+      outcome: 'approved'
+      approved: true
+      /** Absent when no request was made (not gated, session grant, gating disabled). */
+      requestId?: string
+      /** The arguments to run with: the original ones or the person's edit. */
+      arguments: unknown
+      edited: boolean
+      by: ApprovedBy
+      scope: Scope
+      responder?: string
+    }
+  | { outcome: 'denied'; approved: false; requestId: string; reason?: string; responder?: string }
+  | { outcome: 'timed-out'; approved: false; requestId: string; timeoutMs: number }
+  | {
+      outcome: 'cancelled'
+      approved: false
+      requestId?: string
+      /** The cancel reason (as in the core's JSON). */
+      reason: CancelReason
+      cancelReason: CancelReason
+    }
+
+/** Options of {@link PendingRequest.approve}. */
+export interface ApproveOptions {
+  /** Edited arguments (the tool must be `editable`); validated against its schema. */
+  arguments?: unknown
+  /** `'session'`: also approve later calls of this tool in this session. Default `'once'`. */
+  scope?: Scope
+  /** Who answered (recorded in events and the audit log). */
+  responder?: string
+}
+
+/** Options of {@link PendingRequest.deny}. */
+export interface DenyOptions {
+  /** Who answered. */
+  responder?: string
+}
+
+/**
+ * A person's answer to a request, for {@link Gate.respond}. Fields are checked against the
+ * request when present (`tool`, `argumentsDigest`, `sessionId`: `mismatch` when they differ).
+ */
+export interface ConfirmationResponseInput {
+  id: string
+  decision: ResponseDecision
+  arguments?: unknown
+  scope?: Scope
+  reason?: string
+  responder?: string
+  tool?: string
+  argumentsDigest?: string
+  sessionId?: string
+  atMs?: number
+}
+
+/** A call waiting for a person, as plain data (the `confirmation-request` event). */
+export type ConfirmationRequestEvent = ConfirmationRequestData
+/** A person's answer (`confirmation-response`). */
+export type ConfirmationResponseEvent = ConfirmationResponseData
+/** A request's deadline passed with no answer (`confirmation-timeout`). */
+export type ConfirmationTimeoutEvent = ConfirmationTimeoutData
+/** The final event of every request (`confirmation-resolved`). */
+export type ConfirmationResolvedEvent = ConfirmationResolvedData
+/** Any event in the core's vocabulary, as plain data. */
+export type SignoffEvent =
+  | ConfirmationRequestEvent
+  | ConfirmationResponseEvent
+  | ConfirmationTimeoutEvent
+  | ConfirmationResolvedEvent

@@ -1,0 +1,580 @@
+//! Bridging the core's futures to JavaScript promises.
+//!
+//! Every gate owns a small executor that lives on the JavaScript thread:
+//!
+//! * A *task* is a core future (confirm, execute, a subscription's next batch, close) plus the
+//!   promise it settles. Tasks are polled on the JavaScript thread, inside the tokio runtime's
+//!   context so the core's timers work.
+//! * A task's waker pushes the task on the gate's ready queue. Woken on the JavaScript thread
+//!   while a call into this gate is running (a listener answering, an executor settling), that is
+//!   all: the call polls the ready tasks before it returns. Woken from another thread (a timer, the
+//!   core's handler driver), it also calls the gate's threadsafe function once per batch of wakes.
+//! * The threadsafe function is created unreferenced, is referenced only while a confirm, execute
+//!   or close is in flight (like a timer), and is released when the gate is closed or collected:
+//!   it never keeps the process alive on its own.
+//!
+//! Every native entry point runs through [`JsState::enter`], which drives the gate's ready tasks
+//! and request dispatch before returning to JavaScript (re-entrant calls made from listeners or
+//! executors defer to the outermost one).
+
+use crate::handler;
+use napi::{Env, Status, sys};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::ThreadId;
+use uuid::Uuid;
+
+pub(crate) type TaskId = u64;
+
+/// What a finished task does on the JavaScript thread: build the value its promise resolves to,
+/// or fail (a thrown-and-pending exception, or an error) to reject it.
+pub(crate) type Settle = Box<dyn FnOnce(&Env) -> napi::Result<sys::napi_value>>;
+
+pub(crate) type TaskFuture = Pin<Box<dyn Future<Output = Settle>>>;
+
+static NEXT_GATE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Gates living on this JavaScript thread, by id (the threadsafe function's context).
+    static REGISTRY: RefCell<HashMap<u64, Rc<JsState>>> = RefCell::new(HashMap::new());
+    /// The env of the JavaScript call currently driving tasks (executors call into JS with it).
+    static CURRENT_ENV: Cell<Option<sys::napi_env>> = const { Cell::new(None) };
+    /// The task being polled: (gate id, abort id), for the pending-store hook and executors.
+    static CURRENT_TASK: Cell<Option<(u64, Option<u32>)>> = const { Cell::new(None) };
+    /// Requests inserted into a gate's pending store while one of its tasks was being polled.
+    static CAPTURED: RefCell<Vec<Captured>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A request the pending-store hook saw being created during a poll.
+pub(crate) struct Captured {
+    pub request: Arc<signoff::ConfirmationRequest>,
+    /// A request listener is registered: dispatch it from the JavaScript thread right away.
+    pub inline: bool,
+}
+
+/// Called by the pending-store hook: records a request created by the task being polled.
+/// Returns false when no task of `gate_id` is being polled on this thread.
+pub(crate) fn capture(gate_id: u64, request: &Arc<signoff::ConfirmationRequest>, inline: bool) -> bool {
+    match CURRENT_TASK.with(|c| c.get()) {
+        Some((g, _)) if g == gate_id => {
+            CAPTURED.with(|c| c.borrow_mut().push(Captured { request: request.clone(), inline }));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The env of the JavaScript call currently driving tasks, when there is one.
+pub(crate) fn current_env() -> Option<sys::napi_env> {
+    CURRENT_ENV.with(|c| c.get())
+}
+
+/// The gate whose task is being polled, when there is one.
+pub(crate) fn current_gate() -> Option<u64> {
+    CURRENT_TASK.with(|c| c.get()).map(|(g, _)| g)
+}
+
+/// A gate living on this thread, by id.
+pub(crate) fn state_for(gate_id: u64) -> Option<Rc<JsState>> {
+    REGISTRY.with(|r| r.borrow().get(&gate_id).cloned())
+}
+
+/// The abort id of the task being polled, when it has one.
+pub(crate) fn current_abort_id() -> Option<u32> {
+    CURRENT_TASK.with(|c| c.get()).and_then(|(_, a)| a)
+}
+
+#[derive(Clone, Copy)]
+struct Tsfn(sys::napi_threadsafe_function);
+// SAFETY: napi_call_threadsafe_function may be called from any thread; the handle is only used
+// while it is present in `Shared::tsfn`, which is cleared (under the write lock) before the
+// function is released and when Node finalizes it.
+unsafe impl Send for Tsfn {}
+unsafe impl Sync for Tsfn {}
+
+/// The part of a gate's executor that other threads touch.
+pub(crate) struct Shared {
+    pub gate_id: u64,
+    js_thread: ThreadId,
+    /// The JavaScript thread is inside a call into this gate and will drive before returning.
+    active: AtomicBool,
+    /// A threadsafe call is queued and has not started draining yet.
+    scheduled: AtomicBool,
+    ready: Mutex<Vec<TaskId>>,
+    tsfn: RwLock<Option<Tsfn>>,
+    pub handler: handler::HandlerShared,
+}
+
+impl Shared {
+    /// Makes sure the JavaScript thread will look at the ready queue and the dispatch queue.
+    pub(crate) fn notify(&self) {
+        if self.active.load(Ordering::SeqCst) && std::thread::current().id() == self.js_thread {
+            return;
+        }
+        if self.scheduled.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let guard = self.tsfn.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = *guard {
+            // SAFETY: see `Tsfn`. Non-blocking: the queue is unbounded and we never wait.
+            unsafe {
+                sys::napi_call_threadsafe_function(
+                    t.0,
+                    std::ptr::null_mut(),
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                );
+            }
+        }
+    }
+
+    fn push_ready(&self, id: TaskId) {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+    }
+}
+
+struct TaskWaker {
+    id: TaskId,
+    queued: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::SeqCst) {
+            self.shared.push_ready(self.id);
+            self.shared.notify();
+        }
+    }
+}
+
+struct Task {
+    fut: Option<TaskFuture>,
+    /// The promise to settle; `None` while the call that started the task is still running
+    /// (it returns the value itself when the task finishes before it returns).
+    deferred: Option<sys::napi_deferred>,
+    waker: Arc<TaskWaker>,
+    keepalive: bool,
+    abort_id: Option<u32>,
+    aborted: bool,
+    /// Requests this task created (cancelled when it is aborted).
+    requests: Vec<Uuid>,
+}
+
+/// A gate's executor state on the JavaScript thread.
+pub(crate) struct JsState {
+    pub shared: Arc<Shared>,
+    pub gate: signoff::Gate,
+    depth: Cell<u32>,
+    next_task: Cell<TaskId>,
+    tasks: RefCell<HashMap<TaskId, Task>>,
+    /// Tasks that finished inside the call that started them.
+    finished_early: RefCell<HashMap<TaskId, Settle>>,
+    abort_ids: RefCell<HashMap<u32, TaskId>>,
+    keepalive: Cell<usize>,
+    refed: Cell<bool>,
+    /// Requests created on this thread that a listener should see now (the synchronous path).
+    pub inline: RefCell<Vec<Arc<signoff::ConfirmationRequest>>>,
+    pub handler: handler::HandlerJs,
+    /// Close has finished in the core; resources are released at the end of the drive.
+    closed: Cell<bool>,
+    released: Cell<bool>,
+    /// The JavaScript object was collected: forget this state once no task is left.
+    orphaned: Cell<bool>,
+}
+
+impl JsState {
+    /// Creates the state of a new gate (the core gate is built by `make_gate`, which receives
+    /// the shared half first so the pending-store hook can reach it).
+    pub(crate) fn new(
+        env: &Env,
+        make_gate: impl FnOnce(Arc<Shared>) -> signoff::Result<signoff::Gate>,
+    ) -> napi::Result<std::result::Result<Rc<JsState>, signoff::Error>> {
+        let gate_id = NEXT_GATE.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            gate_id,
+            js_thread: std::thread::current().id(),
+            active: AtomicBool::new(false),
+            scheduled: AtomicBool::new(false),
+            ready: Mutex::new(Vec::new()),
+            tsfn: RwLock::new(None),
+            handler: handler::HandlerShared::default(),
+        });
+        let gate = match make_gate(shared.clone()) {
+            Ok(g) => g,
+            Err(e) => return Ok(Err(e)),
+        };
+        let tsfn = create_tsfn(env, &shared)?;
+        *shared.tsfn.write().unwrap_or_else(|e| e.into_inner()) = Some(tsfn);
+        let state = Rc::new(JsState {
+            shared,
+            gate,
+            depth: Cell::new(0),
+            next_task: Cell::new(1),
+            tasks: RefCell::new(HashMap::new()),
+            finished_early: RefCell::new(HashMap::new()),
+            abort_ids: RefCell::new(HashMap::new()),
+            keepalive: Cell::new(0),
+            refed: Cell::new(false),
+            inline: RefCell::new(Vec::new()),
+            handler: handler::HandlerJs::default(),
+            closed: Cell::new(false),
+            released: Cell::new(false),
+            orphaned: Cell::new(false),
+        });
+        REGISTRY.with(|r| r.borrow_mut().insert(gate_id, state.clone()));
+        Ok(Ok(state))
+    }
+
+    /// Runs `f` as a call into this gate, then (outermost call only) drives the gate's tasks and
+    /// request dispatch until nothing is ready.
+    pub(crate) fn enter<R>(self: &Rc<Self>, env: &Env, f: impl FnOnce() -> R) -> R {
+        let depth = self.depth.get();
+        self.depth.set(depth + 1);
+        if depth == 0 {
+            self.shared.active.store(true, Ordering::SeqCst);
+        }
+        let out = f();
+        if depth == 0 {
+            self.drive(env);
+            if self.closed.get() && !self.released.get() {
+                // Close finished in the core: release, then let what that woke finish.
+                self.release(env);
+                self.drive(env);
+            }
+            self.shared.active.store(false, Ordering::SeqCst);
+        }
+        self.depth.set(depth);
+        if depth == 0 {
+            self.after_drive(env);
+        }
+        out
+    }
+
+    /// Starts a task and drives it as far as it goes synchronously. Returns its value when it
+    /// finished within this call (or throws its error), else a promise of it. `keepalive`: the
+    /// process stays up while it is pending (a confirmation waiting for its deadline).
+    pub(crate) fn run(
+        self: &Rc<Self>,
+        env: &Env,
+        fut: TaskFuture,
+        keepalive: bool,
+        abort_id: Option<u32>,
+        aborted: bool,
+    ) -> napi::Result<(TaskId, sys::napi_value)> {
+        let id = self.next_task.get();
+        self.next_task.set(id + 1);
+        self.enter(env, || {
+            let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
+            self.tasks.borrow_mut().insert(
+                id,
+                Task { fut: Some(fut), deferred: None, waker, keepalive, abort_id, aborted, requests: Vec::new() },
+            );
+            if let Some(a) = abort_id {
+                self.abort_ids.borrow_mut().insert(a, id);
+            }
+            if keepalive {
+                self.keepalive.set(self.keepalive.get() + 1);
+            }
+            self.shared.push_ready(id);
+        });
+        if let Some(settle) = self.finished_early.borrow_mut().remove(&id) {
+            return settle(env).map(|v| (id, v));
+        }
+        let mut deferred = std::ptr::null_mut();
+        let mut promise = std::ptr::null_mut();
+        check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) })?;
+        match self.tasks.borrow_mut().get_mut(&id) {
+            Some(t) => t.deferred = Some(deferred),
+            None => unreachable_settle(env, deferred),
+        }
+        Ok((id, promise))
+    }
+
+    /// Aborts the task started with `abort_id`: its pending requests are cancelled through the
+    /// core (`Gate::cancel_request`, reported as `cancelled` / `aborted`), and so is every request
+    /// it creates later. A tool that is already running is not interrupted (its executor gets
+    /// the signal).
+    pub(crate) fn abort(self: &Rc<Self>, abort_id: u32) {
+        let Some(task) = self.abort_ids.borrow().get(&abort_id).copied() else { return };
+        let requests = {
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(t) = tasks.get_mut(&task) else { return };
+            t.aborted = true;
+            std::mem::take(&mut t.requests)
+        };
+        for id in requests {
+            self.gate.cancel_request(&id);
+        }
+    }
+
+    fn drive(self: &Rc<Self>, env: &Env) {
+        let _rt = crate::RUNTIME.enter();
+        let prev_env = CURRENT_ENV.with(|c| c.replace(Some(env.raw())));
+        loop {
+            let ready = std::mem::take(&mut *self.shared.ready.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut progressed = !ready.is_empty();
+            for id in ready {
+                self.poll_task(env, id);
+            }
+            let inline = std::mem::take(&mut *self.inline.borrow_mut());
+            if !inline.is_empty() {
+                progressed = true;
+                handler::dispatch_inline(env, self, inline);
+            }
+            // The core's handler driver sees what was published and answered above.
+            if self.handler.is_running() {
+                crate::run_local();
+            }
+            let queued = self.shared.handler.take_queued();
+            if !queued.is_empty() {
+                progressed = true;
+                handler::dispatch_queued(env, self, queued);
+            }
+            if !progressed && self.shared.ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                break;
+            }
+        }
+        CURRENT_ENV.with(|c| c.set(prev_env));
+    }
+
+    fn poll_task(self: &Rc<Self>, env: &Env, id: TaskId) {
+        let (mut fut, waker, abort_id) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(t) = tasks.get_mut(&id) else { return };
+            t.waker.queued.store(false, Ordering::SeqCst);
+            let Some(f) = t.fut.take() else { return };
+            (f, t.waker.clone(), t.abort_id)
+        };
+        let mark = CAPTURED.with(|c| c.borrow().len());
+        let prev = CURRENT_TASK.with(|c| c.replace(Some((self.shared.gate_id, abort_id))));
+        let waker = Waker::from(waker);
+        let polled = fut.as_mut().poll(&mut Context::from_waker(&waker));
+        CURRENT_TASK.with(|c| c.set(prev));
+        let captured: Vec<Captured> = CAPTURED.with(|c| {
+            let mut c = c.borrow_mut();
+            let at = mark.min(c.len());
+            c.split_off(at)
+        });
+        let mut cancel = Vec::new();
+        let finished = {
+            let mut tasks = self.tasks.borrow_mut();
+            match tasks.get_mut(&id) {
+                Some(t) => {
+                    for c in &captured {
+                        if t.aborted {
+                            cancel.push(c.request.id);
+                        } else {
+                            t.requests.push(c.request.id);
+                        }
+                    }
+                    match polled {
+                        Poll::Pending => {
+                            t.fut = Some(fut);
+                            None
+                        }
+                        Poll::Ready(settle) => tasks.remove(&id).map(|t| (t, settle)),
+                    }
+                }
+                None => None,
+            }
+        };
+        for c in captured {
+            if c.inline && !cancel.contains(&c.request.id) {
+                self.inline.borrow_mut().push(c.request);
+            }
+        }
+        // Abort before the request is shown: cancelled through the core, never dispatched.
+        for id in cancel {
+            self.gate.cancel_request(&id);
+            self.shared.handler.release_claim(&id);
+        }
+        if let Some((task, settle)) = finished {
+            if task.keepalive {
+                self.keepalive.set(self.keepalive.get() - 1);
+            }
+            if let Some(a) = task.abort_id {
+                self.abort_ids.borrow_mut().remove(&a);
+            }
+            match task.deferred {
+                Some(d) => settle_deferred(env, d, settle),
+                None => {
+                    self.finished_early.borrow_mut().insert(id, settle);
+                }
+            }
+        }
+    }
+
+    /// Wakes a task by id (used by subscriptions when they are closed).
+    pub(crate) fn wake(&self, id: TaskId) {
+        if let Some(t) = self.tasks.borrow().get(&id) {
+            Waker::from(t.waker.clone()).wake_by_ref();
+        }
+    }
+
+    /// Marks close as finished in the core: resources go at the end of this drive.
+    pub(crate) fn mark_closed(&self) {
+        self.closed.set(true);
+    }
+
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.get()
+    }
+
+    fn after_drive(self: &Rc<Self>, env: &Env) {
+        let want_ref = self.keepalive.get() > 0 && !self.released.get();
+        if want_ref != self.refed.get() {
+            let guard = self.shared.tsfn.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = *guard {
+                unsafe {
+                    if want_ref {
+                        sys::napi_ref_threadsafe_function(env.raw(), t.0);
+                    } else {
+                        sys::napi_unref_threadsafe_function(env.raw(), t.0);
+                    }
+                }
+            }
+            self.refed.set(want_ref);
+        }
+        if self.orphaned.get() && self.tasks.borrow().is_empty() {
+            self.release(env);
+            REGISTRY.with(|r| r.borrow_mut().remove(&self.shared.gate_id));
+        }
+    }
+
+    /// Stops the request handler and releases the threadsafe function. Idempotent.
+    fn release(self: &Rc<Self>, env: &Env) {
+        if self.released.replace(true) {
+            return;
+        }
+        handler::stop(self, Some(env));
+        handler::drop_runs(self);
+        // Subscriptions waiting for events end once the gate is released: wake every task.
+        let ids: Vec<TaskId> = self.tasks.borrow().keys().copied().collect();
+        for id in ids {
+            self.wake(id);
+        }
+        let taken = self.shared.tsfn.write().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = taken {
+            unsafe {
+                if self.refed.replace(false) {
+                    sys::napi_unref_threadsafe_function(env.raw(), t.0);
+                }
+                sys::napi_release_threadsafe_function(t.0, sys::ThreadsafeFunctionReleaseMode::abort);
+            }
+        }
+    }
+
+    /// The JavaScript gate object was collected.
+    /// Event streams end (nobody can answer through this gate any more); calls in flight finish
+    /// normally; then the state is forgotten. Runs in a finalizer: it only schedules the work.
+    pub(crate) fn orphan(self: &Rc<Self>, env: &Env) {
+        self.orphaned.set(true);
+        if self.tasks.borrow().is_empty() {
+            self.release(env);
+            REGISTRY.with(|r| r.borrow_mut().remove(&self.shared.gate_id));
+            return;
+        }
+        let ids: Vec<TaskId> = self.tasks.borrow().keys().copied().collect();
+        for id in ids {
+            self.wake(id);
+        }
+    }
+
+    /// The gate was closed and released, or its JavaScript object collected: subscriptions end.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.released.get() || self.orphaned.get()
+    }
+}
+
+/// A task vanished between its first drive and its promise (it cannot: only finishing removes a
+/// task, and that is caught above). Settle the promise rather than leak it.
+fn unreachable_settle(env: &Env, deferred: sys::napi_deferred) {
+    let err = crate::errors::js_error(env.raw(), "closed", "the call was lost");
+    unsafe { sys::napi_reject_deferred(env.raw(), deferred, err) };
+}
+
+/// Resolves or rejects a task's promise.
+fn settle_deferred(env: &Env, deferred: sys::napi_deferred, settle: Settle) {
+    match settle(env) {
+        Ok(v) => unsafe {
+            sys::napi_resolve_deferred(env.raw(), deferred, v);
+        },
+        Err(e) => {
+            let err = crate::errors::error_value(env, e);
+            unsafe {
+                sys::napi_reject_deferred(env.raw(), deferred, err);
+            }
+        }
+    }
+}
+
+pub(crate) fn check(status: sys::napi_status) -> napi::Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(napi::Error::from_status(Status::from(status)))
+    }
+}
+
+unsafe extern "C" fn tsfn_call_js(env: sys::napi_env, _cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+    if env.is_null() {
+        return;
+    }
+    let gate_id = context as usize as u64;
+    let state = REGISTRY.with(|r| r.borrow().get(&gate_id).cloned());
+    if let Some(state) = state {
+        state.shared.scheduled.store(false, Ordering::SeqCst);
+        let env = Env::from_raw(env);
+        state.enter(&env, || ());
+    }
+}
+
+unsafe extern "C" fn tsfn_finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // Node is done with the function: make sure nobody calls it again.
+    let shared = unsafe { Box::from_raw(data as *mut std::sync::Weak<Shared>) };
+    if let Some(s) = shared.upgrade() {
+        s.tsfn.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+fn create_tsfn(env: &Env, shared: &Arc<Shared>) -> napi::Result<Tsfn> {
+    let name = "signoff";
+    let mut resource_name = std::ptr::null_mut();
+    check(unsafe {
+        sys::napi_create_string_utf8(env.raw(), name.as_ptr().cast(), name.len() as isize, &mut resource_name)
+    })?;
+    let finalize_data = Box::into_raw(Box::new(Arc::downgrade(shared))) as *mut c_void;
+    let mut tsfn = std::ptr::null_mut();
+    let status = unsafe {
+        sys::napi_create_threadsafe_function(
+            env.raw(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            resource_name,
+            0,
+            1,
+            finalize_data,
+            Some(tsfn_finalize),
+            shared.gate_id as usize as *mut c_void,
+            Some(tsfn_call_js),
+            &mut tsfn,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        drop(unsafe { Box::from_raw(finalize_data as *mut std::sync::Weak<Shared>) });
+        return Err(napi::Error::from_status(Status::from(status)));
+    }
+    // Never keeps the process alive unless a confirmation is in flight (see `after_drive`).
+    check(unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) })?;
+    Ok(Tsfn(tsfn))
+}

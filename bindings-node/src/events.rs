@@ -1,0 +1,555 @@
+//! Events: the core's types in their JavaScript shape (camelCase JSON; the `#[napi(object)]`
+//! structs give the facade their TypeScript types), the core's stable JSON form, and
+//! subscriptions to the bus.
+
+use crate::driver::{JsState, Settle, TaskFuture, TaskId};
+use crate::errors;
+use napi::bindgen_prelude::*;
+use napi::{Env, sys};
+use napi_derive::napi;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use signoff::{
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
+    Lagged, Outcome, ResponseDecision, Scope,
+};
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use uuid::Uuid;
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident ($case:literal) <=> $core:ty { $($v:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[napi(string_enum = $case)]
+        #[derive(Serialize, Deserialize)]
+        #[serde(rename_all = $case)]
+        pub enum $name { $($v),* }
+
+        impl From<$core> for $name {
+            fn from(x: $core) -> Self {
+                match x { $(<$core>::$v => $name::$v),* }
+            }
+        }
+
+        impl From<$name> for $core {
+            fn from(x: $name) -> Self {
+                match x { $($name::$v => <$core>::$v),* }
+            }
+        }
+    };
+}
+pub(crate) use string_enum;
+
+string_enum!(
+    /// How a request ended.
+    OutcomeKind("kebab-case") <=> Outcome { Approved, Denied, TimedOut, Cancelled }
+);
+string_enum!(
+    /// Why a request was cancelled.
+    CancelReasonKind("kebab-case") <=> CancelReason { NoSubscribers, Shutdown, Aborted, SessionEnded }
+);
+string_enum!(
+    /// How far an approval reaches.
+    ScopeKind("snake_case") <=> Scope { Once, Session }
+);
+string_enum!(
+    /// A person's decision in a response.
+    ResponseDecisionKind("snake_case") <=> ResponseDecision { Approve, Deny }
+);
+
+/// A call waiting for a person (`confirmation-request`).
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfirmationRequestData {
+    #[napi(js_name = "type", ts_type = "'confirmation-request'")]
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Unique id; a response carries it back.
+    pub id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The tool's description (escaped).
+    pub description: String,
+    /// The arguments that will run if approved unchanged.
+    #[napi(ts_type = "any")]
+    pub arguments: Value,
+    /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+    /// this, not a rendering of `arguments` of your own.
+    pub display_arguments: String,
+    /// The rendered, escaped prompt.
+    pub prompt: String,
+    /// `sha256:<hex>` of the canonical JSON of the arguments.
+    pub arguments_digest: String,
+    /// The agent session of the call.
+    pub session_id: String,
+    /// The model's id for the call, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Whether the person may edit the arguments.
+    pub editable: bool,
+    /// Why approval is needed.
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    /// How long the request waits, in milliseconds.
+    #[napi(ts_type = "number")]
+    pub timeout_ms: u64,
+    /// When it stops waiting (epoch ms).
+    #[napi(ts_type = "number")]
+    pub deadline_ms: u64,
+    /// When it was made (epoch ms).
+    #[napi(ts_type = "number")]
+    pub created_at_ms: u64,
+    /// Free metadata from the caller.
+    #[napi(ts_type = "any")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+/// A person's answer (`confirmation-response`).
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfirmationResponseData {
+    #[napi(js_name = "type", ts_type = "'confirmation-response'")]
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub decision: ResponseDecisionKind,
+    /// Edited arguments (approvals only).
+    #[napi(ts_type = "any")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    pub scope: ScopeKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[napi(ts_type = "number")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+}
+
+/// A request's deadline passed with no answer (`confirmation-timeout`).
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfirmationTimeoutData {
+    #[napi(js_name = "type", ts_type = "'confirmation-timeout'")]
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub tool: String,
+    pub session_id: String,
+    #[napi(ts_type = "number")]
+    pub deadline_ms: u64,
+    #[napi(ts_type = "number")]
+    pub at_ms: u64,
+}
+
+/// The final event of every request (`confirmation-resolved`).
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfirmationResolvedData {
+    #[napi(js_name = "type", ts_type = "'confirmation-resolved'")]
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub tool: String,
+    pub session_id: String,
+    pub outcome: OutcomeKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_reason: Option<CancelReasonKind>,
+    /// Who decided (approved or denied only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub scope: ScopeKind,
+    /// The person changed the arguments.
+    pub edited: bool,
+    #[napi(ts_type = "number")]
+    pub at_ms: u64,
+}
+
+/// A subscriber fell behind: `missed` events were dropped for it; `pending` is every request
+/// still pending, to re-sync from (de-duplicate by id).
+/// (The shape of the lag items `NativeSubscription::next` writes, for the `.d.ts`.)
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[allow(dead_code)]
+pub struct LaggedData {
+    #[napi(js_name = "type", ts_type = "'lagged'")]
+    pub kind: String,
+    #[napi(ts_type = "number")]
+    pub missed: u64,
+    pub pending: Vec<ConfirmationRequestData>,
+}
+
+fn response_data(r: &ConfirmationResponse) -> ConfirmationResponseData {
+    ConfirmationResponseData {
+        kind: "confirmation-response".into(),
+        id: r.id.to_string(),
+        decision: r.decision.into(),
+        arguments: r.arguments.clone(),
+        scope: r.scope.into(),
+        reason: r.reason.clone(),
+        responder: r.responder.clone(),
+        tool: r.tool.clone(),
+        arguments_digest: r.arguments_digest.clone(),
+        session_id: r.session_id.clone(),
+        at_ms: r.at_ms,
+    }
+}
+
+fn timeout_data(t: &ConfirmationTimeout) -> ConfirmationTimeoutData {
+    ConfirmationTimeoutData {
+        kind: "confirmation-timeout".into(),
+        id: t.id.to_string(),
+        tool: t.tool.clone(),
+        session_id: t.session_id.clone(),
+        deadline_ms: t.deadline_ms,
+        at_ms: t.at_ms,
+    }
+}
+
+fn resolved_data(r: &ConfirmationResolved) -> ConfirmationResolvedData {
+    ConfirmationResolvedData {
+        kind: "confirmation-resolved".into(),
+        id: r.id.to_string(),
+        tool: r.tool.clone(),
+        session_id: r.session_id.clone(),
+        outcome: r.outcome.into(),
+        cancel_reason: r.cancel_reason.map(Into::into),
+        responder: r.responder.clone(),
+        reason: r.reason.clone(),
+        scope: r.scope.into(),
+        edited: r.edited,
+        at_ms: r.at_ms,
+    }
+}
+
+/// [`ConfirmationRequestData`], serialized from the request without copying it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RequestDataRef<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a Uuid,
+    tool: &'a str,
+    description: &'a str,
+    arguments: &'a Value,
+    display_arguments: &'a str,
+    prompt: &'a str,
+    arguments_digest: &'a str,
+    session_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    editable: bool,
+    reasons: &'a [String],
+    timeout_ms: u64,
+    deadline_ms: u64,
+    created_at_ms: u64,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    metadata: &'a Value,
+}
+
+impl<'a> RequestDataRef<'a> {
+    pub(crate) fn of(r: &'a ConfirmationRequest) -> Self {
+        RequestDataRef {
+            kind: "confirmation-request",
+            id: &r.id,
+            tool: &r.tool,
+            description: &r.description,
+            arguments: &r.arguments,
+            display_arguments: &r.display_arguments,
+            prompt: &r.prompt,
+            arguments_digest: &r.arguments_digest,
+            session_id: &r.session_id,
+            tool_call_id: r.tool_call_id.as_deref(),
+            editable: r.editable,
+            reasons: &r.reasons,
+            timeout_ms: r.timeout_ms,
+            deadline_ms: r.deadline_ms,
+            created_at_ms: r.created_at_ms,
+            metadata: &r.metadata,
+        }
+    }
+}
+
+/// Appends the JavaScript (camelCase) JSON of an event to `out`.
+fn write_event(out: &mut Vec<u8>, event: &Event) {
+    let _ = match event {
+        Event::ConfirmationRequest(r) => serde_json::to_writer(&mut *out, &RequestDataRef::of(r)),
+        Event::ConfirmationResponse(r) => serde_json::to_writer(&mut *out, &response_data(r)),
+        Event::ConfirmationTimeout(t) => serde_json::to_writer(&mut *out, &timeout_data(t)),
+        Event::ConfirmationResolved(r) => serde_json::to_writer(&mut *out, &resolved_data(r)),
+    };
+}
+
+pub(crate) fn js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
+    let mut v = std::ptr::null_mut();
+    crate::driver::check(unsafe { sys::napi_create_string_utf8(env.raw(), s.as_ptr().cast(), s.len() as isize, &mut v) })?;
+    Ok(v)
+}
+
+/// Parses the core's stable JSON form of an event; returns its JavaScript (camelCase) JSON.
+/// Fails with `malformed`.
+#[napi]
+pub fn parse_event(env: Env, json: String) -> Result<String> {
+    let value: Value =
+        serde_json::from_str(&json).map_err(|e| errors::malformed(&env, format!("event is not JSON: {e}")))?;
+    let event = Event::from_json(value).map_err(|e| errors::throw(&env, &e))?;
+    let mut out = Vec::with_capacity(512);
+    write_event(&mut out, &event);
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+fn uuid(env: &Env, s: &str) -> Result<Uuid> {
+    Uuid::parse_str(s).map_err(|e| errors::malformed(&env.clone(), format!("id {s:?} is not a UUID: {e}")))
+}
+
+fn data<T: serde::de::DeserializeOwned>(env: &Env, v: Value, what: &str) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| errors::malformed(env, format!("{what}: {e}")))
+}
+
+/// The core event for an event's JavaScript (camelCase) JSON.
+fn event_from_data(env: &Env, v: Value) -> Result<Event> {
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+    Ok(match kind.as_str() {
+        "confirmation-request" => {
+            let d: ConfirmationRequestData = data(env, v, &kind)?;
+            Event::ConfirmationRequest(Arc::new(ConfirmationRequest {
+                id: uuid(env, &d.id)?,
+                tool: d.tool,
+                description: d.description,
+                arguments: d.arguments,
+                display_arguments: d.display_arguments,
+                prompt: d.prompt,
+                arguments_digest: d.arguments_digest,
+                session_id: d.session_id,
+                tool_call_id: d.tool_call_id,
+                editable: d.editable,
+                reasons: d.reasons,
+                timeout_ms: d.timeout_ms,
+                deadline_ms: d.deadline_ms,
+                created_at_ms: d.created_at_ms,
+                metadata: d.metadata.unwrap_or(Value::Null),
+            }))
+        }
+        "confirmation-response" => {
+            let d: ConfirmationResponseData = data(env, v, &kind)?;
+            Event::ConfirmationResponse(Arc::new(ConfirmationResponse {
+                id: uuid(env, &d.id)?,
+                decision: d.decision.into(),
+                arguments: d.arguments,
+                scope: d.scope.into(),
+                reason: d.reason,
+                responder: d.responder,
+                tool: d.tool,
+                arguments_digest: d.arguments_digest,
+                session_id: d.session_id,
+                at_ms: d.at_ms,
+            }))
+        }
+        "confirmation-timeout" => {
+            let d: ConfirmationTimeoutData = data(env, v, &kind)?;
+            Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
+                id: uuid(env, &d.id)?,
+                tool: d.tool,
+                session_id: d.session_id,
+                deadline_ms: d.deadline_ms,
+                at_ms: d.at_ms,
+            }))
+        }
+        "confirmation-resolved" => {
+            let d: ConfirmationResolvedData = data(env, v, &kind)?;
+            Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
+                id: uuid(env, &d.id)?,
+                tool: d.tool,
+                session_id: d.session_id,
+                outcome: d.outcome.into(),
+                cancel_reason: d.cancel_reason.map(Into::into),
+                responder: d.responder,
+                reason: d.reason,
+                scope: d.scope.into(),
+                edited: d.edited,
+                at_ms: d.at_ms,
+            }))
+        }
+        other => return Err(errors::malformed(env, format!("unknown event type {other:?}"))),
+    })
+}
+
+/// The core's stable JSON form (snake_case fields, `type` tag) of an event's JavaScript
+/// (camelCase) JSON. Fails with `malformed`.
+#[napi]
+pub fn serialize_event(env: Env, json: String) -> Result<String> {
+    let v: Value = serde_json::from_str(&json).map_err(|e| errors::malformed(&env, format!("event is not JSON: {e}")))?;
+    let event = event_from_data(&env, v)?;
+    Ok(event.to_json().to_string())
+}
+
+/// A subscription to a gate's bus. Closing it unsubscribes; with `denyWhenUnobserved` the core
+/// then cancels what is pending if it was the last subscriber.
+#[napi]
+pub struct NativeSubscription {
+    state: Weak<JsState>,
+    cell: Rc<RefCell<Option<signoff::Subscription>>>,
+    waiting: Cell<Option<TaskId>>,
+    /// Event types delivered (bit per `Event::kind`); a lag is always delivered.
+    mask: u8,
+}
+
+const EVENT_TYPES: [&str; 4] =
+    ["confirmation-request", "confirmation-response", "confirmation-timeout", "confirmation-resolved"];
+
+fn type_bit(e: &Event) -> u8 {
+    match e {
+        Event::ConfirmationRequest(_) => 1,
+        Event::ConfirmationResponse(_) => 2,
+        Event::ConfirmationTimeout(_) => 4,
+        Event::ConfirmationResolved(_) => 8,
+    }
+}
+
+impl NativeSubscription {
+    pub(crate) fn new(env: &Env, state: &Rc<JsState>, types: Option<Vec<String>>) -> Result<Self> {
+        let mask = match types {
+            None => 0xff,
+            Some(types) => {
+                let mut m = 0;
+                for t in &types {
+                    let i = EVENT_TYPES.iter().position(|k| k == t).ok_or_else(|| {
+                        errors::malformed(env, format!("unknown event type {t:?} (one of {})", EVENT_TYPES.join(", ")))
+                    })?;
+                    m |= 1 << i;
+                }
+                m
+            }
+        };
+        Ok(NativeSubscription {
+            state: Rc::downgrade(state),
+            cell: Rc::new(RefCell::new(Some(state.gate.subscribe()))),
+            waiting: Cell::new(None),
+            mask,
+        })
+    }
+}
+
+type Item = std::result::Result<Event, Lagged>;
+
+fn poll_sub(sub: std::pin::Pin<&mut signoff::Subscription>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+    use futures_util::Stream;
+    sub.poll_next(cx)
+}
+
+#[napi]
+impl NativeSubscription {
+    /// The next events, at least one and at most `max`, in bus order, as a JSON array of event
+    /// data (`ConfirmationRequestData`, ..., `LaggedData`); `null` once the subscription is
+    /// closed or the gate closed and everything was delivered. Returns the value itself when
+    /// events are waiting, else a promise.
+    #[napi(ts_return_type = "string | null | Promise<string | null>")]
+    pub fn next<'env>(&self, env: &'env Env, max: u32) -> Result<Unknown<'env>> {
+        let Some(state) = self.state.upgrade() else {
+            return Err(errors::throw(&env.clone(), &signoff::Error::Closed));
+        };
+        let cell = self.cell.clone();
+        let weak = self.state.clone();
+        let max = max.max(1) as usize;
+        let mask = self.mask;
+        let fut: TaskFuture = Box::pin(async move {
+            let items: Option<Vec<Item>> = std::future::poll_fn(|cx| {
+                let mut b = cell.borrow_mut();
+                let Some(sub) = b.as_mut() else { return Poll::Ready(None) };
+                let mut sub = std::pin::Pin::new(sub);
+                let mut v = Vec::new();
+                while v.len() < max {
+                    match poll_sub(sub.as_mut(), cx) {
+                        Poll::Ready(Some(Ok(e))) if type_bit(&e) & mask == 0 => {}
+                        Poll::Ready(Some(item)) => v.push(item),
+                        Poll::Ready(None) if v.is_empty() => return Poll::Ready(None),
+                        Poll::Ready(None) => break,
+                        // After close has finished (and its events were delivered), nothing more comes.
+                        Poll::Pending if v.is_empty() && weak.upgrade().is_none_or(|s| s.is_finished()) => {
+                            return Poll::Ready(None);
+                        }
+                        Poll::Pending if v.is_empty() => return Poll::Pending,
+                        Poll::Pending => break,
+                    }
+                }
+                Poll::Ready(Some(v))
+            })
+            .await;
+            Box::new(move |env: &Env| items_to_js(env, items)) as Settle
+        });
+        let (id, v) = state.run(env, fut, false, None, false)?;
+        self.waiting.set(Some(id));
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+    }
+
+    /// Unsubscribes. A pending `next` resolves `null`.
+    #[napi]
+    pub fn close(&self, env: Env) {
+        let taken = self.cell.borrow_mut().take();
+        match self.state.upgrade() {
+            Some(state) => state.enter(&env, || {
+                drop(taken);
+                if let Some(t) = self.waiting.take() {
+                    state.wake(t);
+                }
+            }),
+            None => drop(taken),
+        }
+    }
+
+    /// False once closed.
+    #[napi(getter)]
+    pub fn open(&self) -> bool {
+        self.cell.borrow().is_some()
+    }
+}
+
+fn items_to_js(env: &Env, items: Option<Vec<Item>>) -> Result<sys::napi_value> {
+    let Some(items) = items else {
+        let mut null = std::ptr::null_mut();
+        unsafe { sys::napi_get_null(env.raw(), &mut null) };
+        return Ok(null);
+    };
+    let mut out = Vec::with_capacity(512 * items.len());
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match item {
+            Ok(e) => write_event(&mut out, &e),
+            Err(lag) => {
+                #[derive(Serialize)]
+                struct LaggedRef<'a> {
+                    #[serde(rename = "type")]
+                    kind: &'static str,
+                    missed: u64,
+                    pending: Vec<RequestDataRef<'a>>,
+                }
+                let d = LaggedRef {
+                    kind: "lagged",
+                    missed: lag.missed,
+                    pending: lag.pending.iter().map(|r| RequestDataRef::of(r)).collect(),
+                };
+                let _ = serde_json::to_writer(&mut out, &d);
+            }
+        }
+    }
+    out.push(b']');
+    js_string(env, std::str::from_utf8(&out).unwrap_or("[]"))
+}

@@ -1,0 +1,498 @@
+//! The gate: the core's `Gate`, its options, and its calls.
+
+use crate::driver::{JsState, Settle, TaskFuture};
+use crate::errors;
+use crate::events::{NativeSubscription, OutcomeKind, RequestDataRef, js_string};
+use crate::executor::{ToolCallData, decision_data, result_data};
+use crate::handler;
+use crate::policy::EvaluationData;
+use crate::store::HookStore;
+use crate::tools;
+use napi::bindgen_prelude::*;
+use napi::{Env, sys};
+use napi_derive::napi;
+use serde_json::Value;
+use signoff::{ConfirmationResponse, Gate, PendingRequest, ResponseDecision, Scope, Tool, ToolCall, ToolSpec};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Gate options (all optional).
+#[napi(object)]
+pub struct GateOptions {
+    /// Approval timeout for tools that set none, in milliseconds (60,000).
+    pub default_timeout_ms: Option<f64>,
+    /// Replaces the keyword list that makes tools in the default mode require approval.
+    pub keywords: Option<Vec<String>>,
+    /// Cancel requests at once when nobody is subscribed (default true).
+    pub deny_when_unobserved: Option<bool>,
+    /// Append every request, response, outcome and execution to this JSON Lines file.
+    pub audit_path: Option<String>,
+    /// DEVELOPMENT ONLY: every call runs without approval (announced on stderr and in the audit).
+    pub dangerously_disable_gating: Option<bool>,
+    /// Events buffered per subscriber before it is told it lagged (4,096).
+    pub bus_capacity: Option<u32>,
+    /// Resolved request ids remembered to classify late responses (65,536).
+    pub remember_resolved: Option<u32>,
+    /// Accept responses only from these responders (the core's `AllowedResponders`).
+    pub allowed_responders: Option<Vec<String>>,
+}
+
+fn millis(env: &Env, what: &str, v: f64) -> Result<Duration> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(errors::malformed(env, format!("{what} must be a non-negative number of milliseconds")));
+    }
+    Ok(Duration::from_millis(v as u64))
+}
+
+fn json_arg(env: &Env, what: &str, text: Option<String>) -> Result<Option<Value>> {
+    match text {
+        None => Ok(None),
+        Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| errors::malformed(env, format!("{what} are not JSON: {e}"))),
+    }
+}
+
+fn call_from(
+    env: &Env,
+    tool: String,
+    arguments: Option<String>,
+    session_id: Option<String>,
+    call_id: Option<String>,
+    metadata: Option<String>,
+) -> Result<ToolCall> {
+    let mut call = ToolCall::new(
+        tool,
+        json_arg(env, "arguments", arguments)?.unwrap_or_else(|| Value::Object(Default::default())),
+    );
+    if let Some(s) = session_id {
+        call.session_id = s;
+    }
+    call.call_id = call_id;
+    call.metadata = json_arg(env, "metadata", metadata)?.unwrap_or(Value::Null);
+    Ok(call)
+}
+
+fn to_js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
+    js_string(env, s)
+}
+
+/// The approval gate (the core's `Gate`).
+#[napi(custom_finalize)]
+pub struct NativeGate {
+    state: Rc<JsState>,
+    /// Executor function ids by tool name (released when replaced or unregistered).
+    executors: RefCell<HashMap<String, u64>>,
+    /// An audit sink may block on the disk: close and flush it off the JavaScript thread.
+    has_audit: bool,
+}
+
+fn undefined(env: &Env) -> Result<sys::napi_value> {
+    let mut u = std::ptr::null_mut();
+    crate::driver::check(unsafe { sys::napi_get_undefined(env.raw(), &mut u) })?;
+    Ok(u)
+}
+
+impl ObjectFinalize for NativeGate {
+    fn finalize(self, env: Env) -> Result<()> {
+        for (_, id) in self.executors.borrow_mut().drain() {
+            tools::release(&env, id);
+        }
+        self.state.orphan(&env);
+        Ok(())
+    }
+}
+
+impl NativeGate {
+    fn run<'env>(
+        &self,
+        env: &'env Env,
+        fut: TaskFuture,
+        keepalive: bool,
+        abort_id: Option<u32>,
+        aborted: Option<bool>,
+    ) -> Result<Unknown<'env>> {
+        let (_, v) = self.state.run(env, fut, keepalive, abort_id, aborted.unwrap_or(false))?;
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+    }
+}
+
+#[napi]
+impl NativeGate {
+    #[napi(constructor)]
+    pub fn new(env: Env, options: Option<GateOptions>) -> Result<Self> {
+        let o = options.unwrap_or(GateOptions {
+            default_timeout_ms: None,
+            keywords: None,
+            deny_when_unobserved: None,
+            audit_path: None,
+            dangerously_disable_gating: None,
+            bus_capacity: None,
+            remember_resolved: None,
+            allowed_responders: None,
+        });
+        let mut b = Gate::builder();
+        if let Some(t) = o.default_timeout_ms {
+            b = b.default_timeout(millis(&env, "defaultTimeoutMs", t)?);
+        }
+        if let Some(k) = o.keywords {
+            b = b.keywords(k);
+        }
+        if let Some(d) = o.deny_when_unobserved {
+            b = b.deny_when_unobserved(d);
+        }
+        if let Some(p) = &o.audit_path {
+            b = b.audit(crate::audit::open(&env, p)?);
+        }
+        if let Some(d) = o.dangerously_disable_gating {
+            b = b.dangerously_disable_gating(d);
+        }
+        if let Some(n) = o.bus_capacity {
+            b = b.bus_capacity(n as usize);
+        }
+        if let Some(n) = o.remember_resolved {
+            b = b.remember_resolved(n as usize);
+        }
+        if let Some(r) = o.allowed_responders {
+            b = b.authenticator(Arc::new(signoff::AllowedResponders(r)));
+        }
+        let has_audit = o.audit_path.is_some();
+        let state = JsState::new(&env, move |shared| b.store(Arc::new(HookStore::new(shared))).build())?
+            .map_err(|e| errors::throw(&env, &e))?;
+        Ok(NativeGate { state, executors: RefCell::new(HashMap::new()), has_audit })
+    }
+
+    /// Registers (or replaces) a tool from the core's `ToolSpec` JSON (snake_case keys; unknown
+    /// keys are refused), with an optional executor wrapper from the facade.
+    #[napi(ts_args_type = "specJson: string, executor?: (argsJson: string, token: number, abortId?: number) => void")]
+    pub fn register(&self, env: Env, spec_json: String, executor: Option<Unknown>) -> Result<()> {
+        let value: Value = serde_json::from_str(&spec_json)
+            .map_err(|e| errors::malformed(&env, format!("tool definition is not JSON: {e}")))?;
+        let spec = ToolSpec::from_json(value).map_err(|e| errors::throw(&env, &e))?;
+        let name = spec.name.clone();
+        let mut tool = Tool::from_spec(spec);
+        let mut exec_id = None;
+        if let Some(f) = executor {
+            let (id, exec) = tools::executor_for(&env, f.raw())?;
+            exec_id = Some(id);
+            tool = tool.with_executor(exec);
+        }
+        match self.state.gate.register(tool) {
+            Ok(()) => {
+                let old = match exec_id {
+                    Some(id) => self.executors.borrow_mut().insert(name, id),
+                    None => self.executors.borrow_mut().remove(&name),
+                };
+                if let Some(old) = old {
+                    tools::release(&env, old);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(id) = exec_id {
+                    tools::release(&env, id);
+                }
+                Err(errors::throw(&env, &e))
+            }
+        }
+    }
+
+    /// Removes a tool; later calls to it are `unknown_tool`.
+    #[napi]
+    pub fn unregister(&self, env: Env, name: String) -> bool {
+        let removed = self.state.gate.unregister(&name);
+        if let Some(id) = self.executors.borrow_mut().remove(&name) {
+            tools::release(&env, id);
+        }
+        removed
+    }
+
+    /// The specs of every registered tool: a JSON array of the core's `ToolSpec`, sorted by name.
+    #[napi]
+    pub fn tools(&self) -> String {
+        serde_json::to_string(&self.state.gate.tools()).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// Whether a call would need approval now, and why (no request is made).
+    #[napi]
+    pub fn evaluate(
+        &self,
+        env: Env,
+        tool: String,
+        arguments_json: Option<String>,
+        session_id: Option<String>,
+    ) -> Result<EvaluationData> {
+        let call = call_from(&env, tool, arguments_json, session_id, None, None)?;
+        self.state.gate.evaluate(&call).map(Into::into).map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Asks for approval when needed: the decision as `DecisionData` JSON, returned at once when
+    /// it is known before this call returns, else a promise of it. `abortId` identifies the call
+    /// for `abort`; `aborted` cancels it from the start. Throws / rejects with `SignoffError`.
+    #[allow(clippy::too_many_arguments)]
+    #[napi(ts_return_type = "string | Promise<string>")]
+    pub fn confirm<'env>(
+        &self,
+        env: &'env Env,
+        tool: String,
+        arguments_json: Option<String>,
+        session_id: Option<String>,
+        call_id: Option<String>,
+        metadata_json: Option<String>,
+        abort_id: Option<u32>,
+        aborted: Option<bool>,
+    ) -> Result<Unknown<'env>> {
+        let call = call_from(env, tool, arguments_json, session_id, call_id, metadata_json)?;
+        let gate = self.state.gate.clone();
+        let fut: TaskFuture = Box::pin(async move {
+            let r = gate.confirm(call).await;
+            Box::new(move |env: &Env| match r {
+                Ok(d) => to_js_string(env, &serde_json::to_string(&decision_data(d)).unwrap_or_default()),
+                Err(e) => Err(errors::throw(env, &e)),
+            }) as Settle
+        });
+        self.run(env, fut, true, abort_id, aborted)
+    }
+
+    /// Confirms and, if approved, runs the executor at most once: the result as `ToolResultData`
+    /// JSON (at once or as a promise). Never fails for a refused call: the result says so.
+    #[allow(clippy::too_many_arguments)]
+    #[napi(ts_return_type = "string | Promise<string>")]
+    pub fn execute<'env>(
+        &self,
+        env: &'env Env,
+        tool: String,
+        arguments_json: Option<String>,
+        session_id: Option<String>,
+        call_id: Option<String>,
+        metadata_json: Option<String>,
+        abort_id: Option<u32>,
+        aborted: Option<bool>,
+    ) -> Result<Unknown<'env>> {
+        let call = call_from(env, tool, arguments_json, session_id, call_id, metadata_json)?;
+        let gate = self.state.gate.clone();
+        let fut: TaskFuture = Box::pin(async move {
+            let r = gate.execute(call).await;
+            Box::new(move |env: &Env| to_js_string(env, &serde_json::to_string(&result_data(r)).unwrap_or_default()))
+                as Settle
+        });
+        self.run(env, fut, true, abort_id, aborted)
+    }
+
+    /// Runs a batch (a JSON array of `ToolCallData`) concurrently: a JSON array of
+    /// `ToolResultData` in the order of the calls (at once or as a promise).
+    #[napi(ts_return_type = "string | Promise<string>")]
+    pub fn execute_batch<'env>(
+        &self,
+        env: &'env Env,
+        calls_json: String,
+        abort_id: Option<u32>,
+        aborted: Option<bool>,
+    ) -> Result<Unknown<'env>> {
+        let calls: Vec<ToolCallData> = serde_json::from_str(&calls_json)
+            .map_err(|e| errors::malformed(env, format!("tool calls: {e}")))?;
+        let calls: Vec<ToolCall> = calls.into_iter().map(Into::into).collect();
+        let gate = self.state.gate.clone();
+        let fut: TaskFuture = Box::pin(async move {
+            let r = gate.execute_batch(calls).await;
+            Box::new(move |env: &Env| {
+                let data: Vec<_> = r.into_iter().map(result_data).collect();
+                to_js_string(env, &serde_json::to_string(&data).unwrap_or_default())
+            }) as Settle
+        });
+        self.run(env, fut, true, abort_id, aborted)
+    }
+
+    /// Aborts the call started with `abortId`: its pending requests are cancelled by the core
+    /// (`cancelled` / `aborted`), and so is any request it makes later.
+    #[napi]
+    pub fn abort(&self, env: Env, abort_id: u32) {
+        self.state.enter(&env, || self.state.abort(abort_id));
+    }
+
+    /// Answers request `id` as shown (the core's `PendingRequest`: the response is bound to the
+    /// request's tool, argument digest and session). `argumentsJson` (edited arguments) and
+    /// `scope` apply to approvals, `reason` to denials.
+    #[allow(clippy::too_many_arguments)]
+    #[napi(ts_args_type = "id: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string, responder?: string")]
+    pub fn answer(
+        &self,
+        env: Env,
+        id: String,
+        approve: bool,
+        arguments_json: Option<String>,
+        scope: Option<String>,
+        reason: Option<String>,
+        responder: Option<String>,
+    ) -> Result<OutcomeKind> {
+        let uuid = uuid::Uuid::parse_str(&id).map_err(|e| errors::malformed(&env, format!("id is not a UUID: {e}")))?;
+        let arguments = json_arg(&env, "edited arguments", arguments_json)?;
+        let scope: Scope = match scope.as_deref() {
+            None => Scope::Once,
+            Some(s) => serde_json::from_value(Value::String(s.to_owned()))
+                .map_err(|_| errors::malformed(&env, format!("scope must be \"once\" or \"session\", not {s:?}")))?,
+        };
+        let result = self.state.enter(&env, || match self.state.gate.pending_request(&uuid) {
+            Some(req) => {
+                let p = PendingRequest::new(self.state.gate.clone(), req);
+                if approve { p.approve_with(arguments, scope, responder) } else { p.deny(reason, responder) }
+            }
+            // Not pending: the core says why (already resolved, expired, unknown, closed).
+            None => {
+                let decision = if approve { ResponseDecision::Approve } else { ResponseDecision::Deny };
+                let mut r = ConfirmationResponse::by_id(uuid, decision).with_scope(scope);
+                r.arguments = arguments;
+                r.reason = reason;
+                r.responder = responder;
+                self.state.gate.respond(r)
+            }
+        });
+        result.map(Into::into).map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Answers a pending request with a response in the core's JSON form (`Gate::respond_json`).
+    #[napi]
+    pub fn respond_json(&self, env: Env, json: String) -> Result<OutcomeKind> {
+        self.state
+            .enter(&env, || self.state.gate.respond_json(&json))
+            .map(Into::into)
+            .map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// True while request `id` waits for an answer.
+    #[napi]
+    pub fn is_pending(&self, id: String) -> bool {
+        uuid::Uuid::parse_str(&id).is_ok_and(|u| self.state.gate.pending_request(&u).is_some())
+    }
+
+    /// Cancels one pending request (`aborted`). Returns whether it was pending.
+    #[napi]
+    pub fn cancel_request(&self, env: Env, id: String) -> Result<bool> {
+        let id = uuid::Uuid::parse_str(&id).map_err(|e| errors::malformed(&env, format!("id is not a UUID: {e}")))?;
+        Ok(self.state.enter(&env, || self.state.gate.cancel_request(&id)))
+    }
+
+    /// Every pending request, oldest first: a JSON array of `ConfirmationRequestData`.
+    #[napi]
+    pub fn pending(&self) -> String {
+        let pending = self.state.gate.pending();
+        let data: Vec<_> = pending.iter().map(|r| RequestDataRef::of(r)).collect();
+        serde_json::to_string(&data).unwrap_or_else(|_| "[]".into())
+    }
+
+    #[napi(getter)]
+    pub fn pending_count(&self) -> u32 {
+        self.state.gate.pending_count() as u32
+    }
+
+    #[napi(getter)]
+    pub fn subscriber_count(&self) -> u32 {
+        self.state.gate.subscriber_count() as u32
+    }
+
+    #[napi(getter)]
+    pub fn is_closed(&self) -> bool {
+        self.state.gate.is_closed()
+    }
+
+    #[napi(getter)]
+    pub fn gating_disabled(&self) -> bool {
+        self.state.gate.gating_disabled()
+    }
+
+    /// The tools granted for a session, sorted.
+    #[napi]
+    pub fn grants(&self, session_id: String) -> Vec<String> {
+        self.state.gate.grants(&session_id)
+    }
+
+    /// Revokes a session grant. Returns whether one existed.
+    #[napi]
+    pub fn revoke_grant(&self, session_id: String, tool: String) -> bool {
+        self.state.gate.revoke_grant(&session_id, &tool)
+    }
+
+    /// Ends a session: drops its grants and cancels its pending requests. Returns how many.
+    #[napi]
+    pub fn end_session(&self, env: Env, session_id: String) -> u32 {
+        self.state.enter(&env, || self.state.gate.end_session(&session_id)) as u32
+    }
+
+    /// Registers (a function) or removes (`null`) the facade's request dispatcher; the core's
+    /// `Gate::on_request` driver runs while one is set. It is called for every request with a run
+    /// token, the request's id, tool and arguments (JSON), and its other `ConfirmationRequestData`
+    /// fields (JSON). It returns `null` when every listener has returned, a string (the first
+    /// failure) when one threw, or `undefined` when some are still running: then it calls
+    /// `finishRequest(token, error?)` once they have settled.
+    #[napi(
+        ts_args_type = "dispatch: ((token: number, id: string, tool: string, argumentsJson: string, restJson: string) => null | string | undefined) | null"
+    )]
+    pub fn set_request_handler(&self, env: Env, dispatch: Option<Unknown>) -> Result<()> {
+        match dispatch {
+            Some(f) => self.state.enter(&env, || handler::start(&self.state, &env, f.raw())),
+            None => {
+                self.state.enter(&env, || handler::stop(&self.state, Some(&env)));
+                Ok(())
+            }
+        }
+    }
+
+    /// Reports that the listeners of run `token` have all settled; `error`: the first failure's
+    /// message. The core then denies the request if nobody answered it.
+    #[napi]
+    pub fn finish_request(&self, env: Env, token: f64, error: Option<String>) {
+        self.state.enter(&env, || handler::finish(&self.state, token as u64, error));
+    }
+
+    /// Subscribes to the bus; `types` limits the event types delivered (lags always are).
+    #[napi(ts_args_type = "types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>")]
+    pub fn subscribe(&self, env: Env, types: Option<Vec<String>>) -> Result<NativeSubscription> {
+        NativeSubscription::new(&env, &self.state, types)
+    }
+
+    /// Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
+    /// log is flushed off the JavaScript thread, then the request handler and the threadsafe
+    /// function are released. Returns `undefined` when done at once, else a promise.
+    #[napi(ts_return_type = "undefined | Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        let gate = self.state.gate.clone();
+        let weak = Rc::downgrade(&self.state);
+        let done = move |env: &Env| -> Result<sys::napi_value> {
+            if let Some(s) = weak.upgrade() {
+                s.mark_closed();
+            }
+            undefined(env)
+        };
+        let fut: TaskFuture = if self.state.is_released() {
+            Box::pin(async move { Box::new(done) as Settle })
+        } else if self.has_audit {
+            Box::pin(async move {
+                let _ = tokio::task::spawn_blocking(move || gate.close()).await;
+                Box::new(done) as Settle
+            })
+        } else {
+            Box::pin(async move {
+                gate.close();
+                Box::new(done) as Settle
+            })
+        };
+        self.run(env, fut, true, None, None)
+    }
+
+    /// Waits until every audit record so far is durable (off the JavaScript thread).
+    #[napi(ts_return_type = "undefined | Promise<void>")]
+    pub fn flush_audit<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        let gate = self.state.gate.clone();
+        let fut: TaskFuture = if self.state.is_released() || !self.has_audit {
+            // Closing flushed it already, or there is nothing to flush.
+            Box::pin(async move { Box::new(undefined) as Settle })
+        } else {
+            Box::pin(async move {
+                let _ = tokio::task::spawn_blocking(move || gate.flush_audit()).await;
+                Box::new(undefined) as Settle
+            })
+        };
+        self.run(env, fut, true, None, None)
+    }
+}

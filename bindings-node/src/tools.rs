@@ -1,0 +1,125 @@
+//! Tools: specs go to the core as its `ToolSpec` JSON; JavaScript executors become core
+//! `Executor`s that call into JavaScript on the thread polling `execute` (always the JavaScript
+//! thread) and settle through `settleExecution` (the output as JSON text, or the error message).
+
+use crate::driver;
+use crate::errors;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use napi::bindgen_prelude::{Result, ToNapiValue};
+use napi::{Env, sys};
+use napi_derive::napi;
+use serde_json::Value;
+use signoff::{ExecResult, Executor};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+thread_local! {
+    /// JavaScript executor functions by id (references owned by their gate).
+    static EXECUTORS: RefCell<HashMap<u64, sys::napi_ref>> = RefCell::new(HashMap::new());
+    static NEXT_EXECUTOR: Cell<u64> = const { Cell::new(1) };
+    /// Executions waiting for `settleExecution`: token -> (result slot, gate id).
+    static SETTLES: RefCell<HashMap<u64, (oneshot::Sender<ExecResult>, u64)>> = RefCell::new(HashMap::new());
+    static NEXT_SETTLE: Cell<u64> = const { Cell::new(1) };
+}
+
+/// Wraps the facade's executor function (`(argsJson, token, abortId) => void`, which eventually
+/// calls `settleExecution(token, ok, outputJsonOrMessage)`) as a core executor. The reference is
+/// weak: the facade must keep the function alive while the tool is registered. Returns its id for [`release`].
+pub(crate) fn executor_for(env: &Env, func: sys::napi_value) -> Result<(u64, Executor)> {
+    // Weak: the facade keeps its executor functions alive as long as the gate is referenced.
+    let mut r = std::ptr::null_mut();
+    driver::check(unsafe { sys::napi_create_reference(env.raw(), func, 0, &mut r) })?;
+    let id = NEXT_EXECUTOR.with(|n| {
+        let id = n.get();
+        n.set(id + 1);
+        id
+    });
+    EXECUTORS.with(|m| m.borrow_mut().insert(id, r));
+    let exec: Executor = Arc::new(move |args: Value| call_executor(id, args));
+    Ok((id, exec))
+}
+
+/// Forgets an executor function.
+pub(crate) fn release(env: &Env, id: u64) {
+    if let Some(r) = EXECUTORS.with(|m| m.borrow_mut().remove(&id)) {
+        unsafe { sys::napi_delete_reference(env.raw(), r) };
+    }
+}
+
+fn fail(msg: &str) -> BoxFuture<'static, ExecResult> {
+    Box::pin(std::future::ready(Err(msg.to_owned())))
+}
+
+fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
+    let (Some(env), Some(gate_id)) = (driver::current_env(), driver::current_gate()) else {
+        return fail("the executor can only be called from the JavaScript thread");
+    };
+    let Some(func_ref) = EXECUTORS.with(|m| m.borrow().get(&id).copied()) else {
+        return fail("the tool was unregistered before it could run");
+    };
+    let token = NEXT_SETTLE.with(|n| {
+        let t = n.get();
+        n.set(t + 1);
+        t
+    });
+    let (tx, rx) = oneshot::channel();
+    SETTLES.with(|s| s.borrow_mut().insert(token, (tx, gate_id)));
+    let abort_id = driver::current_abort_id();
+    let called = (|| -> std::result::Result<(), String> {
+        let mut f = std::ptr::null_mut();
+        if unsafe { sys::napi_get_reference_value(env, func_ref, &mut f) } != sys::Status::napi_ok || f.is_null() {
+            return Err("the executor function is gone".into());
+        }
+        let text = args.to_string();
+        let mut js_args = std::ptr::null_mut();
+        unsafe { sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut js_args) };
+        let js_token = unsafe { f64::to_napi_value(env, token as f64) }.map_err(|e| e.reason.clone())?;
+        let js_abort = match abort_id {
+            Some(a) => unsafe { u32::to_napi_value(env, a) }.map_err(|e| e.reason.clone())?,
+            None => {
+                let mut u = std::ptr::null_mut();
+                unsafe { sys::napi_get_undefined(env, &mut u) };
+                u
+            }
+        };
+        let argv = [js_args, js_token, js_abort];
+        let mut undefined = std::ptr::null_mut();
+        unsafe { sys::napi_get_undefined(env, &mut undefined) };
+        let mut out = std::ptr::null_mut();
+        let status = unsafe { sys::napi_call_function(env, undefined, f, 3, argv.as_ptr(), &mut out) };
+        if status != sys::Status::napi_ok {
+            return Err(errors::clear_exception(env)
+                .map(|e| errors::describe(env, e))
+                .unwrap_or_else(|| format!("calling the executor failed (status {status})")));
+        }
+        Ok(())
+    })();
+    if let Err(msg) = called {
+        SETTLES.with(|s| s.borrow_mut().remove(&token));
+        return Box::pin(std::future::ready(Err(msg)));
+    }
+    Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err("the tool's result was lost".into()))))
+}
+
+/// Settles an execution started by an executor call: `ok` with the tool's output as JSON text,
+/// or not with the error message for the model. Unknown tokens are ignored (each settles once).
+#[napi]
+pub fn settle_execution(env: Env, token: f64, ok: bool, payload: String) {
+    let Some((tx, gate_id)) = SETTLES.with(|s| s.borrow_mut().remove(&(token as u64))) else { return };
+    let result: ExecResult = if ok {
+        serde_json::from_str(&payload).map_err(|e| format!("the tool returned a value that is not JSON ({e})"))
+    } else {
+        Err(payload)
+    };
+    match driver::state_for(gate_id) {
+        Some(state) => state.enter(&env, || {
+            let _ = tx.send(result);
+        }),
+        None => {
+            let _ = tx.send(result);
+        }
+    }
+}
