@@ -75,6 +75,15 @@ pub struct AuditRecord {
     /// Why a response was rejected (`response-rejected` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
+    /// Position in a hash-chained log, from 0 ([`JsonlAuditSink`] sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The previous record's `hash` (64 zeros for the first record of a chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev_hash: Option<String>,
+    /// SHA-256 (hex) of this record's line without its `hash` field; see [`verify_chain`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
 }
 
 impl AuditRecord {
@@ -94,6 +103,9 @@ impl AuditRecord {
             responder: None,
             reason: None,
             error_kind: None,
+            seq: None,
+            prev_hash: None,
+            hash: None,
         }
     }
 }
@@ -135,9 +147,25 @@ enum Msg {
     Flush(mpsc::SyncSender<()>),
 }
 
-/// An append-only JSON Lines file. Records are written by a dedicated thread, so the gate never
-/// waits on the disk; [`flush`](AuditSink::flush) (also run on drop) waits until every record
-/// handed over so far is written and synced. Write failures are counted and reported on stderr.
+/// The `prev_hash` of the first record of a chain.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Options for [`JsonlAuditSink::open_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AuditOptions {
+    /// Rotate when the active file reaches this many bytes: it is renamed `<path>.<n>` (n = 1,
+    /// 2, ... oldest first) and a new file continues the same chain.
+    pub rotate_bytes: Option<u64>,
+}
+
+/// An append-only, hash-chained JSON Lines file. Each line carries `seq`, the previous line's
+/// hash (`prev_hash`) and its own `hash` (SHA-256 of the line without the `hash` field), so
+/// [`verify_chain`] finds the first edited, missing or reordered record. Re-opening the file
+/// (after a restart) continues the chain; so does rotation ([`AuditOptions::rotate_bytes`]).
+///
+/// Records are written by a dedicated thread, so the gate never waits on the disk;
+/// [`flush`](AuditSink::flush) (also run on drop) waits until every record handed over so far
+/// is written and synced. Write failures are counted and reported on stderr.
 pub struct JsonlAuditSink {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -145,17 +173,199 @@ pub struct JsonlAuditSink {
     path: PathBuf,
 }
 
+/// The writer thread's end of the chain.
+struct Chain {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    size: u64,
+    next_seq: u64,
+    prev: String,
+    rotate_bytes: Option<u64>,
+    rotated: u64,
+}
+
+impl Chain {
+    fn open(path: &Path, options: AuditOptions) -> std::io::Result<Chain> {
+        let rotated = rotated_files(path)?.last().map_or(0, |(n, _)| *n);
+        let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
+        let mut size = file.metadata()?.len();
+        // Continue from the last complete record: of this file, or of the newest rotated one.
+        let mut last = last_line(path)?;
+        if last.is_none() && rotated > 0 {
+            last = last_line(&rotated_path(path, rotated))?;
+        }
+        if size > 0 && !ends_with_newline(&mut file)? {
+            // A torn final line from a crash: end it so the next record starts cleanly;
+            // verification reports it.
+            file.write_all(b"\n")?;
+            size += 1;
+        }
+        let (next_seq, prev) = match last.as_deref().and_then(|l| split_hash(l).ok()) {
+            Some((body, hash)) => {
+                let rec: AuditRecord = serde_json::from_slice(body).map_err(std::io::Error::other)?;
+                (rec.seq.map_or(0, |s| s + 1), hash.to_owned())
+            }
+            None => (0, GENESIS_HASH.to_owned()),
+        };
+        Ok(Chain {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::new(file),
+            size,
+            next_seq,
+            prev,
+            rotate_bytes: options.rotate_bytes,
+            rotated,
+        })
+    }
+
+    fn write(&mut self, mut r: AuditRecord) -> std::io::Result<()> {
+        r.seq = Some(self.next_seq);
+        r.prev_hash = Some(std::mem::take(&mut self.prev));
+        r.hash = None;
+        let mut line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
+        let hash = crate::display::sha256_hex(&line);
+        line.pop(); // the closing brace
+        line.extend_from_slice(b",\"hash\":\"");
+        line.extend_from_slice(hash.as_bytes());
+        line.extend_from_slice(b"\"}\n");
+        self.file.write_all(&line)?;
+        self.size += line.len() as u64;
+        self.next_seq += 1;
+        self.prev = hash;
+        Ok(())
+    }
+
+    fn maybe_rotate(&mut self) -> std::io::Result<()> {
+        let Some(limit) = self.rotate_bytes else { return Ok(()) };
+        if self.size < limit {
+            return Ok(());
+        }
+        self.file.flush()?;
+        self.file.get_ref().sync_data()?;
+        let next = self.rotated + 1;
+        std::fs::rename(&self.path, rotated_path(&self.path, next))?;
+        self.rotated = next;
+        let f = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
+        self.file = std::io::BufWriter::new(f);
+        self.size = 0;
+        Ok(())
+    }
+}
+
+fn rotated_path(path: &Path, n: u64) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{n}"));
+    PathBuf::from(s)
+}
+
+/// `<path>.<n>` files next to `path`, by `n`.
+fn rotated_files(path: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return Ok(Vec::new()) };
+    let mut v = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(v),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        if let Some(n) = entry
+            .file_name()
+            .to_str()
+            .and_then(|f| f.strip_prefix(name))
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            v.push((n, entry.path()));
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+fn ends_with_newline(f: &mut std::fs::File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    f.seek(SeekFrom::End(-1))?;
+    let mut b = [0u8; 1];
+    f.read_exact(&mut b)?;
+    Ok(b[0] == b'\n')
+}
+
+/// The last complete (newline-terminated) line of a file, if any.
+fn last_line(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let mut window: u64 = 64 * 1024;
+    loop {
+        let start = len.saturating_sub(window);
+        f.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::with_capacity((len - start) as usize);
+        f.read_to_end(&mut buf)?;
+        // Drop a torn tail, then find the line before the final newline.
+        let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+            if start == 0 {
+                return Ok(None);
+            }
+            window *= 4;
+            continue;
+        };
+        let body = &buf[..end];
+        match body.iter().rposition(|&b| b == b'\n') {
+            Some(nl) => return Ok(Some(body[nl + 1..].to_vec())),
+            None if start == 0 => return Ok(if body.is_empty() { None } else { Some(body.to_vec()) }),
+            None => window *= 4,
+        }
+    }
+}
+
+/// Splits a chained line into the bytes that were hashed (the line without its `hash` field)
+/// and the recorded hash.
+fn split_hash(line: &[u8]) -> Result<(&[u8], &str), &'static str> {
+    const TAIL: usize = 2; // `"}`
+    const KEY: &[u8] = b",\"hash\":\"";
+    let n = line.len();
+    if n < KEY.len() + 64 + TAIL || &line[n - TAIL..] != b"\"}" {
+        return Err("the record carries no hash");
+    }
+    let hash = &line[n - TAIL - 64..n - TAIL];
+    if &line[n - TAIL - 64 - KEY.len()..n - TAIL - 64] != KEY || !hash.iter().all(|b| b.is_ascii_hexdigit()) {
+        return Err("the record carries no hash");
+    }
+    Ok((&line[..n - TAIL - 64 - KEY.len()], std::str::from_utf8(hash).map_err(|_| "bad hash")?))
+}
+
+/// The bytes a line's hash covers: the line without its `hash` field (closing brace restored).
+fn hashed_bytes(body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(body.len() + 1);
+    v.extend_from_slice(body);
+    v.push(b'}');
+    v
+}
+
 impl JsonlAuditSink {
-    /// Opens (creating if needed) `path` for appending.
+    /// Opens (creating if needed) `path` for appending, continuing its hash chain.
     pub fn open(path: impl AsRef<Path>) -> std::io::Result<Arc<Self>> {
+        Self::open_with(path, AuditOptions::default())
+    }
+
+    /// Opens with options (rotation).
+    pub fn open_with(path: impl AsRef<Path>, options: AuditOptions) -> std::io::Result<Arc<Self>> {
         let path = path.as_ref().to_path_buf();
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut chain = Chain::open(&path, options)?;
         let (tx, rx) = mpsc::channel::<Msg>();
         let failures = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let f2 = failures.clone();
         let p2 = path.clone();
         let thread = std::thread::Builder::new().name("signoff-audit".into()).spawn(move || {
-            let mut w = std::io::BufWriter::new(file);
             let fail = |e: std::io::Error| {
                 f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 eprintln!("signoff: audit log {} write failed: {e}", p2.display());
@@ -167,10 +377,7 @@ impl JsonlAuditSink {
                 while let Some(msg) = next.take() {
                     match msg {
                         Msg::Record(r) => {
-                            let res = serde_json::to_writer(&mut w, &r)
-                                .map_err(std::io::Error::other)
-                                .and_then(|_| w.write_all(b"\n"));
-                            if let Err(e) = res {
+                            if let Err(e) = chain.write(r) {
                                 fail(e);
                             }
                         }
@@ -178,11 +385,14 @@ impl JsonlAuditSink {
                     }
                     next = rx.try_recv().ok();
                 }
-                if let Err(e) = w.flush() {
+                if let Err(e) = chain.file.flush() {
+                    fail(e);
+                }
+                if let Err(e) = chain.maybe_rotate() {
                     fail(e);
                 }
                 if !waiters.is_empty() {
-                    if let Err(e) = w.get_ref().sync_data() {
+                    if let Err(e) = chain.file.get_ref().sync_data() {
                         fail(e);
                     }
                     for d in waiters {
@@ -190,7 +400,7 @@ impl JsonlAuditSink {
                     }
                 }
             }
-            let _ = w.flush();
+            let _ = chain.file.flush();
         })?;
         Ok(Arc::new(JsonlAuditSink {
             tx: Mutex::new(Some(tx)),
@@ -210,7 +420,7 @@ impl JsonlAuditSink {
         self.failures.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Reads a JSON Lines audit file back.
+    /// Reads a JSON Lines audit file back (one file; see [`verify_chain`] for rotated sets).
     pub fn read(path: impl AsRef<Path>) -> std::io::Result<Vec<AuditRecord>> {
         let text = std::fs::read_to_string(path)?;
         text.lines()
@@ -249,4 +459,148 @@ impl Drop for JsonlAuditSink {
             let _ = t.join();
         }
     }
+}
+
+/// What [`verify_chain`] found wrong first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChainProblemKind {
+    /// The record's content no longer matches its hash, or a later record chained to a
+    /// different version of it.
+    Edited,
+    /// Records are missing before this one (deleted lines, or a deleted rotated file).
+    Missing,
+    /// This record is out of order.
+    Reordered,
+    /// The line is not a chained audit record (unparseable, torn, or without a hash).
+    Malformed,
+}
+
+/// The first problem in an audit chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainProblem {
+    /// What is wrong.
+    pub kind: ChainProblemKind,
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line number in `file`.
+    pub line: usize,
+    /// The record's `seq`, when readable.
+    pub seq: Option<u64>,
+    /// In words.
+    pub message: String,
+}
+
+/// The result of [`verify_chain`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainReport {
+    /// The files checked, oldest first.
+    pub files: Vec<PathBuf>,
+    /// Records checked (up to the first problem).
+    pub records: u64,
+    /// The last good record's hash (the chain head).
+    pub head: String,
+    /// The first problem, if any.
+    pub problem: Option<ChainProblem>,
+}
+
+impl ChainReport {
+    /// No problem found.
+    pub fn is_intact(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+/// Verifies a hash-chained audit log written by [`JsonlAuditSink`]: its rotated files
+/// (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing
+/// or reordered record.
+///
+/// ```
+/// use signoff::audit::{verify_chain, AuditKind, AuditRecord, AuditSink, JsonlAuditSink};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("audit.jsonl");
+/// let sink = JsonlAuditSink::open(&path).unwrap();
+/// for _ in 0..3 { sink.record(AuditRecord::new(AuditKind::Notice)); }
+/// sink.flush();
+/// let report = verify_chain(&path).unwrap();
+/// assert!(report.is_intact());
+/// assert_eq!(report.records, 3);
+/// ```
+pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
+    let path = path.as_ref();
+    let mut files: Vec<PathBuf> = rotated_files(path)?.into_iter().map(|(_, p)| p).collect();
+    if path.exists() {
+        files.push(path.to_path_buf());
+    }
+    if files.is_empty() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} not found", path.display())));
+    }
+    let mut lines: Vec<(usize, usize, Vec<u8>)> = Vec::new(); // (file index, line number, bytes)
+    for (fi, f) in files.iter().enumerate() {
+        let bytes = std::fs::read(f)?;
+        for (li, l) in bytes.split(|&b| b == b'\n').enumerate() {
+            if !l.iter().all(u8::is_ascii_whitespace) {
+                lines.push((fi, li + 1, l.to_vec()));
+            }
+        }
+    }
+    // Every seq present, to tell a record that moved from one that is gone.
+    let parsed: Vec<Option<(AuditRecord, String, bool)>> = lines
+        .iter()
+        .map(|(_, _, l)| {
+            let (body, hash) = split_hash(l).ok()?;
+            let rec: AuditRecord = serde_json::from_slice(&hashed_bytes(body)).ok()?;
+            let ok = crate::display::sha256_hex(&hashed_bytes(body)) == hash;
+            Some((rec, hash.to_owned(), ok))
+        })
+        .collect();
+    let present: std::collections::HashSet<u64> =
+        parsed.iter().flatten().filter_map(|(r, _, _)| r.seq).collect();
+
+    let mut report = ChainReport { files: files.clone(), records: 0, head: GENESIS_HASH.to_owned(), problem: None };
+    let mut expected_seq = 0u64;
+    let mut prev_at: Option<usize> = None;
+    for (i, p) in parsed.iter().enumerate() {
+        let (fi, line, _) = &lines[i];
+        let problem = |kind, seq, message: String| ChainProblem { kind, file: files[*fi].clone(), line: *line, seq, message };
+        let Some((rec, hash, hash_ok)) = p else {
+            report.problem = Some(problem(ChainProblemKind::Malformed, None, "not a chained audit record".into()));
+            return Ok(report);
+        };
+        let Some(seq) = rec.seq else {
+            report.problem = Some(problem(ChainProblemKind::Malformed, None, "the record has no seq".into()));
+            return Ok(report);
+        };
+        if !hash_ok {
+            report.problem =
+                Some(problem(ChainProblemKind::Edited, Some(seq), format!("record {seq} does not match its hash")));
+            return Ok(report);
+        }
+        if seq != expected_seq {
+            let (kind, message) = if seq < expected_seq || present.contains(&expected_seq) {
+                (ChainProblemKind::Reordered, format!("record {seq} is out of order (record {expected_seq} expected here)"))
+            } else {
+                (ChainProblemKind::Missing, format!("records {expected_seq}..{} are missing before record {seq}", seq - 1))
+            };
+            report.problem = Some(problem(kind, Some(seq), message));
+            return Ok(report);
+        }
+        if rec.prev_hash.as_deref() != Some(report.head.as_str()) {
+            // The previous record was edited and re-hashed: this one chained to its old version.
+            let (pfi, pline) = prev_at.map_or((*fi, *line), |j| (lines[j].0, lines[j].1));
+            report.problem = Some(ChainProblem {
+                kind: ChainProblemKind::Edited,
+                file: files[pfi].clone(),
+                line: pline,
+                seq: seq.checked_sub(1),
+                message: format!("record {seq} chains to a different version of the record before it"),
+            });
+            return Ok(report);
+        }
+        report.head = hash.clone();
+        report.records += 1;
+        expected_seq += 1;
+        prev_at = Some(i);
+    }
+    Ok(report)
 }

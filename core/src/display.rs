@@ -55,14 +55,24 @@ pub fn arguments_digest(v: &Value) -> String {
     let mut hasher = Sha256::new();
     // Writing straight into the hasher avoids building the canonical string.
     let _ = serde_json::to_writer(HashWriter(&mut hasher), v);
-    let out = hasher.finalize();
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(7 + 64);
     s.push_str("sha256:");
-    for b in out.iter() {
+    push_hex(&mut s, &hasher.finalize());
+    s
+}
+
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
         s.push(HEX[(b >> 4) as usize] as char);
         s.push(HEX[(b & 15) as usize] as char);
     }
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(64);
+    push_hex(&mut s, &Sha256::digest(bytes));
     s
 }
 

@@ -34,11 +34,26 @@ pub enum ErrorKind {
     Store,
     /// `execute` was asked to run a tool that has no executor.
     NoExecutor,
+    /// An approval token's signature does not verify: it was tampered with or forged.
+    BadSignature,
+    /// An approval token names a key id the gate does not hold.
+    UnknownKey,
+    /// An approval token is past its expiry.
+    TokenExpired,
+    /// An approval token was presented by someone other than the approver it was issued to.
+    WrongApprover,
+    /// An approval token was already used (tokens are single use).
+    AlreadyUsed,
+    /// An approval token names a request that is not pending (resolved, expired, or unknown).
+    NotPending,
+    /// A feature was used without its configuration (e.g. tokens without keys), or the
+    /// configuration is invalid.
+    Config,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 20] = [
         ErrorKind::UnknownTool,
         ErrorKind::InvalidTool,
         ErrorKind::InvalidArguments,
@@ -52,6 +67,13 @@ impl ErrorKind {
         ErrorKind::Closed,
         ErrorKind::Store,
         ErrorKind::NoExecutor,
+        ErrorKind::BadSignature,
+        ErrorKind::UnknownKey,
+        ErrorKind::TokenExpired,
+        ErrorKind::WrongApprover,
+        ErrorKind::AlreadyUsed,
+        ErrorKind::NotPending,
+        ErrorKind::Config,
     ];
 
     /// The stable snake_case name of this kind, e.g. `"already_resolved"`.
@@ -70,6 +92,13 @@ impl ErrorKind {
             ErrorKind::Closed => "closed",
             ErrorKind::Store => "store",
             ErrorKind::NoExecutor => "no_executor",
+            ErrorKind::BadSignature => "bad_signature",
+            ErrorKind::UnknownKey => "unknown_key",
+            ErrorKind::TokenExpired => "token_expired",
+            ErrorKind::WrongApprover => "wrong_approver",
+            ErrorKind::AlreadyUsed => "already_used",
+            ErrorKind::NotPending => "not_pending",
+            ErrorKind::Config => "config",
         }
     }
 }
@@ -180,6 +209,48 @@ pub enum Error {
     /// (carries the tool name); reported as a [`Rejected`](crate::ToolStatus::Rejected) result.
     #[error("tool `{0}` has no executor registered, so it cannot be executed")]
     NoExecutor(String),
+    /// [`Gate::respond_token`](crate::Gate::respond_token) got a token whose signature does not
+    /// verify under its key: some field was changed, or it was never issued by this gate.
+    #[error("approval token rejected: bad signature (tampered with or not issued by this gate)")]
+    BadSignature,
+    /// An approval token names a key id the gate's [`TokenKeys`](crate::TokenKeys) do not hold
+    /// (carries the key id).
+    #[error("approval token rejected: unknown key id {0:?}")]
+    UnknownKey(String),
+    /// An approval token is past its expiry.
+    #[error("approval token for request {id} expired at {expired_at_ms} (epoch ms)")]
+    TokenExpired {
+        /// The request the token was for.
+        id: Uuid,
+        /// The token's expiry (epoch ms).
+        expired_at_ms: u64,
+    },
+    /// An approval token was presented by someone other than the approver it was issued to.
+    #[error("approval token for request {id} was issued to {expected:?}, not {got:?}")]
+    WrongApprover {
+        /// The request the token was for.
+        id: Uuid,
+        /// The approver named in the token.
+        expected: String,
+        /// Who presented it.
+        got: String,
+    },
+    /// An approval token was already used; a token answers its request once.
+    #[error("approval token for request {0} was already used")]
+    AlreadyUsed(Uuid),
+    /// An approval token names a request that is not pending.
+    #[error("request {id} is not pending ({state})")]
+    NotPending {
+        /// The request the token was for.
+        id: Uuid,
+        /// What became of it, e.g. `denied`, `timed-out`, `unknown`.
+        state: String,
+    },
+    /// A feature was used without its configuration, or the configuration is invalid (e.g.
+    /// [`Gate::issue_token`](crate::Gate::issue_token) on a gate built without token keys, a
+    /// key shorter than 32 bytes, an unreadable key file).
+    #[error("configuration error: {0}")]
+    Config(String),
 }
 
 impl Error {
@@ -199,6 +270,13 @@ impl Error {
             Error::Closed => ErrorKind::Closed,
             Error::Store(_) => ErrorKind::Store,
             Error::NoExecutor(_) => ErrorKind::NoExecutor,
+            Error::BadSignature => ErrorKind::BadSignature,
+            Error::UnknownKey(_) => ErrorKind::UnknownKey,
+            Error::TokenExpired { .. } => ErrorKind::TokenExpired,
+            Error::WrongApprover { .. } => ErrorKind::WrongApprover,
+            Error::AlreadyUsed(_) => ErrorKind::AlreadyUsed,
+            Error::NotPending { .. } => ErrorKind::NotPending,
+            Error::Config(_) => ErrorKind::Config,
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::display;
 use crate::error::{Error, ErrorKind};
 use crate::event::CancelReason;
 use crate::gate::{Decision, Gate, ToolCall};
+use crate::store::{RecordState, StateChange};
 use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -159,6 +160,19 @@ impl Gate {
             Ok(d) => d,
             Err(e) => return ToolResult::rejected_parts(call_id, name, &e),
         };
+        self.run_decided(executor, name, session, call_id, decision).await
+    }
+
+    /// Runs an approved call exactly once (recording `executing` before and `done` after, in a
+    /// durable store), or turns any other decision into the model's text.
+    pub(crate) async fn run_decided(
+        &self,
+        executor: crate::tool::Executor,
+        name: String,
+        session: String,
+        call_id: Option<String>,
+        decision: Decision,
+    ) -> ToolResult {
         let request_id = decision.request_id();
         let (arguments, edited) = match &decision {
             Decision::Approved { arguments, edited, .. } => (arguments.clone(), *edited),
@@ -184,6 +198,16 @@ impl Gate {
             }
         };
 
+        // Record before execute: once `executing` is stored, a crash can only ever report this
+        // call as interrupted, never run it again. If it cannot be stored, the tool does not run.
+        if let Some(id) = request_id
+            && let Err(e) = self.store().transition(&id, StateChange::to(RecordState::Executing))
+        {
+            let mut r = ToolResult::rejected_parts(call_id, name, &e);
+            r.request_id = request_id;
+            r.decision = Some(decision);
+            return r;
+        }
         // The one execution that follows this decision.
         let run = std::panic::AssertUnwindSafe(executor(arguments.clone())).catch_unwind().await;
         let result = match run {
@@ -209,7 +233,7 @@ impl Gate {
         } else {
             String::new()
         };
-        match result {
+        let result = match result {
             Ok(output) => ToolResult {
                 call_id,
                 content: format!("{edit_note}{}", output_text(&output)),
@@ -236,7 +260,15 @@ impl Gate {
                 request_id,
                 decision: Some(decision),
             },
+        };
+        if let Some(id) = request_id {
+            let stored = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let done = StateChange { result: Some(&stored), ..StateChange::to(RecordState::Done) };
+            if let Err(e) = self.store().transition(&id, done) {
+                eprintln!("signoff: could not record the result of request {id}: {e}");
+            }
         }
+        result
     }
 
     /// Runs a batch of calls from one model turn. Every call proceeds concurrently: ungated calls

@@ -8,7 +8,8 @@ use crate::event::{
     Outcome, ResponseDecision, Scope, now_ms,
 };
 use crate::policy::{CompiledTool, Policy};
-use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenticator};
+use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, RecordState, ResponseAuthenticator, StateChange, StoredRecord};
+use crate::token::{TokenClaims, TokenKeys, TokenResponse};
 use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,6 +21,10 @@ use std::time::Duration;
 use tokio::sync::{broadcast, oneshot};
 use tokio::time::Instant;
 use uuid::Uuid;
+
+mod recovery;
+mod tokens;
+pub use recovery::{NotRestored, Recovery};
 
 /// The session used when a call names none.
 pub const DEFAULT_SESSION: &str = "default";
@@ -236,6 +241,8 @@ pub struct GateBuilder {
     deny_when_unobserved: bool,
     remembered: usize,
     tools: Vec<Tool>,
+    tokens: Option<TokenKeys>,
+    token_ttl: Option<Duration>,
 }
 
 impl Default for GateBuilder {
@@ -249,6 +256,8 @@ impl Default for GateBuilder {
             deny_when_unobserved: true,
             remembered: 65_536,
             tools: Vec::new(),
+            tokens: None,
+            token_ttl: None,
         }
     }
 }
@@ -309,6 +318,19 @@ impl GateBuilder {
         self.remembered = n;
         self
     }
+    /// The keys approval tokens are signed and verified with (see [`Gate::issue_token`]).
+    /// Load them from configuration ([`TokenKeys::from_env`], [`TokenKeys::from_file`]) so
+    /// tokens stay valid across a restart.
+    pub fn tokens(mut self, keys: TokenKeys) -> Self {
+        self.tokens = Some(keys);
+        self
+    }
+    /// How long an issued token is valid (by default until its request's deadline; never
+    /// beyond it).
+    pub fn token_ttl(mut self, ttl: Duration) -> Self {
+        self.token_ttl = Some(ttl);
+        self
+    }
     /// Registers a tool when the gate is built.
     pub fn tool(mut self, t: Tool) -> Self {
         self.tools.push(t);
@@ -332,8 +354,22 @@ impl GateBuilder {
                 closed: AtomicBool::new(false),
                 subscribers: AtomicUsize::new(0),
                 deny_when_unobserved: self.deny_when_unobserved,
+                tokens: self.tokens,
+                token_ttl: self.token_ttl,
+                used_tokens: Mutex::new(HashMap::default()),
+                requests_made: AtomicBool::new(false),
+                recovered: AtomicBool::new(false),
             }),
         };
+        if gate.inner.store.is_durable()
+            && let Ok(left) = gate.inner.store.unfinished()
+            && !left.is_empty()
+        {
+            eprintln!(
+                "signoff: the pending store holds {} unfinished request(s) from an earlier run; call Gate::recover() after registering tools",
+                left.len()
+            );
+        }
         for t in self.tools {
             gate.register(t)?;
         }
@@ -364,6 +400,12 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     subscribers: AtomicUsize,
     deny_when_unobserved: bool,
+    tokens: Option<TokenKeys>,
+    token_ttl: Option<Duration>,
+    /// Fingerprints of tokens that answered a request → the token's expiry (pruned after it).
+    used_tokens: Mutex<HashMap<String, u64, FxBuildHasher>>,
+    requests_made: AtomicBool,
+    recovered: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -462,12 +504,12 @@ impl Gate {
     /// Errors (the call is refused, nothing is asked): `unknown_tool`, `invalid_arguments`,
     /// `store`.
     pub fn confirm(&self, call: ToolCall) -> Confirm<'_> {
-        self.confirm_future(None, call)
+        self.confirm_future(None, call, true)
     }
 
     /// `confirm` with the tool already looked up (used by `execute`).
     pub(crate) fn confirm_tool(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Confirm<'_> {
-        self.confirm_future(Some(tool), call)
+        self.confirm_future(Some(tool), call, false)
     }
 
     pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
@@ -527,6 +569,9 @@ impl Gate {
 
         let deadline = Instant::now() + timeout;
         let (tx, rx) = oneshot::channel();
+        if !self.inner.requests_made.load(Ordering::Relaxed) {
+            self.inner.requests_made.store(true, Ordering::Relaxed);
+        }
         self.inner.store.insert(request.clone())?;
         lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
         // From here on, dropping the `Confirm` future that holds this cancels the request.
@@ -593,6 +638,17 @@ impl Gate {
     /// Publishes the resolved event, records the outcome and forgets the request. Called by
     /// whoever removed the waiter from the map: exactly once per request.
     fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64) {
+        // Approvals and denials were recorded by `apply` before the waiter learned of them.
+        let state = match &res {
+            Resolution::TimedOut => Some(RecordState::TimedOut),
+            Resolution::Cancelled(_) => Some(RecordState::Cancelled),
+            _ => None,
+        };
+        if let Some(state) = state
+            && let Err(e) = self.inner.store.transition(&w.request.id, StateChange::to(state))
+        {
+            eprintln!("signoff: could not record request {} as {}: {e}", w.request.id, state.as_str());
+        }
         self.inner.store.remove(&w.request.id);
         let (outcome, cancel, responder, reason, scope, edited) = match &res {
             Resolution::Approved { edited, scope, responder, .. } => {
@@ -627,9 +683,24 @@ impl Gate {
     /// tombstone is written under the same lock, so a concurrent response that finds the
     /// waiter gone always learns why (`already_resolved` / `expired`, never `unknown_request`).
     fn claim(&self, id: &Uuid, outcome: Outcome) -> Option<Waiter> {
+        self.claim_with(id, outcome, None)
+    }
+
+    /// [`claim`](Self::claim), consuming an approval token in the same step: of two concurrent
+    /// submissions of one token, exactly one claims and the other finds the token used.
+    fn claim_with(&self, id: &Uuid, outcome: Outcome, token: Option<(&str, u64)>) -> Option<Waiter> {
         let mut waiters = lock(&self.inner.waiters);
         let w = waiters.remove(id)?;
         lock(&self.inner.tombstones).add(*id, outcome);
+        if let Some((fp, exp)) = token {
+            let mut used = lock(&self.inner.used_tokens);
+            if used.len() >= 4096 {
+                // Expired tokens fail their expiry check before this set is consulted.
+                let now = now_ms();
+                used.retain(|_, e| *e > now);
+            }
+            used.insert(fp.to_owned(), exp);
+        }
         Some(w)
     }
 
@@ -707,14 +778,14 @@ impl Gate {
     /// request), `unauthorized`, `edits_not_allowed`, `invalid_arguments` (edited arguments
     /// fail the schema), `malformed` (e.g. edited arguments on a denial), `closed`.
     pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
-        let claimed = match self.check_response(&response) {
+        let claimed = match self.check_response(&response, None) {
             Ok(c) => c,
             Err(e) => {
                 self.audit_rejected(&response, &e);
                 return Err(e);
             }
         };
-        self.apply(claimed, response)
+        self.apply(claimed, response, None)
     }
 
     fn audit_rejected(&self, response: &ConfirmationResponse, e: &Error) {
@@ -759,7 +830,7 @@ impl Gate {
 
     /// Checks a response against its request and claims the request. Nothing is published or
     /// changed unless this returns `Ok`.
-    fn check_response(&self, resp: &ConfirmationResponse) -> Result<Claimed> {
+    fn check_response(&self, resp: &ConfirmationResponse, token: Option<(&str, u64)>) -> Result<Claimed> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -830,16 +901,37 @@ impl Gate {
             Resolution::Approved { .. } => Outcome::Approved,
             _ => Outcome::Denied,
         };
-        let Some(waiter) = self.claim(&id, outcome) else {
+        let Some(waiter) = self.claim_with(&id, outcome, token) else {
             return Err(self.not_pending(id));
         };
         Ok(Claimed { waiter, resolution })
     }
 
     /// Publishes an accepted response and resolves its request.
-    fn apply(&self, claimed: Claimed, mut resp: ConfirmationResponse) -> Result<Outcome> {
+    fn apply(&self, claimed: Claimed, mut resp: ConfirmationResponse, token: Option<&str>) -> Result<Outcome> {
         let Claimed { waiter, resolution } = claimed;
         let id = resp.id;
+        // Record the answer before anyone acts on it.
+        let recorded = match &resolution {
+            Resolution::Approved { arguments, .. } => self.inner.store.transition(
+                &id,
+                StateChange {
+                    arguments: Some(arguments),
+                    responder: resp.responder.as_deref(),
+                    token,
+                    ..StateChange::to(RecordState::Approved)
+                },
+            ),
+            _ => self.inner.store.transition(
+                &id,
+                StateChange { responder: resp.responder.as_deref(), token, ..StateChange::to(RecordState::Denied) },
+            ),
+        };
+        if let Err(e) = recorded {
+            // Fail safe: an approval that could not be recorded does not count.
+            self.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
+            return Err(e);
+        }
         let now = now_ms();
         resp.at_ms.get_or_insert(now);
         self.audit(|| {
@@ -997,6 +1089,16 @@ impl Gate {
         self.inner.subscribers.load(Ordering::SeqCst)
     }
 
+    pub(crate) fn store(&self) -> &Arc<dyn PendingStore> {
+        &self.inner.store
+    }
+
+    /// A request's stored record, in any state (durable stores keep them; the in-memory store
+    /// keeps nothing once a request resolves).
+    pub fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        self.inner.store.record(id)
+    }
+
     pub(crate) fn audit_sink(&self) -> Option<Arc<dyn AuditSink>> {
         self.inner.audit.clone()
     }
@@ -1039,6 +1141,8 @@ pin_project_lite::pin_project! {
     #[must_use = "a confirmation does nothing unless awaited"]
     pub struct Confirm<'a> {
         gate: &'a Gate,
+        // `confirm` hands an approval to its caller (recorded as `released`); `execute` runs it.
+        hand_off: bool,
         #[pin]
         state: ConfirmState,
     }
@@ -1064,8 +1168,14 @@ pin_project_lite::pin_project! {
 }
 
 impl Gate {
-    fn confirm_future(&self, tool: Option<Arc<CompiledTool>>, call: ToolCall) -> Confirm<'_> {
-        Confirm { gate: self, state: ConfirmState::Start { tool, call: Some(call) } }
+    fn confirm_future(&self, tool: Option<Arc<CompiledTool>>, call: ToolCall, hand_off: bool) -> Confirm<'_> {
+        Confirm { gate: self, hand_off, state: ConfirmState::Start { tool, call: Some(call) } }
+    }
+
+    /// Waits for a request that is already published (a recovered one).
+    fn resume(&self, waiting: Waiting) -> Confirm<'_> {
+        let sleep = tokio::time::sleep_until(waiting.deadline);
+        Confirm { gate: self, hand_off: false, state: ConfirmState::Waiting { waiting, sleep: Some(sleep) } }
     }
 }
 
@@ -1126,6 +1236,11 @@ impl std::future::Future for Confirm<'_> {
         this.state.set(ConfirmState::Done);
         Poll::Ready(Ok(match resolution {
             Resolution::Approved { arguments, edited, scope, responder } => {
+                if *this.hand_off
+                    && let Err(e) = this.gate.inner.store.transition(&id, StateChange::to(RecordState::Released))
+                {
+                    eprintln!("signoff: could not record request {id} as released: {e}");
+                }
                 Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
             }
             Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },

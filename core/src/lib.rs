@@ -48,20 +48,32 @@ mod executor;
 mod gate;
 mod handler;
 pub mod policy;
+mod sqlite;
 pub mod store;
+pub mod token;
 pub mod tool;
 
-pub use audit::{AuditKind, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
+pub use audit::{
+    AuditKind, AuditOptions, AuditRecord, AuditSink, ChainProblem, ChainProblemKind, ChainReport, JsonlAuditSink,
+    MemoryAuditSink, verify_chain,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
     CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
     Outcome, ResponseDecision, Scope,
 };
 pub use executor::{ToolResult, ToolStatus};
-pub use gate::{ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, Lagged, Subscription, ToolCall};
+pub use gate::{
+    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, Lagged, NotRestored, Recovery, Subscription, ToolCall,
+};
 pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
-pub use store::{AcceptAll, AllowedResponders, MemoryPendingStore, PendingStore, ResponseAuthenticator};
+pub use sqlite::{SqliteOptions, SqliteStore};
+pub use store::{
+    AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingStore, RecordState,
+    ResponseAuthenticator, StateChange, StoredRecord,
+};
+pub use token::{Secret, TokenClaims, TokenKeys, TokenResponse};
 pub use tool::{ApprovalMode, ArgRule, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec};
 
 /// The README's Rust quickstart, compiled and run as a doctest.

@@ -1,9 +1,12 @@
 //! Seams: where pending requests are stored, and how a response is authenticated.
-//! In-memory and accept-all defaults; a durable store and signed tokens plug in here.
+//! In-memory and accept-all defaults; [`SqliteStore`](crate::SqliteStore) keeps requests across
+//! restarts, [`Approvers`] decides who may approve what.
 
 use crate::error::Result;
-use crate::event::{ConfirmationRequest, ConfirmationResponse};
+use crate::event::{ConfirmationRequest, ConfirmationResponse, ResponseDecision};
 use rustc_hash::FxBuildHasher;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -26,6 +29,148 @@ pub trait PendingStore: Send + Sync + 'static {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// True when requests and their states survive a restart (the gate then records each state
+    /// change before acting on it, and [`Gate::recover`](crate::Gate::recover) reads them back).
+    fn is_durable(&self) -> bool {
+        false
+    }
+    /// Records that a request moved to `change.state`. A durable store must have persisted it
+    /// when this returns `Ok`: the gate calls it *before* it acts (an approval is recorded
+    /// before the waiter learns of it, `executing` before the tool runs), so a crash can never
+    /// leave a tool run without a record of it. An error makes the gate fail safe (the approval
+    /// is refused, the tool does not run). The default (a store that forgets) does nothing.
+    fn transition(&self, id: &Uuid, change: StateChange<'_>) -> Result<()> {
+        let _ = (id, change);
+        Ok(())
+    }
+    /// A request's stored record in any state (`None` if never stored or forgotten).
+    fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        let _ = id;
+        None
+    }
+    /// Records an earlier process left unfinished (`pending`, `approved`, `executing`), oldest
+    /// first, for [`Gate::recover`](crate::Gate::recover). Durable stores only.
+    fn unfinished(&self) -> Result<Vec<StoredRecord>> {
+        Ok(Vec::new())
+    }
+    /// Makes a recovered `pending` record visible to [`list`](Self::list) / [`get`](Self::get)
+    /// again (durable stores that keep a memory index). The default does nothing.
+    fn restore(&self, request: Arc<ConfirmationRequest>) {
+        let _ = request;
+    }
+}
+
+/// Where a request is in its life. Persisted by durable stores:
+/// `pending → approved → executing → done`, or `pending → denied | timed-out | cancelled`, or
+/// `pending → approved → released` (a [`Gate::confirm`](crate::Gate::confirm) caller took the
+/// approval and runs the tool itself). `interrupted` marks an `approved` or `executing` record
+/// found at start-up: the process stopped before the tool's result was recorded, so it is
+/// reported and never run again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordState {
+    /// Waiting for a person.
+    Pending,
+    /// A person approved; the tool has not started.
+    Approved,
+    /// The tool is running (recorded before it starts).
+    Executing,
+    /// The tool ran; the result is stored.
+    Done,
+    /// Approved and handed to a `confirm` caller, which runs the tool itself.
+    Released,
+    /// A person declined.
+    Denied,
+    /// Nobody answered before the deadline (including deadlines that passed while the process
+    /// was down).
+    TimedOut,
+    /// Cancelled before anyone answered.
+    Cancelled,
+    /// Found `approved` or `executing` at start-up: reported, never re-run.
+    Interrupted,
+}
+
+impl RecordState {
+    /// The stable kebab-case name, e.g. `"timed-out"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordState::Pending => "pending",
+            RecordState::Approved => "approved",
+            RecordState::Executing => "executing",
+            RecordState::Done => "done",
+            RecordState::Released => "released",
+            RecordState::Denied => "denied",
+            RecordState::TimedOut => "timed-out",
+            RecordState::Cancelled => "cancelled",
+            RecordState::Interrupted => "interrupted",
+        }
+    }
+    /// Parses [`as_str`](Self::as_str)'s form.
+    pub fn parse(s: &str) -> Option<Self> {
+        ALL_STATES.into_iter().find(|st| st.as_str() == s)
+    }
+    /// No further change will happen.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RecordState::Pending | RecordState::Approved | RecordState::Executing)
+    }
+}
+
+const ALL_STATES: [RecordState; 9] = [
+    RecordState::Pending,
+    RecordState::Approved,
+    RecordState::Executing,
+    RecordState::Done,
+    RecordState::Released,
+    RecordState::Denied,
+    RecordState::TimedOut,
+    RecordState::Cancelled,
+    RecordState::Interrupted,
+];
+
+/// One state change, with what the new state needs recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct StateChange<'a> {
+    /// The new state.
+    pub state: RecordState,
+    /// `approved`: the arguments that will run (the original ones or the validated edit).
+    pub arguments: Option<&'a Value>,
+    /// Who answered.
+    pub responder: Option<&'a str>,
+    /// The fingerprint of the approval token that answered, if one did.
+    pub token: Option<&'a str>,
+    /// `done`: the tool's result; `interrupted`, `cancelled`: a note.
+    pub result: Option<&'a Value>,
+}
+
+impl<'a> StateChange<'a> {
+    /// A change to `state` with nothing else recorded.
+    pub fn to(state: RecordState) -> Self {
+        StateChange { state, arguments: None, responder: None, token: None, result: None }
+    }
+}
+
+/// A request as a store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredRecord {
+    /// The request as it was published.
+    pub request: Arc<ConfirmationRequest>,
+    /// Where it is now.
+    pub state: RecordState,
+    /// The arguments approved to run, once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// Who answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<String>,
+    /// Fingerprint of the approval token that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// The tool's result (`done`) or a note (`interrupted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// When the state last changed (epoch ms).
+    pub updated_at_ms: u64,
 }
 
 /// The default store: a hash map behind a mutex.
@@ -92,6 +237,101 @@ impl ResponseAuthenticator for AllowedResponders {
             Some(r) if self.0.iter().any(|a| a == r) => Ok(()),
             Some(r) => Err(format!("responder {r:?} may not approve this request")),
             None => Err("the response names no responder".into()),
+        }
+    }
+}
+
+/// Decides who may approve which tools: a [`ResponseAuthenticator`] for
+/// [`GateBuilder::authenticator`](crate::GateBuilder::authenticator).
+///
+/// Approvals must name their responder. With rules, the responder must be listed for the tool
+/// (or for every tool); with a check, the check must agree; with
+/// [`forbid_self_approval`](Self::forbid_self_approval), nobody may approve a request of their
+/// own session (the responder equals the request's `session_id`). Denials are always accepted
+/// from anyone who matches the request: refusing to run is the safe side.
+///
+/// ```
+/// use signoff::Approvers;
+/// let approvers = Approvers::new()
+///     .allow("delete_file", ["alice", "bob"])
+///     .allow_all_tools(["admin"])
+///     .forbid_self_approval(true);
+/// # let _ = approvers;
+/// ```
+#[derive(Clone, Default)]
+pub struct Approvers {
+    rules: Vec<(Option<String>, Vec<String>)>,
+    check: Option<Arc<ApproverCheck>>,
+    forbid_self: bool,
+}
+
+/// A callback deciding whether `approver` may approve `request`; `Err(reason)` refuses.
+pub type ApproverCheck = dyn Fn(&ConfirmationRequest, &str) -> Result<(), String> + Send + Sync;
+
+impl Approvers {
+    /// No rules yet (any named responder may approve until a rule or check is added).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// `approvers` may approve calls to `tool`.
+    pub fn allow<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tool: impl Into<String>, approvers: I) -> Self {
+        self.rules.push((Some(tool.into()), approvers.into_iter().map(Into::into).collect()));
+        self
+    }
+    /// `approvers` may approve calls to any tool.
+    pub fn allow_all_tools<I: IntoIterator<Item = S>, S: Into<String>>(mut self, approvers: I) -> Self {
+        self.rules.push((None, approvers.into_iter().map(Into::into).collect()));
+        self
+    }
+    /// A callback that must also agree.
+    pub fn check(mut self, f: impl Fn(&ConfirmationRequest, &str) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        self.check = Some(Arc::new(f));
+        self
+    }
+    /// Refuse an approval whose responder is the request's own session.
+    pub fn forbid_self_approval(mut self, yes: bool) -> Self {
+        self.forbid_self = yes;
+        self
+    }
+    /// May `approver` approve `request`?
+    pub fn may_approve(&self, request: &ConfirmationRequest, approver: &str) -> Result<(), String> {
+        if self.forbid_self && approver == request.session_id {
+            return Err(format!("{approver:?} may not approve a request from its own session"));
+        }
+        if !self.rules.is_empty() {
+            let listed = self
+                .rules
+                .iter()
+                .any(|(tool, who)| tool.as_deref().is_none_or(|t| t == request.tool) && who.iter().any(|w| w == approver));
+            if !listed {
+                return Err(format!("{approver:?} may not approve `{}`", request.tool));
+            }
+        }
+        match &self.check {
+            Some(f) => f(request, approver),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Approvers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvers")
+            .field("rules", &self.rules)
+            .field("check", &self.check.is_some())
+            .field("forbid_self_approval", &self.forbid_self)
+            .finish()
+    }
+}
+
+impl ResponseAuthenticator for Approvers {
+    fn authenticate(&self, request: &ConfirmationRequest, response: &ConfirmationResponse) -> Result<(), String> {
+        if response.decision == ResponseDecision::Deny {
+            return Ok(());
+        }
+        match &response.responder {
+            Some(r) => self.may_approve(request, r),
+            None => Err("an approval must name its responder".into()),
         }
     }
 }

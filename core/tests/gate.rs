@@ -673,7 +673,7 @@ fn events_have_a_stable_json_form() {
 #[test]
 fn error_kinds_are_stable_strings() {
     let names: Vec<_> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
-    assert_eq!(names, ["unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor"]);
+    assert_eq!(names, ["unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor", "bad_signature", "unknown_key", "token_expired", "wrong_approver", "already_used", "not_pending", "config"]);
     for k in ErrorKind::ALL {
         assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
     }

@@ -1,0 +1,163 @@
+//! Start-up recovery from a durable store.
+
+use super::*;
+
+/// What [`Gate::recover`] found and did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Recovery {
+    /// Still pending: waiting again, with their original deadlines. Approving one runs its
+    /// tool's executor once, in a task of the gate's; the result is stored with the request
+    /// ([`Gate::record`]).
+    pub restored: Vec<Arc<ConfirmationRequest>>,
+    /// Their deadline passed while the process was down: resolved as timed out.
+    pub timed_out: Vec<Arc<ConfirmationRequest>>,
+    /// Approved, or executing, when the process stopped: the tool may or may not have run, so
+    /// it is not run again. Each is now `interrupted`; the record is as it was found.
+    pub interrupted: Vec<StoredRecord>,
+    /// Pending, but could not be restored (cancelled, never run).
+    pub not_restored: Vec<NotRestored>,
+}
+
+/// A pending request that [`Gate::recover`] cancelled instead of restoring.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotRestored {
+    /// The request.
+    pub request: Arc<ConfirmationRequest>,
+    /// Why: its tool is not registered or has no executor, or its stored arguments no longer
+    /// match their digest or the tool's schema.
+    pub reason: String,
+}
+
+impl Gate {
+    /// Picks up what an earlier process left in a durable store ([`SqliteStore`](crate::SqliteStore)).
+    /// Call it once, after registering tools and before the first call, inside a tokio runtime.
+    ///
+    /// - A pending request whose deadline has not passed waits again until that same deadline
+    ///   and is re-published; when approved, the gate runs its tool's executor exactly once
+    ///   and stores the result.
+    /// - A pending request whose deadline passed is resolved as timed out.
+    /// - An approved or executing request is marked `interrupted`, reported, and never run
+    ///   again: the tool may have run, and running it twice is worse than reporting it.
+    ///
+    /// The same fail-safe rules apply as to new requests: on a gate built with
+    /// `deny_when_unobserved(true)` (the default), restored requests are cancelled at once if
+    /// nobody is subscribed. Durable, remotely approved setups build with
+    /// `deny_when_unobserved(false)`.
+    ///
+    /// Errors: `config` (called twice, after the first request, or outside a tokio runtime),
+    /// `store`.
+    pub fn recover(&self) -> Result<Recovery> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::Config("Gate::recover needs a tokio runtime (it restarts each restored request's timer)".into())
+        })?;
+        if self.inner.recovered.swap(true, Ordering::SeqCst) {
+            return Err(Error::Config("Gate::recover runs once per gate".into()));
+        }
+        if self.inner.requests_made.load(Ordering::SeqCst) {
+            return Err(Error::Config("Gate::recover must run before the gate's first request".into()));
+        }
+        let mut report = Recovery::default();
+        let now = now_ms();
+        let mut restored_ids = Vec::new();
+        for rec in self.inner.store.unfinished()? {
+            let request = rec.request.clone();
+            let id = request.id;
+            match rec.state {
+                RecordState::Pending if request.deadline_ms <= now => {
+                    self.inner.store.transition(&id, StateChange::to(RecordState::TimedOut))?;
+                    lock(&self.inner.tombstones).add(id, Outcome::TimedOut);
+                    self.audit(|| {
+                        let mut r = record_for(AuditKind::Outcome, &request);
+                        r.decision = Some(Outcome::TimedOut.as_str().into());
+                        r.reason = Some("the deadline passed while the process was down".into());
+                        r
+                    });
+                    report.timed_out.push(request);
+                }
+                RecordState::Pending => match self.restore(request.clone(), &handle) {
+                    Ok(()) => {
+                        restored_ids.push(id);
+                        report.restored.push(request);
+                    }
+                    Err(reason) => {
+                        let note = Value::String(reason.clone());
+                        self.inner.store.transition(
+                            &id,
+                            StateChange { result: Some(&note), ..StateChange::to(RecordState::Cancelled) },
+                        )?;
+                        lock(&self.inner.tombstones).add(id, Outcome::Cancelled);
+                        self.audit(|| {
+                            let mut r = record_for(AuditKind::Outcome, &request);
+                            r.decision = Some(Outcome::Cancelled.as_str().into());
+                            r.reason = Some(format!("not restored after a restart: {reason}"));
+                            r
+                        });
+                        report.not_restored.push(NotRestored { request, reason });
+                    }
+                },
+                RecordState::Approved | RecordState::Executing => {
+                    let note = serde_json::json!({
+                        "interrupted_in": rec.state.as_str(),
+                        "note": "the process stopped before the tool's result was recorded; not run again",
+                    });
+                    self.inner.store.transition(
+                        &id,
+                        StateChange { result: Some(&note), ..StateChange::to(RecordState::Interrupted) },
+                    )?;
+                    lock(&self.inner.tombstones).add(id, Outcome::Approved);
+                    self.audit(|| {
+                        let mut r = record_for(AuditKind::Execution, &request);
+                        r.decision = Some("interrupted".into());
+                        r.responder = rec.responder.clone();
+                        r.reason = Some(format!(
+                            "the process stopped while this call was {}; it may or may not have run, and is not run again",
+                            rec.state.as_str()
+                        ));
+                        r
+                    });
+                    report.interrupted.push(rec);
+                }
+                _ => {}
+            }
+        }
+        for r in &report.restored {
+            self.publish(Event::ConfirmationRequest(r.clone()));
+        }
+        if self.is_closed() {
+            self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::Shutdown);
+        } else if self.inner.deny_when_unobserved && self.inner.subscribers.load(Ordering::SeqCst) == 0 {
+            self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::NoSubscribers);
+        }
+        Ok(report)
+    }
+
+    /// Waits again for a stored pending request, in a task that runs its tool once approved.
+    fn restore(&self, request: Arc<ConfirmationRequest>, handle: &tokio::runtime::Handle) -> Result<(), String> {
+        // What was shown is what runs: the stored arguments must still be the ones digested.
+        if display::arguments_digest(&request.arguments) != request.arguments_digest {
+            return Err("the stored arguments do not match their digest".into());
+        }
+        let tool = self.tool(&request.tool).map_err(|e| e.to_string())?;
+        let executor = tool.tool.executor.clone().ok_or_else(|| format!("tool `{}` has no executor", request.tool))?;
+        tool.validate(&request.arguments, "original").map_err(|e| e.to_string())?;
+        let id = request.id;
+        let remaining = request.deadline_ms.saturating_sub(now_ms());
+        let deadline = Instant::now() + Duration::from_millis(remaining);
+        let (tx, rx) = oneshot::channel();
+        self.inner.store.restore(request.clone());
+        lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool, deadline });
+        let waiting = Waiting { id, rx, deadline, timeout_ms: request.timeout_ms };
+        let gate = self.clone();
+        let (name, session, call_id) = (request.tool.clone(), request.session_id.clone(), request.tool_call_id.clone());
+        handle.spawn(async move {
+            let decision = gate.resume(waiting).await;
+            match decision {
+                Ok(d) => {
+                    gate.run_decided(executor, name, session, call_id, d).await;
+                }
+                Err(e) => eprintln!("signoff: restored request {id} failed: {e}"),
+            }
+        });
+        Ok(())
+    }
+}

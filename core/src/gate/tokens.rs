@@ -1,0 +1,150 @@
+//! Remote approval with signed tokens: issue, inspect, respond.
+
+use super::*;
+use crate::token::fingerprint;
+
+impl Gate {
+    /// Issues a signed approval token for a pending request, meant for `approver` only: the
+    /// link a remote UI (browser, phone, chat) answers with through
+    /// [`respond_token`](Self::respond_token). It expires at the request's deadline, or sooner
+    /// with [`GateBuilder::token_ttl`]. The token is never written to the audit log (its
+    /// issue is, with the approver).
+    ///
+    /// Errors: `config` (the gate has no [`TokenKeys`]), `malformed` (empty approver),
+    /// `not_pending`.
+    pub fn issue_token(&self, request_id: &Uuid, approver: &str) -> Result<String> {
+        let keys = self.token_keys()?;
+        if approver.trim().is_empty() {
+            return Err(Error::Malformed("a token must name its approver".into()));
+        }
+        let request = lock(&self.inner.waiters).get(request_id).map(|w| w.request.clone());
+        let Some(request) = request else {
+            return Err(Error::NotPending { id: *request_id, state: self.state_of(request_id) });
+        };
+        let now = now_ms();
+        let ttl_end = self.inner.token_ttl.map_or(u64::MAX, |t| now.saturating_add(t.as_millis() as u64));
+        let mut claims = TokenClaims {
+            request_id: request.id,
+            tool: request.tool.clone(),
+            arguments_digest: request.arguments_digest.clone(),
+            session_id: request.session_id.clone(),
+            approver: approver.to_owned(),
+            issued_at_ms: now,
+            expires_at_ms: ttl_end.min(request.deadline_ms),
+            key_id: String::new(),
+        };
+        let token = keys.sign(&mut claims);
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Notice, &request);
+            r.decision = Some("token-issued".into());
+            r.responder = Some(claims.approver.clone());
+            r.reason = Some(format!("key {}, expires at {} (epoch ms)", claims.key_id, claims.expires_at_ms));
+            r
+        });
+        Ok(token)
+    }
+
+    /// Verifies a token's key and signature and returns what it claims (for a UI that wants to
+    /// show which request a link is for). Expiry, approver and the request's state are checked
+    /// by [`respond_token`](Self::respond_token).
+    pub fn inspect_token(&self, token: &str) -> Result<TokenClaims> {
+        self.token_keys()?.verify(token)
+    }
+
+    /// Answers a pending request with a signed token, presented by `response.approver` (who
+    /// the host authenticated). An approval runs exactly the arguments stored with the request;
+    /// an edit, where the tool allows it, is validated against the schema, re-checked by the
+    /// policy's rules and recorded, as for [`respond`](Self::respond). A token answers once.
+    ///
+    /// Errors, in the order checked: `closed`, `config`, `malformed`, `unknown_key`,
+    /// `bad_signature`, `token_expired`, `wrong_approver`, `already_used`, `not_pending`, then
+    /// everything [`respond`](Self::respond) checks (`unauthorized` from the gate's
+    /// authenticator, e.g. [`Approvers`](crate::Approvers); `edits_not_allowed`;
+    /// `invalid_arguments`; `malformed`). Every rejection is audited; none changes the request.
+    pub fn respond_token(&self, token: &str, response: TokenResponse) -> Result<Outcome> {
+        let mut known: Option<Uuid> = None;
+        let result = self.respond_token_inner(token, response, &mut known);
+        if let Err(e) = &result {
+            self.audit(|| {
+                let mut r = match known.and_then(|id| self.inner.store.get(&id)) {
+                    Some(req) => record_for(AuditKind::ResponseRejected, &req),
+                    None => {
+                        let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                        r.request_id = known;
+                        r
+                    }
+                };
+                r.reason = Some(format!("approval token: {e}"));
+                r.error_kind = Some(e.kind());
+                r
+            });
+        }
+        result
+    }
+
+    fn respond_token_inner(&self, token: &str, response: TokenResponse, known: &mut Option<Uuid>) -> Result<Outcome> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let claims = self.token_keys()?.verify(token)?;
+        let id = claims.request_id;
+        *known = Some(id);
+        if now_ms() >= claims.expires_at_ms {
+            return Err(Error::TokenExpired { id, expired_at_ms: claims.expires_at_ms });
+        }
+        if response.approver != claims.approver {
+            return Err(Error::WrongApprover { id, expected: claims.approver, got: response.approver });
+        }
+        let fp = fingerprint(token);
+        if self.token_used(&fp, &id) {
+            return Err(Error::AlreadyUsed(id));
+        }
+        let resp = ConfirmationResponse {
+            id,
+            decision: response.decision,
+            arguments: response.arguments,
+            scope: response.scope,
+            reason: response.reason,
+            responder: Some(response.approver),
+            tool: Some(claims.tool),
+            arguments_digest: Some(claims.arguments_digest),
+            session_id: Some(claims.session_id),
+            at_ms: None,
+        };
+        match self.check_response(&resp, Some((&fp, claims.expires_at_ms))) {
+            Ok(claimed) => self.apply(claimed, resp, Some(&fp)),
+            Err(Error::UnknownRequest(_) | Error::AlreadyResolved { .. } | Error::Expired(_)) => {
+                // Lost a race with another submission of this token, or the request ended.
+                if self.token_used(&fp, &id) {
+                    Err(Error::AlreadyUsed(id))
+                } else {
+                    Err(Error::NotPending { id, state: self.state_of(&id) })
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn token_keys(&self) -> Result<&TokenKeys> {
+        self.inner
+            .tokens
+            .as_ref()
+            .ok_or_else(|| Error::Config("this gate has no token keys (GateBuilder::tokens)".into()))
+    }
+
+    fn token_used(&self, fp: &str, id: &Uuid) -> bool {
+        lock(&self.inner.used_tokens).contains_key(fp)
+            || self.inner.store.record(id).is_some_and(|r| r.token.as_deref() == Some(fp))
+    }
+
+    /// What became of a request that is not pending, in words for `not_pending`.
+    fn state_of(&self, id: &Uuid) -> String {
+        if let Some(o) = lock(&self.inner.tombstones).map.get(id) {
+            return o.as_str().to_owned();
+        }
+        match self.inner.store.record(id) {
+            Some(r) => r.state.as_str().to_owned(),
+            None => "unknown".to_owned(),
+        }
+    }
+}

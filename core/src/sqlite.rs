@@ -1,0 +1,315 @@
+//! The durable pending store: SQLite (bundled, through `rusqlite`).
+//!
+//! One table, one row per request, holding the request as published and its state
+//! (`pending → approved → executing → done`, see [`RecordState`]). Every state change is its own
+//! transaction, committed before the gate acts on it. The journal is WAL; by default
+//! `synchronous = NORMAL`, which survives any crash of the process (the case this store exists
+//! for) and may lose the last commits on a power failure or kernel crash; [`SqliteOptions::
+//! synchronous_full`] makes every commit wait for the disk as well.
+//!
+//! State changes are guarded in SQL (`executing` only from `approved`, `done` only from
+//! `executing`, ...), so even a bug in a caller cannot run a request twice through this store.
+
+use crate::error::{Error, Result};
+use crate::event::{ConfirmationRequest, now_ms};
+use crate::store::{PendingStore, RecordState, StateChange, StoredRecord};
+use rusqlite::{Connection, OptionalExtension, params};
+use rustc_hash::FxBuildHasher;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use uuid::Uuid;
+
+/// Options for [`SqliteStore::open_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqliteOptions {
+    /// `synchronous = FULL`: every commit waits for the disk, so state survives power loss too
+    /// (slower: one fsync per state change).
+    pub synchronous_full: bool,
+}
+
+/// A [`PendingStore`] on an SQLite file. Pending requests, their deadlines and their states
+/// survive a restart; call [`Gate::recover`](crate::Gate::recover) after registering tools.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let gate = signoff::Gate::builder()
+///     .store(signoff::SqliteStore::open(dir.path().join("signoff.db")).unwrap())
+///     .build()
+///     .unwrap();
+/// let report = gate.recover().unwrap();
+/// assert!(report.restored.is_empty());
+/// # });
+/// ```
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    /// The pending requests, for fast listing (the table is the source of truth).
+    pending: Mutex<HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>>,
+    path: PathBuf,
+}
+
+fn db_err(e: rusqlite::Error) -> Error {
+    Error::Store(format!("sqlite: {e}"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The states a request may move to `state` from.
+fn predecessors(state: RecordState) -> &'static [&'static str] {
+    match state {
+        RecordState::Pending => &[],
+        RecordState::Approved | RecordState::Denied | RecordState::TimedOut => &["pending"],
+        RecordState::Cancelled => &["pending", "approved", "denied"],
+        RecordState::Released | RecordState::Executing => &["approved"],
+        RecordState::Done => &["executing"],
+        RecordState::Interrupted => &["approved", "executing"],
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Arc<Self>> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens with options.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Arc<Self>> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(db_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(db_err)?;
+        conn.pragma_update(None, "synchronous", if options.synchronous_full { "FULL" } else { "NORMAL" })
+            .map_err(db_err)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS signoff_requests (
+                id BLOB PRIMARY KEY NOT NULL,
+                created_at_ms INTEGER NOT NULL,
+                deadline_ms INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                request TEXT NOT NULL,
+                arguments TEXT,
+                responder TEXT,
+                token TEXT,
+                result TEXT,
+                updated_at_ms INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS signoff_requests_state ON signoff_requests(state, created_at_ms);",
+        )
+        .map_err(db_err)?;
+        Ok(Arc::new(SqliteStore { conn: Mutex::new(conn), pending: Mutex::new(HashMap::default()), path }))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every stored record (any state), oldest first: history for a UI or an operator.
+    pub fn records(&self) -> Result<Vec<StoredRecord>> {
+        self.query("SELECT request, state, arguments, responder, token, result, updated_at_ms FROM signoff_requests ORDER BY created_at_ms, id", [])
+    }
+
+    /// Deletes final records last changed before `before_ms` (epoch ms). Returns how many.
+    /// Used-token detection for those requests then reports `not_pending` instead of
+    /// `already_used`; their tokens have long expired in practice.
+    pub fn purge_finished(&self, before_ms: u64) -> Result<usize> {
+        lock(&self.conn)
+            .execute(
+                "DELETE FROM signoff_requests WHERE state NOT IN ('pending','approved','executing') AND updated_at_ms < ?1",
+                params![before_ms as i64],
+            )
+            .map_err(db_err)
+    }
+
+    fn query<P: rusqlite::Params>(&self, sql: &str, p: P) -> Result<Vec<StoredRecord>> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+        let rows = stmt.query_map(p, row_to_record).map_err(db_err)?;
+        rows.map(|r| r.map_err(db_err).and_then(|r| r)).collect()
+    }
+}
+
+type RawRecord = Result<StoredRecord>;
+
+fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
+    let request: String = row.get(0)?;
+    let state: String = row.get(1)?;
+    let arguments: Option<String> = row.get(2)?;
+    let responder: Option<String> = row.get(3)?;
+    let token: Option<String> = row.get(4)?;
+    let result: Option<String> = row.get(5)?;
+    let updated: i64 = row.get(6)?;
+    let parse = |what: &str, s: &str| -> Result<serde_json::Value> {
+        serde_json::from_str(s).map_err(|e| Error::Store(format!("stored {what} is not valid JSON: {e}")))
+    };
+    Ok((|| {
+        Ok(StoredRecord {
+            request: Arc::new(
+                serde_json::from_str(&request).map_err(|e| Error::Store(format!("stored request unreadable: {e}")))?,
+            ),
+            state: RecordState::parse(&state).ok_or_else(|| Error::Store(format!("unknown stored state {state:?}")))?,
+            arguments: arguments.as_deref().map(|a| parse("arguments", a)).transpose()?,
+            responder,
+            token,
+            result: result.as_deref().map(|r| parse("result", r)).transpose()?,
+            updated_at_ms: updated.max(0) as u64,
+        })
+    })())
+}
+
+impl PendingStore for SqliteStore {
+    fn insert(&self, request: Arc<ConfirmationRequest>) -> Result<()> {
+        let json = serde_json::to_string(&*request).map_err(|e| Error::Store(e.to_string()))?;
+        {
+            let conn = lock(&self.conn);
+            let mut stmt = conn
+                .prepare_cached(
+                    "INSERT INTO signoff_requests (id, created_at_ms, deadline_ms, state, request, updated_at_ms)
+                     VALUES (?1, ?2, ?3, 'pending', ?4, ?2)",
+                )
+                .map_err(db_err)?;
+            stmt.execute(params![
+                request.id.as_bytes(),
+                request.created_at_ms as i64,
+                request.deadline_ms.min(i64::MAX as u64) as i64,
+                json
+            ])
+            .map_err(db_err)?;
+        }
+        lock(&self.pending).insert(request.id, request);
+        Ok(())
+    }
+
+    fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        lock(&self.pending).remove(id)
+    }
+
+    fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        lock(&self.pending).get(id).cloned()
+    }
+
+    fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
+        let mut v: Vec<_> = lock(&self.pending).values().cloned().collect();
+        v.sort_by_key(|r| (r.created_at_ms, r.id));
+        v
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn transition(&self, id: &Uuid, change: StateChange<'_>) -> Result<()> {
+        let json = |v: Option<&serde_json::Value>| v.map(|v| serde_json::to_string(v).unwrap_or_default());
+        let from = predecessors(change.state);
+        // Up to three allowed predecessors, padded with the first ("" matches nothing).
+        let pad = from.first().copied().unwrap_or("");
+        let allowed = [pad, from.get(1).copied().unwrap_or(pad), from.get(2).copied().unwrap_or(pad)];
+        let changed = {
+            let conn = lock(&self.conn);
+            let mut stmt = conn
+                .prepare_cached(
+                    "UPDATE signoff_requests SET state = ?2,
+                        arguments = COALESCE(?3, arguments), responder = COALESCE(?4, responder),
+                        token = COALESCE(?5, token), result = COALESCE(?6, result), updated_at_ms = ?7
+                     WHERE id = ?1 AND state IN (?8, ?9, ?10)",
+                )
+                .map_err(db_err)?;
+            stmt.execute(params![
+                id.as_bytes(),
+                change.state.as_str(),
+                json(change.arguments),
+                change.responder,
+                change.token,
+                json(change.result),
+                now_ms() as i64,
+                allowed[0],
+                allowed[1],
+                allowed[2],
+            ])
+            .map_err(db_err)?
+        };
+        if change.state != RecordState::Pending {
+            lock(&self.pending).remove(id);
+        }
+        if changed == 1 {
+            Ok(())
+        } else {
+            let now = self.record(id).map(|r| r.state.as_str()).unwrap_or("missing");
+            Err(Error::Store(format!("request {id} cannot move to {} from {now}", change.state.as_str())))
+        }
+    }
+
+    fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT request, state, arguments, responder, token, result, updated_at_ms FROM signoff_requests WHERE id = ?1",
+            )
+            .ok()?;
+        stmt.query_row(params![id.as_bytes()], row_to_record).optional().ok().flatten().and_then(Result::ok)
+    }
+
+    fn unfinished(&self) -> Result<Vec<StoredRecord>> {
+        self.query(
+            "SELECT request, state, arguments, responder, token, result, updated_at_ms FROM signoff_requests
+             WHERE state IN ('pending','approved','executing') ORDER BY created_at_ms, id",
+            [],
+        )
+    }
+
+    fn restore(&self, request: Arc<ConfirmationRequest>) {
+        lock(&self.pending).insert(request.id, request);
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).field("pending", &self.len()).finish()
+    }
+}
+
+/// Opens a store read-only-ish for inspection; kept crate-private for tests.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(id: Uuid) -> Arc<ConfirmationRequest> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "id": id, "tool": "t", "description": "", "prompt": "p", "arguments": {"a": 1},
+                "display_arguments": "{\"a\":1}", "arguments_digest": "sha256:00", "session_id": "s",
+                "editable": false, "reasons": [], "timeout_ms": 1000, "deadline_ms": 2000, "created_at_ms": 1000
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn guarded_transitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(dir.path().join("db")).unwrap();
+        let id = Uuid::new_v4();
+        s.insert(request(id)).unwrap();
+        assert_eq!(s.len(), 1);
+        // executing straight from pending is refused: nothing runs without a recorded approval.
+        assert!(s.transition(&id, StateChange::to(RecordState::Executing)).is_err());
+        s.transition(&id, StateChange::to(RecordState::Approved)).unwrap();
+        s.transition(&id, StateChange::to(RecordState::Executing)).unwrap();
+        assert!(s.transition(&id, StateChange::to(RecordState::Executing)).is_err(), "executes at most once");
+        s.transition(&id, StateChange { result: Some(&serde_json::json!({"ok": 1})), ..StateChange::to(RecordState::Done) })
+            .unwrap();
+        let r = s.record(&id).unwrap();
+        assert_eq!((r.state, r.result), (RecordState::Done, Some(serde_json::json!({"ok": 1}))));
+        assert!(s.unfinished().unwrap().is_empty());
+        drop(s);
+        let s = SqliteStore::open(dir.path().join("db")).unwrap();
+        assert_eq!(s.record(&id).unwrap().state, RecordState::Done);
+    }
+}

@@ -1,0 +1,380 @@
+//! Signed approval tokens: an approval link for a UI that lives elsewhere (a browser tab, a
+//! phone, a chat channel).
+//!
+//! The pending call stays on the server. A token names it and binds it: HMAC-SHA256, under a
+//! key with an id, over the request id (the nonce), the tool, the SHA-256 digest of the
+//! arguments' canonical JSON (the `arguments_digest` every request carries), the session, the
+//! approver it is meant for, and its issue and expiry times. Approving with a token runs exactly
+//! the arguments stored with the request; nothing the client sends is trusted except an edit,
+//! which travels separately and is validated like any other.
+//!
+//! The wire form is `so1.<key id>.<claims, base64url JSON>.<mac, base64url>`. It is opaque to
+//! clients; [`Gate::respond_token`](crate::Gate::respond_token) verifies it, in this order, with a
+//! distinct error for each failure: `malformed`, `unknown_key`, `bad_signature` (constant-time
+//! comparison), `token_expired`, `wrong_approver`, then against the request: `already_used`,
+//! `not_pending`.
+
+use crate::error::{Error, Result};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
+use hmac::{KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use uuid::Uuid;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+const PREFIX: &str = "so1";
+/// The shortest secret accepted (bytes).
+pub const MIN_SECRET_LEN: usize = 32;
+/// The longest token [`verify`](TokenKeys::verify) will look at (bytes).
+pub const MAX_TOKEN_LEN: usize = 8192;
+
+/// A secret key. Its bytes are never printed (`Debug` shows the length only) and are zeroed
+/// when dropped.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    /// Wraps raw key bytes; at least [`MIN_SECRET_LEN`] bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self> {
+        let bytes = bytes.into();
+        if bytes.len() < MIN_SECRET_LEN {
+            return Err(Error::Config(format!(
+                "a token secret must be at least {MIN_SECRET_LEN} bytes (got {})",
+                bytes.len()
+            )));
+        }
+        Ok(Secret(bytes))
+    }
+    /// Decodes base64 (standard or URL-safe, padded or not) key material.
+    pub fn from_base64(text: &str) -> Result<Self> {
+        let t = text.trim();
+        let bytes = STANDARD
+            .decode(t)
+            .or_else(|_| URL_SAFE.decode(t))
+            .or_else(|_| URL_SAFE_NO_PAD.decode(t))
+            .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(t))
+            .map_err(|_| Error::Config("a token secret must be base64".into()))?;
+        Secret::new(bytes)
+    }
+    /// 32 random bytes from the operating system's generator (for tests and development; in
+    /// production, load keys from configuration so they survive a restart).
+    pub fn generate() -> Self {
+        let mut b = vec![0u8; 32];
+        rand::Rng::fill(&mut rand::rng(), &mut b[..]);
+        Secret(b)
+    }
+    /// The base64 form, to store in configuration.
+    pub fn to_base64(&self) -> String {
+        STANDARD.encode(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret(<{} bytes, redacted>)", self.0.len())
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        for b in self.0.iter_mut() {
+            // Volatile so the zeroing is not optimised away.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+/// The keys a gate signs and verifies tokens with. The first key is the current one (new tokens
+/// are signed with it); the others still verify tokens issued before a rotation.
+///
+/// Configuration format (environment variable or file): entries `key_id:base64secret`,
+/// separated by commas or newlines, current key first; blank lines and `#` comments are ignored.
+///
+/// ```
+/// use signoff::{TokenKeys, Secret};
+/// let keys = TokenKeys::parse("k2:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n# old key\nk1:ISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0A=").unwrap();
+/// assert_eq!(keys.current_key_id(), "k2");
+/// assert!(format!("{keys:?}").contains("redacted"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct TokenKeys {
+    keys: Vec<(String, Secret)>,
+}
+
+impl TokenKeys {
+    /// One key, which signs and verifies.
+    pub fn new(key_id: impl Into<String>, secret: Secret) -> Result<Self> {
+        let key_id = key_id.into();
+        check_key_id(&key_id)?;
+        Ok(TokenKeys { keys: vec![(key_id, secret)] })
+    }
+    /// Rotation: `key_id` becomes the current key; the previous keys keep verifying.
+    pub fn rotate(mut self, key_id: impl Into<String>, secret: Secret) -> Result<Self> {
+        let key_id = key_id.into();
+        check_key_id(&key_id)?;
+        self.keys.retain(|(k, _)| *k != key_id);
+        self.keys.insert(0, (key_id, secret));
+        Ok(self)
+    }
+    /// Adds a key that verifies but does not sign (a retired key whose tokens may still be out).
+    pub fn with_verify_only(mut self, key_id: impl Into<String>, secret: Secret) -> Result<Self> {
+        let key_id = key_id.into();
+        check_key_id(&key_id)?;
+        if self.keys.iter().any(|(k, _)| *k == key_id) {
+            return Err(Error::Config(format!("duplicate token key id {key_id:?}")));
+        }
+        self.keys.push((key_id, secret));
+        Ok(self)
+    }
+    /// Parses the configuration format (see the type's docs).
+    pub fn parse(text: &str) -> Result<Self> {
+        let mut keys: Option<TokenKeys> = None;
+        for entry in text.split([',', '\n']).map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            let (kid, secret) = entry
+                .split_once(':')
+                .ok_or_else(|| Error::Config("token keys are `key_id:base64secret` entries".into()))?;
+            let secret = Secret::from_base64(secret)?;
+            keys = Some(match keys {
+                None => TokenKeys::new(kid.trim(), secret)?,
+                Some(k) => k.with_verify_only(kid.trim(), secret)?,
+            });
+        }
+        keys.ok_or_else(|| Error::Config("no token keys configured".into()))
+    }
+    /// Reads the keys from an environment variable (the variable's value is never logged).
+    pub fn from_env(var: &str) -> Result<Self> {
+        let v = std::env::var(var).map_err(|_| Error::Config(format!("environment variable {var} is not set")))?;
+        Self::parse(&v)
+    }
+    /// Reads the keys from a file (e.g. a mounted secret).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let v = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("cannot read token keys from {}: {e}", path.display())))?;
+        Self::parse(&v)
+    }
+    /// The id of the key new tokens are signed with.
+    pub fn current_key_id(&self) -> &str {
+        &self.keys[0].0
+    }
+    /// Every key id, current first.
+    pub fn key_ids(&self) -> Vec<&str> {
+        self.keys.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
+    fn mac(secret: &Secret, signed: &str) -> HmacSha256 {
+        let mut m = <HmacSha256 as KeyInit>::new_from_slice(&secret.0).expect("HMAC takes any key length");
+        m.update(b"signoff-approval-token-v1\0");
+        m.update(signed.as_bytes());
+        m
+    }
+
+    /// Signs `claims` with the current key (its `key_id` is set to the current key's id).
+    pub fn sign(&self, claims: &mut TokenClaims) -> String {
+        let (kid, secret) = &self.keys[0];
+        claims.key_id = kid.clone();
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Wire::from(&*claims)).expect("claims serialize"));
+        let signed = format!("{PREFIX}.{kid}.{body}");
+        let tag = Self::mac(secret, &signed).finalize().into_bytes();
+        format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag))
+    }
+
+    /// Checks a token's form, key and signature (constant-time) and returns its claims. Expiry,
+    /// approver and the request's state are checked by the gate.
+    pub fn verify(&self, token: &str) -> Result<TokenClaims> {
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(Error::Malformed("approval token too long".into()));
+        }
+        let mut parts = token.split('.');
+        let (Some(prefix), Some(kid), Some(body), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Error::Malformed("an approval token has four `.`-separated parts".into()));
+        };
+        if prefix != PREFIX {
+            return Err(Error::Malformed(format!("not a signoff approval token (prefix {prefix:?})")));
+        }
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| Error::Malformed("approval token signature is not base64url".into()))?;
+        let secret = self
+            .keys
+            .iter()
+            .find(|(k, _)| k == kid)
+            .map(|(_, s)| s)
+            .ok_or_else(|| Error::UnknownKey(kid.to_owned()))?;
+        let signed = &token[..prefix.len() + 1 + kid.len() + 1 + body.len()];
+        // `verify_slice` compares in constant time.
+        Self::mac(secret, signed).verify_slice(&tag).map_err(|_| Error::BadSignature)?;
+        // Signed by us, so the body is ours; a parse failure here would be our own bug.
+        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| Error::Malformed("approval token body".into()))?;
+        let wire: Wire =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Malformed(format!("approval token claims: {e}")))?;
+        Ok(wire.into_claims(kid))
+    }
+}
+
+fn check_key_id(kid: &str) -> Result<()> {
+    if kid.is_empty() || kid.len() > 64 || !kid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(Error::Config(format!("token key id {kid:?} must be 1-64 characters of [A-Za-z0-9_-]")));
+    }
+    Ok(())
+}
+
+/// What a token says. Returned by [`Gate::inspect_token`](crate::Gate::inspect_token) once the
+/// signature has verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenClaims {
+    /// The request the token answers (also the token's nonce).
+    pub request_id: Uuid,
+    /// The tool the request is for.
+    pub tool: String,
+    /// `sha256:<hex>` of the canonical JSON of the request's arguments.
+    pub arguments_digest: String,
+    /// The request's session.
+    pub session_id: String,
+    /// The only approver who may present this token.
+    pub approver: String,
+    /// When it was issued (epoch ms).
+    pub issued_at_ms: u64,
+    /// When it stops being accepted (epoch ms).
+    pub expires_at_ms: u64,
+    /// The id of the key that signed it.
+    pub key_id: String,
+}
+
+/// The signed form: short names, fixed field order.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    rid: Uuid,
+    tool: String,
+    dig: String,
+    sid: String,
+    apr: String,
+    iat: u64,
+    exp: u64,
+}
+
+impl From<&TokenClaims> for Wire {
+    fn from(c: &TokenClaims) -> Self {
+        Wire {
+            rid: c.request_id,
+            tool: c.tool.clone(),
+            dig: c.arguments_digest.clone(),
+            sid: c.session_id.clone(),
+            apr: c.approver.clone(),
+            iat: c.issued_at_ms,
+            exp: c.expires_at_ms,
+        }
+    }
+}
+
+impl Wire {
+    fn into_claims(self, kid: &str) -> TokenClaims {
+        TokenClaims {
+            request_id: self.rid,
+            tool: self.tool,
+            arguments_digest: self.dig,
+            session_id: self.sid,
+            approver: self.apr,
+            issued_at_ms: self.iat,
+            expires_at_ms: self.exp,
+            key_id: kid.to_owned(),
+        }
+    }
+}
+
+/// The fingerprint a used token is remembered by (SHA-256 of the whole token, hex).
+pub(crate) fn fingerprint(token: &str) -> String {
+    crate::display::sha256_hex(token.as_bytes())
+}
+
+/// A person's answer presented with a token. `approver` is who presents it, as the host
+/// authenticated them (a logged-in user, a verified chat account); it must equal the token's
+/// approver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenResponse {
+    /// Who presents the token.
+    pub approver: String,
+    /// Approve or deny.
+    pub decision: crate::ResponseDecision,
+    /// An edit (approve only; the tool must be editable). Re-validated against the schema and
+    /// re-checked by the policy's rules before it can run, and recorded in the audit log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
+    /// Once (default) or for the rest of the session.
+    #[serde(default)]
+    pub scope: crate::Scope,
+    /// The person's reason (passed to the model on a denial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl TokenResponse {
+    /// Approve, running exactly the stored arguments.
+    pub fn approve(approver: impl Into<String>) -> Self {
+        TokenResponse {
+            approver: approver.into(),
+            decision: crate::ResponseDecision::Approve,
+            arguments: None,
+            scope: crate::Scope::Once,
+            reason: None,
+        }
+    }
+    /// Deny, with an optional reason.
+    pub fn deny(approver: impl Into<String>, reason: Option<String>) -> Self {
+        TokenResponse { reason, decision: crate::ResponseDecision::Deny, ..Self::approve(approver) }
+    }
+    /// Approve with edited arguments.
+    pub fn with_arguments(mut self, arguments: serde_json::Value) -> Self {
+        self.arguments = Some(arguments);
+        self
+    }
+    /// Approve for the rest of the session.
+    pub fn for_session(mut self) -> Self {
+        self.scope = crate::Scope::Session;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims() -> TokenClaims {
+        TokenClaims {
+            request_id: Uuid::nil(),
+            tool: "t".into(),
+            arguments_digest: "sha256:00".into(),
+            session_id: "s".into(),
+            approver: "alice".into(),
+            issued_at_ms: 1,
+            expires_at_ms: 2,
+            key_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_rotation() {
+        let k1 = TokenKeys::new("k1", Secret::generate()).unwrap();
+        let mut c = claims();
+        let t1 = k1.sign(&mut c);
+        assert_eq!(k1.verify(&t1).unwrap(), c);
+        let k2 = k1.clone().rotate("k2", Secret::generate()).unwrap();
+        assert_eq!(k2.verify(&t1).unwrap().key_id, "k1");
+        let t2 = k2.sign(&mut claims());
+        assert!(t2.starts_with("so1.k2."));
+        assert_eq!(k1.verify(&t2).unwrap_err().kind(), crate::ErrorKind::UnknownKey);
+    }
+
+    #[test]
+    fn short_secrets_and_bad_ids_are_refused() {
+        assert_eq!(Secret::new(vec![0; 31]).unwrap_err().kind(), crate::ErrorKind::Config);
+        assert!(TokenKeys::new("a.b", Secret::generate()).is_err());
+        assert!(TokenKeys::parse("").is_err());
+        assert!(TokenKeys::parse("k1:not base64!").is_err());
+    }
+}
