@@ -45,6 +45,27 @@ pub enum SignoffError {
     /// `execute` was asked to run a tool that has no executor.
     #[error("{message}")]
     NoExecutor { message: String },
+    /// An approval token's signature does not verify (tampered with or forged).
+    #[error("{message}")]
+    BadSignature { message: String },
+    /// An approval token names a key id the gate does not hold.
+    #[error("{message}")]
+    UnknownKey { message: String },
+    /// An approval token is past its expiry.
+    #[error("{message}")]
+    TokenExpired { message: String },
+    /// An approval token was presented by someone other than its approver.
+    #[error("{message}")]
+    WrongApprover { message: String },
+    /// An approval token was already used (tokens are single use).
+    #[error("{message}")]
+    AlreadyUsed { message: String },
+    /// An approval token names a request that is not pending.
+    #[error("{message}")]
+    NotPending { message: String },
+    /// A feature was used without its configuration, or the configuration is invalid.
+    #[error("{message}")]
+    Config { message: String },
 }
 
 impl From<signoff::Error> for SignoffError {
@@ -64,6 +85,13 @@ impl From<signoff::Error> for SignoffError {
             CoreKind::Closed => SignoffError::Closed { message },
             CoreKind::Store => SignoffError::Store { message },
             CoreKind::NoExecutor => SignoffError::NoExecutor { message },
+            CoreKind::BadSignature => SignoffError::BadSignature { message },
+            CoreKind::UnknownKey => SignoffError::UnknownKey { message },
+            CoreKind::TokenExpired => SignoffError::TokenExpired { message },
+            CoreKind::WrongApprover => SignoffError::WrongApprover { message },
+            CoreKind::AlreadyUsed => SignoffError::AlreadyUsed { message },
+            CoreKind::NotPending => SignoffError::NotPending { message },
+            CoreKind::Config => SignoffError::Config { message },
         }
     }
 }
@@ -87,6 +115,13 @@ impl SignoffError {
             SignoffError::Closed { .. } => ErrorKind::Closed,
             SignoffError::Store { .. } => ErrorKind::Store,
             SignoffError::NoExecutor { .. } => ErrorKind::NoExecutor,
+            SignoffError::BadSignature { .. } => ErrorKind::BadSignature,
+            SignoffError::UnknownKey { .. } => ErrorKind::UnknownKey,
+            SignoffError::TokenExpired { .. } => ErrorKind::TokenExpired,
+            SignoffError::WrongApprover { .. } => ErrorKind::WrongApprover,
+            SignoffError::AlreadyUsed { .. } => ErrorKind::AlreadyUsed,
+            SignoffError::NotPending { .. } => ErrorKind::NotPending,
+            SignoffError::Config { .. } => ErrorKind::Config,
         }
     }
 }
@@ -107,6 +142,20 @@ pub enum ErrorKind {
     Closed,
     Store,
     NoExecutor,
+    /// An approval token's signature does not verify (tampered with or forged).
+    BadSignature,
+    /// An approval token names a key id the gate does not hold.
+    UnknownKey,
+    /// An approval token is past its expiry.
+    TokenExpired,
+    /// An approval token was presented by someone other than its approver.
+    WrongApprover,
+    /// An approval token was already used (tokens are single use).
+    AlreadyUsed,
+    /// An approval token names a request that is not pending.
+    NotPending,
+    /// A feature was used without its configuration, or the configuration is invalid.
+    Config,
 }
 
 impl From<CoreKind> for ErrorKind {
@@ -125,6 +174,13 @@ impl From<CoreKind> for ErrorKind {
             CoreKind::Closed => ErrorKind::Closed,
             CoreKind::Store => ErrorKind::Store,
             CoreKind::NoExecutor => ErrorKind::NoExecutor,
+            CoreKind::BadSignature => ErrorKind::BadSignature,
+            CoreKind::UnknownKey => ErrorKind::UnknownKey,
+            CoreKind::TokenExpired => ErrorKind::TokenExpired,
+            CoreKind::WrongApprover => ErrorKind::WrongApprover,
+            CoreKind::AlreadyUsed => ErrorKind::AlreadyUsed,
+            CoreKind::NotPending => ErrorKind::NotPending,
+            CoreKind::Config => ErrorKind::Config,
         }
     }
 }
@@ -145,6 +201,13 @@ impl From<ErrorKind> for CoreKind {
             ErrorKind::Closed => CoreKind::Closed,
             ErrorKind::Store => CoreKind::Store,
             ErrorKind::NoExecutor => CoreKind::NoExecutor,
+            ErrorKind::BadSignature => CoreKind::BadSignature,
+            ErrorKind::UnknownKey => CoreKind::UnknownKey,
+            ErrorKind::TokenExpired => CoreKind::TokenExpired,
+            ErrorKind::WrongApprover => CoreKind::WrongApprover,
+            ErrorKind::AlreadyUsed => CoreKind::AlreadyUsed,
+            ErrorKind::NotPending => CoreKind::NotPending,
+            ErrorKind::Config => CoreKind::Config,
         }
     }
 }

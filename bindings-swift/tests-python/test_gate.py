@@ -202,7 +202,8 @@ def test_error_kind_names_cover_the_core():
     assert names == {
         "unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved",
         "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store",
-        "no_executor",
+        "no_executor", "bad_signature", "unknown_key", "token_expired", "wrong_approver", "already_used",
+        "not_pending", "config",
     }
 
 

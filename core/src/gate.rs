@@ -209,6 +209,8 @@ struct Waiter {
 /// `unknown_request`. Bounded: the oldest are forgotten first.
 struct Tombstones {
     map: HashMap<Uuid, Outcome, FxBuildHasher>,
+    /// Request id → fingerprint of the approval token that answered it.
+    tokens: HashMap<Uuid, String, FxBuildHasher>,
     order: VecDeque<Uuid>,
     cap: usize,
 }
@@ -225,6 +227,7 @@ impl Tombstones {
         if self.order.len() >= self.cap
             && let Some(old) = self.order.pop_front() {
                 self.map.remove(&old);
+                self.tokens.remove(&old);
             }
         self.map.insert(id, o);
         self.order.push_back(id);
@@ -350,13 +353,17 @@ impl GateBuilder {
                 audit: self.audit,
                 waiters: Mutex::new(HashMap::default()),
                 grants: Mutex::new(HashMap::new()),
-                tombstones: Mutex::new(Tombstones { map: HashMap::default(), order: VecDeque::new(), cap: self.remembered }),
+                tombstones: Mutex::new(Tombstones {
+                    map: HashMap::default(),
+                    tokens: HashMap::default(),
+                    order: VecDeque::new(),
+                    cap: self.remembered,
+                }),
                 closed: AtomicBool::new(false),
                 subscribers: AtomicUsize::new(0),
                 deny_when_unobserved: self.deny_when_unobserved,
                 tokens: self.tokens,
                 token_ttl: self.token_ttl,
-                used_tokens: Mutex::new(HashMap::default()),
                 requests_made: AtomicBool::new(false),
                 recovered: AtomicBool::new(false),
             }),
@@ -402,8 +409,6 @@ pub(crate) struct Inner {
     deny_when_unobserved: bool,
     tokens: Option<TokenKeys>,
     token_ttl: Option<Duration>,
-    /// Fingerprints of tokens that answered a request → the token's expiry (pruned after it).
-    used_tokens: Mutex<HashMap<String, u64, FxBuildHasher>>,
     requests_made: AtomicBool,
     recovered: AtomicBool,
 }
@@ -688,18 +693,15 @@ impl Gate {
 
     /// [`claim`](Self::claim), consuming an approval token in the same step: of two concurrent
     /// submissions of one token, exactly one claims and the other finds the token used.
-    fn claim_with(&self, id: &Uuid, outcome: Outcome, token: Option<(&str, u64)>) -> Option<Waiter> {
+    fn claim_with(&self, id: &Uuid, outcome: Outcome, token: Option<&str>) -> Option<Waiter> {
         let mut waiters = lock(&self.inner.waiters);
         let w = waiters.remove(id)?;
-        lock(&self.inner.tombstones).add(*id, outcome);
-        if let Some((fp, exp)) = token {
-            let mut used = lock(&self.inner.used_tokens);
-            if used.len() >= 4096 {
-                // Expired tokens fail their expiry check before this set is consulted.
-                let now = now_ms();
-                used.retain(|_, e| *e > now);
-            }
-            used.insert(fp.to_owned(), exp);
+        let mut t = lock(&self.inner.tombstones);
+        t.add(*id, outcome);
+        if let Some(fp) = token
+            && t.map.contains_key(id)
+        {
+            t.tokens.insert(*id, fp.to_owned());
         }
         Some(w)
     }
@@ -830,7 +832,7 @@ impl Gate {
 
     /// Checks a response against its request and claims the request. Nothing is published or
     /// changed unless this returns `Ok`.
-    fn check_response(&self, resp: &ConfirmationResponse, token: Option<(&str, u64)>) -> Result<Claimed> {
+    fn check_response(&self, resp: &ConfirmationResponse, token: Option<&str>) -> Result<Claimed> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -1042,11 +1044,14 @@ impl Gate {
     }
 
     /// Shuts the gate down: every pending request is cancelled ([`CancelReason::Shutdown`]),
-    /// later requests are cancelled at once, later responses fail with `closed`, and the audit
-    /// sink is flushed. Idempotent.
+    /// later requests are cancelled at once, later responses fail with `closed`, the pending
+    /// store is closed ([`PendingStore::close`]) and the audit sink is flushed. Idempotent.
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.cancel_where(|_| true, CancelReason::Shutdown);
+        // A durable store is released (file and lock), so a new gate can open it. A tool
+        // still running now cannot record its result: a restart reports it as interrupted.
+        self.inner.store.close();
         if let Some(a) = &self.inner.audit {
             a.flush();
         }

@@ -59,6 +59,10 @@ pub trait PendingStore: Send + Sync + 'static {
     fn restore(&self, request: Arc<ConfirmationRequest>) {
         let _ = request;
     }
+    /// Releases what the store holds (files, locks); called by [`Gate::close`](crate::Gate::close)
+    /// after every pending request has been resolved. Later operations fail with `store`. The
+    /// default does nothing.
+    fn close(&self) {}
 }
 
 /// Where a request is in its life. Persisted by durable stores:

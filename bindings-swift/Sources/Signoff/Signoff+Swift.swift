@@ -286,7 +286,9 @@ extension SignoffError {
         switch self {
         case .UnknownTool(let m), .InvalidTool(let m), .InvalidArguments(let m), .UnknownRequest(let m),
              .AlreadyResolved(let m), .Expired(let m), .EditsNotAllowed(let m), .Mismatch(let m),
-             .Malformed(let m), .Unauthorized(let m), .Closed(let m), .Store(let m), .NoExecutor(let m):
+             .Malformed(let m), .Unauthorized(let m), .Closed(let m), .Store(let m), .NoExecutor(let m),
+             .BadSignature(let m), .UnknownKey(let m), .TokenExpired(let m), .WrongApprover(let m),
+             .AlreadyUsed(let m), .NotPending(let m), .Config(let m):
             return m
         }
     }

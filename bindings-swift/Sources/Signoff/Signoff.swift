@@ -4203,6 +4203,34 @@ public enum ErrorKind: Equatable, Hashable {
     case closed
     case store
     case noExecutor
+    /**
+     * An approval token's signature does not verify (tampered with or forged).
+     */
+    case badSignature
+    /**
+     * An approval token names a key id the gate does not hold.
+     */
+    case unknownKey
+    /**
+     * An approval token is past its expiry.
+     */
+    case tokenExpired
+    /**
+     * An approval token was presented by someone other than its approver.
+     */
+    case wrongApprover
+    /**
+     * An approval token was already used (tokens are single use).
+     */
+    case alreadyUsed
+    /**
+     * An approval token names a request that is not pending.
+     */
+    case notPending
+    /**
+     * A feature was used without its configuration, or the configuration is invalid.
+     */
+    case config
 
 
 
@@ -4249,6 +4277,20 @@ public struct FfiConverterTypeErrorKind: FfiConverterRustBuffer {
         case 12: return .store
         
         case 13: return .noExecutor
+        
+        case 14: return .badSignature
+        
+        case 15: return .unknownKey
+        
+        case 16: return .tokenExpired
+        
+        case 17: return .wrongApprover
+        
+        case 18: return .alreadyUsed
+        
+        case 19: return .notPending
+        
+        case 20: return .config
         
         default: throw UniffiInternalError.unexpectedEnumCase
         }
@@ -4308,6 +4350,34 @@ public struct FfiConverterTypeErrorKind: FfiConverterRustBuffer {
         
         case .noExecutor:
             writeInt(&buf, Int32(13))
+        
+        
+        case .badSignature:
+            writeInt(&buf, Int32(14))
+        
+        
+        case .unknownKey:
+            writeInt(&buf, Int32(15))
+        
+        
+        case .tokenExpired:
+            writeInt(&buf, Int32(16))
+        
+        
+        case .wrongApprover:
+            writeInt(&buf, Int32(17))
+        
+        
+        case .alreadyUsed:
+            writeInt(&buf, Int32(18))
+        
+        
+        case .notPending:
+            writeInt(&buf, Int32(19))
+        
+        
+        case .config:
+            writeInt(&buf, Int32(20))
         
         }
     }
@@ -4753,6 +4823,41 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
      */
     case NoExecutor(message: String
     )
+    /**
+     * An approval token's signature does not verify (tampered with or forged).
+     */
+    case BadSignature(message: String
+    )
+    /**
+     * An approval token names a key id the gate does not hold.
+     */
+    case UnknownKey(message: String
+    )
+    /**
+     * An approval token is past its expiry.
+     */
+    case TokenExpired(message: String
+    )
+    /**
+     * An approval token was presented by someone other than its approver.
+     */
+    case WrongApprover(message: String
+    )
+    /**
+     * An approval token was already used (tokens are single use).
+     */
+    case AlreadyUsed(message: String
+    )
+    /**
+     * An approval token names a request that is not pending.
+     */
+    case NotPending(message: String
+    )
+    /**
+     * A feature was used without its configuration, or the configuration is invalid.
+     */
+    case Config(message: String
+    )
 
     
     /**
@@ -4830,6 +4935,27 @@ public struct FfiConverterTypeSignoffError: FfiConverterRustBuffer {
         case 13: return .NoExecutor(
             message: try FfiConverterString.read(from: &buf)
             )
+        case 14: return .BadSignature(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 15: return .UnknownKey(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 16: return .TokenExpired(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 17: return .WrongApprover(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 18: return .AlreadyUsed(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 19: return .NotPending(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 20: return .Config(
+            message: try FfiConverterString.read(from: &buf)
+            )
 
          default: throw UniffiInternalError.unexpectedEnumCase
         }
@@ -4904,6 +5030,41 @@ public struct FfiConverterTypeSignoffError: FfiConverterRustBuffer {
         
         case let .NoExecutor(message):
             writeInt(&buf, Int32(13))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .BadSignature(message):
+            writeInt(&buf, Int32(14))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .UnknownKey(message):
+            writeInt(&buf, Int32(15))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .TokenExpired(message):
+            writeInt(&buf, Int32(16))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .WrongApprover(message):
+            writeInt(&buf, Int32(17))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .AlreadyUsed(message):
+            writeInt(&buf, Int32(18))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .NotPending(message):
+            writeInt(&buf, Int32(19))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .Config(message):
+            writeInt(&buf, Int32(20))
             FfiConverterString.write(message, into: &buf)
             
         }

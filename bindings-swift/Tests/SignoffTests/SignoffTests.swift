@@ -155,10 +155,12 @@ final class SignoffTests: XCTestCase {
         let all: [ErrorKind] = [
             .unknownTool, .invalidTool, .invalidArguments, .unknownRequest, .alreadyResolved, .expired,
             .editsNotAllowed, .mismatch, .malformed, .unauthorized, .closed, .store, .noExecutor,
+            .badSignature, .unknownKey, .tokenExpired, .wrongApprover, .alreadyUsed, .notPending, .config,
         ]
         XCTAssertEqual(all.map(\.name), [
             "unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired",
             "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor",
+            "bad_signature", "unknown_key", "token_expired", "wrong_approver", "already_used", "not_pending", "config",
         ])
     }
 

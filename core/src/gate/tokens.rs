@@ -111,7 +111,7 @@ impl Gate {
             session_id: Some(claims.session_id),
             at_ms: None,
         };
-        match self.check_response(&resp, Some((&fp, claims.expires_at_ms))) {
+        match self.check_response(&resp, Some(&fp)) {
             Ok(claimed) => self.apply(claimed, resp, Some(&fp)),
             Err(Error::UnknownRequest(_) | Error::AlreadyResolved { .. } | Error::Expired(_)) => {
                 // Lost a race with another submission of this token, or the request ended.
@@ -133,7 +133,12 @@ impl Gate {
     }
 
     fn token_used(&self, fp: &str, id: &Uuid) -> bool {
-        lock(&self.inner.used_tokens).contains_key(fp)
+        // A request still pending has not been answered, with this token or any other: the
+        // claim that consumes a token removes the request in the same step.
+        if lock(&self.inner.waiters).contains_key(id) {
+            return false;
+        }
+        lock(&self.inner.tombstones).tokens.get(id).is_some_and(|t| t == fp)
             || self.inner.store.record(id).is_some_and(|r| r.token.as_deref() == Some(fp))
     }
 

@@ -1,0 +1,425 @@
+//! The durable store across real process deaths: a child process is killed (SIGKILL) between
+//! approve and execute, another is restarted on the same database; nothing pending is lost,
+//! nothing runs twice, the interruption is reported.
+//!
+//! The child is this same test binary, re-run with `SIGNOFF_DURABLE_CHILD` set (see
+//! `child_process_entry`).
+
+use serde_json::json;
+use signoff::*;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+/// Every execution appends one line to the side-effect file: the only witness that survives a kill.
+fn side_effect(dir: &Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("side-effects")).unwrap();
+    writeln!(f, "{line}").unwrap();
+    f.sync_all().unwrap();
+}
+
+fn side_effects(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("side-effects")).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+/// The gate both processes build: same database, keys, tools and audit log.
+fn build_gate(dir: &Path) -> Gate {
+    let d1 = dir.to_path_buf();
+    let d2 = dir.to_path_buf();
+    let d3 = dir.to_path_buf();
+    Gate::builder()
+        .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
+        .tokens(TokenKeys::parse(KEYS).unwrap())
+        .audit(JsonlAuditSink::open(dir.join("audit.jsonl")).unwrap())
+        .deny_when_unobserved(false)
+        .tool(
+            Tool::builder("delete_file")
+                .description("Deletes a file")
+                .approval(ApprovalMode::Required)
+                .executor(move |a| {
+                    let d = d1.clone();
+                    async move {
+                        side_effect(&d, &format!("deleted {}", a["path"].as_str().unwrap()));
+                        Ok(json!({"deleted": a["path"]}))
+                    }
+                })
+                .build(),
+        )
+        .tool(
+            // Starts, leaves its mark, and never finishes: the process is killed mid-execution.
+            Tool::builder("slow_delete")
+                .description("Deletes a file slowly")
+                .approval(ApprovalMode::Required)
+                .executor(move |a| {
+                    let d = d2.clone();
+                    async move {
+                        side_effect(&d, &format!("started {}", a["path"].as_str().unwrap()));
+                        std::future::pending::<()>().await;
+                        Ok(json!(null))
+                    }
+                })
+                .build(),
+        )
+        .tool(
+            Tool::builder("quick_delete")
+                .description("Deletes a file, if approved within a second")
+                .approval(ApprovalMode::Required)
+                .timeout(Duration::from_secs(1))
+                .executor(move |a| {
+                    let d = d3.clone();
+                    async move {
+                        side_effect(&d, &format!("deleted {}", a["path"].as_str().unwrap()));
+                        Ok(json!({"deleted": a["path"]}))
+                    }
+                })
+                .build(),
+        )
+        .build()
+        .unwrap()
+}
+
+/// Child process body: makes four requests, approves two of them, and waits to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_process_entry() {
+    let Ok(dir) = std::env::var("SIGNOFF_DURABLE_CHILD") else { return };
+    let dir = PathBuf::from(dir);
+    let gate = build_gate(&dir);
+    assert!(gate.recover().unwrap().restored.is_empty());
+    let calls = [
+        ("keep", ToolCall::new("delete_file", json!({"path": "/keep"})).call_id("c-keep")),
+        ("slow", ToolCall::new("slow_delete", json!({"path": "/slow"}))),
+        ("abort", ToolCall::new("delete_file", json!({"path": "/abort"}))),
+    ];
+    for (name, call) in calls {
+        let g = gate.clone();
+        tokio::spawn(async move { g.execute(call).await });
+        let req = loop {
+            if let Some(r) = gate.pending().into_iter().find(|r| r.arguments["path"] == json!(format!("/{name}"))) {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        let token = gate.issue_token(&req.id, "alice").unwrap();
+        println!("CHILD {}", json!({"name": name, "id": req.id, "deadline_ms": req.deadline_ms, "token": token}));
+    }
+    // A request whose deadline passes while the process is down.
+    let g = gate.clone();
+    tokio::spawn(async move { g.confirm(ToolCall::new("quick_delete", json!({"path": "/short"})).session("s2")).await });
+    let short = loop {
+        if let Some(r) = gate.pending().into_iter().find(|r| r.session_id == "s2") {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    println!("CHILD {}", json!({"name": "short", "id": short.id, "deadline_ms": short.deadline_ms}));
+
+    let by_name = |n: &str| gate.pending().into_iter().find(|r| r.arguments["path"] == json!(format!("/{n}"))).unwrap();
+    // Approve `slow`: recorded as approved, then executing, then the tool starts and hangs.
+    let slow = by_name("slow");
+    let slow_token = gate.issue_token(&slow.id, "alice").unwrap();
+    gate.respond_token(&slow_token, TokenResponse::approve("alice")).unwrap();
+    while !side_effects(&dir).iter().any(|l| l == "started /slow") {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    println!("CHILD {}", json!({"name": "slow-token", "token": slow_token}));
+    gate.flush_audit();
+    println!("CHILD READY");
+    // Approve `abort` and die on the spot: between approve and execute.
+    if std::env::var("SIGNOFF_DURABLE_ABORT").is_ok() {
+        let abort = by_name("abort");
+        gate.respond(ConfirmationResponse::approve(&abort).with_responder("alice")).unwrap();
+        std::process::abort();
+    }
+    std::future::pending::<()>().await;
+}
+
+struct Child {
+    lines: Vec<serde_json::Value>,
+}
+
+impl Child {
+    fn get(&self, name: &str) -> &serde_json::Value {
+        self.lines.iter().find(|l| l["name"] == name).unwrap_or_else(|| panic!("child did not report {name}"))
+    }
+    fn id(&self, name: &str) -> uuid::Uuid {
+        serde_json::from_value(self.get(name)["id"].clone()).unwrap()
+    }
+}
+
+/// Runs the child until it is READY, then kills it (SIGKILL), or lets it abort itself.
+fn run_child(dir: &Path, abort: bool) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child_process_entry", "--nocapture", "--test-threads=1"])
+        .env("SIGNOFF_DURABLE_CHILD", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if abort {
+        cmd.env("SIGNOFF_DURABLE_ABORT", "1");
+    }
+    let mut child = cmd.spawn().unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    for line in out.lines() {
+        let line = line.unwrap();
+        // The harness's own "test ... " prefix may share the first line.
+        let Some(at) = line.find("CHILD ") else { continue };
+        let msg = &line[at + 6..];
+        if msg == "READY" {
+            break;
+        }
+        lines.push(serde_json::from_str(msg).unwrap());
+    }
+    if !abort {
+        child.kill().unwrap(); // SIGKILL: no destructor, no flush, no goodbye
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the child must die, not exit: {status:?}");
+    Child { lines }
+}
+
+#[test]
+fn killed_between_approve_and_execute_nothing_lost_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let child = run_child(dir, false);
+    assert_eq!(side_effects(dir), ["started /slow"]);
+
+    // Restart after the short request's deadline has passed.
+    let short_deadline = child.get("short")["deadline_ms"].as_u64().unwrap();
+    while signoff::event::now_ms() <= short_deadline + 20 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let gate = build_gate(dir);
+        // Nothing is listed before recovery: recovered requests need their tools registered.
+        assert!(gate.pending().is_empty());
+        let report = gate.recover().unwrap();
+        let ids = |v: &[Arc<ConfirmationRequest>]| v.iter().map(|r| r.id).collect::<Vec<_>>();
+        let mut restored = ids(&report.restored);
+        restored.sort();
+        let mut expected = vec![child.id("keep"), child.id("abort")];
+        expected.sort();
+        assert_eq!(restored, expected, "every pending request is back");
+        assert_eq!(ids(&report.timed_out), [child.id("short")], "its deadline passed while the process was down");
+        assert_eq!(gate.record(&child.id("short")).unwrap().state, RecordState::TimedOut);
+        assert_eq!(report.interrupted.len(), 1);
+        assert_eq!(report.interrupted[0].request.id, child.id("slow"));
+        assert_eq!(report.interrupted[0].state, RecordState::Executing);
+        assert_eq!(report.interrupted[0].responder.as_deref(), Some("alice"));
+
+        // Original deadlines, not new ones.
+        let keep = gate.pending_request(&child.id("keep")).unwrap();
+        assert_eq!(keep.deadline_ms, child.get("keep")["deadline_ms"].as_u64().unwrap());
+        assert_eq!(gate.record(&child.id("slow")).unwrap().state, RecordState::Interrupted);
+
+        // An approval given after the restart executes exactly once.
+        let token = child.get("keep")["token"].as_str().unwrap().to_owned();
+        gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+        let rec = wait_state(&gate, child.id("keep"), RecordState::Done).await;
+        assert_eq!(rec.result.as_ref().unwrap()["output"], json!({"deleted": "/keep"}));
+        assert_eq!(rec.result.as_ref().unwrap()["call_id"], json!("c-keep"));
+        assert_eq!(kind(gate.respond_token(&token, TokenResponse::approve("alice"))), ErrorKind::AlreadyUsed);
+        // The interrupted call's token was used before the crash.
+        let slow_token = child.get("slow-token")["token"].as_str().unwrap().to_owned();
+        assert_eq!(kind(gate.respond_token(&slow_token, TokenResponse::approve("alice"))), ErrorKind::AlreadyUsed);
+        // Deny the rest so the second restart finds nothing pending.
+        for r in gate.pending() {
+            gate.respond(ConfirmationResponse::deny(&r, None).with_responder("alice")).unwrap();
+        }
+        gate.close();
+    });
+
+    // Restart again: nothing re-runs, the chain of the audit log is intact across three processes.
+    rt.block_on(async {
+        let gate = build_gate(dir);
+        let report = gate.recover().unwrap();
+        assert!(report.restored.is_empty() && report.interrupted.is_empty() && report.timed_out.is_empty(), "{report:?}");
+        gate.close();
+    });
+    assert_eq!(side_effects(dir), ["started /slow", "deleted /keep"], "each tool ran at most once");
+    let audit = verify_chain(dir.join("audit.jsonl")).unwrap();
+    assert!(audit.is_intact(), "{:?}", audit.problem);
+    let records: Vec<AuditRecord> = JsonlAuditSink::read(dir.join("audit.jsonl")).unwrap();
+    assert!(records.iter().any(|r| r.kind == AuditKind::Execution
+        && r.decision.as_deref() == Some("interrupted")
+        && r.request_id == Some(child.id("slow"))));
+}
+
+#[test]
+fn aborted_right_after_an_approval_is_reported_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let child = run_child(dir, true);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let gate = build_gate(dir);
+        let report = gate.recover().unwrap();
+        let abort = child.id("abort");
+        let ran_before_abort = side_effects(dir).iter().any(|l| l == "deleted /abort");
+        match report.interrupted.iter().find(|r| r.request.id == abort) {
+            // The approval was recorded; the tool may have started (executing) or not (approved).
+            Some(r) => assert!(matches!(r.state, RecordState::Approved | RecordState::Executing)),
+            // Or it finished before the abort, and is done.
+            None => {
+                assert!(ran_before_abort, "{report:?}");
+                assert_eq!(gate.record(&abort).unwrap().state, RecordState::Done);
+            }
+        }
+        assert!(!report.restored.iter().any(|r| r.id == abort), "an approved call is never waiting again");
+        gate.close();
+    });
+    let runs = side_effects(dir).iter().filter(|l| *l == "deleted /abort").count();
+    assert!(runs <= 1);
+    // And a second restart changes nothing.
+    rt.block_on(async {
+        let gate = build_gate(dir);
+        gate.recover().unwrap();
+        gate.close();
+    });
+    assert_eq!(side_effects(dir).iter().filter(|l| *l == "deleted /abort").count(), runs);
+}
+
+#[test]
+fn a_deadline_that_passed_while_down_resolves_as_timed_out_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let id = rt.block_on(async {
+        let gate = Gate::builder()
+            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
+            .deny_when_unobserved(false)
+            .default_timeout(Duration::from_millis(50))
+            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
+            .build()
+            .unwrap();
+        let fut = gate.confirm(ToolCall::new("delete_file", json!({"path": "/x"})));
+        let mut fut = Box::pin(fut);
+        assert!(futures_poll_once(fut.as_mut()).is_none());
+        let id = gate.pending()[0].id;
+        // Simulate a crash: the future is leaked, not dropped (dropping would cancel it).
+        std::mem::forget(fut);
+        id
+    });
+    std::thread::sleep(Duration::from_millis(80));
+    rt.block_on(async {
+        let gate = Gate::builder()
+            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
+            .deny_when_unobserved(false)
+            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
+            .build()
+            .unwrap();
+        let report = gate.recover().unwrap();
+        assert_eq!(report.timed_out.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
+        assert_eq!(gate.record(&id).unwrap().state, RecordState::TimedOut);
+        assert!(matches!(
+            gate.respond(ConfirmationResponse::by_id(id, ResponseDecision::Approve)).unwrap_err(),
+            Error::Expired(_)
+        ));
+        // recover runs once, and never after the first request.
+        assert_eq!(gate.recover().unwrap_err().kind(), ErrorKind::Config);
+    });
+}
+
+#[test]
+fn recovery_refuses_what_it_cannot_run_as_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ids = rt.block_on(async {
+        let gate = Gate::builder()
+            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
+            .deny_when_unobserved(false)
+            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
+            .tool(Tool::builder("gone_tool").description("g").approval(ApprovalMode::Required).executor(|_| async { Ok(json!(1)) }).build())
+            .build()
+            .unwrap();
+        let mut ids = Vec::new();
+        for call in [
+            ToolCall::new("delete_file", json!({"path": "/tampered"})),
+            ToolCall::new("gone_tool", json!({})),
+        ] {
+            let mut fut = Box::pin(gate.confirm(call));
+            assert!(futures_poll_once(fut.as_mut()).is_none());
+            std::mem::forget(fut);
+        }
+        for r in gate.pending() {
+            ids.push(r.id);
+        }
+        ids
+    });
+    // Someone edits the stored arguments behind the gate's back.
+    let conn = rusqlite::Connection::open(dir.join("signoff.db")).unwrap();
+    conn.execute(
+        "UPDATE signoff_requests SET request = replace(request, '/tampered', '/etc/shadow') WHERE request LIKE '%/tampered%'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    rt.block_on(async {
+        let gate = Gate::builder()
+            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
+            .deny_when_unobserved(false)
+            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
+            .build()
+            .unwrap();
+        let report = gate.recover().unwrap();
+        assert!(report.restored.is_empty());
+        let mut reasons: Vec<String> = report.not_restored.iter().map(|n| n.reason.clone()).collect();
+        reasons.sort();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(reasons.iter().any(|r| r.contains("digest")), "{reasons:?}");
+        assert!(reasons.iter().any(|r| r.contains("gone_tool")), "{reasons:?}");
+        for id in &ids {
+            assert_eq!(gate.record(id).unwrap().state, RecordState::Cancelled);
+        }
+    });
+}
+
+fn futures_poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match f.poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+async fn wait_state(gate: &Gate, id: uuid::Uuid, state: RecordState) -> StoredRecord {
+    let start = Instant::now();
+    loop {
+        if let Some(r) = gate.record(&id)
+            && r.state == state
+        {
+            return r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{id} never reached {state:?}: {:?}", gate.record(&id));
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn kind<T: std::fmt::Debug>(r: Result<T>) -> ErrorKind {
+    r.unwrap_err().kind()
+}
+
+#[test]
+fn one_gate_per_database_until_it_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("signoff.db");
+    let first = Gate::builder().store(SqliteStore::open(&db).unwrap()).build().unwrap();
+    // A second user of the same file could recover, and run, the same requests: refused.
+    let err = SqliteStore::open(&db).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Store);
+    assert!(err.to_string().contains("in use"), "{err}");
+    // Closing the gate releases the database even while clones of the gate are alive.
+    let clone = first.clone();
+    first.close();
+    let second = SqliteStore::open(&db).unwrap();
+    drop(second);
+    drop(clone);
+}
