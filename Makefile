@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := test
 CARGO ?= cargo
 
-.PHONY: test test-rust test-python test-node test-swift demo bench doc
+.PHONY: test test-rust test-python test-node test-swift demo remote-demo bench doc
 
 test: test-rust test-python test-node test-swift
 	@echo "make test: all suites passed"
@@ -12,6 +12,7 @@ test: test-rust test-python test-node test-swift
 test-rust:
 	$(CARGO) test --locked -p signoff -p signoff-examples
 	examples/check-demo.sh
+	examples/check-remote.sh
 
 test-python:
 	@if [ -x bindings-python/test.sh ]; then bindings-python/test.sh; else echo "bindings-python: not present"; fi
@@ -22,11 +23,16 @@ test-node:
 test-swift:
 	@if [ -x bindings-swift/test.sh ]; then bindings-swift/test.sh; else echo "bindings-swift: not present"; fi
 
+remote-demo:
+	$(CARGO) run -q -p signoff-examples --bin remote-approval
+
 demo:
 	$(CARGO) run -q -p signoff-examples --bin demo -- $(ARGS)
 
 bench:
 	$(CARGO) bench -p signoff --bench gate
+	$(CARGO) bench -p signoff --bench remote
+	$(CARGO) run --release -q -p signoff --example durable_latency
 	$(CARGO) run --release -q -p signoff --example pending_memory
 
 doc:

@@ -368,15 +368,7 @@ impl GateBuilder {
                 recovered: AtomicBool::new(false),
             }),
         };
-        if gate.inner.store.is_durable()
-            && let Ok(left) = gate.inner.store.unfinished()
-            && !left.is_empty()
-        {
-            eprintln!(
-                "signoff: the pending store holds {} unfinished request(s) from an earlier run; call Gate::recover() after registering tools",
-                left.len()
-            );
-        }
+
         for t in self.tools {
             gate.register(t)?;
         }
@@ -576,6 +568,7 @@ impl Gate {
         let (tx, rx) = oneshot::channel();
         if !self.inner.requests_made.load(Ordering::Relaxed) {
             self.inner.requests_made.store(true, Ordering::Relaxed);
+            self.warn_if_unrecovered();
         }
         self.inner.store.insert(request.clone())?;
         lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
@@ -596,6 +589,20 @@ impl Gate {
             self.cancel(id, CancelReason::NoSubscribers);
         }
         Ok(Prepared::Wait(waiting))
+    }
+
+    /// The first request on a durable store whose earlier requests were never recovered.
+    fn warn_if_unrecovered(&self) {
+        if self.inner.store.is_durable()
+            && !self.inner.recovered.load(Ordering::SeqCst)
+            && let Ok(left) = self.inner.store.unfinished()
+            && !left.is_empty()
+        {
+            eprintln!(
+                "signoff: the pending store holds {} unfinished request(s) from an earlier run that were not recovered; call Gate::recover() after registering tools, before the first call",
+                left.len()
+            );
+        }
     }
 
     /// The deadline passed: time the request out, unless a response claimed it first.
