@@ -423,3 +423,109 @@ fn one_gate_per_database_until_it_is_closed() {
     drop(second);
     drop(clone);
 }
+
+/// A store that refuses to record one state: the gate must fail safe.
+struct Refusing {
+    inner: MemoryPendingStore,
+    refuse: RecordState,
+}
+
+impl PendingStore for Refusing {
+    fn insert(&self, r: Arc<ConfirmationRequest>) -> Result<()> {
+        self.inner.insert(r)
+    }
+    fn remove(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.inner.remove(id)
+    }
+    fn get(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.inner.get(id)
+    }
+    fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.inner.list()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn transition(&self, _: &uuid::Uuid, change: StateChange<'_>) -> Result<()> {
+        if change.state == self.refuse { Err(Error::Store("disk full".into())) } else { Ok(()) }
+    }
+}
+
+#[test]
+fn a_state_that_cannot_be_recorded_never_runs_the_tool() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for refuse in [RecordState::Approved, RecordState::Executing] {
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let r = runs.clone();
+        let gate = Gate::builder()
+            .store(Arc::new(Refusing { inner: MemoryPendingStore::new(), refuse }))
+            .deny_when_unobserved(false)
+            .tool(
+                Tool::builder("delete_file")
+                    .description("d")
+                    .executor(move |_| {
+                        r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        async { Ok(json!(1)) }
+                    })
+                    .build(),
+            )
+            .build()
+            .unwrap();
+        let result = rt.block_on(async {
+            let g = gate.clone();
+            let task = tokio::spawn(async move { g.execute(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
+            let req = loop {
+                if let Some(r) = gate.pending().pop() {
+                    break r;
+                }
+                tokio::task::yield_now().await;
+            };
+            let answer = gate.respond(ConfirmationResponse::approve(&req).with_responder("alice"));
+            if refuse == RecordState::Approved {
+                assert_eq!(answer.unwrap_err().kind(), ErrorKind::Store, "an approval that was not recorded does not count");
+            }
+            task.await.unwrap()
+        });
+        assert!(!result.status.ran(), "{refuse:?}: {result:?}");
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0, "{refuse:?}");
+    }
+}
+
+#[test]
+fn an_approval_handed_to_a_confirm_caller_is_released_not_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("signoff.db");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let open = || {
+        Gate::builder()
+            .store(SqliteStore::open(&db).unwrap())
+            .deny_when_unobserved(false)
+            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
+            .build()
+            .unwrap()
+    };
+    let id = rt.block_on(async {
+        let gate = open();
+        gate.recover().unwrap();
+        let g = gate.clone();
+        let task = tokio::spawn(async move { g.confirm(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
+        let req = loop {
+            if let Some(r) = gate.pending().pop() {
+                break r;
+            }
+            tokio::task::yield_now().await;
+        };
+        gate.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap();
+        assert!(task.await.unwrap().unwrap().is_approved());
+        let rec = gate.record(&req.id).unwrap();
+        assert_eq!((rec.state, rec.responder.as_deref()), (RecordState::Released, Some("alice")));
+        gate.close();
+        req.id
+    });
+    rt.block_on(async {
+        let gate = open();
+        let report = gate.recover().unwrap();
+        assert!(report.interrupted.is_empty(), "{report:?}");
+        assert_eq!(gate.record(&id).unwrap().state, RecordState::Released);
+    });
+}
