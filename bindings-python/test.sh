@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and tests the Python binding from a clean clone: needs only python3 (>= 3.9) and cargo.
 # Creates bindings-python/.venv, installs the package with pip (PEP 517, maturin), then runs
-# stubtest, mypy --strict, pytest (API, fail-safe paths, concurrency, shared vectors, under asyncio
-# and uvloop), the doc examples, the README quickstart and the example agent loop.
+# stubtest, mypy --strict, pytest (API, fail-safe paths, concurrency, shared vectors, remote
+# approval and the durable store across processes, under asyncio and uvloop), the doc examples, the
+# README quickstart and remote approval example, and the example agent loop.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,21 +46,25 @@ step "pytest"
 step "doc examples (doctests in the package)"
 "$vpy" -m pytest -q -p no:cacheprovider --doctest-modules --pyargs signoff
 
-step "README quickstart"
-quickstart="$(mktemp -t signoff-quickstart-XXXXXX.py)"
-trap 'rm -f "$quickstart"' EXIT
-for readme in "$here/README.md" "$root/README.md"; do
-  "$vpy" - "$readme" "$quickstart" <<'PYEOF'
+step "README quickstart and remote approval example"
+example="$(mktemp -t signoff-readme-XXXXXX.py)"
+trap 'rm -f "$example"' EXIT
+run_readme_block() {  # $1: README, $2: heading regex, $3: label
+  "$vpy" - "$1" "$2" "$example" <<'PYEOF'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
-m = re.search(r"##+ (?:Python q|Q)uickstart\n.*?```python\n(.*?)```", text, re.S)
-assert m, f"no Python quickstart block in {sys.argv[1]}"
-open(sys.argv[2], "w", encoding="utf-8").write(m.group(1))
+m = re.search(r"##+ " + sys.argv[2] + r"\n.*?```python\n(.*?)```", text, re.S)
+assert m, f"no Python block under {sys.argv[2]!r} in {sys.argv[1]}"
+open(sys.argv[3], "w", encoding="utf-8").write(m.group(1))
 PYEOF
-  echo "quickstart from $readme"
-  "$vpy" -m mypy --strict "$quickstart"
-  "$vpy" "$quickstart"
+  echo "$3 from $1"
+  "$vpy" -m mypy --strict "$example"
+  "$vpy" "$example"
+}
+for readme in "$here/README.md" "$root/README.md"; do
+  run_readme_block "$readme" "(?:Python q|Q)uickstart" "quickstart"
 done
+run_readme_block "$here/README.md" "Remote approval and durable store" "remote approval example"
 "$vpy" tests/typecheck/usage.py
 
 step "example: agent loop"

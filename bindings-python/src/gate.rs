@@ -1,11 +1,15 @@
-//! The gate (core `gate` module): `Gate`, `Decision`, and tool calls from Python arguments.
+//! The gate (core `gate` module, with its `tokens` and `recovery` parts): `Gate`, `Decision`,
+//! `Recovery`, and tool calls from Python arguments.
 
+use crate::audit;
 use crate::bridge;
 use crate::convert::{self, to_py};
 use crate::errors::{self, IntoPyResult};
 use crate::events::{self, EventStream, RequestRef};
 use crate::executor::{self, ToolResult};
 use crate::handler::{self, HandlerRegistration};
+use crate::store::{self, Approvers, StoredRecord};
+use crate::token::{TokenClaims, TokenKeys};
 use crate::tools;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -181,6 +185,102 @@ fn results_to_py(py: Python<'_>, v: Vec<signoff::ToolResult>) -> PyResult<Py<PyA
     Ok(PyList::new(py, items?)?.into_any().unbind())
 }
 
+/// A request id from a `ConfirmationRequest`, `PendingRequest` or id string.
+fn request_id(obj: &Bound<'_, PyAny>) -> PyResult<uuid::Uuid> {
+    Ok(match events::request_ref(obj)? {
+        RequestRef::Request(r) => r.id,
+        RequestRef::Id(id) => id,
+    })
+}
+
+/// What `Gate.recover()` found and did.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct Recovery {
+    pub inner: signoff::Recovery,
+}
+
+#[pymethods]
+impl Recovery {
+    /// Still pending: waiting again until their original deadlines. Approving one runs its
+    /// tool's executor once, in the gate; the result is stored (`Gate.record`).
+    #[getter]
+    fn restored<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        events::requests_to_py(py, self.inner.restored.clone())
+    }
+    /// Their deadline passed while the process was down: resolved as timed out.
+    #[getter]
+    fn timed_out<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        events::requests_to_py(py, self.inner.timed_out.clone())
+    }
+    /// Approved or executing when the process stopped: now `interrupted`, never run again (the
+    /// records as they were found).
+    #[getter]
+    fn interrupted<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: PyResult<Vec<Py<StoredRecord>>> = self
+            .inner
+            .interrupted
+            .iter()
+            .map(|r| Py::new(py, StoredRecord { inner: r.clone() }))
+            .collect();
+        PyList::new(py, items?)
+    }
+    /// Pending but not restorable (cancelled, never run): `NotRestored(request, reason)` items.
+    #[getter]
+    fn not_restored<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: PyResult<Vec<Py<NotRestored>>> = self
+            .inner
+            .not_restored
+            .iter()
+            .map(|n| Py::new(py, NotRestored { inner: n.clone() }))
+            .collect();
+        PyList::new(py, items?)
+    }
+    /// As a dict (the core's JSON form).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &serde_json::to_value(&self.inner).unwrap_or_default())
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Recovery(restored={}, timed_out={}, interrupted={}, not_restored={})",
+            self.inner.restored.len(),
+            self.inner.timed_out.len(),
+            self.inner.interrupted.len(),
+            self.inner.not_restored.len()
+        )
+    }
+}
+
+/// A stored pending request `Gate.recover()` cancelled instead of restoring, and why.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct NotRestored {
+    pub inner: signoff::NotRestored,
+}
+
+#[pymethods]
+impl NotRestored {
+    /// The request.
+    #[getter]
+    fn request(&self, py: Python<'_>) -> PyResult<Py<events::ConfirmationRequest>> {
+        Py::new(
+            py,
+            events::ConfirmationRequest {
+                inner: self.inner.request.clone(),
+            },
+        )
+    }
+    /// Why it was not restored (tool missing or without executor, arguments no longer valid).
+    #[getter]
+    fn reason(&self) -> &str {
+        &self.inner.reason
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "NotRestored(id={}, reason={:?})",
+            self.inner.request.id, self.inner.reason
+        )
+    }
+}
+
 /// The approval gate (native layer; use `signoff.Gate`).
 #[pyclass(module = "signoff._native", name = "Gate", frozen)]
 pub struct PyGate {
@@ -213,8 +313,10 @@ impl PyGate {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, default_timeout_ms=None, keywords=None, deny_when_unobserved=true, audit_path=None,
                         dangerously_disable_gating=false, bus_capacity=None, remember_resolved=None,
-                        allowed_responders=None))]
+                        allowed_responders=None, store_path=None, synchronous_full=false, token_keys=None,
+                        token_ttl_ms=None, approvers=None, audit_rotate_bytes=None))]
     fn new(
+        py: Python<'_>,
         default_timeout_ms: Option<u64>,
         keywords: Option<Vec<String>>,
         deny_when_unobserved: bool,
@@ -223,7 +325,33 @@ impl PyGate {
         bus_capacity: Option<usize>,
         remember_resolved: Option<usize>,
         allowed_responders: Option<Vec<String>>,
+        store_path: Option<PathBuf>,
+        synchronous_full: bool,
+        token_keys: Option<PyRef<'_, TokenKeys>>,
+        token_ttl_ms: Option<u64>,
+        approvers: Option<PyRef<'_, Approvers>>,
+        audit_rotate_bytes: Option<u64>,
     ) -> PyResult<Self> {
+        if synchronous_full && store_path.is_none() {
+            return Err(store::config_err(
+                "synchronous_full applies to a durable store: pass store_path",
+            ));
+        }
+        if audit_rotate_bytes.is_some() && audit_path.is_none() {
+            return Err(store::config_err(
+                "audit_rotate_bytes applies to an audit log: pass audit_path",
+            ));
+        }
+        if token_ttl_ms.is_some() && token_keys.is_none() {
+            return Err(store::config_err(
+                "token_ttl applies to approval tokens: pass token_keys",
+            ));
+        }
+        if approvers.is_some() && allowed_responders.is_some() {
+            return Err(store::config_err(
+                "pass either approvers or allowed_responders (both decide who may answer)",
+            ));
+        }
         let mut b = Gate::builder()
             .deny_when_unobserved(deny_when_unobserved)
             .dangerously_disable_gating(dangerously_disable_gating);
@@ -234,10 +362,19 @@ impl PyGate {
             b = b.keywords(k);
         }
         if let Some(p) = audit_path {
-            let sink = signoff::JsonlAuditSink::open(&p).map_err(|e| {
-                pyo3::exceptions::PyOSError::new_err(format!("cannot open the audit log {}: {e}", p.display()))
-            })?;
-            b = b.audit(sink);
+            b = b.audit(audit::open_sink(&p, audit_rotate_bytes)?);
+        }
+        if let Some(p) = store_path {
+            b = b.store(py.detach(|| store::open_sqlite(&p, synchronous_full))?);
+        }
+        if let Some(k) = token_keys {
+            b = b.tokens(k.inner.clone());
+        }
+        if let Some(ms) = token_ttl_ms {
+            b = b.token_ttl(Duration::from_millis(ms));
+        }
+        if let Some(a) = approvers {
+            b = b.authenticator(Arc::new(a.inner.clone()));
         }
         if let Some(n) = bus_capacity {
             b = b.bus_capacity(n);
@@ -249,7 +386,7 @@ impl PyGate {
             b = b.authenticator(Arc::new(signoff::AllowedResponders(who)));
         }
         Ok(PyGate {
-            gate: b.build().py_err()?,
+            gate: py.detach(|| b.build()).py_err()?,
             handlers: Mutex::new(Vec::new()),
         })
     }
@@ -389,15 +526,15 @@ impl PyGate {
     /// Answers a pending request with a response dict (the core `ConfirmationResponse` JSON form).
     /// Returns the outcome (`"approved"` / `"denied"`); raises a `SignoffError` subclass when the
     /// response is rejected (the request is then unchanged).
-    fn respond(&self, response: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    fn respond(&self, py: Python<'_>, response: &Bound<'_, PyAny>) -> PyResult<&'static str> {
         let v = convert::json_arg(response, "response")?;
         let r = ConfirmationResponse::from_json(v).py_err()?;
-        Ok(self.gate.respond(r).py_err()?.as_str())
+        Ok(py.detach(|| self.gate.respond(r)).py_err()?.as_str())
     }
 
     /// Answers with a JSON text response (e.g. from a remote UI).
-    fn respond_json(&self, json: &str) -> PyResult<&'static str> {
-        Ok(self.gate.respond_json(json).py_err()?.as_str())
+    fn respond_json(&self, py: Python<'_>, json: &str) -> PyResult<&'static str> {
+        Ok(py.detach(|| self.gate.respond_json(json)).py_err()?.as_str())
     }
 
     /// Approves `request` (a `ConfirmationRequest`, `PendingRequest` or id). With a request
@@ -405,6 +542,7 @@ impl PyGate {
     #[pyo3(signature = (request, arguments=None, scope="once", responder=None))]
     fn approve(
         &self,
+        py: Python<'_>,
         request: &Bound<'_, PyAny>,
         arguments: Option<&Bound<'_, PyAny>>,
         scope: &str,
@@ -415,7 +553,8 @@ impl PyGate {
             Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
             _ => None,
         };
-        let outcome = match events::request_ref(request)? {
+        let target = events::request_ref(request)?;
+        let outcome = py.detach(|| match target {
             RequestRef::Request(req) => {
                 PendingRequest::new(self.gate.clone(), req).approve_with(args, scope, responder)
             }
@@ -425,7 +564,7 @@ impl PyGate {
                 r.responder = responder;
                 self.gate.respond(r)
             }
-        };
+        });
         Ok(outcome.py_err()?.as_str())
     }
 
@@ -434,11 +573,13 @@ impl PyGate {
     #[pyo3(signature = (request, reason=None, responder=None))]
     fn deny(
         &self,
+        py: Python<'_>,
         request: &Bound<'_, PyAny>,
         reason: Option<String>,
         responder: Option<String>,
     ) -> PyResult<&'static str> {
-        let outcome = match events::request_ref(request)? {
+        let target = events::request_ref(request)?;
+        let outcome = py.detach(|| match target {
             RequestRef::Request(req) => PendingRequest::new(self.gate.clone(), req).deny(reason, responder),
             RequestRef::Id(id) => {
                 let mut r = ConfirmationResponse::by_id(id, signoff::ResponseDecision::Deny);
@@ -446,7 +587,7 @@ impl PyGate {
                 r.responder = responder;
                 self.gate.respond(r)
             }
-        };
+        });
         Ok(outcome.py_err()?.as_str())
     }
 
@@ -472,10 +613,7 @@ impl PyGate {
 
     /// Cancels one pending request (reason `aborted`); returns whether it was pending.
     fn cancel_request(&self, request_id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let id = match events::request_ref(request_id)? {
-            RequestRef::Request(r) => r.id,
-            RequestRef::Id(id) => id,
-        };
+        let id = self::request_id(request_id)?;
         Ok(self.gate.cancel_request(&id))
     }
 
@@ -492,6 +630,70 @@ impl PyGate {
     /// The tools granted for a session, sorted.
     fn grants(&self, session_id: &str) -> Vec<String> {
         self.gate.grants(session_id)
+    }
+
+    // ---- remote approval (core `gate::tokens`) ------------------------------------------------
+
+    /// Issues a signed approval token for a pending request, for `approver` only.
+    fn issue_token(&self, py: Python<'_>, request: &Bound<'_, PyAny>, approver: &str) -> PyResult<String> {
+        let id = request_id(request)?;
+        py.detach(|| self.gate.issue_token(&id, approver)).py_err()
+    }
+
+    /// Verifies a token's key and signature and returns its claims.
+    fn inspect_token(&self, py: Python<'_>, token: &str) -> PyResult<TokenClaims> {
+        let inner = py.detach(|| self.gate.inspect_token(token)).py_err()?;
+        Ok(TokenClaims { inner })
+    }
+
+    /// Answers the token's request, presented by `approver`.
+    #[pyo3(signature = (token, decision, approver, arguments=None, scope="once", reason=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn respond_token(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        decision: &str,
+        approver: String,
+        arguments: Option<&Bound<'_, PyAny>>,
+        scope: &str,
+        reason: Option<String>,
+    ) -> PyResult<&'static str> {
+        let response = signoff::TokenResponse {
+            approver,
+            decision: convert::parse_enum::<signoff::ResponseDecision>(decision, "decision")?,
+            arguments: match arguments {
+                Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
+                _ => None,
+            },
+            scope: convert::parse_enum::<signoff::Scope>(scope, "scope")?,
+            reason,
+        };
+        Ok(py
+            .detach(|| self.gate.respond_token(token, response))
+            .py_err()?
+            .as_str())
+    }
+
+    // ---- durable store (core `gate::recovery`, `store`) ---------------------------------------
+
+    /// A request's stored record in any state, or `None`.
+    fn record(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Option<StoredRecord>> {
+        let id = request_id(request)?;
+        Ok(py.detach(|| self.gate.record(&id)).map(|inner| StoredRecord { inner }))
+    }
+
+    /// Picks up what an earlier process left in the durable store. Once, after registering
+    /// tools, before the first call.
+    fn recover(&self, py: Python<'_>) -> PyResult<Recovery> {
+        let inner = py
+            .detach(|| {
+                // Restored requests wait (and run their tools) in tasks on the binding's runtime.
+                let _rt = bridge::runtime().enter();
+                self.gate.recover()
+            })
+            .py_err()?;
+        Ok(Recovery { inner })
     }
 
     /// Subscribes to the event bus now.
@@ -573,6 +775,8 @@ fn default_keywords() -> Vec<&'static str> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGate>()?;
     m.add_class::<Decision>()?;
+    m.add_class::<Recovery>()?;
+    m.add_class::<NotRestored>()?;
     m.add("DEFAULT_SESSION", signoff::DEFAULT_SESSION)?;
     m.add("HANDLER_RESPONDER", signoff::HANDLER_RESPONDER)?;
     m.add_function(wrap_pyfunction!(default_keywords, m)?)?;

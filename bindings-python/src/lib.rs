@@ -4,7 +4,10 @@
 //!
 //! | file | core module |
 //! |---|---|
-//! | `gate.rs` | `gate` (Gate, Decision, ToolCall) |
+//! | `gate.rs` | `gate` with `gate::tokens`, `gate::recovery` (Gate, Decision, ToolCall, Recovery) |
+//! | `token.rs` | `token` (Secret, TokenKeys, TokenClaims) |
+//! | `store.rs` | `store` + `sqlite` (SqliteStore, Approvers, StoredRecord) |
+//! | `audit.rs` | `audit` (JsonlAuditSink with rotation, verify_chain) |
 //! | `events.rs` | `event` (events, Subscription, Lagged) |
 //! | `handler.rs` | `handler` (on_request, PendingRequest) |
 //! | `executor.rs` | `executor` + `tool::Executor` (Python executors, ToolResult) |
@@ -15,6 +18,7 @@
 
 use pyo3::prelude::*;
 
+mod audit;
 mod bridge;
 mod convert;
 mod errors;
@@ -22,6 +26,8 @@ mod events;
 mod executor;
 mod gate;
 mod handler;
+mod store;
+mod token;
 mod tools;
 
 #[pymodule]
@@ -33,6 +39,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     handler::register(m)?;
     executor::register(m)?;
     tools::register(m)?;
+    token::register(m)?;
+    store::register(m)?;
+    audit::register(m)?;
     bridge::register(m)?;
     Ok(())
 }

@@ -14,7 +14,7 @@ from helpers import PATH_SCHEMA, Recorder, gate_with_tools, spec_by_name
 
 
 def test_every_core_error_kind_has_its_class() -> None:
-    assert len(signoff.ERROR_KINDS) == 13
+    assert len(signoff.ERROR_KINDS) == 20
     assert set(signoff.ERROR_CLASSES) == set(signoff.ERROR_KINDS)
     for kind in signoff.ERROR_KINDS:
         cls = signoff.error_class(kind)

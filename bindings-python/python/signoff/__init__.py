@@ -27,6 +27,9 @@ Quickstart::
 
     asyncio.run(main())
 
+Remote approval with signed tokens, a durable SQLite store that survives restarts, and a
+hash-chained audit log: see :mod:`signoff.tokens`, :mod:`signoff.store` and :mod:`signoff.audit`.
+
 This package is a thin layer over the Rust core (``signoff._native``); the core's semantics are
 the contract.
 """
@@ -42,11 +45,15 @@ from ._native import (
     __version__,
     default_keywords,
 )
+from .audit import ChainProblem, ChainProblemKind, ChainReport, verify_audit_chain
 from .errors import (
     ERROR_CLASSES,
     ERROR_KINDS,
     AlreadyResolvedError,
+    AlreadyUsedError,
+    BadSignatureError,
     ClosedError,
+    ConfigError,
     EditsNotAllowedError,
     ErrorKind,
     ExpiredError,
@@ -55,11 +62,15 @@ from .errors import (
     MalformedError,
     MismatchError,
     NoExecutorError,
+    NotPendingError,
     SignoffError,
     StoreError,
+    TokenExpiredError,
     UnauthorizedError,
+    UnknownKeyError,
     UnknownRequestError,
     UnknownToolError,
+    WrongApproverError,
     error_class,
 )
 from .events import (
@@ -75,6 +86,8 @@ from .events import (
     parse_event,
 )
 from .gate import Executor, Gate, Handler, Outcome
+from .store import Approvers, NotRestored, RecordState, Recovery, StoredRecord
+from .tokens import Secret, TokenClaims, TokenKeys
 from .tools import (
     ApprovalMode,
     Scope,
@@ -95,8 +108,15 @@ __all__ = [
     "ERROR_KINDS",
     "HANDLER_RESPONDER",
     "AlreadyResolvedError",
+    "AlreadyUsedError",
     "ApprovalMode",
+    "Approvers",
+    "BadSignatureError",
+    "ChainProblem",
+    "ChainProblemKind",
+    "ChainReport",
     "ClosedError",
+    "ConfigError",
     "ConfirmationRequest",
     "ConfirmationResolved",
     "ConfirmationResponse",
@@ -117,17 +137,28 @@ __all__ = [
     "MalformedError",
     "MismatchError",
     "NoExecutorError",
+    "NotPendingError",
+    "NotRestored",
     "Outcome",
     "PendingRequest",
+    "RecordState",
+    "Recovery",
     "Scope",
+    "Secret",
     "SignoffError",
     "StoreError",
+    "StoredRecord",
     "StreamItem",
+    "TokenClaims",
+    "TokenExpiredError",
+    "TokenKeys",
     "ToolCall",
     "ToolResult",
     "UnauthorizedError",
+    "UnknownKeyError",
     "UnknownRequestError",
     "UnknownToolError",
+    "WrongApproverError",
     "__version__",
     "contains",
     "default_keywords",
@@ -140,4 +171,5 @@ __all__ = [
     "parse_event",
     "path_outside",
     "tool_spec",
+    "verify_audit_chain",
 ]

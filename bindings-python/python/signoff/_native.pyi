@@ -1,6 +1,7 @@
 # Type stubs for the native module. Checked against the built module in CI with
 # `python -m mypy.stubtest signoff._native` (bindings-python/test.sh).
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, Literal, Optional, Union, final
 
@@ -8,7 +9,13 @@ from typing_extensions import Self
 
 __all__ = [
     "AlreadyResolvedError",
+    "AlreadyUsedError",
+    "Approvers",
+    "BadSignatureError",
+    "ChainProblem",
+    "ChainReport",
     "ClosedError",
+    "ConfigError",
     "ConfirmationRequest",
     "ConfirmationResolved",
     "ConfirmationResponse",
@@ -28,17 +35,28 @@ __all__ = [
     "MalformedError",
     "MismatchError",
     "NoExecutorError",
+    "NotPendingError",
+    "NotRestored",
     "PendingRequest",
+    "Recovery",
+    "Secret",
     "SignoffError",
     "StoreError",
+    "StoredRecord",
+    "TokenClaims",
+    "TokenExpiredError",
+    "TokenKeys",
     "ToolResult",
     "UnauthorizedError",
+    "UnknownKeyError",
     "UnknownRequestError",
     "UnknownToolError",
+    "WrongApproverError",
     "__version__",
     "default_keywords",
     "normalize_tool_spec",
     "parse_event_json",
+    "verify_audit_chain",
 ]
 
 __version__: str
@@ -47,10 +65,18 @@ HANDLER_RESPONDER: str
 ERROR_KINDS: tuple[str, ...]
 
 _Outcome = Literal["approved", "denied"]
+_RecordState = Literal[
+    "pending", "approved", "executing", "done", "released", "denied", "timed-out", "cancelled", "interrupted"
+]
 _JSONInput = Union[str, bytes, Mapping[str, Any]]
 
 def default_keywords() -> list[str]: ...
 def normalize_tool_spec(spec: _JSONInput) -> dict[str, Any]: ...
+def verify_audit_chain(path: Union[str, os.PathLike[str]]) -> ChainReport:
+    """Verifies a hash-chained audit log (its rotated files ``<path>.1``, ``<path>.2``, ...
+    then ``path``, as one chain) and reports the first edited, missing, reordered or malformed
+    record. ``FileNotFoundError`` when there is no log; other ``OSError``s when unreadable."""
+
 def parse_event_json(
     data: _JSONInput,
 ) -> Union[ConfirmationRequest, ConfirmationResponse, ConfirmationTimeout, ConfirmationResolved]: ...
@@ -73,6 +99,13 @@ class UnauthorizedError(SignoffError): ...
 class ClosedError(SignoffError): ...
 class StoreError(SignoffError): ...
 class NoExecutorError(SignoffError): ...
+class BadSignatureError(SignoffError): ...
+class UnknownKeyError(SignoffError): ...
+class TokenExpiredError(SignoffError): ...
+class WrongApproverError(SignoffError): ...
+class AlreadyUsedError(SignoffError): ...
+class NotPendingError(SignoffError): ...
+class ConfigError(SignoffError): ...
 
 # ---- events ----------------------------------------------------------------------------------
 
@@ -354,6 +387,212 @@ class ToolResult:
     def from_json(data: _JSONInput) -> ToolResult: ...
     def __eq__(self, value: object, /) -> bool: ...
 
+# ---- tokens, store, audit --------------------------------------------------------------------
+
+@final
+class Secret:
+    """A token signing key (at least 32 bytes). ``repr()`` shows its length only."""
+
+    def __new__(cls, key: bytes) -> Secret:
+        """Wraps raw key bytes (``ConfigError`` when shorter than 32)."""
+    @staticmethod
+    def from_base64(text: str) -> Secret:
+        """Decodes base64 key material (standard or URL-safe, padded or not)."""
+    @staticmethod
+    def generate() -> Secret:
+        """32 random bytes from the operating system (tests and development)."""
+    def to_base64(self) -> str:
+        """The base64 form, to store in configuration (this reveals the key)."""
+
+@final
+class TokenKeys:
+    """The keys approval tokens are signed and verified with: the current key signs, older keys
+    still verify. Immutable; ``repr()`` shows the key ids only."""
+
+    def __new__(cls, key_id: str, secret: Secret) -> TokenKeys:
+        """One key, which signs and verifies (ids: 1-64 characters of ``[A-Za-z0-9_-]``)."""
+    def rotate(self, key_id: str, secret: Secret) -> TokenKeys:
+        """A new key set where ``key_id`` is the current key; the previous keys keep verifying."""
+    def with_verify_only(self, key_id: str, secret: Secret) -> TokenKeys:
+        """A new key set with a key that verifies but does not sign (a retired key)."""
+    @staticmethod
+    def parse(text: str) -> TokenKeys:
+        """Parses ``key_id:base64secret`` entries (comma- or newline-separated, current first)."""
+    @staticmethod
+    def from_env(var: str) -> TokenKeys:
+        """Reads :meth:`parse`'s format from an environment variable."""
+    @staticmethod
+    def from_file(path: Union[str, os.PathLike[str]]) -> TokenKeys:
+        """Reads :meth:`parse`'s format from a file (e.g. a mounted secret)."""
+    @property
+    def current_key_id(self) -> str:
+        """The id of the key new tokens are signed with."""
+    @property
+    def key_ids(self) -> list[str]:
+        """Every key id, current first."""
+
+@final
+class TokenClaims:
+    """What a verified approval token says."""
+
+    @property
+    def request_id(self) -> str:
+        """The request the token answers."""
+    @property
+    def tool(self) -> str:
+        """The request's tool."""
+    @property
+    def arguments_digest(self) -> str:
+        """``sha256:<hex>`` of the request's arguments."""
+    @property
+    def session_id(self) -> str:
+        """The request's session."""
+    @property
+    def approver(self) -> str:
+        """The only approver who may present the token."""
+    @property
+    def issued_at_ms(self) -> int:
+        """When it was issued (epoch ms)."""
+    @property
+    def expires_at_ms(self) -> int:
+        """When it stops being accepted (epoch ms)."""
+    @property
+    def key_id(self) -> str:
+        """The id of the key that signed it."""
+    def to_dict(self) -> dict[str, Any]:
+        """As a dict."""
+    def to_json(self, *, indent: Optional[int] = None) -> str:
+        """As JSON text."""
+    def __eq__(self, value: object, /) -> bool: ...
+
+@final
+class Approvers:
+    """Who may approve which tools. Immutable: each method returns a new ``Approvers``.
+    Approvals must name their approver; denials are accepted from anyone."""
+
+    def __new__(cls) -> Approvers:
+        """No rules yet: any named approver may approve until a rule or check is added."""
+    def allow(self, tool: str, approvers: Sequence[str]) -> Approvers:
+        """``approvers`` may approve calls to ``tool``."""
+    def allow_all_tools(self, approvers: Sequence[str]) -> Approvers:
+        """``approvers`` may approve calls to any tool."""
+    def forbid_self_approval(self, forbid: bool = True) -> Approvers:
+        """Refuse an approval whose approver is the request's own session id."""
+    def check(self, check: Callable[[ConfirmationRequest, str], Union[bool, str]]) -> Approvers:
+        """A callback ``check(request, approver)`` that must also agree: ``True`` allows, a
+        string is a refusal reason, anything else (or raising) refuses. It runs on the thread
+        that answers; never from a tool executor (refused there)."""
+
+@final
+class StoredRecord:
+    """A request as the durable store keeps it."""
+
+    @property
+    def request(self) -> ConfirmationRequest:
+        """The request as it was published."""
+    @property
+    def id(self) -> str:
+        """The request id."""
+    @property
+    def state(self) -> _RecordState:
+        """Where the request is now."""
+    @property
+    def is_final(self) -> bool:
+        """True when no further change will happen."""
+    @property
+    def arguments(self) -> Any:
+        """The arguments approved to run, once approved (else ``None``)."""
+    @property
+    def responder(self) -> Optional[str]:
+        """Who answered."""
+    @property
+    def token(self) -> Optional[str]:
+        """The fingerprint of the approval token that answered (never the token)."""
+    @property
+    def result(self) -> Any:
+        """``done``: the tool's result (the ``ToolResult`` JSON form); ``interrupted``,
+        ``cancelled``: a note; else ``None``."""
+    @property
+    def updated_at_ms(self) -> int:
+        """When the state last changed (epoch ms)."""
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON form, as a dict."""
+    def to_json(self, *, indent: Optional[int] = None) -> str:
+        """The stable JSON form, as text."""
+    def __eq__(self, value: object, /) -> bool: ...
+
+@final
+class NotRestored:
+    """A stored pending request ``Gate.recover()`` cancelled instead of restoring."""
+
+    @property
+    def request(self) -> ConfirmationRequest:
+        """The request."""
+    @property
+    def reason(self) -> str:
+        """Why (tool missing or without executor, arguments no longer valid)."""
+
+@final
+class Recovery:
+    """What ``Gate.recover()`` found and did."""
+
+    @property
+    def restored(self) -> list[ConfirmationRequest]:
+        """Waiting again until their original deadlines; approving one runs its tool once."""
+    @property
+    def timed_out(self) -> list[ConfirmationRequest]:
+        """Their deadline passed while the process was down."""
+    @property
+    def interrupted(self) -> list[StoredRecord]:
+        """Approved or executing when the process stopped: never run again."""
+    @property
+    def not_restored(self) -> list[NotRestored]:
+        """Pending but not restorable: cancelled, never run."""
+    def to_dict(self) -> dict[str, Any]:
+        """As a dict (the core's JSON form)."""
+
+@final
+class ChainProblem:
+    """The first problem ``verify_audit_chain`` found."""
+
+    @property
+    def kind(self) -> Literal["edited", "missing", "reordered", "malformed"]:
+        """What is wrong."""
+    @property
+    def file(self) -> str:
+        """The file the record is in."""
+    @property
+    def line(self) -> int:
+        """1-based line number in ``file``."""
+    @property
+    def seq(self) -> Optional[int]:
+        """The record's ``seq``, when readable."""
+    @property
+    def message(self) -> str:
+        """In words."""
+
+@final
+class ChainReport:
+    """What ``verify_audit_chain`` checked and found."""
+
+    @property
+    def files(self) -> list[str]:
+        """The files checked, oldest first."""
+    @property
+    def records(self) -> int:
+        """Records checked (up to the first problem)."""
+    @property
+    def head(self) -> str:
+        """The last good record's hash."""
+    @property
+    def problem(self) -> Optional[ChainProblem]:
+        """The first problem, or ``None``."""
+    @property
+    def intact(self) -> bool:
+        """True when no problem was found."""
+    def to_dict(self) -> dict[str, Any]:
+        """As a dict."""
+
 # ---- the gate --------------------------------------------------------------------------------
 
 _RequestLike = Union[ConfirmationRequest, PendingRequest, str]
@@ -371,6 +610,12 @@ class Gate:
         bus_capacity: Optional[int] = None,
         remember_resolved: Optional[int] = None,
         allowed_responders: Optional[Sequence[str]] = None,
+        store_path: Optional[str] = None,
+        synchronous_full: bool = False,
+        token_keys: Optional[TokenKeys] = None,
+        token_ttl_ms: Optional[int] = None,
+        approvers: Optional[Approvers] = None,
+        audit_rotate_bytes: Optional[int] = None,
     ) -> Gate: ...
     def register(
         self, spec: _JSONInput, executor: Optional[Callable[[Any], Any]] = None, executor_is_async: Optional[bool] = None
@@ -422,6 +667,24 @@ class Gate:
         responder: Optional[str] = None,
     ) -> _Outcome: ...
     def deny(self, request: _RequestLike, reason: Optional[str] = None, responder: Optional[str] = None) -> _Outcome: ...
+    def issue_token(self, request: _RequestLike, approver: str) -> str:
+        """Issues a signed approval token for a pending request, for ``approver`` only."""
+    def inspect_token(self, token: str) -> TokenClaims:
+        """Verifies a token's key and signature and returns its claims."""
+    def respond_token(
+        self,
+        token: str,
+        decision: Literal["approve", "deny"],
+        approver: str,
+        arguments: Any = None,
+        scope: Literal["once", "session"] = "once",
+        reason: Optional[str] = None,
+    ) -> _Outcome:
+        """Answers the token's request, presented by ``approver``."""
+    def record(self, request: _RequestLike) -> Optional[StoredRecord]:
+        """A request's stored record in any state, or ``None``."""
+    def recover(self) -> Recovery:
+        """Picks up what an earlier process left in the durable store."""
     def pending(self) -> list[ConfirmationRequest]: ...
     def pending_request(self, request_id: str) -> Optional[ConfirmationRequest]: ...
     @property

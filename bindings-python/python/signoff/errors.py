@@ -14,7 +14,10 @@ from typing import Dict, Literal, Type
 from ._native import (
     ERROR_KINDS,
     AlreadyResolvedError,
+    AlreadyUsedError,
+    BadSignatureError,
     ClosedError,
+    ConfigError,
     EditsNotAllowedError,
     ExpiredError,
     InvalidArgumentsError,
@@ -22,11 +25,15 @@ from ._native import (
     MalformedError,
     MismatchError,
     NoExecutorError,
+    NotPendingError,
     SignoffError,
     StoreError,
+    TokenExpiredError,
     UnauthorizedError,
+    UnknownKeyError,
     UnknownRequestError,
     UnknownToolError,
+    WrongApproverError,
 )
 from . import _native
 
@@ -45,6 +52,13 @@ ErrorKind = Literal[
     "closed",
     "store",
     "no_executor",
+    "bad_signature",
+    "unknown_key",
+    "token_expired",
+    "wrong_approver",
+    "already_used",
+    "not_pending",
+    "config",
 ]
 
 
@@ -65,7 +79,10 @@ __all__ = [
     "ERROR_CLASSES",
     "ERROR_KINDS",
     "AlreadyResolvedError",
+    "AlreadyUsedError",
+    "BadSignatureError",
     "ClosedError",
+    "ConfigError",
     "EditsNotAllowedError",
     "ErrorKind",
     "ExpiredError",
@@ -74,10 +91,14 @@ __all__ = [
     "MalformedError",
     "MismatchError",
     "NoExecutorError",
+    "NotPendingError",
     "SignoffError",
     "StoreError",
+    "TokenExpiredError",
     "UnauthorizedError",
+    "UnknownKeyError",
     "UnknownRequestError",
     "UnknownToolError",
+    "WrongApproverError",
     "error_class",
 ]

@@ -28,11 +28,16 @@ from typing import (
 
 from . import _native
 from ._native import (
+    Approvers,
     ConfirmationRequest,
     Decision,
     EventStream,
     HandlerRegistration,
     PendingRequest,
+    Recovery,
+    StoredRecord,
+    TokenClaims,
+    TokenKeys,
     ToolResult,
 )
 from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
@@ -106,6 +111,26 @@ class Gate:
         bus_capacity: events buffered per subscriber before it is told it lagged (4096).
         allowed_responders: only responses whose ``responder`` is in this list are accepted
             (others raise :class:`UnauthorizedError`). Any responder by default.
+        store_path: keep pending requests and their states in this SQLite file, so they
+            survive a restart (see :mod:`signoff.store`); call :meth:`recover` once after
+            registering tools. In memory by default.
+        synchronous_full: with ``store_path``: every commit also waits for the disk, so state
+            survives a power loss too (slower). By default state survives any crash of the
+            process.
+        token_keys: the :class:`~signoff.TokenKeys` approval tokens are signed and verified with
+            (:meth:`issue_token`, :meth:`respond_token`).
+        token_ttl: seconds (or a ``timedelta``) an issued token is valid; by default until its
+            request's deadline, never beyond it.
+        approvers: an :class:`~signoff.Approvers` deciding who may approve which tools
+            (instead of ``allowed_responders``); a refused approval raises
+            :class:`UnauthorizedError`.
+        audit_rotate_bytes: with ``audit_path``: rotate the audit log when it reaches this size
+            (``<path>.1``, ``<path>.2``, ...; one hash chain across them, see
+            :func:`signoff.verify_audit_chain`).
+
+    Options that need another one (``synchronous_full``, ``token_ttl``, ``audit_rotate_bytes``)
+    raise :class:`ConfigError` without it, as does passing both ``approvers`` and
+    ``allowed_responders``.
 
     A gate is closed by :meth:`close`, by leaving a ``with`` / ``async with`` block, or when it
     is garbage-collected; closing cancels every pending request.
@@ -123,6 +148,12 @@ class Gate:
         dangerously_disable_gating: bool = False,
         bus_capacity: Optional[int] = None,
         allowed_responders: Optional[Iterable[str]] = None,
+        store_path: Union[str, "os.PathLike[str]", None] = None,
+        synchronous_full: bool = False,
+        token_keys: Optional[TokenKeys] = None,
+        token_ttl: Optional[Seconds] = None,
+        approvers: Optional[Approvers] = None,
+        audit_rotate_bytes: Optional[int] = None,
     ) -> None:
         self._native = _native.Gate(
             default_timeout_ms=to_ms(default_timeout, "default_timeout"),
@@ -132,6 +163,12 @@ class Gate:
             dangerously_disable_gating=dangerously_disable_gating,
             bus_capacity=bus_capacity,
             allowed_responders=None if allowed_responders is None else [str(r) for r in allowed_responders],
+            store_path=None if store_path is None else os.fspath(store_path),
+            synchronous_full=synchronous_full,
+            token_keys=token_keys,
+            token_ttl_ms=None if token_ttl is None else to_ms(token_ttl, "token_ttl"),
+            approvers=approvers,
+            audit_rotate_bytes=audit_rotate_bytes,
         )
 
     # ---- tools -------------------------------------------------------------------------------
@@ -429,6 +466,78 @@ class Gate:
         """Answers with a response in JSON text (e.g. from a remote UI). Malformed text raises
         :class:`MalformedError`."""
         return self._native.respond_json(text)
+
+    # ---- remote approval ---------------------------------------------------------------------
+
+    def issue_token(self, request: RequestLike, approver: str) -> str:
+        """Issues a signed approval token for a pending request, for ``approver`` only: the
+        link a remote UI answers with through :meth:`respond_token`. It names the request and
+        binds its tool, argument digest and session; it expires at the request's deadline (or
+        sooner with ``token_ttl``). Treat it as a credential: the gate never logs it.
+
+        Raises:
+            ConfigError: the gate has no ``token_keys``.
+            NotPendingError: the request is not pending.
+            MalformedError: an empty approver.
+        """
+        return self._native.issue_token(request, approver)
+
+    def inspect_token(self, token: str) -> TokenClaims:
+        """Verifies a token's key and signature and returns what it claims (which request, for
+        whom, until when), e.g. to show the request a link is for. Expiry, approver and the
+        request's state are checked by :meth:`respond_token`.
+
+        Raises ``MalformedError``, ``UnknownKeyError``, ``BadSignatureError``, ``ConfigError``.
+        """
+        return self._native.inspect_token(token)
+
+    def respond_token(
+        self,
+        token: str,
+        decision: Literal["approve", "deny"],
+        *,
+        approver: str,
+        arguments: JSON = None,
+        scope: Scope = "once",
+        reason: Optional[str] = None,
+    ) -> Outcome:
+        """Answers a pending request with a token from :meth:`issue_token`, presented by
+        ``approver`` (who your server authenticated; it must be the token's approver). An
+        approval runs exactly the arguments stored with the request; ``arguments`` is an edit
+        (editable tools only), validated like any other. A token answers once.
+
+        Raises, in the order checked: ``ClosedError``, ``ConfigError``, ``MalformedError``,
+        ``UnknownKeyError``, ``BadSignatureError``, ``TokenExpiredError``,
+        ``WrongApproverError``, ``AlreadyUsedError``, ``NotPendingError``, then what
+        :meth:`respond` raises (``UnauthorizedError`` from ``approvers``,
+        ``EditsNotAllowedError``, ``InvalidArgumentsError``). A rejected token changes nothing.
+        """
+        return self._native.respond_token(token, decision, approver, arguments, scope, reason)
+
+    # ---- durable store -----------------------------------------------------------------------
+
+    def recover(self) -> Recovery:
+        """Picks up what an earlier process left in the durable store (``store_path``). Call it
+        once, after registering tools and before the first call.
+
+        A pending request whose deadline has not passed waits again until that same deadline
+        and is re-published (so a UI sees it in :meth:`pending` and on the bus); when approved,
+        the gate runs its tool's executor exactly once and stores the result
+        (:meth:`record`). One whose deadline passed is resolved as timed out. One that was
+        approved or executing is marked ``interrupted`` and never run again.
+
+        With ``deny_when_unobserved=True`` (the default) and nobody subscribed, restored
+        requests are cancelled at once: durable, remotely approved gates use ``False``.
+
+        Raises ``ConfigError`` when called twice or after the first request, ``StoreError``.
+        """
+        return self._native.recover()
+
+    def record(self, request: RequestLike) -> Optional[StoredRecord]:
+        """A request's stored record in any state (``pending`` ... ``done``, with the tool's
+        result), or ``None``. Only a durable store (``store_path``) keeps records once a
+        request resolves."""
+        return self._native.record(request)
 
     # ---- watching ----------------------------------------------------------------------------
 

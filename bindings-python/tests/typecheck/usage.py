@@ -76,5 +76,36 @@ async def main() -> None:
     print("usage ok", outcome, args, msg["role"], len(batch), event)
 
 
+def remote(workdir: str) -> None:
+    keys = signoff.TokenKeys("k1", signoff.Secret.generate()).rotate("k2", signoff.Secret.generate())
+    assert_type(keys.key_ids, List[str])
+    approvers = signoff.Approvers().allow("delete_file", ["alice"]).check(lambda request, who: who != "bob")
+    gate = Gate(store_path=f"{workdir}/db", token_keys=keys, token_ttl=60, approvers=approvers,
+                deny_when_unobserved=False, audit_path=f"{workdir}/audit.jsonl", audit_rotate_bytes=1 << 20)
+    recovery = gate.recover()
+    assert_type(recovery, signoff.Recovery)
+    restored: List[ConfirmationRequest] = recovery.restored
+    interrupted: List[signoff.StoredRecord] = recovery.interrupted
+    for item in recovery.not_restored:
+        reason: str = item.reason
+    record = gate.record("00000000-0000-4000-8000-000000000000")
+    assert_type(record, Optional[signoff.StoredRecord])
+    state: signoff.RecordState = record.state if record is not None else "pending"
+    try:
+        gate.respond_token("so1.k1.e30.AAAA", "approve", approver="alice", scope="once")
+    except (signoff.BadSignatureError, signoff.UnknownKeyError, signoff.MalformedError) as e:
+        assert e.kind in ("bad_signature", "unknown_key", "malformed")
+    gate.close()
+    gate.flush_audit()
+    report = signoff.verify_audit_chain(f"{workdir}/audit.jsonl")
+    assert_type(report, signoff.ChainReport)
+    problem: Optional[signoff.ChainProblem] = report.problem
+    print("remote ok", len(restored), len(interrupted), state, report.intact, problem)
+
+
 if __name__ == "__main__":
     asyncio.run(main())
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        remote(d)
