@@ -291,13 +291,7 @@ fn a_deadline_that_passed_while_down_resolves_as_timed_out_at_start_up() {
     let dir = dir.path();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let id = rt.block_on(async {
-        let gate = Gate::builder()
-            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
-            .deny_when_unobserved(false)
-            .default_timeout(Duration::from_millis(50))
-            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
-            .build()
-            .unwrap();
+        let gate = simple_gate(Gate::builder().default_timeout(Duration::from_millis(50)), &dir.join("signoff.db"));
         let fut = gate.confirm(ToolCall::new("delete_file", json!({"path": "/x"})));
         let mut fut = Box::pin(fut);
         assert!(futures_poll_once(fut.as_mut()).is_none());
@@ -308,12 +302,7 @@ fn a_deadline_that_passed_while_down_resolves_as_timed_out_at_start_up() {
     });
     std::thread::sleep(Duration::from_millis(80));
     rt.block_on(async {
-        let gate = Gate::builder()
-            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
-            .deny_when_unobserved(false)
-            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
-            .build()
-            .unwrap();
+        let gate = simple_gate(Gate::builder(), &dir.join("signoff.db"));
         let report = gate.recover().unwrap();
         assert_eq!(report.timed_out.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
         assert_eq!(gate.record(&id).unwrap().state, RecordState::TimedOut);
@@ -332,13 +321,8 @@ fn recovery_refuses_what_it_cannot_run_as_shown() {
     let dir = dir.path();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ids = rt.block_on(async {
-        let gate = Gate::builder()
-            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
-            .deny_when_unobserved(false)
-            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
-            .tool(Tool::builder("gone_tool").description("g").approval(ApprovalMode::Required).executor(|_| async { Ok(json!(1)) }).build())
-            .build()
-            .unwrap();
+        let gone = Tool::builder("gone_tool").description("g").approval(ApprovalMode::Required).executor(|_| async { Ok(json!(1)) }).build();
+        let gate = simple_gate(Gate::builder().tool(gone), &dir.join("signoff.db"));
         let mut ids = Vec::new();
         for call in [
             ToolCall::new("delete_file", json!({"path": "/tampered"})),
@@ -362,12 +346,7 @@ fn recovery_refuses_what_it_cannot_run_as_shown() {
     .unwrap();
     drop(conn);
     rt.block_on(async {
-        let gate = Gate::builder()
-            .store(SqliteStore::open(dir.join("signoff.db")).unwrap())
-            .deny_when_unobserved(false)
-            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
-            .build()
-            .unwrap();
+        let gate = simple_gate(Gate::builder(), &dir.join("signoff.db"));
         let report = gate.recover().unwrap();
         assert!(report.restored.is_empty());
         let mut reasons: Vec<String> = report.not_restored.iter().map(|n| n.reason.clone()).collect();
@@ -379,6 +358,25 @@ fn recovery_refuses_what_it_cannot_run_as_shown() {
             assert_eq!(gate.record(id).unwrap().state, RecordState::Cancelled);
         }
     });
+}
+
+/// A durable gate on `db` with a trivial `delete_file` tool (start from `b`).
+fn simple_gate(b: GateBuilder, db: &Path) -> Gate {
+    b.store(SqliteStore::open(db).unwrap())
+        .deny_when_unobserved(false)
+        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
+        .build()
+        .unwrap()
+}
+
+/// The newest pending request, once there is one.
+async fn some_pending(gate: &Gate) -> Arc<ConfirmationRequest> {
+    loop {
+        if let Some(r) = gate.pending().pop() {
+            return r;
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 fn futures_poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {
@@ -474,12 +472,7 @@ fn a_state_that_cannot_be_recorded_never_runs_the_tool() {
         let result = rt.block_on(async {
             let g = gate.clone();
             let task = tokio::spawn(async move { g.execute(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
-            let req = loop {
-                if let Some(r) = gate.pending().pop() {
-                    break r;
-                }
-                tokio::task::yield_now().await;
-            };
+            let req = some_pending(&gate).await;
             let answer = gate.respond(ConfirmationResponse::approve(&req).with_responder("alice"));
             if refuse == RecordState::Approved {
                 assert_eq!(answer.unwrap_err().kind(), ErrorKind::Store, "an approval that was not recorded does not count");
@@ -496,25 +489,13 @@ fn an_approval_handed_to_a_confirm_caller_is_released_not_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("signoff.db");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let open = || {
-        Gate::builder()
-            .store(SqliteStore::open(&db).unwrap())
-            .deny_when_unobserved(false)
-            .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!(1)) }).build())
-            .build()
-            .unwrap()
-    };
+    let open = || simple_gate(Gate::builder(), &db);
     let id = rt.block_on(async {
         let gate = open();
         gate.recover().unwrap();
         let g = gate.clone();
         let task = tokio::spawn(async move { g.confirm(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
-        let req = loop {
-            if let Some(r) = gate.pending().pop() {
-                break r;
-            }
-            tokio::task::yield_now().await;
-        };
+        let req = some_pending(&gate).await;
         gate.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap();
         assert!(task.await.unwrap().unwrap().is_approved());
         let rec = gate.record(&req.id).unwrap();
