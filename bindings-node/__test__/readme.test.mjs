@@ -1,12 +1,17 @@
-// The quickstart in README.md runs as written and prints what the README says it prints.
+// The quickstart (and the remote-approval example) in README.md run as written and print what the
+// README says they print.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync, writeFileSync, rmSync } from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
-for (const [path, heading] of [['../README.md', '### Quickstart'], ['../../README.md', '## Node quickstart']]) {
-  test(`README quickstart (${path})`, () => {
+for (const [path, heading] of [
+  ['../README.md', '### Quickstart'],
+  ['../README.md', '### Remote approval and durable store'],
+  ['../../README.md', '## Node quickstart'],
+]) {
+  test(`README: ${heading.replace(/^#+ /, '')} (${path})`, () => {
     const readme = readFileSync(fileURLToPath(new URL(path, import.meta.url)), 'utf8')
     const at = readme.indexOf(heading)
     assert.notEqual(at, -1, `no "${heading}" in ${path}`)

@@ -15,6 +15,14 @@ import {
   type ToolDefinition,
   type ToolResult,
   type Outcome,
+  Secret,
+  TokenKeys,
+  verifyAuditChain,
+  type ChainReport,
+  type Recovery,
+  type StoredRecord,
+  type TokenClaims,
+  type RecordState,
 } from 'signoff'
 
 interface DeleteArgs {
@@ -101,3 +109,43 @@ async function main(): Promise<void> {
   await gate.close()
 }
 void main
+
+async function remote(): Promise<void> {
+  const keys: TokenKeys = new TokenKeys('k1', Secret.generate()).rotate('k2', 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=')
+  const current: string = keys.currentKeyId
+  const ids: string[] = keys.keyIds()
+  void current
+  void ids
+  const g = new Gate({
+    storePath: '/tmp/signoff.db',
+    synchronousFull: true,
+    tokenKeys: keys,
+    tokenTtlMs: 60_000,
+    approvers: { delete_file: ['alice'], '*': ['admin'] },
+    forbidSelfApproval: true,
+    auditPath: '/tmp/audit.jsonl',
+    auditRotateBytes: 1 << 20,
+    denyWhenUnobserved: false,
+  })
+  new Gate({ tokenKeys: 'k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=' })
+  // @ts-expect-error approvers map tools to lists of names
+  new Gate({ approvers: { delete_file: 'alice' } })
+  const rec: Recovery = g.recover()
+  const first: PendingRequest | undefined = rec.restored[0]
+  const token: string = first ? first.issueToken('alice') : g.issueToken('id', 'alice')
+  const claims: TokenClaims = g.inspectToken(token)
+  const exp: number = claims.expiresAtMs
+  void exp
+  const o: Outcome = g.respondToken(token, { approver: 'alice', decision: 'approve', scope: 'once' })
+  void o
+  // @ts-expect-error a token response names its approver
+  g.respondToken(token, { decision: 'approve' })
+  const r: StoredRecord | undefined = g.record(claims.requestId)
+  const st: RecordState | undefined = r?.state
+  void st
+  const report: ChainReport = verifyAuditChain('/tmp/audit.jsonl')
+  const kind: 'edited' | 'missing' | 'reordered' | 'malformed' | undefined = report.problem?.kind
+  void kind
+  await g.close()
+}
+void remote

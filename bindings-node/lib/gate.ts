@@ -1,9 +1,20 @@
 import { EventEmitter } from 'node:events'
 import { SignoffError, describe, toJson, toSignoffError } from './errors'
 import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
-import { native, type ConfirmationRequestData, type DecisionData, type NativeGate, type NativeSubscription, type ToolResultData } from './native'
+import {
+  native,
+  type ConfirmationRequestData,
+  type DecisionData,
+  type NativeGate,
+  type NativeSubscription,
+  type NativeTokenKeys,
+  type RecoveryData,
+  type StoredRecordData,
+  type ToolResultData,
+} from './native'
 import { PendingRequest } from './request'
 import { ToolResult } from './result'
+import { TokenKeys, nativeTokenKeys } from './token'
 import type {
   CallOptions,
   ConfirmationResolvedEvent,
@@ -15,6 +26,10 @@ import type {
   Executor,
   GateOptions,
   Outcome,
+  Recovery,
+  StoredRecord,
+  TokenClaims,
+  TokenResponseInput,
   ToolCall,
   ToolDefinition,
   ToolInfo,
@@ -36,6 +51,13 @@ const GATE_OPTIONS = new Set([
   'busCapacity',
   'rememberResolved',
   'allowedResponders',
+  'auditRotateBytes',
+  'storePath',
+  'synchronousFull',
+  'tokenKeys',
+  'tokenTtlMs',
+  'approvers',
+  'forbidSelfApproval',
 ])
 
 const REQUEST = 'confirmation-request'
@@ -93,8 +115,16 @@ export class Gate extends EventEmitter {
     for (const k of Object.keys(options)) {
       if (!GATE_OPTIONS.has(k)) throw new SignoffError(`malformed payload: unknown gate option \`${k}\``, 'malformed')
     }
+    const { tokenKeys, ...rest } = options
+    let keys: NativeTokenKeys | undefined
+    let keyText: string | undefined
+    if (tokenKeys instanceof TokenKeys) keys = nativeTokenKeys(tokenKeys)
+    else if (typeof tokenKeys === 'string') keyText = tokenKeys
+    else if (tokenKeys !== undefined) {
+      throw new SignoffError('configuration error: tokenKeys is a TokenKeys or its configuration string', 'config')
+    }
     try {
-      this.#native = new native.NativeGate(options)
+      this.#native = new native.NativeGate(keyText === undefined ? rest : { ...rest, tokenKeys: keyText }, keys)
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -311,6 +341,120 @@ export class Gate extends EventEmitter {
     }
   }
 
+  // ---- remote approval (signed tokens) -------------------------------------------------------
+
+  /**
+   * Issues a signed approval token for a pending request, meant for `approver` only: the link
+   * a remote UI (browser, phone, chat) answers with through {@link respondToken}. It binds the
+   * request id, tool, argument digest, session and approver, and expires at the request's
+   * deadline (or sooner, with `tokenTtlMs`). The token is never written to the audit log (its
+   * issue is, with the approver). Treat it as a credential.
+   * @throws {@link SignoffError} `config` (the gate has no `tokenKeys`), `malformed` (empty
+   *   approver, bad id), `not_pending`.
+   */
+  issueToken(requestId: string, approver: string): string {
+    try {
+      return this.#native.issueToken(requestId, approver)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * Verifies a token's key and signature and returns what it claims (which request, tool,
+   * approver, expiry), for a UI that shows what a link is for. Expiry, approver and the
+   * request's state are checked by {@link respondToken}.
+   * @throws {@link SignoffError} `config`, `malformed`, `unknown_key`, `bad_signature`.
+   */
+  inspectToken(token: string): TokenClaims {
+    try {
+      return this.#native.inspectToken(token)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * Answers a pending request with a signed token, presented by `response.approver` (as your
+   * server authenticated them). An approval runs exactly the arguments stored with the request,
+   * or a validated edit where the tool allows it. A token answers once.
+   * @returns the request's outcome (`'approved'` or `'denied'`).
+   * @throws {@link SignoffError}, in the order checked: `closed`, `config`, `malformed`,
+   *   `unknown_key`, `bad_signature`, `token_expired`, `wrong_approver`, `already_used`,
+   *   `not_pending`, then what {@link respond} checks (`unauthorized` from `approvers` /
+   *   `forbidSelfApproval`, `edits_not_allowed`, `invalid_arguments`). A rejected token changes
+   *   nothing and is audited.
+   */
+  respondToken(token: string, response: TokenResponseInput): Outcome {
+    const { approver, decision } = response
+    if (decision !== 'approve' && decision !== 'deny') {
+      throw new SignoffError(`malformed payload: decision must be "approve" or "deny", not ${JSON.stringify(decision)}`, 'malformed')
+    }
+    try {
+      return this.#native.respondToken(
+        token,
+        approver,
+        decision === 'approve',
+        toJson(response.arguments, 'edited arguments'),
+        response.scope,
+        response.reason,
+      )
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  // ---- durable store -------------------------------------------------------------------------
+
+  /**
+   * A request's stored record in any state (`pending`, `approved`, `executing`, `done`, ...),
+   * with the tool's result once `done`. Only a durable store (`storePath`) keeps records;
+   * otherwise, and after {@link close}, `undefined`.
+   */
+  record(requestId: string): StoredRecord | undefined {
+    let r: string | null
+    try {
+      r = this.#native.record(requestId)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+    return r === null ? undefined : (JSON.parse(r) as StoredRecordData)
+  }
+
+  /**
+   * Picks up what an earlier process left in the durable store (`storePath`). Call it once,
+   * after registering tools and before the first call.
+   *
+   * - A pending request whose deadline has not passed waits again until that same deadline, is
+   *   published again (request listeners and event streams registered before `recover()` see
+   *   it), and can be answered here
+   *   or with a token issued before the restart. Once approved, its tool's executor runs once
+   *   and the result is stored ({@link record}).
+   * - A pending request whose deadline passed is resolved as timed out.
+   * - An approved or executing request becomes `interrupted` and is never run again: the tool
+   *   may have run, and running it twice is worse than reporting it.
+   *
+   * With `denyWhenUnobserved` (the default), restored requests are cancelled at once when
+   * nobody listens: durable, remotely approved setups use `denyWhenUnobserved: false`. Like a
+   * confirmation in flight, an unfinished restored request keeps the process alive (until it
+   * resolves, or {@link close}).
+   * @throws {@link SignoffError} `config` (called twice, or after the first call), `store`.
+   */
+  recover(): Recovery {
+    let r: RecoveryData
+    try {
+      r = JSON.parse(this.#native.recover()) as RecoveryData
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+    return {
+      restored: r.restored.map((d) => PendingRequest.from(d, this.#native)),
+      timedOut: r.timedOut,
+      interrupted: r.interrupted,
+      notRestored: r.notRestored,
+    }
+  }
+
   /** Cancels one pending request (reported as `cancelled` / `aborted`). Returns whether it was pending. */
   cancelRequest(id: string): boolean {
     try {
@@ -382,7 +526,9 @@ export class Gate extends EventEmitter {
   /**
    * Shuts the gate down: every pending request is cancelled (`shutdown`; the tools do not run),
    * later calls are cancelled at once, later answers fail with `closed`, the audit log is
-   * flushed, and the gate's native resources are released (nothing keeps the process alive).
+   * flushed, a durable store is closed (another gate may open the file; a tool still running
+   * cannot record its result, and a restart reports it `interrupted`), and the gate's native
+   * resources are released (nothing keeps the process alive).
    * Event streams end after delivering the final events. Idempotent.
    */
   close(): Promise<void> {

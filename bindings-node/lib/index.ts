@@ -16,5 +16,8 @@ export {
 } from './result'
 export type { OpenAIToolCall, FromModelOptions } from './result'
 export { SignoffError, ERROR_CODES, isSignoffError } from './errors'
+export { Secret, TokenKeys } from './token'
+export { verifyAuditChain } from './audit'
+export type { ChainReport, ChainProblem, ChainProblemKind } from './audit'
 export type { ErrorCode } from './errors'
 export type * from './types'

@@ -133,6 +133,19 @@ export class PendingRequest implements ConfirmationRequestData {
     }
   }
 
+  /**
+   * Issues a signed approval token for this request, meant for `approver` only
+   * (see {@link Gate.issueToken}).
+   * @throws {@link SignoffError} `config` (the gate has no `tokenKeys`), `malformed`, `not_pending`.
+   */
+  issueToken(approver: string): string {
+    try {
+      return this.#gate.issueToken(this.id, approver)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
   /** Every field as plain data (what `JSON.stringify` shows). */
   toJSON(): ConfirmationRequestData {
     const r = this.#r

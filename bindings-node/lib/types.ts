@@ -6,10 +6,15 @@ import type {
   ConfirmationResponseData,
   ConfirmationTimeoutData,
   OutcomeKind,
+  RecordStateKind,
   ResponseDecisionKind,
   ScopeKind,
+  StoredRecordData,
+  TokenClaimsData,
   ToolStatusKind,
 } from './native'
+import type { PendingRequest } from './request'
+import type { TokenKeys } from './token'
 
 /** How a request ended: `'approved' | 'denied' | 'timed-out' | 'cancelled'`. */
 export type Outcome = OutcomeKind
@@ -40,8 +45,17 @@ export interface GateOptions {
    * elsewhere (a remote UI calling {@link Gate.respond}): requests then wait for their deadline.
    */
   denyWhenUnobserved?: boolean
-  /** Append every request, response, outcome and execution to this JSON Lines file. */
+  /**
+   * Append every request, response, outcome and execution to this JSON Lines file. Each line is
+   * hash-chained to the one before it (check with `verifyAuditChain`); re-opening the file
+   * continues the chain.
+   */
   auditPath?: string
+  /**
+   * Rotate the audit log when it reaches this many bytes: it is renamed `<path>.1`, `<path>.2`,
+   * ... (oldest first) and a new file continues the same chain. Needs `auditPath`.
+   */
+  auditRotateBytes?: number
   /**
    * DEVELOPMENT ONLY: every call runs without approval. Announced on stderr and in the audit log.
    */
@@ -55,6 +69,47 @@ export interface GateOptions {
    * `unauthorized`. Default: any in-process response that matches its request.
    */
   allowedResponders?: string[]
+  /**
+   * Keep pending requests and their states in this SQLite file (created if needed): requests,
+   * their deadlines and whether their tool ran survive a restart. Call {@link Gate.recover} once,
+   * after registering tools and before the first call. Every state change is committed before
+   * the gate acts on it; a tool is recorded `executing` before it runs, so a crash can never
+   * make it run twice. One gate per file: another gate (in this process or another) fails with
+   * `store` until this one is closed ({@link Gate.close} releases the file).
+   * @throws at construction: {@link SignoffError} `store` when the file cannot be opened or is
+   *   in use.
+   */
+  storePath?: string
+  /**
+   * With `storePath`: every commit waits for the disk (`synchronous = FULL`), so states survive
+   * a power loss too (slower). Default: survives any crash of the process.
+   */
+  synchronousFull?: boolean
+  /**
+   * The keys approval tokens are signed and verified with ({@link Gate.issueToken},
+   * {@link Gate.respondToken}): a {@link TokenKeys}, or the configuration format
+   * (`key_id:base64secret`, comma- or newline-separated, current key first). Load them from
+   * configuration so that issued tokens stay valid across a restart.
+   */
+  tokenKeys?: TokenKeys | string
+  /**
+   * How long an issued token is valid, in milliseconds. Default (and never beyond): its
+   * request's deadline. Needs `tokenKeys`.
+   */
+  tokenTtlMs?: number
+  /**
+   * Who may approve which tools (the core's `Approvers`): tool name -> the responders who may
+   * approve it; the key `'*'` lists responders who may approve every tool. Approvals must then
+   * name their responder (`responder`, or the token's approver); others are refused with
+   * `unauthorized`. Denials are accepted from anyone (refusing to run is the safe side).
+   * Cannot be combined with `allowedResponders`.
+   */
+  approvers?: { [tool: string]: string[] }
+  /**
+   * Refuse (`unauthorized`) an approval whose responder is the request's own session id: an
+   * agent session cannot approve its own calls. Cannot be combined with `allowedResponders`.
+   */
+  forbidSelfApproval?: boolean
 }
 
 /** Whether calls to a tool need approval. */
@@ -237,3 +292,63 @@ export type SignoffEvent =
   | ConfirmationResponseEvent
   | ConfirmationTimeoutEvent
   | ConfirmationResolvedEvent
+
+/** What an approval token says, once its signature verified ({@link Gate.inspectToken}). */
+export type TokenClaims = TokenClaimsData
+
+/** A person's answer presented with an approval token ({@link Gate.respondToken}). */
+export interface TokenResponseInput {
+  /**
+   * Who presents the token, as your server authenticated them (a logged-in user, a verified
+   * chat account). Must be the approver the token was issued to (`wrong_approver` otherwise).
+   */
+  approver: string
+  /** `'approve'` runs exactly the arguments stored with the request (or the edit below). */
+  decision: ResponseDecision
+  /**
+   * Edited arguments (approvals only; the tool must be `editable`): validated against the
+   * schema and re-checked by the tool's rules, as for {@link Gate.respond}.
+   */
+  arguments?: unknown
+  /** `'once'` (default) or `'session'`. */
+  scope?: Scope
+  /** The person's reason (passed to the model on a denial). */
+  reason?: string
+}
+
+/**
+ * Where a request is in its life (durable store): `pending → approved → executing → done`, or
+ * `pending → denied | timed-out | cancelled`, or `pending → approved → released` (a `confirm`
+ * caller took the approval and runs the tool itself). `interrupted`: found `approved` or
+ * `executing` at start-up, reported and never run again.
+ */
+export type RecordState = RecordStateKind
+
+/**
+ * A request as the durable store keeps it ({@link Gate.record}). `result` is, for `done`, the
+ * tool's result as plain data (`status`, `output`, `content`, ...); for `interrupted` and
+ * `cancelled`, a note.
+ */
+export type StoredRecord = StoredRecordData
+
+/** What {@link Gate.recover} found and did. */
+export interface Recovery {
+  /**
+   * Still pending: waiting again until their original deadlines (answerable here, or with
+   * their tokens). Approving one runs its tool's executor once; the result is stored
+   * ({@link Gate.record}).
+   */
+  restored: PendingRequest[]
+  /** Their deadline passed while the process was down: resolved as timed out. */
+  timedOut: ConfirmationRequestEvent[]
+  /**
+   * Approved or executing when the process stopped: the tool may or may not have run, so each
+   * is now `interrupted` and never run again (the records as they were found).
+   */
+  interrupted: StoredRecord[]
+  /**
+   * Pending, but cancelled instead of restored: the tool is not registered or has no executor,
+   * or the stored arguments no longer match their digest or the tool's schema.
+   */
+  notRestored: Array<{ request: ConfirmationRequestEvent; reason: string }>
+}

@@ -11,7 +11,8 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** The approval gate (the core's `Gate`). */
 export declare class NativeGate {
-  constructor(options?: GateOptions | undefined | null)
+  /** `keys`: approval-token keys (instead of `options.tokenKeys`). */
+  constructor(options?: GateOptions | undefined | null, keys?: NativeTokenKeys | undefined | null)
   /**
    * Registers (or replaces) a tool from the core's `ToolSpec` JSON (snake_case keys; unknown
    * keys are refused), with an optional executor wrapper from the facade.
@@ -52,6 +53,29 @@ export declare class NativeGate {
   answer(id: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string, responder?: string): OutcomeKind
   /** Answers a pending request with a response in the core's JSON form (`Gate::respond_json`). */
   respondJson(json: string): OutcomeKind
+  /**
+   * Issues a signed approval token for pending request `id`, meant for `approver` only
+   * (`Gate::issue_token`). Throws `config` (no token keys), `malformed`, `not_pending`.
+   */
+  issueToken(id: string, approver: string): string
+  /** Verifies a token's key and signature and returns its claims (`Gate::inspect_token`). */
+  inspectToken(token: string): TokenClaimsData
+  /**
+   * Answers a pending request with a signed token presented by `approver`
+   * (`Gate::respond_token`). `argumentsJson` (an edit) and `scope` apply to approvals.
+   */
+  respondToken(token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string): OutcomeKind
+  /**
+   * Request `id`'s stored record in any state, as `StoredRecordData` JSON, or `null`
+   * (`Gate::record`; durable stores keep records, the in-memory store keeps none).
+   */
+  record(id: string): string | null
+  /**
+   * Picks up what an earlier process left in the durable store (`Gate::recover`): the report
+   * as `RecoveryData` JSON. Restored requests wait in tasks on the addon's tokio runtime.
+   * Throws `config` (called twice, or after the first request), `store`.
+   */
+  recover(): string
   /** True while request `id` waits for an answer. */
   isPending(id: string): boolean
   /** Cancels one pending request (`aborted`). Returns whether it was pending. */
@@ -86,12 +110,24 @@ export declare class NativeGate {
   subscribe(types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>): NativeSubscription
   /**
    * Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
-   * log is flushed off the JavaScript thread, then the request handler and the threadsafe
-   * function are released. Returns `undefined` when done at once, else a promise.
+   * log is flushed and a durable store closed (its file lock released) off the JavaScript
+   * thread, then the request handler and the threadsafe function are released. Returns `undefined` when done at once, else a promise.
    */
   close(): undefined | Promise<void>
   /** Waits until every audit record so far is durable (off the JavaScript thread). */
   flushAudit(): undefined | Promise<void>
+}
+
+/** A token signing key (the core's `Secret`: at least 32 bytes, zeroed when dropped). */
+export declare class NativeSecret {
+  /** Raw key bytes (at least 32). Fails with `config`. */
+  static fromBytes(bytes: Uint8Array): NativeSecret
+  /** Base64 key material (standard or URL-safe, padded or not). Fails with `config`. */
+  static fromBase64(text: string): NativeSecret
+  /** 32 random bytes from the operating system's generator. */
+  static generate(): NativeSecret
+  /** The base64 form, to store in configuration. */
+  toBase64(): string
 }
 
 /**
@@ -112,11 +148,75 @@ export declare class NativeSubscription {
   get open(): boolean
 }
 
-/** r" Why a call may run. */
+/**
+ * The keys a gate signs and verifies approval tokens with (the core's `TokenKeys`): the first
+ * is current (signs new tokens), the others only verify. Immutable: `rotate` and
+ * `withVerifyOnly` return new key sets.
+ */
+export declare class NativeTokenKeys {
+  /** One key, which signs and verifies. Fails with `config` (bad key id). */
+  constructor(keyId: string, secret: NativeSecret)
+  /**
+   * Parses the configuration format: `key_id:base64secret` entries separated by commas or
+   * newlines, current key first; blank lines and `#` comments ignored. Fails with `config`.
+   */
+  static parse(text: string): NativeTokenKeys
+  /** Reads the configuration format from an environment variable. Fails with `config`. */
+  static fromEnv(name: string): NativeTokenKeys
+  /** Reads the configuration format from a file. Fails with `config`. */
+  static fromFile(path: string): NativeTokenKeys
+  /** A new key set where `keyId` is current and these keys still verify. */
+  rotate(keyId: string, secret: NativeSecret): NativeTokenKeys
+  /**
+   * A new key set with `keyId` added as verify-only (a retired key). Fails with `config`
+   * (duplicate or bad key id).
+   */
+  withVerifyOnly(keyId: string, secret: NativeSecret): NativeTokenKeys
+  /** The id of the key new tokens are signed with. */
+  get currentKeyId(): string
+  /** Every key id, current first. */
+  keyIds(): Array<string>
+}
+
+/** Why a call may run. */
 export type ApprovedByKind = 'not-gated' | 'person' | 'session-grant' | 'gating-disabled'
 
-/** r" Why a request was cancelled. */
+/** Why a request was cancelled. */
 export type CancelReasonKind = 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended'
+
+/** The first problem in an audit chain (the core's `ChainProblem`). */
+export interface ChainProblemData {
+  kind: ChainProblemKind
+  /** The file. */
+  file: string
+  /** 1-based line number in `file`. */
+  line: number
+  /** The record's `seq`, when readable. */
+  seq?: number
+  /** In words. */
+  message: string
+}
+
+/**
+ * What is wrong with an audit chain: a record `edited` (or a later one chained to another
+ * version of it), records `missing`, a record `reordered`, or a line that is not a chained
+ * record (`malformed`).
+ */
+export type ChainProblemKind = 'edited' | 'missing' | 'reordered' | 'malformed'
+
+/** What `verifyAuditChain` found (the core's `ChainReport`). */
+export interface ChainReportData {
+  /** No problem found. */
+  intact: boolean
+  /** The files checked, oldest first (rotated files, then the log itself). */
+  files: Array<string>
+  /** Records checked (up to the first problem). */
+  records: number
+  /** The last good record's hash (the chain head). */
+  head: string
+  /** The first problem, if any. */
+  problem?: ChainProblemData
+}
 
 /** A call waiting for a person (`confirmation-request`). */
 export interface ConfirmationRequestData {
@@ -226,7 +326,7 @@ export declare function defaultKeywords(): Array<string>
 export declare function defaultSession(): string
 
 /** The stable machine-readable code of a `SignoffError`: the core's `ErrorKind` names. */
-export type ErrorCode = 'unknown_tool' | 'invalid_tool' | 'invalid_arguments' | 'unknown_request' | 'already_resolved' | 'expired' | 'edits_not_allowed' | 'mismatch' | 'malformed' | 'unauthorized' | 'closed' | 'store' | 'no_executor'
+export type ErrorCode = 'unknown_tool' | 'invalid_tool' | 'invalid_arguments' | 'unknown_request' | 'already_resolved' | 'expired' | 'edits_not_allowed' | 'mismatch' | 'malformed' | 'unauthorized' | 'closed' | 'store' | 'no_executor' | 'bad_signature' | 'unknown_key' | 'token_expired' | 'wrong_approver' | 'already_used' | 'not_pending' | 'config'
 
 /** Every error code, from the core's `ErrorKind::ALL`, in declaration order. */
 export declare function errorCodes(): Array<string>
@@ -257,6 +357,32 @@ export interface GateOptions {
   rememberResolved?: number
   /** Accept responses only from these responders (the core's `AllowedResponders`). */
   allowedResponders?: Array<string>
+  /**
+   * Rotate the audit log when it reaches this many bytes (`<path>.1`, `<path>.2`, ...; one
+   * chain). Needs `auditPath`.
+   */
+  auditRotateBytes?: number
+  /** Keep requests and their states in this SQLite file (the core's `SqliteStore`). */
+  storePath?: string
+  /**
+   * `synchronous = FULL` for the store: every state change waits for the disk. Needs
+   * `storePath`.
+   */
+  synchronousFull?: boolean
+  /**
+   * Approval-token keys in the configuration format (`key_id:base64secret`, current first);
+   * a `NativeTokenKeys` is passed as the constructor's second argument instead.
+   */
+  tokenKeys?: string
+  /** How long an issued token is valid, in milliseconds (never beyond its request's deadline). */
+  tokenTtlMs?: number
+  /**
+   * Who may approve which tools (the core's `Approvers`): tool name -> approvers; `'*'`
+   * lists approvers of every tool.
+   */
+  approvers?: Record<string, Array<string>>
+  /** Refuse an approval whose responder is the request's own session (`Approvers`). */
+  forbidSelfApproval?: boolean
 }
 
 /** The responder the core records when it denies on a handler's behalf (`HANDLER_RESPONDER`). */
@@ -273,7 +399,17 @@ export interface LaggedData {
   pending: Array<ConfirmationRequestData>
 }
 
-/** r" How a request ended. */
+/** A pending request `Gate::recover` cancelled instead of restoring. */
+export interface NotRestoredData {
+  request: ConfirmationRequestData
+  /**
+   * Why: its tool is not registered or has no executor, or its stored arguments no longer
+   * match their digest or the tool's schema.
+   */
+  reason: string
+}
+
+/** How a request ended. */
 export type OutcomeKind = 'approved' | 'denied' | 'timed-out' | 'cancelled'
 
 /**
@@ -288,10 +424,33 @@ export declare function parseEvent(json: string): string
  */
 export declare function readAuditLog(path: string): string
 
-/** r" A person's decision in a response. */
+/**
+ * Where a request is in its life (durable stores): `pending → approved → executing → done`,
+ * or `pending → denied | timed-out | cancelled`, or `pending → approved → released` (a
+ * `confirm` caller took the approval). `interrupted`: found `approved` or `executing` at
+ * start-up, reported and never run again.
+ */
+export type RecordStateKind = 'pending' | 'approved' | 'executing' | 'done' | 'released' | 'denied' | 'timed-out' | 'cancelled' | 'interrupted'
+
+/** What `Gate::recover` found and did (the core's `Recovery`). */
+export interface RecoveryData {
+  /** Still pending: waiting again until their original deadlines. */
+  restored: Array<ConfirmationRequestData>
+  /** Their deadline passed while the process was down: resolved as timed out. */
+  timedOut: Array<ConfirmationRequestData>
+  /**
+   * Approved or executing when the process stopped: now `interrupted`, never run again (the
+   * records as they were found).
+   */
+  interrupted: Array<StoredRecordData>
+  /** Pending, but cancelled instead of restored. */
+  notRestored: Array<NotRestoredData>
+}
+
+/** A person's decision in a response. */
 export type ResponseDecisionKind = 'approve' | 'deny'
 
-/** r" How far an approval reaches. */
+/** How far an approval reaches. */
 export type ScopeKind = 'once' | 'session'
 
 /**
@@ -311,6 +470,44 @@ export declare function setErrorClass(ctor: unknown): void
  * or not with the error message for the model. Unknown tokens are ignored (each settles once).
  */
 export declare function settleExecution(token: number, ok: boolean, payload: string): void
+
+/** A request as a durable store keeps it (the core's `StoredRecord`). */
+export interface StoredRecordData {
+  /** The request as it was published. */
+  request: ConfirmationRequestData
+  /** Where it is now. */
+  state: RecordStateKind
+  /** The arguments approved to run, once approved. */
+  arguments?: any
+  /** Who answered. */
+  responder?: string
+  /** SHA-256 (hex) of the approval token that answered, if one did (never the token). */
+  tokenFingerprint?: string
+  /** `done`: the tool's result (`ToolResultData`); `interrupted`, `cancelled`: a note. */
+  result?: any
+  /** When the state last changed (epoch ms). */
+  updatedAtMs: number
+}
+
+/** What an approval token says (the core's `TokenClaims`), once its signature verified. */
+export interface TokenClaimsData {
+  /** The request the token answers. */
+  requestId: string
+  /** The request's tool. */
+  tool: string
+  /** `sha256:<hex>` of the canonical JSON of the request's arguments. */
+  argumentsDigest: string
+  /** The request's session. */
+  sessionId: string
+  /** The only approver who may present the token. */
+  approver: string
+  /** When it was issued (epoch ms). */
+  issuedAtMs: number
+  /** When it stops being accepted (epoch ms). */
+  expiresAtMs: number
+  /** The id of the key that signed it. */
+  keyId: string
+}
 
 /** A tool call, as `executeBatch` receives them (JSON array). */
 export interface ToolCallData {
@@ -337,5 +534,12 @@ export interface ToolResultData {
   isError: boolean
 }
 
-/** r" What became of a call. */
+/** What became of a call. */
 export type ToolStatusKind = 'executed' | 'failed' | 'denied' | 'timed-out' | 'cancelled' | 'rejected'
+
+/**
+ * Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+ * (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
+ * reordered record. Throws an `Error` when the log cannot be read (e.g. it does not exist).
+ */
+export declare function verifyAuditChain(path: string): ChainReportData

@@ -1,13 +1,17 @@
-//! The audit trail: a JSON Lines file written by the core's `JsonlAuditSink`.
+//! The audit trail: a hash-chained JSON Lines file written by the core's `JsonlAuditSink`
+//! (optionally rotated), and the core's `verify_chain`.
 
 use crate::errors;
+use crate::events::string_enum;
 use napi::Env;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use serde::{Deserialize, Serialize};
+use signoff::ChainProblemKind as CoreChainProblemKind;
 use std::sync::Arc;
 
-pub(crate) fn open(env: &Env, path: &str) -> Result<Arc<dyn signoff::AuditSink>> {
-    signoff::JsonlAuditSink::open(path)
+pub(crate) fn open(env: &Env, path: &str, rotate_bytes: Option<u64>) -> Result<Arc<dyn signoff::AuditSink>> {
+    signoff::JsonlAuditSink::open_with(path, signoff::AuditOptions { rotate_bytes })
         .map(|s| s as Arc<dyn signoff::AuditSink>)
         .map_err(|e| {
             let _ = env;
@@ -22,4 +26,63 @@ pub fn read_audit_log(env: Env, path: String) -> Result<String> {
     let records = signoff::JsonlAuditSink::read(&path)
         .map_err(|e| errors::throw_code(&env, "malformed", &format!("cannot read the audit log {path}: {e}")))?;
     Ok(serde_json::to_string(&records).unwrap_or_else(|_| "[]".into()))
+}
+
+string_enum!(
+    #[doc = "What is wrong with an audit chain: a record `edited` (or a later one chained to another"]
+    #[doc = "version of it), records `missing`, a record `reordered`, or a line that is not a chained"]
+    #[doc = "record (`malformed`)."]
+    ChainProblemKind("kebab-case") <=> CoreChainProblemKind { Edited, Missing, Reordered, Malformed }
+);
+
+/// The first problem in an audit chain (the core's `ChainProblem`).
+#[napi(object, object_from_js = false)]
+pub struct ChainProblemData {
+    pub kind: ChainProblemKind,
+    /// The file.
+    pub file: String,
+    /// 1-based line number in `file`.
+    pub line: u32,
+    /// The record's `seq`, when readable.
+    pub seq: Option<f64>,
+    /// In words.
+    pub message: String,
+}
+
+/// What `verifyAuditChain` found (the core's `ChainReport`).
+#[napi(object, object_from_js = false)]
+pub struct ChainReportData {
+    /// No problem found.
+    pub intact: bool,
+    /// The files checked, oldest first (rotated files, then the log itself).
+    pub files: Vec<String>,
+    /// Records checked (up to the first problem).
+    pub records: f64,
+    /// The last good record's hash (the chain head).
+    pub head: String,
+    /// The first problem, if any.
+    pub problem: Option<ChainProblemData>,
+}
+
+/// Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+/// (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
+/// reordered record. Throws an `Error` when the log cannot be read (e.g. it does not exist).
+#[napi]
+pub fn verify_audit_chain(path: String) -> Result<ChainReportData> {
+    let report = signoff::verify_chain(&path)
+        .map_err(|e| Error::new(Status::GenericFailure, format!("cannot verify the audit log {path}: {e}")))?;
+    let file = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    Ok(ChainReportData {
+        intact: report.is_intact(),
+        files: report.files.iter().map(|p| file(p)).collect(),
+        records: report.records as f64,
+        head: report.head,
+        problem: report.problem.map(|p| ChainProblemData {
+            kind: p.kind.into(),
+            file: file(&p.file),
+            line: p.line.min(u32::MAX as usize) as u32,
+            seq: p.seq.map(|s| s as f64),
+            message: p.message,
+        }),
+    })
 }

@@ -16,11 +16,17 @@
 //! Every native entry point runs through [`JsState::enter`], which drives the gate's ready tasks
 //! and request dispatch before returning to JavaScript (re-entrant calls made from listeners or
 //! executors defer to the outermost one).
+//!
+//! Requests restored by `Gate::recover` wait in tasks the core spawns on the tokio runtime, and
+//! run their tool from there once approved. A JavaScript executor called off the JavaScript
+//! thread is queued here ([`Shared::execute_remote`]) and called from a task of the gate's on
+//! the JavaScript thread, like every other executor call. While a restored request is
+//! unfinished, the threadsafe function stays referenced (as for a confirmation in flight).
 
 use crate::handler;
 use napi::{Env, Status, sys};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::future::Future;
 use std::pin::Pin;
@@ -110,6 +116,18 @@ pub(crate) struct Shared {
     ready: Mutex<Vec<TaskId>>,
     tsfn: RwLock<Option<Tsfn>>,
     pub handler: handler::HandlerShared,
+    /// Restored requests (`Gate::recover`) not finished yet: they keep the process alive.
+    restored: Mutex<HashSet<Uuid>>,
+    /// Executor calls made off the JavaScript thread, waiting to be made on it; `None` once the
+    /// gate is released (later ones fail at once).
+    remote: Mutex<Option<Vec<RemoteCall>>>,
+}
+
+/// An executor call made off the JavaScript thread (a restored request's tool).
+pub(crate) struct RemoteCall {
+    pub executor: u64,
+    pub args: serde_json::Value,
+    pub done: tokio::sync::oneshot::Sender<signoff::ExecResult>,
 }
 
 impl Shared {
@@ -137,6 +155,49 @@ impl Shared {
     fn push_ready(&self, id: TaskId) {
         self.ready.lock().unwrap_or_else(|e| e.into_inner()).push(id);
     }
+
+    /// Queues an executor call for the JavaScript thread. `Err` gives the call back when the
+    /// gate is released.
+    pub(crate) fn execute_remote(&self, call: RemoteCall) -> Result<(), RemoteCall> {
+        {
+            let mut q = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+            match q.as_mut() {
+                Some(q) => q.push(call),
+                None => return Err(call),
+            }
+        }
+        self.notify();
+        Ok(())
+    }
+
+    fn take_remote(&self) -> Vec<RemoteCall> {
+        let mut q = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+        match q.as_mut() {
+            Some(q) if !q.is_empty() => std::mem::take(q),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A request was restored by `Gate::recover` (called by the pending-store hook).
+    pub(crate) fn restored_started(&self, id: Uuid) {
+        self.restored.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+    }
+
+    /// A request reached a final state (called by the pending-store hook, from any thread).
+    pub(crate) fn restored_finished(&self, id: &Uuid) {
+        let now_empty = {
+            let mut r = self.restored.lock().unwrap_or_else(|e| e.into_inner());
+            r.remove(id) && r.is_empty()
+        };
+        if now_empty {
+            // The JavaScript thread re-checks whether the process must stay alive.
+            self.notify();
+        }
+    }
+
+    fn restored_unfinished(&self) -> bool {
+        !self.restored.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
 }
 
 struct TaskWaker {
@@ -162,6 +223,8 @@ struct Task {
     /// The promise to settle; `None` while the call that started the task is still running
     /// (it returns the value itself when the task finishes before it returns).
     deferred: Option<sys::napi_deferred>,
+    /// No promise will ever wait for it (see `spawn_detached`).
+    detached: bool,
     waker: Arc<TaskWaker>,
     keepalive: bool,
     abort_id: Option<u32>,
@@ -208,6 +271,8 @@ impl JsState {
             ready: Mutex::new(Vec::new()),
             tsfn: RwLock::new(None),
             handler: handler::HandlerShared::default(),
+            restored: Mutex::new(HashSet::new()),
+            remote: Mutex::new(Some(Vec::new())),
         });
         let gate = match make_gate(shared.clone()) {
             Ok(g) => g,
@@ -277,7 +342,16 @@ impl JsState {
             let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
             self.tasks.borrow_mut().insert(
                 id,
-                Task { fut: Some(fut), deferred: None, waker, keepalive, abort_id, aborted, requests: Vec::new() },
+                Task {
+                    fut: Some(fut),
+                    deferred: None,
+                    detached: false,
+                    waker,
+                    keepalive,
+                    abort_id,
+                    aborted,
+                    requests: Vec::new(),
+                },
             );
             if let Some(a) = abort_id {
                 self.abort_ids.borrow_mut().insert(a, id);
@@ -298,6 +372,29 @@ impl JsState {
             None => unreachable_settle(env, deferred),
         }
         Ok((id, promise))
+    }
+
+    /// Starts a task no promise waits for (its result is dropped); it keeps the process alive
+    /// until it finishes.
+    pub(crate) fn spawn_detached(self: &Rc<Self>, fut: TaskFuture) {
+        let id = self.next_task.get();
+        self.next_task.set(id + 1);
+        let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
+        self.tasks.borrow_mut().insert(
+            id,
+            Task {
+                fut: Some(fut),
+                deferred: None,
+                detached: true,
+                waker,
+                keepalive: true,
+                abort_id: None,
+                aborted: false,
+                requests: Vec::new(),
+            },
+        );
+        self.keepalive.set(self.keepalive.get() + 1);
+        self.shared.push_ready(id);
     }
 
     /// Aborts the task started with `abort_id`: its pending requests are cancelled through the
@@ -321,6 +418,9 @@ impl JsState {
         let _rt = crate::RUNTIME.enter();
         let prev_env = CURRENT_ENV.with(|c| c.replace(Some(env.raw())));
         loop {
+            for call in self.shared.take_remote() {
+                self.spawn_detached(crate::tools::remote_call(call));
+            }
             let ready = std::mem::take(&mut *self.shared.ready.lock().unwrap_or_else(|e| e.into_inner()));
             let mut progressed = !ready.is_empty();
             for id in ready {
@@ -407,6 +507,7 @@ impl JsState {
             }
             match task.deferred {
                 Some(d) => settle_deferred(env, d, settle),
+                None if task.detached => drop(settle),
                 None => {
                     self.finished_early.borrow_mut().insert(id, settle);
                 }
@@ -431,7 +532,7 @@ impl JsState {
     }
 
     fn after_drive(self: &Rc<Self>, env: &Env) {
-        let want_ref = self.keepalive.get() > 0 && !self.released.get();
+        let want_ref = (self.keepalive.get() > 0 || self.shared.restored_unfinished()) && !self.released.get();
         if want_ref != self.refed.get() {
             let guard = self.shared.tsfn.read().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = *guard {
@@ -458,6 +559,9 @@ impl JsState {
         }
         handler::stop(self, Some(env));
         handler::drop_runs(self);
+        // Executor calls not made yet fail ("the tool's result was lost"); later ones at once.
+        let remote = self.shared.remote.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(remote);
         // Subscriptions waiting for events end once the gate is released: wake every task.
         let ids: Vec<TaskId> = self.tasks.borrow().keys().copied().collect();
         for id in ids {

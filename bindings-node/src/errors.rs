@@ -24,6 +24,13 @@ pub enum ErrorCode {
     Closed,
     Store,
     NoExecutor,
+    BadSignature,
+    UnknownKey,
+    TokenExpired,
+    WrongApprover,
+    AlreadyUsed,
+    NotPending,
+    Config,
 }
 
 /// Exhaustive on purpose: a kind added to the core does not compile here until it is added above
@@ -44,6 +51,13 @@ impl From<ErrorKind> for ErrorCode {
             ErrorKind::Closed => ErrorCode::Closed,
             ErrorKind::Store => ErrorCode::Store,
             ErrorKind::NoExecutor => ErrorCode::NoExecutor,
+            ErrorKind::BadSignature => ErrorCode::BadSignature,
+            ErrorKind::UnknownKey => ErrorCode::UnknownKey,
+            ErrorKind::TokenExpired => ErrorCode::TokenExpired,
+            ErrorKind::WrongApprover => ErrorCode::WrongApprover,
+            ErrorKind::AlreadyUsed => ErrorCode::AlreadyUsed,
+            ErrorKind::NotPending => ErrorCode::NotPending,
+            ErrorKind::Config => ErrorCode::Config,
         }
     }
 }

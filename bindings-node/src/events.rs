@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use uuid::Uuid;
 
+/// A string enum mirroring a core enum. Document it with `#[doc = "..."]` lines: `///` comments
+/// reach napi's `.d.ts` generator through the macro as raw strings (`r" ..."`).
 macro_rules! string_enum {
     ($(#[$m:meta])* $name:ident ($case:literal) <=> $core:ty { $($v:ident),* $(,)? }) => {
         $(#[$m])*
@@ -43,19 +45,19 @@ macro_rules! string_enum {
 pub(crate) use string_enum;
 
 string_enum!(
-    /// How a request ended.
+    #[doc = "How a request ended."]
     OutcomeKind("kebab-case") <=> Outcome { Approved, Denied, TimedOut, Cancelled }
 );
 string_enum!(
-    /// Why a request was cancelled.
+    #[doc = "Why a request was cancelled."]
     CancelReasonKind("kebab-case") <=> CancelReason { NoSubscribers, Shutdown, Aborted, SessionEnded }
 );
 string_enum!(
-    /// How far an approval reaches.
+    #[doc = "How far an approval reaches."]
     ScopeKind("snake_case") <=> Scope { Once, Session }
 );
 string_enum!(
-    /// A person's decision in a response.
+    #[doc = "A person's decision in a response."]
     ResponseDecisionKind("snake_case") <=> ResponseDecision { Approve, Deny }
 );
 

@@ -8,11 +8,11 @@ use serde_json::Value;
 use signoff::{ApprovedBy, Decision, ToolResult, ToolStatus};
 
 string_enum!(
-    /// Why a call may run.
+    #[doc = "Why a call may run."]
     ApprovedByKind("kebab-case") <=> ApprovedBy { NotGated, Person, SessionGrant, GatingDisabled }
 );
 string_enum!(
-    /// What became of a call.
+    #[doc = "What became of a call."]
     ToolStatusKind("kebab-case") <=> ToolStatus { Executed, Failed, Denied, TimedOut, Cancelled, Rejected }
 );
 

@@ -6,13 +6,17 @@ use crate::events::{NativeSubscription, OutcomeKind, RequestDataRef, js_string};
 use crate::executor::{ToolCallData, decision_data, result_data};
 use crate::handler;
 use crate::policy::EvaluationData;
-use crate::store::HookStore;
+use crate::store::{HookStore, record_data, request_value};
+use crate::token::{NativeTokenKeys, TokenClaimsData};
 use crate::tools;
 use napi::bindgen_prelude::*;
 use napi::{Env, sys};
 use napi_derive::napi;
 use serde_json::Value;
-use signoff::{ConfirmationResponse, Gate, PendingRequest, ResponseDecision, Scope, Tool, ToolCall, ToolSpec};
+use signoff::{
+    Approvers, ConfirmationResponse, Gate, MemoryPendingStore, PendingRequest, PendingStore, ResponseDecision, Scope,
+    SqliteOptions, SqliteStore, Tool, ToolCall, ToolSpec, TokenKeys, TokenResponse,
+};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -38,6 +42,70 @@ pub struct GateOptions {
     pub remember_resolved: Option<u32>,
     /// Accept responses only from these responders (the core's `AllowedResponders`).
     pub allowed_responders: Option<Vec<String>>,
+    /// Rotate the audit log when it reaches this many bytes (`<path>.1`, `<path>.2`, ...; one
+    /// chain). Needs `auditPath`.
+    pub audit_rotate_bytes: Option<f64>,
+    /// Keep requests and their states in this SQLite file (the core's `SqliteStore`).
+    pub store_path: Option<String>,
+    /// `synchronous = FULL` for the store: every state change waits for the disk. Needs
+    /// `storePath`.
+    pub synchronous_full: Option<bool>,
+    /// Approval-token keys in the configuration format (`key_id:base64secret`, current first);
+    /// a `NativeTokenKeys` is passed as the constructor's second argument instead.
+    pub token_keys: Option<String>,
+    /// How long an issued token is valid, in milliseconds (never beyond its request's deadline).
+    pub token_ttl_ms: Option<f64>,
+    /// Who may approve which tools (the core's `Approvers`): tool name -> approvers; `'*'`
+    /// lists approvers of every tool.
+    pub approvers: Option<HashMap<String, Vec<String>>>,
+    /// Refuse an approval whose responder is the request's own session (`Approvers`).
+    pub forbid_self_approval: Option<bool>,
+}
+
+/// A pending request `Gate::recover` cancelled instead of restoring.
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(serde::Serialize)]
+pub struct NotRestoredData {
+    #[napi(ts_type = "ConfirmationRequestData")]
+    pub request: Value,
+    /// Why: its tool is not registered or has no executor, or its stored arguments no longer
+    /// match their digest or the tool's schema.
+    pub reason: String,
+}
+
+/// What `Gate::recover` found and did (the core's `Recovery`).
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryData {
+    /// Still pending: waiting again until their original deadlines.
+    #[napi(ts_type = "Array<ConfirmationRequestData>")]
+    pub restored: Vec<Value>,
+    /// Their deadline passed while the process was down: resolved as timed out.
+    #[napi(ts_type = "Array<ConfirmationRequestData>")]
+    pub timed_out: Vec<Value>,
+    /// Approved or executing when the process stopped: now `interrupted`, never run again (the
+    /// records as they were found).
+    pub interrupted: Vec<crate::store::StoredRecordData>,
+    /// Pending, but cancelled instead of restored.
+    pub not_restored: Vec<NotRestoredData>,
+}
+
+fn recovery_data(r: signoff::Recovery) -> RecoveryData {
+    RecoveryData {
+        restored: r.restored.iter().map(|q| request_value(q)).collect(),
+        timed_out: r.timed_out.iter().map(|q| request_value(q)).collect(),
+        interrupted: r.interrupted.into_iter().map(record_data).collect(),
+        not_restored: r
+            .not_restored
+            .into_iter()
+            .map(|n| NotRestoredData { request: request_value(&n.request), reason: n.reason })
+            .collect(),
+    }
+}
+
+fn config(env: &Env, message: impl std::fmt::Display) -> Error {
+    errors::throw(env, &signoff::Error::Config(message.to_string()))
 }
 
 fn millis(env: &Env, what: &str, v: f64) -> Result<Duration> {
@@ -51,6 +119,18 @@ fn json_arg(env: &Env, what: &str, text: Option<String>) -> Result<Option<Value>
     match text {
         None => Ok(None),
         Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| errors::malformed(env, format!("{what} are not JSON: {e}"))),
+    }
+}
+
+fn uuid_arg(env: &Env, id: &str) -> Result<uuid::Uuid> {
+    uuid::Uuid::parse_str(id).map_err(|e| errors::malformed(env, format!("id is not a UUID: {e}")))
+}
+
+fn scope_arg(env: &Env, scope: Option<String>) -> Result<Scope> {
+    match scope.as_deref() {
+        None => Ok(Scope::Once),
+        Some(s) => serde_json::from_value(Value::String(s.to_owned()))
+            .map_err(|_| errors::malformed(env, format!("scope must be \"once\" or \"session\", not {s:?}"))),
     }
 }
 
@@ -86,6 +166,9 @@ pub struct NativeGate {
     executors: RefCell<HashMap<String, u64>>,
     /// An audit sink may block on the disk: close and flush it off the JavaScript thread.
     has_audit: bool,
+    /// A durable store checkpoints and closes its database on close: also off the JavaScript
+    /// thread.
+    durable: bool,
 }
 
 fn undefined(env: &Env) -> Result<sys::napi_value> {
@@ -120,8 +203,9 @@ impl NativeGate {
 
 #[napi]
 impl NativeGate {
+    /// `keys`: approval-token keys (instead of `options.tokenKeys`).
     #[napi(constructor)]
-    pub fn new(env: Env, options: Option<GateOptions>) -> Result<Self> {
+    pub fn new(env: Env, options: Option<GateOptions>, keys: Option<&NativeTokenKeys>) -> Result<Self> {
         let o = options.unwrap_or(GateOptions {
             default_timeout_ms: None,
             keywords: None,
@@ -131,6 +215,13 @@ impl NativeGate {
             bus_capacity: None,
             remember_resolved: None,
             allowed_responders: None,
+            audit_rotate_bytes: None,
+            store_path: None,
+            synchronous_full: None,
+            token_keys: None,
+            token_ttl_ms: None,
+            approvers: None,
+            forbid_self_approval: None,
         });
         let mut b = Gate::builder();
         if let Some(t) = o.default_timeout_ms {
@@ -142,8 +233,16 @@ impl NativeGate {
         if let Some(d) = o.deny_when_unobserved {
             b = b.deny_when_unobserved(d);
         }
+        let rotate_bytes = match o.audit_rotate_bytes {
+            None => None,
+            Some(_) if o.audit_path.is_none() => return Err(config(&env, "auditRotateBytes needs auditPath")),
+            Some(n) if !n.is_finite() || n < 1.0 => {
+                return Err(errors::malformed(&env, "auditRotateBytes must be a positive number of bytes"));
+            }
+            Some(n) => Some(n as u64),
+        };
         if let Some(p) = &o.audit_path {
-            b = b.audit(crate::audit::open(&env, p)?);
+            b = b.audit(crate::audit::open(&env, p, rotate_bytes)?);
         }
         if let Some(d) = o.dangerously_disable_gating {
             b = b.dangerously_disable_gating(d);
@@ -154,13 +253,55 @@ impl NativeGate {
         if let Some(n) = o.remember_resolved {
             b = b.remember_resolved(n as usize);
         }
+        let wants_approvers = o.approvers.is_some() || o.forbid_self_approval.is_some();
         if let Some(r) = o.allowed_responders {
+            if wants_approvers {
+                return Err(config(&env, "allowedResponders cannot be combined with approvers / forbidSelfApproval"));
+            }
             b = b.authenticator(Arc::new(signoff::AllowedResponders(r)));
         }
+        if wants_approvers {
+            let mut a = Approvers::new();
+            if let Some(rules) = o.approvers {
+                let mut rules: Vec<_> = rules.into_iter().collect();
+                rules.sort();
+                for (tool, who) in rules {
+                    a = if tool == "*" { a.allow_all_tools(who) } else { a.allow(tool, who) };
+                }
+            }
+            if let Some(f) = o.forbid_self_approval {
+                a = a.forbid_self_approval(f);
+            }
+            b = b.authenticator(Arc::new(a));
+        }
+        let keys: Option<TokenKeys> = match (keys, o.token_keys) {
+            (Some(_), Some(_)) => return Err(config(&env, "token keys given twice")),
+            (Some(k), None) => Some(k.inner.clone()),
+            (None, Some(text)) => Some(TokenKeys::parse(&text).map_err(|e| errors::throw(&env, &e))?),
+            (None, None) => None,
+        };
+        if let Some(t) = o.token_ttl_ms {
+            if keys.is_none() {
+                return Err(config(&env, "tokenTtlMs needs tokenKeys"));
+            }
+            b = b.token_ttl(millis(&env, "tokenTtlMs", t)?);
+        }
+        if let Some(k) = keys {
+            b = b.tokens(k);
+        }
+        let inner: Arc<dyn PendingStore> = match &o.store_path {
+            Some(p) => {
+                let options = SqliteOptions { synchronous_full: o.synchronous_full.unwrap_or(false) };
+                SqliteStore::open_with(p, options).map_err(|e| errors::throw(&env, &e))?
+            }
+            None if o.synchronous_full.is_some() => return Err(config(&env, "synchronousFull needs storePath")),
+            None => Arc::new(MemoryPendingStore::new()),
+        };
         let has_audit = o.audit_path.is_some();
-        let state = JsState::new(&env, move |shared| b.store(Arc::new(HookStore::new(shared))).build())?
+        let durable = o.store_path.is_some();
+        let state = JsState::new(&env, move |shared| b.store(Arc::new(HookStore::new(inner, shared))).build())?
             .map_err(|e| errors::throw(&env, &e))?;
-        Ok(NativeGate { state, executors: RefCell::new(HashMap::new()), has_audit })
+        Ok(NativeGate { state, executors: RefCell::new(HashMap::new()), has_audit, durable })
     }
 
     /// Registers (or replaces) a tool from the core's `ToolSpec` JSON (snake_case keys; unknown
@@ -174,7 +315,7 @@ impl NativeGate {
         let mut tool = Tool::from_spec(spec);
         let mut exec_id = None;
         if let Some(f) = executor {
-            let (id, exec) = tools::executor_for(&env, f.raw())?;
+            let (id, exec) = tools::executor_for(&env, f.raw(), Arc::downgrade(&self.state.shared))?;
             exec_id = Some(id);
             tool = tool.with_executor(exec);
         }
@@ -326,13 +467,9 @@ impl NativeGate {
         reason: Option<String>,
         responder: Option<String>,
     ) -> Result<OutcomeKind> {
-        let uuid = uuid::Uuid::parse_str(&id).map_err(|e| errors::malformed(&env, format!("id is not a UUID: {e}")))?;
+        let uuid = uuid_arg(&env, &id)?;
         let arguments = json_arg(&env, "edited arguments", arguments_json)?;
-        let scope: Scope = match scope.as_deref() {
-            None => Scope::Once,
-            Some(s) => serde_json::from_value(Value::String(s.to_owned()))
-                .map_err(|_| errors::malformed(&env, format!("scope must be \"once\" or \"session\", not {s:?}")))?,
-        };
+        let scope = scope_arg(&env, scope)?;
         let result = self.state.enter(&env, || match self.state.gate.pending_request(&uuid) {
             Some(req) => {
                 let p = PendingRequest::new(self.state.gate.clone(), req);
@@ -357,6 +494,69 @@ impl NativeGate {
         self.state
             .enter(&env, || self.state.gate.respond_json(&json))
             .map(Into::into)
+            .map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Issues a signed approval token for pending request `id`, meant for `approver` only
+    /// (`Gate::issue_token`). Throws `config` (no token keys), `malformed`, `not_pending`.
+    #[napi]
+    pub fn issue_token(&self, env: Env, id: String, approver: String) -> Result<String> {
+        let id = uuid_arg(&env, &id)?;
+        self.state.gate.issue_token(&id, &approver).map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Verifies a token's key and signature and returns its claims (`Gate::inspect_token`).
+    #[napi]
+    pub fn inspect_token(&self, env: Env, token: String) -> Result<TokenClaimsData> {
+        self.state.gate.inspect_token(&token).map(Into::into).map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Answers a pending request with a signed token presented by `approver`
+    /// (`Gate::respond_token`). `argumentsJson` (an edit) and `scope` apply to approvals.
+    #[allow(clippy::too_many_arguments)]
+    #[napi(ts_args_type = "token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string")]
+    pub fn respond_token(
+        &self,
+        env: Env,
+        token: String,
+        approver: String,
+        approve: bool,
+        arguments_json: Option<String>,
+        scope: Option<String>,
+        reason: Option<String>,
+    ) -> Result<OutcomeKind> {
+        let response = TokenResponse {
+            approver,
+            decision: if approve { ResponseDecision::Approve } else { ResponseDecision::Deny },
+            arguments: json_arg(&env, "edited arguments", arguments_json)?,
+            scope: scope_arg(&env, scope)?,
+            reason,
+        };
+        self.state
+            .enter(&env, || self.state.gate.respond_token(&token, response))
+            .map(Into::into)
+            .map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Request `id`'s stored record in any state, as `StoredRecordData` JSON, or `null`
+    /// (`Gate::record`; durable stores keep records, the in-memory store keeps none).
+    #[napi]
+    pub fn record(&self, env: Env, id: String) -> Result<Option<String>> {
+        let id = uuid_arg(&env, &id)?;
+        Ok(self.state.gate.record(&id).map(|r| serde_json::to_string(&record_data(r)).unwrap_or_default()))
+    }
+
+    /// Picks up what an earlier process left in the durable store (`Gate::recover`): the report
+    /// as `RecoveryData` JSON. Restored requests wait in tasks on the addon's tokio runtime.
+    /// Throws `config` (called twice, or after the first request), `store`.
+    #[napi]
+    pub fn recover(&self, env: Env) -> Result<String> {
+        self.state
+            .enter(&env, || {
+                let _rt = crate::RUNTIME.enter();
+                self.state.gate.recover()
+            })
+            .map(|r| serde_json::to_string(&recovery_data(r)).unwrap_or_default())
             .map_err(|e| errors::throw(&env, &e))
     }
 
@@ -452,8 +652,8 @@ impl NativeGate {
     }
 
     /// Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
-    /// log is flushed off the JavaScript thread, then the request handler and the threadsafe
-    /// function are released. Returns `undefined` when done at once, else a promise.
+    /// log is flushed and a durable store closed (its file lock released) off the JavaScript
+    /// thread, then the request handler and the threadsafe function are released. Returns `undefined` when done at once, else a promise.
     #[napi(ts_return_type = "undefined | Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
         let gate = self.state.gate.clone();
@@ -466,7 +666,7 @@ impl NativeGate {
         };
         let fut: TaskFuture = if self.state.is_released() {
             Box::pin(async move { Box::new(done) as Settle })
-        } else if self.has_audit {
+        } else if self.has_audit || self.durable {
             Box::pin(async move {
                 let _ = tokio::task::spawn_blocking(move || gate.close()).await;
                 Box::new(done) as Settle

@@ -27,6 +27,7 @@ mod gate;
 mod handler;
 mod policy;
 mod store;
+mod token;
 mod tools;
 
 use std::future::Future;

@@ -1,21 +1,29 @@
-//! The core's in-memory pending store, with a hook that tells the driver which requests the task
-//! being polled just created (to cancel them on abort, and to show them to a request listener
-//! from the JavaScript thread without a thread hop). No decision is made here.
+//! The pending store: the core's in-memory store, or its durable `SqliteStore`, behind a hook
+//! that tells the driver which requests the task being polled just created (to cancel them on
+//! abort, and to show them to a request listener from the JavaScript thread without a thread
+//! hop), and which restored requests are still unfinished (they keep the process alive, like a
+//! confirmation in flight). Every `PendingStore` method is delegated to the inner store, so a
+//! durable store stays durable. No decision is made here.
 
 use crate::driver::{self, Shared};
-use signoff::{ConfirmationRequest, MemoryPendingStore, PendingStore};
+use crate::events::{RequestDataRef, string_enum};
+use crate::executor::result_data;
+use napi_derive::napi;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use signoff::{ConfirmationRequest, PendingStore, RecordState, StateChange, StoredRecord};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use uuid::Uuid;
 
 pub(crate) struct HookStore {
-    inner: MemoryPendingStore,
+    inner: Arc<dyn PendingStore>,
     shared: Arc<Shared>,
 }
 
 impl HookStore {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        HookStore { inner: MemoryPendingStore::new(), shared }
+    pub(crate) fn new(inner: Arc<dyn PendingStore>, shared: Arc<Shared>) -> Self {
+        HookStore { inner, shared }
     }
 }
 
@@ -42,4 +50,96 @@ impl PendingStore for HookStore {
     fn len(&self) -> usize {
         self.inner.len()
     }
+    fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+    fn is_durable(&self) -> bool {
+        self.inner.is_durable()
+    }
+    fn transition(&self, id: &Uuid, change: StateChange<'_>) -> signoff::Result<()> {
+        let r = self.inner.transition(id, change);
+        // A restored request is finished once its state is final, or when its tool could not
+        // start (the core then records nothing more).
+        if change.state.is_final() || (change.state == RecordState::Executing && r.is_err()) {
+            self.shared.restored_finished(id);
+        }
+        r
+    }
+    fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        self.inner.record(id)
+    }
+    fn unfinished(&self) -> signoff::Result<Vec<StoredRecord>> {
+        self.inner.unfinished()
+    }
+    fn restore(&self, request: Arc<ConfirmationRequest>) {
+        self.shared.restored_started(request.id);
+        self.inner.restore(request)
+    }
+    fn close(&self) {
+        self.inner.close()
+    }
+}
+
+string_enum!(
+    #[doc = "Where a request is in its life (durable stores): `pending → approved → executing → done`,"]
+    #[doc = "or `pending → denied | timed-out | cancelled`, or `pending → approved → released` (a"]
+    #[doc = "`confirm` caller took the approval). `interrupted`: found `approved` or `executing` at"]
+    #[doc = "start-up, reported and never run again."]
+    RecordStateKind("kebab-case") <=> RecordState {
+        Pending, Approved, Executing, Done, Released, Denied, TimedOut, Cancelled, Interrupted
+    }
+);
+
+/// A request as a durable store keeps it (the core's `StoredRecord`).
+#[napi(object, object_to_js = false, object_from_js = false)]
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredRecordData {
+    /// The request as it was published.
+    #[napi(ts_type = "ConfirmationRequestData")]
+    pub request: Value,
+    /// Where it is now.
+    pub state: RecordStateKind,
+    /// The arguments approved to run, once approved.
+    #[napi(ts_type = "any")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// Who answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub responder: Option<String>,
+    /// SHA-256 (hex) of the approval token that answered, if one did (never the token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_fingerprint: Option<String>,
+    /// `done`: the tool's result (`ToolResultData`); `interrupted`, `cancelled`: a note.
+    #[napi(ts_type = "any")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// When the state last changed (epoch ms).
+    #[napi(ts_type = "number")]
+    pub updated_at_ms: u64,
+}
+
+/// A stored record in its JavaScript shape (camelCase; a `done` result as `ToolResultData`).
+pub(crate) fn record_data(r: StoredRecord) -> StoredRecordData {
+    let result = match (r.state, r.result) {
+        (RecordState::Done, Some(v)) => match serde_json::from_value::<signoff::ToolResult>(v.clone()) {
+            Ok(t) => serde_json::to_value(result_data(t)).ok(),
+            Err(_) => Some(v),
+        },
+        (_, v) => v,
+    };
+    StoredRecordData {
+        request: request_value(&r.request),
+        state: r.state.into(),
+        arguments: r.arguments,
+        responder: r.responder,
+        token_fingerprint: r.token,
+        result,
+        updated_at_ms: r.updated_at_ms,
+    }
+}
+
+/// A request's JavaScript (camelCase) JSON value.
+pub(crate) fn request_value(r: &ConfirmationRequest) -> Value {
+    serde_json::to_value(RequestDataRef::of(r)).unwrap_or(Value::Null)
 }

@@ -1,8 +1,10 @@
 //! Tools: specs go to the core as its `ToolSpec` JSON; JavaScript executors become core
-//! `Executor`s that call into JavaScript on the thread polling `execute` (always the JavaScript
-//! thread) and settle through `settleExecution` (the output as JSON text, or the error message).
+//! `Executor`s that call into JavaScript on the thread polling `execute` (the JavaScript thread)
+//! and settle through `settleExecution` (the output as JSON text, or the error message). Called
+//! from another thread (a request restored by `Gate::recover` runs its tool in a task on the
+//! tokio runtime), the call is queued for the JavaScript thread and made there.
 
-use crate::driver;
+use crate::driver::{self, RemoteCall, Settle, Shared, TaskFuture};
 use crate::errors;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -13,7 +15,7 @@ use serde_json::Value;
 use signoff::{ExecResult, Executor};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::sync::oneshot;
 
 thread_local! {
@@ -28,7 +30,7 @@ thread_local! {
 /// Wraps the facade's executor function (`(argsJson, token, abortId) => void`, which eventually
 /// calls `settleExecution(token, ok, outputJsonOrMessage)`) as a core executor. The reference is
 /// weak: the facade must keep the function alive while the tool is registered. Returns its id for [`release`].
-pub(crate) fn executor_for(env: &Env, func: sys::napi_value) -> Result<(u64, Executor)> {
+pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared>) -> Result<(u64, Executor)> {
     // Weak: the facade keeps its executor functions alive as long as the gate is referenced.
     let mut r = std::ptr::null_mut();
     driver::check(unsafe { sys::napi_create_reference(env.raw(), func, 0, &mut r) })?;
@@ -38,7 +40,20 @@ pub(crate) fn executor_for(env: &Env, func: sys::napi_value) -> Result<(u64, Exe
         id
     });
     EXECUTORS.with(|m| m.borrow_mut().insert(id, r));
-    let exec: Executor = Arc::new(move |args: Value| call_executor(id, args));
+    let exec: Executor = Arc::new(move |args: Value| {
+        if driver::current_env().is_some() {
+            return call_executor(id, args);
+        }
+        // Off the JavaScript thread: have the gate make the call there.
+        let Some(shared) = shared.upgrade() else {
+            return fail("the gate is gone: the tool cannot run");
+        };
+        let (done, rx) = oneshot::channel();
+        match shared.execute_remote(RemoteCall { executor: id, args, done }) {
+            Ok(()) => Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err(LOST.into())))),
+            Err(_) => fail("the gate was closed before the tool could run"),
+        }
+    });
     Ok((id, exec))
 }
 
@@ -47,6 +62,23 @@ pub(crate) fn release(env: &Env, id: u64) {
     if let Some(r) = EXECUTORS.with(|m| m.borrow_mut().remove(&id)) {
         unsafe { sys::napi_delete_reference(env.raw(), r) };
     }
+}
+
+const LOST: &str = "the tool's result was lost";
+
+/// A task of the gate's that makes an executor call queued from another thread, on the
+/// JavaScript thread, and hands its result back.
+pub(crate) fn remote_call(call: RemoteCall) -> TaskFuture {
+    Box::pin(async move {
+        let RemoteCall { executor, args, done } = call;
+        let result = call_executor(executor, args).await;
+        let _ = done.send(result);
+        Box::new(|env: &Env| {
+            let mut u = std::ptr::null_mut();
+            driver::check(unsafe { sys::napi_get_undefined(env.raw(), &mut u) })?;
+            Ok(u)
+        }) as Settle
+    })
 }
 
 fn fail(msg: &str) -> BoxFuture<'static, ExecResult> {
@@ -101,7 +133,7 @@ fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
         SETTLES.with(|s| s.borrow_mut().remove(&token));
         return Box::pin(std::future::ready(Err(msg)));
     }
-    Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err("the tool's result was lost".into()))))
+    Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err(LOST.into()))))
 }
 
 /// Settles an execution started by an executor call: `ok` with the tool's output as JSON text,
