@@ -84,7 +84,9 @@ fn build_gate(dir: &Path) -> Gate {
 }
 
 /// Child process body: makes four requests, approves two of them, and waits to be killed.
+/// Not a test of its own (ignored): `run_child` runs it in a child process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of the restart tests; run by them"]
 async fn child_process_entry() {
     let Ok(dir) = std::env::var("SIGNOFF_DURABLE_CHILD") else { return };
     let dir = PathBuf::from(dir);
@@ -154,7 +156,7 @@ impl Child {
 /// Runs the child until it is READY, then kills it (SIGKILL), or lets it abort itself.
 fn run_child(dir: &Path, abort: bool) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_process_entry", "--nocapture", "--test-threads=1"])
+    cmd.args(["--exact", "child_process_entry", "--include-ignored", "--nocapture", "--test-threads=1"])
         .env("SIGNOFF_DURABLE_CHILD", dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

@@ -58,40 +58,29 @@ impl Gate {
         }
         let mut report = Recovery::default();
         let now = now_ms();
-        let mut restored_ids = Vec::new();
+        let mut restored_ids = HashSet::new();
         for rec in self.inner.store.unfinished()? {
             let request = rec.request.clone();
             let id = request.id;
             match rec.state {
                 RecordState::Pending if request.deadline_ms <= now => {
-                    self.inner.store.transition(&id, StateChange::to(RecordState::TimedOut))?;
-                    lock(&self.inner.tombstones).add(id, Outcome::TimedOut);
-                    self.audit(|| {
-                        let mut r = record_for(AuditKind::Outcome, &request);
+                    self.settle_stored(&request, RecordState::TimedOut, None, Outcome::TimedOut, |r| {
                         r.decision = Some(Outcome::TimedOut.as_str().into());
                         r.reason = Some("the deadline passed while the process was down".into());
-                        r
-                    });
+                    })?;
                     report.timed_out.push(request);
                 }
                 RecordState::Pending => match self.restore(request.clone(), &handle) {
                     Ok(()) => {
-                        restored_ids.push(id);
+                        restored_ids.insert(id);
                         report.restored.push(request);
                     }
                     Err(reason) => {
                         let note = Value::String(reason.clone());
-                        self.inner.store.transition(
-                            &id,
-                            StateChange { result: Some(&note), ..StateChange::to(RecordState::Cancelled) },
-                        )?;
-                        lock(&self.inner.tombstones).add(id, Outcome::Cancelled);
-                        self.audit(|| {
-                            let mut r = record_for(AuditKind::Outcome, &request);
+                        self.settle_stored(&request, RecordState::Cancelled, Some(&note), Outcome::Cancelled, |r| {
                             r.decision = Some(Outcome::Cancelled.as_str().into());
                             r.reason = Some(format!("not restored after a restart: {reason}"));
-                            r
-                        });
+                        })?;
                         report.not_restored.push(NotRestored { request, reason });
                     }
                 },
@@ -100,21 +89,15 @@ impl Gate {
                         "interrupted_in": rec.state.as_str(),
                         "note": "the process stopped before the tool's result was recorded; not run again",
                     });
-                    self.inner.store.transition(
-                        &id,
-                        StateChange { result: Some(&note), ..StateChange::to(RecordState::Interrupted) },
-                    )?;
-                    lock(&self.inner.tombstones).add(id, Outcome::Approved);
-                    self.audit(|| {
-                        let mut r = record_for(AuditKind::Execution, &request);
+                    self.settle_stored(&request, RecordState::Interrupted, Some(&note), Outcome::Approved, |r| {
+                        r.kind = AuditKind::Execution;
                         r.decision = Some("interrupted".into());
                         r.responder = rec.responder.clone();
                         r.reason = Some(format!(
                             "the process stopped while this call was {}; it may or may not have run, and is not run again",
                             rec.state.as_str()
                         ));
-                        r
-                    });
+                    })?;
                     report.interrupted.push(rec);
                 }
                 _ => {}
@@ -129,6 +112,27 @@ impl Gate {
             self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::NoSubscribers);
         }
         Ok(report)
+    }
+
+    /// Ends a stored request found at start-up: records its final state (with `note`), remembers
+    /// how it ended for late responses, and audits it (an `outcome` record that `describe`
+    /// fills in).
+    fn settle_stored(
+        &self,
+        request: &ConfirmationRequest,
+        state: RecordState,
+        note: Option<&Value>,
+        outcome: Outcome,
+        describe: impl FnOnce(&mut AuditRecord),
+    ) -> Result<()> {
+        self.inner.store.transition(&request.id, StateChange { result: note, ..StateChange::to(state) })?;
+        lock(&self.inner.tombstones).add(request.id, outcome);
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Outcome, request);
+            describe(&mut r);
+            r
+        });
+        Ok(())
     }
 
     /// Waits again for a stored pending request, in a task that runs its tool once approved.
