@@ -21,6 +21,16 @@ if grep -q 'ACCEPTED' "$out"; then echo "remote-approval check failed: something
 
 target/debug/signoff-audit verify "$dir/audit.jsonl" >"$out"
 expect 'intact: '
+target/debug/signoff-audit verify "$dir/audit.jsonl" --store "$dir/signoff.db" >"$out"
+expect "reaching the store's anchor"
+# Cut the last record: the chain alone cannot tell, the store's anchor can.
+cp "$dir/audit.jsonl" "$dir/audit.whole"
+sed -i '$d' "$dir/audit.jsonl"
+target/debug/signoff-audit verify "$dir/audit.jsonl" >"$out"
+expect 'no anchor checked'
+if target/debug/signoff-audit verify "$dir/audit.jsonl" --store "$dir/signoff.db" >"$out"; then echo "signoff-audit accepted a cut log"; exit 1; fi
+expect 'TAMPERED: truncated record at'
+mv "$dir/audit.whole" "$dir/audit.jsonl"
 # Edit one record (the payment amount in the request record): the verifier names it.
 sed -i '1s/1200/12000/' "$dir/audit.jsonl"
 if target/debug/signoff-audit verify "$dir/audit.jsonl" >"$out"; then echo "signoff-audit accepted an edited log"; exit 1; fi

@@ -116,6 +116,35 @@ pub trait AuditSink: Send + Sync + 'static {
     fn record(&self, record: AuditRecord);
     /// Blocks until every record given so far is durable. The default does nothing.
     fn flush(&self) {}
+    /// Keeps the chain's head in `anchor` from now on (see [`AuditAnchor`]). The gate calls this
+    /// when it is built with a store that offers an anchor
+    /// ([`PendingStore::audit_anchor`](crate::PendingStore::audit_anchor)). The default ignores it.
+    fn set_anchor(&self, anchor: Arc<dyn AuditAnchor>) {
+        let _ = anchor;
+    }
+}
+
+/// The newest record of a hash chain: its `seq` and `hash`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainHead {
+    /// The record's position (from 0).
+    pub seq: u64,
+    /// The record's hash.
+    pub hash: String,
+}
+
+/// Somewhere other than the log file that remembers how far the log reached. The hash chain
+/// alone shows an edited, reordered or missing record, but not records cut from the end: a log
+/// truncated after any record is still a valid chain. With an anchor, [`verify_chain_anchored`]
+/// also reports a log that ends before the anchored head, or whose record at the anchored
+/// `seq` is not the anchored one. The durable store is the default anchor (an attacker who
+/// edits the log file does not by default also control the database, which is where the
+/// requests' states live).
+pub trait AuditAnchor: Send + Sync + 'static {
+    /// Records the head after it was written and synced to the log.
+    fn save_head(&self, head: &ChainHead) -> crate::Result<()>;
+    /// The head recorded last, if any.
+    fn load_head(&self) -> crate::Result<Option<ChainHead>>;
 }
 
 /// Keeps records in memory (tests, small apps, UIs that show history).
@@ -145,6 +174,7 @@ impl AuditSink for MemoryAuditSink {
 enum Msg {
     Record(AuditRecord),
     Flush(mpsc::SyncSender<()>),
+    Anchor(Arc<dyn AuditAnchor>),
 }
 
 /// The `prev_hash` of the first record of a chain.
@@ -182,9 +212,63 @@ struct Chain {
     prev: String,
     rotate_bytes: Option<u64>,
     rotated: u64,
+    anchor: Option<Arc<dyn AuditAnchor>>,
+    /// Records written since the anchor was last saved.
+    unanchored: bool,
 }
 
 impl Chain {
+    /// The head of what has been written (`None` for an empty chain).
+    fn head(&self) -> Option<ChainHead> {
+        self.next_seq.checked_sub(1).map(|seq| ChainHead { seq, hash: self.prev.clone() })
+    }
+
+    /// Starts anchoring. A log that ends before the anchored head was cut while the gate was
+    /// down: that is written into the chain itself (and to stderr) before it continues, so the
+    /// evidence survives the anchor moving on.
+    fn set_anchor(&mut self, anchor: Arc<dyn AuditAnchor>) -> std::io::Result<()> {
+        match anchor.load_head() {
+            Ok(Some(anchored)) => {
+                let ends = self.head();
+                let cut = match &ends {
+                    None => true,
+                    Some(h) => h.seq < anchored.seq || (h.seq == anchored.seq && h.hash != anchored.hash),
+                };
+                if cut {
+                    let ends_at = ends.map_or("it is empty".to_owned(), |h| format!("it ends at record {}", h.seq));
+                    let msg = format!(
+                        "audit log {} was cut: its anchor records record {} (hash {}), but {ends_at}",
+                        self.path.display(),
+                        anchored.seq,
+                        anchored.hash
+                    );
+                    eprintln!("signoff: {msg}");
+                    let mut r = AuditRecord::new(AuditKind::Notice);
+                    r.decision = Some("audit-truncated".into());
+                    r.reason = Some(msg);
+                    self.write(r)?;
+                    self.unanchored = true;
+                }
+            }
+            Ok(None) => self.unanchored = self.next_seq > 0,
+            Err(e) => eprintln!("signoff: cannot read the audit anchor: {e}"),
+        }
+        self.anchor = Some(anchor);
+        Ok(())
+    }
+
+    /// Syncs what was written and records the head in the anchor.
+    fn save_anchor(&mut self) -> std::io::Result<()> {
+        let (Some(anchor), true) = (&self.anchor, self.unanchored) else { return Ok(()) };
+        let Some(head) = self.head() else { return Ok(()) };
+        // The anchor must never be ahead of what the disk holds.
+        self.file.flush()?;
+        self.file.get_ref().sync_data()?;
+        anchor.save_head(&head).map_err(std::io::Error::other)?;
+        self.unanchored = false;
+        Ok(())
+    }
+
     fn open(path: &Path, options: AuditOptions) -> std::io::Result<Chain> {
         let rotated = rotated_files(path)?.last().map_or(0, |(n, _)| *n);
         let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
@@ -226,6 +310,8 @@ impl Chain {
             prev,
             rotate_bytes: options.rotate_bytes,
             rotated,
+            anchor: None,
+            unanchored: false,
         })
     }
 
@@ -243,6 +329,7 @@ impl Chain {
         self.size += line.len() as u64;
         self.next_seq += 1;
         self.prev = hash;
+        self.unanchored = true;
         Ok(())
     }
 
@@ -393,6 +480,11 @@ impl JsonlAuditSink {
                             }
                         }
                         Msg::Flush(done) => waiters.push(done),
+                        Msg::Anchor(a) => {
+                            if let Err(e) = chain.set_anchor(a) {
+                                fail(e);
+                            }
+                        }
                     }
                     next = rx.try_recv().ok();
                 }
@@ -400,6 +492,9 @@ impl JsonlAuditSink {
                     fail(e);
                 }
                 if let Err(e) = chain.maybe_rotate() {
+                    fail(e);
+                }
+                if let Err(e) = chain.save_anchor() {
                     fail(e);
                 }
                 if !waiters.is_empty() {
@@ -412,6 +507,7 @@ impl JsonlAuditSink {
                 }
             }
             let _ = chain.file.flush();
+            let _ = chain.save_anchor();
         })?;
         Ok(Arc::new(JsonlAuditSink {
             tx: Mutex::new(Some(tx)),
@@ -451,6 +547,13 @@ impl AuditSink for JsonlAuditSink {
             }
     }
 
+    fn set_anchor(&self, anchor: Arc<dyn AuditAnchor>) {
+        let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = guard.as_ref() {
+            let _ = tx.send(Msg::Anchor(anchor));
+        }
+    }
+
     fn flush(&self) {
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         let sent = {
@@ -485,6 +588,8 @@ pub enum ChainProblemKind {
     Reordered,
     /// The line is not a chained audit record (unparseable, torn, or without a hash).
     Malformed,
+    /// The log ends before the head its anchor recorded: records were cut from the end.
+    Truncated,
 }
 
 /// The first problem in an audit chain.
@@ -537,8 +642,24 @@ impl ChainReport {
 /// assert!(report.is_intact());
 /// assert_eq!(report.records, 3);
 /// ```
+///
+/// A chain cut after any record is still a valid chain: see [`verify_chain_anchored`] for the
+/// check that catches records removed from the end.
 pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
-    let path = path.as_ref();
+    verify(path.as_ref(), None)
+}
+
+/// [`verify_chain`], and then against the head an [`AuditAnchor`] recorded: a log that ends
+/// before the anchored record is [`Truncated`](ChainProblemKind::Truncated); one whose record at
+/// the anchored `seq` has another hash is [`Edited`](ChainProblemKind::Edited). A log that goes
+/// on past the anchored head is fine (the anchor is saved after each batch of records, so it
+/// may lag the log by the records written since).
+pub fn verify_chain_anchored(path: impl AsRef<Path>, anchor: &dyn AuditAnchor) -> std::io::Result<ChainReport> {
+    let head = anchor.load_head().map_err(|e| std::io::Error::other(format!("cannot read the audit anchor: {e}")))?;
+    verify(path.as_ref(), head.as_ref())
+}
+
+fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainReport> {
     let mut files: Vec<PathBuf> = rotated_files(path)?.into_iter().map(|(_, p)| p).collect();
     if path.exists() {
         files.push(path.to_path_buf());
@@ -560,7 +681,9 @@ pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
         .iter()
         .map(|(_, _, l)| {
             let (body, hash) = split_hash(l).ok()?;
-            let rec: AuditRecord = serde_json::from_slice(&hashed_bytes(body)).ok()?;
+            // Strict: a repeated key would make the record say two things.
+            let v = crate::json::from_slice(&hashed_bytes(body), "audit record").ok()?;
+            let rec: AuditRecord = serde_json::from_value(v).ok()?;
             let ok = crate::display::sha256_hex(&hashed_bytes(body)) == hash;
             Some((rec, hash.to_owned(), ok))
         })
@@ -609,9 +732,42 @@ pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
             });
             return Ok(report);
         }
+        if let Some(a) = anchored
+            && a.seq == seq
+            && a.hash != *hash
+        {
+            report.problem = Some(problem(
+                ChainProblemKind::Edited,
+                Some(seq),
+                format!("record {seq} is not the record the anchor holds (hash {})", a.hash),
+            ));
+            return Ok(report);
+        }
         report.head = hash.clone();
         report.records += 1;
         prev_at = Some(i);
+    }
+    if let Some(a) = anchored
+        && report.records <= a.seq
+    {
+        let (file, line) = match lines.last() {
+            Some((fi, line, _)) => (files[*fi].clone(), line + 1),
+            None => (files.last().cloned().unwrap_or_default(), 1),
+        };
+        let ends = match report.records {
+            0 => "the log has no records".to_owned(),
+            n => format!("the log ends at record {}", n - 1),
+        };
+        report.problem = Some(ChainProblem {
+            kind: ChainProblemKind::Truncated,
+            file,
+            line,
+            seq: Some(report.records),
+            message: format!(
+                "records {}..={} were cut from the end: {ends}, but the anchor holds record {}",
+                report.records, a.seq, a.seq
+            ),
+        });
     }
     Ok(report)
 }

@@ -5,22 +5,50 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt::Write;
 
-/// True for characters that would let displayed text differ from what runs: C0/C1 controls
-/// (except newline and tab), bidirectional overrides/isolates/marks, zero-width characters,
-/// the byte-order mark, line/paragraph separators and other invisible formatting characters.
+/// True for characters that would let displayed text differ from what runs, so that a person
+/// could approve a string they cannot see whole:
+///
+/// - every `Default_Ignorable_Code_Point` of Unicode 15 (zero-width characters, joiners, bidi
+///   marks, embeddings, overrides and isolates, variation selectors U+FE00–FE0F and
+///   U+E0100–E01EF, the combining grapheme joiner U+034F, Mongolian free variation selectors,
+///   Khmer inherent vowels, Hangul fillers, musical and shorthand format controls, tag
+///   characters, and the reserved ranges Unicode sets aside as ignorable);
+/// - every other format character (general category `Cf`, e.g. U+0600, U+FFF9, U+13430);
+/// - C0 and C1 controls except newline and tab;
+/// - line and paragraph separators, and every space other than U+0020 (no-break, em, thin,
+///   ideographic ... spaces look like a plain space but are not one), and U+2800 BRAILLE
+///   PATTERN BLANK.
+///
+/// Emoji sequences are therefore shown with their joiners and selectors spelled out: `❤️`
+/// (U+2764 U+FE0F) shows as `❤\u{FE0F}`, and `👩‍💻` as `👩\u{200D}💻`. Precision over looks: two
+/// strings that render alike always display differently.
 pub fn is_deceptive(c: char) -> bool {
     matches!(c,
-        '\u{0000}'..='\u{0008}' | '\u{000B}'..='\u{001F}' | '\u{007F}'..='\u{009F}'
+        '\u{0000}'..='\u{0008}' | '\u{000B}'..='\u{001F}' | '\u{007F}'..='\u{00A0}'
         | '\u{00AD}'                       // soft hyphen
+        | '\u{034F}'                       // combining grapheme joiner
+        | '\u{0600}'..='\u{0605}'          // Arabic number signs (Cf)
         | '\u{061C}'                       // Arabic letter mark
-        | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' // Hangul fillers
-        | '\u{180E}'                       // Mongolian vowel separator
-        | '\u{200B}'..='\u{200F}'          // zero-width space/joiners, LRM, RLM
-        | '\u{2028}'..='\u{202E}'          // line/para separators, bidi embeddings & overrides
-        | '\u{2060}'..='\u{206F}'          // word joiner, invisible operators, bidi isolates
+        | '\u{06DD}' | '\u{070F}' | '\u{0890}' | '\u{0891}' | '\u{08E2}' // other Cf
+        | '\u{115F}' | '\u{1160}'          // Hangul choseong/jungseong fillers
+        | '\u{1680}'                       // Ogham space mark
+        | '\u{17B4}' | '\u{17B5}'          // Khmer inherent vowels
+        | '\u{180B}'..='\u{180F}'          // Mongolian free variation selectors, vowel separator
+        | '\u{2000}'..='\u{200F}'          // spaces, zero-width space/joiners, LRM, RLM
+        | '\u{2028}'..='\u{202F}'          // line/para separators, bidi embeddings & overrides, NNBSP
+        | '\u{205F}'..='\u{206F}'          // medium math space, word joiner, invisible operators, isolates
+        | '\u{2800}'                       // braille pattern blank
+        | '\u{3000}'                       // ideographic space
+        | '\u{3164}'                       // Hangul filler
+        | '\u{FE00}'..='\u{FE0F}'          // variation selectors 1-16
         | '\u{FEFF}'                       // zero-width no-break space / BOM
-        | '\u{FFF9}'..='\u{FFFB}'          // interlinear annotations
-        | '\u{E0000}'..='\u{E007F}'        // tag characters
+        | '\u{FFA0}'                       // halfwidth Hangul filler
+        | '\u{FFF0}'..='\u{FFFB}'          // reserved ignorables, interlinear annotations
+        | '\u{110BD}' | '\u{110CD}'        // Kaithi number signs (Cf)
+        | '\u{13430}'..='\u{1343F}'        // Egyptian hieroglyph format controls
+        | '\u{1BCA0}'..='\u{1BCA3}'        // shorthand format controls
+        | '\u{1D173}'..='\u{1D17A}'        // musical symbol format controls
+        | '\u{E0000}'..='\u{E0FFF}'        // tags, variation selectors 17-256, reserved ignorables
     )
 }
 
@@ -139,6 +167,66 @@ mod tests {
         let e = escape_for_display(s);
         assert_eq!(e, "rm \\u{202E}txt.exe\\u{200B} \\u{0007}ok\n\tfine");
         assert!(matches!(escape_for_display("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn invisible_code_points_from_the_report_are_escaped() {
+        // Issue 15: these survived the old escaping, so `/data/report.txt` could hide another string.
+        for c in ['\u{FE0F}', '\u{FE00}', '\u{E0100}', '\u{E01EF}', '\u{034F}', '\u{180B}', '\u{17B4}', '\u{17B5}', '\u{1D173}'] {
+            let s = format!("/data/report{c}.txt");
+            let shown = escape_for_display(&s);
+            assert_eq!(shown, format!("/data/report\\u{{{:04X}}}.txt", c as u32), "{:04X}", c as u32);
+        }
+        let shown = display_arguments(&json!({"path": "/data/report\u{FE0F}\u{FE01}.txt"}));
+        assert!(shown.contains("report\\u{FE0F}\\u{FE01}.txt"), "{shown}");
+        // Emoji sequences are spelled out, not hidden.
+        assert_eq!(escape_for_display("\u{2764}\u{FE0F}"), "\u{2764}\\u{FE0F}");
+        assert_eq!(escape_for_display("\u{1F469}\u{200D}\u{1F4BB}"), "\u{1F469}\\u{200D}\u{1F4BB}");
+        // Spaces that are not U+0020 are named.
+        assert_eq!(escape_for_display("a\u{00A0}b\u{3000}c"), "a\\u{00A0}b\\u{3000}c");
+    }
+
+    /// Every Default_Ignorable_Code_Point, and every format (Cf) character, in the Unicode
+    /// Character Database installed by `make test` (Debian's unicode-data).
+    #[test]
+    fn every_default_ignorable_and_format_character_is_escaped() {
+        let dir = std::path::Path::new("/usr/share/unicode");
+        let (Ok(props), Ok(cats)) = (
+            std::fs::read_to_string(dir.join("DerivedCoreProperties.txt")),
+            std::fs::read_to_string(dir.join("extracted/DerivedGeneralCategory.txt")),
+        ) else {
+            assert!(std::env::var_os("CI").is_none(), "CI must install unicode-data (make test does)");
+            eprintln!("skipped: no Unicode Character Database in {}", dir.display());
+            return;
+        };
+        let ranges = |text: &str, pred: &dyn Fn(&str) -> bool| -> Vec<(u32, u32)> {
+            text.lines()
+                .filter_map(|l| l.split('#').next())
+                .filter_map(|l| l.split_once(';'))
+                .filter(|(_, p)| pred(p.trim()))
+                .map(|(r, _)| {
+                    let r = r.trim();
+                    let (a, b) = r.split_once("..").unwrap_or((r, r));
+                    (u32::from_str_radix(a, 16).unwrap(), u32::from_str_radix(b, 16).unwrap())
+                })
+                .collect()
+        };
+        let mut all = ranges(&props, &|p| p == "Default_Ignorable_Code_Point");
+        all.extend(ranges(&cats, &|p| matches!(p, "Cf" | "Zl" | "Zp" | "Cc")));
+        all.extend(ranges(&cats, &|p| p == "Zs").into_iter().filter(|r| r.0 != 0x20));
+        assert!(all.len() > 30, "parsed the database");
+        let mut checked = 0;
+        for (a, b) in all {
+            for cp in a..=b {
+                let Some(c) = char::from_u32(cp) else { continue };
+                if c == '\n' || c == '\t' {
+                    continue;
+                }
+                assert!(is_deceptive(c), "U+{cp:04X} is not escaped");
+                checked += 1;
+            }
+        }
+        assert!(checked > 4000);
     }
 
     #[test]

@@ -205,8 +205,7 @@ impl ConfirmationResponse {
     /// assert_eq!(err.kind(), ErrorKind::Malformed);
     /// ```
     pub fn from_json_str(s: &str) -> Result<Self> {
-        let v: Value = serde_json::from_str(s).map_err(|e| Error::Malformed(format!("response is not JSON: {e}")))?;
-        Self::from_json(v)
+        Self::from_json(crate::json::from_str(s, "the response")?)
     }
 
     /// Like [`from_json_str`](Self::from_json_str), from a parsed value.
@@ -275,6 +274,9 @@ pub enum CancelReason {
     Aborted,
     /// The session ended.
     SessionEnded,
+    /// The approval step itself failed before anyone decided: a handler raised, panicked or
+    /// returned without answering. Not a person's refusal; the detail is in the audit log.
+    ApprovalFailed,
 }
 
 impl CancelReason {
@@ -285,6 +287,7 @@ impl CancelReason {
             CancelReason::Shutdown => "shutdown",
             CancelReason::Aborted => "aborted",
             CancelReason::SessionEnded => "session-ended",
+            CancelReason::ApprovalFailed => "approval-failed",
         }
     }
 }

@@ -120,6 +120,12 @@ pub(crate) fn declined_text(tool: &str, d: &Decision) -> String {
                 CancelReason::Shutdown => "the application is shutting down",
                 CancelReason::Aborted => "the request was aborted",
                 CancelReason::SessionEnded => "the session ended",
+                CancelReason::ApprovalFailed => {
+                    return format!(
+                        "This call to `{tool}` did not run: the approval step failed before anyone decided, so \
+                         nobody approved it (this is not a person's refusal). {DO_NOT_RETRY}"
+                    );
+                }
             };
             format!("This call to `{tool}` was cancelled before anyone approved it ({why}), so the tool did not run. {DO_NOT_RETRY}")
         }

@@ -343,12 +343,16 @@ impl GateBuilder {
     /// Builds the gate; fails with `invalid_tool` if a tool given to [`tool`](Self::tool) is invalid.
     pub fn build(self) -> Result<Gate> {
         let (bus, _) = broadcast::channel(self.bus_capacity);
+        let store: Arc<dyn PendingStore> = self.store.unwrap_or_else(|| Arc::new(MemoryPendingStore::new()));
+        if let (Some(audit), Some(anchor)) = (&self.audit, store.clone().audit_anchor()) {
+            audit.set_anchor(anchor);
+        }
         let gate = Gate {
             inner: Arc::new(Inner {
                 policy: self.policy,
                 tools: RwLock::new(HashMap::default()),
                 bus,
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryPendingStore::new())),
+                store,
                 authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
                 audit: self.audit,
                 waiters: Mutex::new(HashMap::default()),
@@ -471,6 +475,7 @@ impl Gate {
     /// Whether a call would need approval right now, and why (no request is made).
     pub fn evaluate(&self, call: &ToolCall) -> Result<crate::policy::Evaluation> {
         let tool = self.tool(&call.tool)?;
+        crate::json::check(&call.arguments, "arguments")?;
         tool.validate(&call.arguments, "original")?;
         Ok(tool.evaluate(&call.arguments))
     }
@@ -498,7 +503,8 @@ impl Gate {
     /// passes, the gate shuts down, every subscriber goes away, or this future is dropped;
     /// every one of those except an explicit approval is a decision not to run.
     ///
-    /// Errors (the call is refused, nothing is asked): `unknown_tool`, `invalid_arguments`,
+    /// Errors (the call is refused, nothing is asked): `malformed` (arguments or metadata nested
+    /// deeper than [`json::MAX_NESTING`](crate::json::MAX_NESTING)), `unknown_tool`, `invalid_arguments`,
     /// `store`.
     pub fn confirm(&self, call: ToolCall) -> Confirm<'_> {
         self.confirm_future(None, call, true)
@@ -510,6 +516,8 @@ impl Gate {
     }
 
     pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
+        crate::json::check(&call.arguments, "arguments")?;
+        crate::json::check(&call.metadata, "metadata")?;
         tool.validate(&call.arguments, "original")?;
         if tool.never_gated() {
             return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::NotGated)));
@@ -719,6 +727,29 @@ impl Gate {
         self.cancel(*id, CancelReason::Aborted)
     }
 
+    /// The approval step for a request failed before anyone decided (a handler raised, panicked
+    /// or returned without answering): the request ends as cancelled
+    /// ([`CancelReason::ApprovalFailed`]). This is signoff's own fail-safe, so the authenticator
+    /// is not asked (a gate that restricts responders must still end the request at once). The
+    /// detail goes to the audit log and stderr, never to the model. Returns whether it was
+    /// still pending (a concurrent answer may have won).
+    pub(crate) fn fail_approval(&self, id: &Uuid, detail: &str) -> bool {
+        let Some(w) = self.claim(id, Outcome::Cancelled) else { return false };
+        eprintln!(
+            "signoff: the approval step for request {id} (`{}`) failed: {detail}; the request is cancelled and the tool does not run",
+            w.request.tool
+        );
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Notice, &w.request);
+            r.decision = Some(CancelReason::ApprovalFailed.as_str().into());
+            r.responder = Some(crate::handler::HANDLER_RESPONDER.into());
+            r.reason = Some(detail.to_owned());
+            r
+        });
+        self.resolve(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms());
+        true
+    }
+
     fn cancel(&self, id: Uuid, reason: CancelReason) -> bool {
         match self.claim(&id, Outcome::Cancelled) {
             Some(w) => {
@@ -880,6 +911,9 @@ impl Gate {
             .authenticate(&request, resp)
             .map_err(|reason| Error::Unauthorized { id, reason })?;
 
+        if let Some(edit) = &resp.arguments {
+            crate::json::check(edit, "edited arguments")?;
+        }
         let resolution = match resp.decision {
             ResponseDecision::Deny => {
                 if resp.arguments.is_some() {
@@ -1056,12 +1090,13 @@ impl Gate {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.cancel_where(|_| true, CancelReason::Shutdown);
-        // A durable store is released (file and lock), so a new gate can open it. A tool
-        // still running now cannot record its result: a restart reports it as interrupted.
-        self.inner.store.close();
+        // The audit first: its head is anchored in the store, which must still be open.
         if let Some(a) = &self.inner.audit {
             a.flush();
         }
+        // A durable store is released (file and lock), so a new gate can open it. A tool
+        // still running now cannot record its result: a restart reports it as interrupted.
+        self.inner.store.close();
     }
 
     /// True after [`close`](Self::close).

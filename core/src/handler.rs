@@ -1,6 +1,9 @@
 //! Handler-style approvals: a function called for each request, answering through the
-//! request handle. The rules every binding shares live here: a handler that fails, or returns
-//! without answering, denies.
+//! request handle. The rules every binding shares live here: a handler that fails, panics or
+//! returns without answering ends its request as cancelled
+//! ([`CancelReason::ApprovalFailed`](crate::CancelReason::ApprovalFailed)): the tool does not run,
+//! the model is told the approval step failed (not that a person declined), and the failure's
+//! detail goes to the audit log and stderr, never to the model.
 
 use crate::error::Result;
 use crate::event::{ConfirmationRequest, ConfirmationResponse, Event, Outcome, Scope};
@@ -11,7 +14,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// The responder recorded when signoff itself denies for a handler.
+/// The responder named in the audit record of a failed approval step (a handler that failed,
+/// panicked or returned without answering).
 pub const HANDLER_RESPONDER: &str = "signoff:handler";
 
 /// A pending request and the means to answer it, bound to that request (id, tool, digest,
@@ -91,8 +95,11 @@ impl Drop for HandlerGuard {
 impl Gate {
     /// Calls `handler` for every request from now on (and for every request already pending),
     /// each in its own task. When the handler's future completes while the request is still
-    /// pending, signoff denies it: "the approval handler returned without answering", or
-    /// "the approval handler failed: ..." when it returned an error or panicked.
+    /// pending, the approval step has failed: the request is cancelled
+    /// ([`CancelReason::ApprovalFailed`](crate::CancelReason::ApprovalFailed)) whatever the
+    /// gate's authenticator allows, so it never waits for its deadline. The detail ("the approval
+    /// handler returned without answering", "the approval handler failed: ...", "the approval
+    /// handler panicked") is written to the audit log and stderr.
     ///
     /// Must be called within a tokio runtime.
     pub fn on_request(&self, handler: RequestHandler) -> HandlerGuard {
@@ -139,10 +146,6 @@ async fn run_handler(gate: Gate, handler: RequestHandler, req: Arc<ConfirmationR
         Ok(Err(e)) => format!("the approval handler failed: {e}"),
         Err(_) => "the approval handler panicked".to_owned(),
     };
-    if gate.pending_request(&req.id).is_some() {
-        // Fail safe. A concurrent answer may win this race; either way exactly one counts.
-        let _ = gate.respond(
-            ConfirmationResponse::deny(&req, Some(reason)).with_responder(HANDLER_RESPONDER),
-        );
-    }
+    // Fail safe. A concurrent answer may win this race; either way exactly one counts.
+    gate.fail_approval(&req.id, &reason);
 }

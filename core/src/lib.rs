@@ -47,6 +47,7 @@ pub mod event;
 mod executor;
 mod gate;
 mod handler;
+pub mod json;
 pub mod policy;
 mod sqlite;
 pub mod store;
@@ -54,8 +55,8 @@ pub mod token;
 pub mod tool;
 
 pub use audit::{
-    AuditKind, AuditOptions, AuditRecord, AuditSink, ChainProblem, ChainProblemKind, ChainReport, JsonlAuditSink,
-    MemoryAuditSink, verify_chain,
+    AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind, ChainReport,
+    JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_anchored,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
@@ -68,7 +69,7 @@ pub use gate::{
 };
 pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
-pub use sqlite::{SqliteOptions, SqliteStore};
+pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
 pub use store::{
     AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingStore, RecordState,
     ResponseAuthenticator, StateChange, StoredRecord,

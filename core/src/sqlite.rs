@@ -10,6 +10,7 @@
 //! State changes are guarded in SQL (`executing` only from `approved`, `done` only from
 //! `executing`, ...), so even a bug in a caller cannot run a request twice through this store.
 
+use crate::audit::{AuditAnchor, ChainHead};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationRequest, now_ms};
 use crate::store::{PendingStore, RecordState, StateChange, StoredRecord};
@@ -121,6 +122,12 @@ impl SqliteStore {
                 token TEXT,
                 result TEXT,
                 updated_at_ms INTEGER NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS signoff_audit_head (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                seq INTEGER NOT NULL,
+                hash TEXT NOT NULL,
+                updated_at_ms INTEGER NOT NULL
             );",
         )
         .map_err(db_err)?;
@@ -200,6 +207,72 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
             updated_at_ms: updated.max(0) as u64,
         })
     })())
+}
+
+const LOAD_HEAD: &str = "SELECT seq, hash FROM signoff_audit_head WHERE id = 1";
+
+fn load_head(conn: &Connection) -> Result<Option<ChainHead>> {
+    conn.query_row(LOAD_HEAD, [], |r| Ok(ChainHead { seq: r.get::<_, i64>(0)? as u64, hash: r.get(1)? }))
+        .optional()
+        .map_err(db_err)
+}
+
+/// The store anchors the audit chain's head (see [`AuditAnchor`]): the gate connects them when
+/// it is built with both.
+impl AuditAnchor for SqliteStore {
+    fn save_head(&self, head: &ChainHead) -> Result<()> {
+        let guard = lock(&self.conn);
+        // Closed: records written after the gate closed stay beyond the anchor, which is fine
+        // (a log may run past its anchor, never short of it).
+        let Some(conn) = guard.as_ref() else { return Ok(()) };
+        conn.execute(
+            "INSERT INTO signoff_audit_head (id, seq, hash, updated_at_ms) VALUES (1, ?1, ?2, ?3)
+             ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, updated_at_ms = excluded.updated_at_ms",
+            params![head.seq as i64, head.hash, now_ms() as i64],
+        )
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn load_head(&self) -> Result<Option<ChainHead>> {
+        let guard = self.conn()?;
+        load_head(guard.as_ref().expect("checked by conn()"))
+    }
+}
+
+/// The audit anchor of a signoff database, read without opening the store: for verifying a log
+/// ([`verify_chain_anchored`](crate::audit::verify_chain_anchored)) after its gate has stopped,
+/// e.g. by `signoff-audit verify`. While a gate has the database open it is locked; verify from
+/// that process instead.
+pub struct SqliteAnchorReader {
+    path: PathBuf,
+}
+
+impl SqliteAnchorReader {
+    /// The database at `path` (it must exist).
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        SqliteAnchorReader { path: path.as_ref().to_path_buf() }
+    }
+}
+
+impl AuditAnchor for SqliteAnchorReader {
+    fn save_head(&self, _head: &ChainHead) -> Result<()> {
+        Err(Error::Store("a SqliteAnchorReader only reads".into()))
+    }
+
+    fn load_head(&self) -> Result<Option<ChainHead>> {
+        let conn = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| Error::Store(format!("cannot open {}: {e}", self.path.display())))?;
+        let has_table: bool = conn
+            .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'signoff_audit_head'", [], |_| Ok(()))
+            .optional()
+            .map_err(|e| Error::Store(format!("{} is in use or not a signoff database: {e}", self.path.display())))?
+            .is_some();
+        if !has_table {
+            return Ok(None);
+        }
+        load_head(&conn)
+    }
 }
 
 impl PendingStore for SqliteStore {
@@ -313,6 +386,10 @@ impl PendingStore for SqliteStore {
 
     fn restore(&self, request: Arc<ConfirmationRequest>) {
         lock(&self.pending).insert(request.id, request);
+    }
+
+    fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn AuditAnchor>> {
+        Some(self)
     }
 
     fn close(&self) {

@@ -59,6 +59,12 @@ pub trait PendingStore: Send + Sync + 'static {
     fn restore(&self, request: Arc<ConfirmationRequest>) {
         let _ = request;
     }
+    /// Where the audit chain's head is anchored, when the store can keep it (see
+    /// [`AuditAnchor`](crate::audit::AuditAnchor)): the gate hands it to its audit sink when it
+    /// is built, so a log cut at the end is detected. The default has none.
+    fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn crate::audit::AuditAnchor>> {
+        None
+    }
     /// Releases what the store holds (files, locks); called by [`Gate::close`](crate::Gate::close)
     /// after every pending request has been resolved. Later operations fail with `store`. The
     /// default does nothing.

@@ -137,3 +137,108 @@ fn a_torn_last_line_is_reported_and_the_chain_continues_after_it() {
     assert_eq!(recs[0].seq, Some(3), "continues after the last complete record");
     assert_eq!((problem(&path).0, problem(&path).1), (ChainProblemKind::Malformed, 4));
 }
+
+/// A gate with a durable store and a JSONL audit log: the store anchors the chain's head.
+fn anchored_gate(dir: &Path) -> (Gate, PathBuf, PathBuf) {
+    let db = dir.join("signoff.db");
+    let log = dir.join("audit.jsonl");
+    let gate = Gate::builder()
+        .store(SqliteStore::open(&db).unwrap())
+        .audit(JsonlAuditSink::open(&log).unwrap())
+        .build()
+        .unwrap();
+    gate.register(
+        Tool::builder("delete_file")
+            .parameters(serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}))
+            .build(),
+    )
+    .unwrap();
+    gate.recover().unwrap();
+    (gate, db, log)
+}
+
+/// Runs `n` gated calls nobody answers (each is cancelled at once: no subscriber), then closes.
+async fn run_calls(gate: &Gate, n: usize) {
+    for i in 0..n {
+        let d = gate.confirm(ToolCall::new("delete_file", serde_json::json!({"path": format!("/f{i}")}))).await.unwrap();
+        assert!(!d.is_approved());
+    }
+    gate.close();
+}
+
+/// Issue 15.6: deleting the last lines of the log left a valid chain. The durable store keeps
+/// the head, so a cut log is reported, and so is a rewritten last record.
+#[tokio::test]
+async fn records_cut_from_the_end_are_found_through_the_store_anchor() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gate, db, log) = anchored_gate(dir.path());
+    run_calls(&gate, 3).await;
+    drop(gate);
+    let anchor = SqliteAnchorReader::new(&db);
+    let whole = lines(&log);
+    let report = verify_chain_anchored(&log, &anchor).unwrap();
+    assert!(report.is_intact(), "{:?}", report.problem);
+    assert_eq!(report.records as usize, whole.len());
+    assert_eq!(anchor.load_head().unwrap().unwrap().seq as usize, whole.len() - 1, "the anchor holds the last record");
+
+    // Cut the last two records: the chain alone still verifies (what the README says it cannot
+    // see), the anchored check does not.
+    rewrite(&log, &whole[..whole.len() - 2]);
+    assert!(verify_chain(&log).unwrap().is_intact());
+    let p = verify_chain_anchored(&log, &anchor).unwrap().problem.expect("a cut log must be reported");
+    assert_eq!(p.kind, ChainProblemKind::Truncated, "{p:?}");
+    assert_eq!(p.seq, Some(whole.len() as u64 - 2));
+    assert!(p.message.contains("cut from the end"), "{}", p.message);
+
+    // Everything deleted.
+    rewrite(&log, &[]);
+    assert_eq!(verify_chain_anchored(&log, &anchor).unwrap().problem.unwrap().kind, ChainProblemKind::Truncated);
+
+    // The last record replaced by a re-chained forgery: the chain verifies, the anchor does not.
+    let mut forged = whole.clone();
+    forged.pop();
+    rewrite(&log, &forged);
+    {
+        let sink = JsonlAuditSink::open(&log).unwrap();
+        let mut r = AuditRecord::new(AuditKind::Notice);
+        r.reason = Some("nothing happened here".into());
+        sink.record(r);
+        sink.flush();
+    }
+    assert!(verify_chain(&log).unwrap().is_intact());
+    let p = verify_chain_anchored(&log, &anchor).unwrap().problem.expect("a forged last record must be reported");
+    assert_eq!(p.kind, ChainProblemKind::Edited, "{p:?}");
+}
+
+/// A log cut while its gate was down: the next gate writes that into the chain before it goes
+/// on, so the evidence outlives the anchor moving forward.
+#[tokio::test]
+async fn a_gate_that_finds_its_log_cut_records_it_in_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gate, _db, log) = anchored_gate(dir.path());
+    run_calls(&gate, 2).await;
+    drop(gate);
+    let whole = lines(&log);
+    rewrite(&log, &whole[..whole.len() - 3]);
+
+    let (gate, db, log) = anchored_gate(dir.path());
+    run_calls(&gate, 1).await;
+    drop(gate);
+    let recs = JsonlAuditSink::read(&log).unwrap();
+    let notice = recs.iter().find(|r| r.decision.as_deref() == Some("audit-truncated")).expect("a truncation notice");
+    assert!(notice.reason.as_deref().unwrap().contains(&format!("anchor records record {}", whole.len() - 1)), "{notice:?}");
+    // The continued log verifies against the moved anchor, with the notice in it.
+    assert!(verify_chain_anchored(&log, &SqliteAnchorReader::new(&db)).unwrap().is_intact());
+}
+
+/// A log without an anchor (no durable store) still verifies; the anchor reader of a database
+/// that never anchored anything has no head.
+#[test]
+fn no_anchor_means_the_chain_check_only() {
+    let (_d, log) = fresh(3);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("plain.db");
+    drop(SqliteStore::open(&db).unwrap());
+    let report = verify_chain_anchored(&log, &SqliteAnchorReader::new(&db)).unwrap();
+    assert!(report.is_intact());
+}

@@ -474,8 +474,9 @@ async fn displayed_text_escapes_deceptive_characters() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn handler_that_does_not_answer_or_fails_denies() {
-    let g = gate();
+async fn handler_that_does_not_answer_or_fails_ends_the_request_as_approval_failed() {
+    let audit = MemoryAuditSink::new();
+    let g = gate_with(Gate::builder().audit(audit.clone()), Arc::new(AtomicUsize::new(0)));
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();
     let guard = g.on_request(Arc::new(move |req: PendingRequest| {
@@ -489,12 +490,16 @@ async fn handler_that_does_not_answer_or_fails_denies() {
             }
         })
     }));
-    let d = g.confirm(del("/a")).await.unwrap();
-    assert!(matches!(d, Decision::Denied { ref reason, ref responder, .. } if reason.as_deref() == Some("the approval handler returned without answering") && responder.as_deref() == Some(HANDLER_RESPONDER)), "{d:?}");
-    let d = g.confirm(del("/a")).await.unwrap();
-    assert!(matches!(d, Decision::Denied { ref reason, .. } if reason.as_deref() == Some("the approval handler failed: database unavailable")), "{d:?}");
-    let d = g.confirm(del("/a")).await.unwrap();
-    assert!(matches!(d, Decision::Denied { ref reason, .. } if reason.as_deref() == Some("the approval handler panicked")), "{d:?}");
+    for detail in ["the approval handler returned without answering", "the approval handler failed: database unavailable", "the approval handler panicked"] {
+        let d = g.confirm(del("/a")).await.unwrap();
+        assert!(matches!(d, Decision::Cancelled { reason: CancelReason::ApprovalFailed, .. }), "{d:?}");
+        // The detail is evidence: in the audit log, with who ended it.
+        let id = d.request_id().unwrap();
+        let recs = audit.records();
+        let notice = recs.iter().find(|r| r.request_id == Some(id) && r.decision.as_deref() == Some("approval-failed")).unwrap();
+        assert_eq!(notice.reason.as_deref(), Some(detail));
+        assert_eq!(notice.responder.as_deref(), Some(HANDLER_RESPONDER));
+    }
     let d = g.confirm(del("/a")).await.unwrap();
     assert!(matches!(d, Decision::Approved { ref responder, .. } if responder.as_deref() == Some("auto")));
     // Dropping the guard unsubscribes: with nobody listening, requests are cancelled.
@@ -502,6 +507,27 @@ async fn handler_that_does_not_answer_or_fails_denies() {
     tokio::task::yield_now().await;
     let d = g.confirm(del("/a")).await.unwrap();
     assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoSubscribers, .. }), "{d:?}");
+}
+
+/// Issue 15.2: with responders restricted, a failing handler used to be refused as
+/// `unauthorized` when signoff denied on its behalf, so the call waited for its deadline.
+#[tokio::test(start_paused = true)]
+async fn failing_handler_ends_the_request_at_once_when_responders_are_restricted() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder().authenticator(Arc::new(AllowedResponders(vec!["alice".into()]))), runs.clone());
+    let _guard = g.on_request(Arc::new(|_req: PendingRequest| Box::pin(async move { Err("RuntimeError: secret internals at 0x7f".to_owned()) })));
+    let started = tokio::time::Instant::now();
+    let r = g.execute(del("/a").call_id("c1")).await;
+    assert_eq!(r.status, ToolStatus::Cancelled, "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(1), "the request waited {:?} instead of ending at once", started.elapsed());
+    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::ApprovalFailed, .. })), "{r:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    // Issue 15.7: the model reads that the approval step failed, not that a person declined,
+    // and never the handler's internals.
+    assert!(r.content.contains("the approval step failed"), "{}", r.content);
+    assert!(!r.content.contains("declined"), "{}", r.content);
+    assert!(!r.content.contains("secret internals") && !r.content.contains("RuntimeError"), "{}", r.content);
+    assert!(r.content.contains("Do not retry"), "{}", r.content);
 }
 
 #[tokio::test(start_paused = true)]

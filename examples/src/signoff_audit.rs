@@ -1,28 +1,44 @@
-//! `signoff-audit verify <audit.jsonl>`: checks a hash-chained audit log (and its rotated files
-//! `<path>.1`, `<path>.2`, ...) and reports the first edited, missing or reordered record.
+//! `signoff-audit verify <audit.jsonl> [--store <signoff.db>]`: checks a hash-chained audit log
+//! (and its rotated files `<path>.1`, `<path>.2`, ...) and reports the first edited, missing or
+//! reordered record. With `--store`, also checks the log against the head the durable store
+//! anchored, which finds records cut from the end (the chain alone cannot). Run it after the gate
+//! has stopped: a running gate holds its database locked.
 //! Exit status: 0 intact, 1 tampered, 2 usage or I/O error.
+
+const USAGE: &str = "usage: signoff-audit verify <audit.jsonl> [--store <signoff.db>]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [cmd, path] = args.as_slice() else {
-        eprintln!("usage: signoff-audit verify <audit.jsonl>");
-        std::process::exit(2);
+    let (path, store) = match args.as_slice() {
+        [cmd, path] if cmd == "verify" => (path, None),
+        [cmd, path, flag, db] if cmd == "verify" && flag == "--store" => (path, Some(db)),
+        _ => {
+            eprintln!("{USAGE}");
+            std::process::exit(2);
+        }
     };
-    if cmd != "verify" {
-        eprintln!("usage: signoff-audit verify <audit.jsonl>");
-        std::process::exit(2);
-    }
-    match signoff::verify_chain(path) {
+    let report = match store {
+        None => signoff::verify_chain(path),
+        Some(db) => {
+            if !std::path::Path::new(db).exists() {
+                eprintln!("signoff-audit: {db}: no such database");
+                std::process::exit(2);
+            }
+            signoff::verify_chain_anchored(path, &signoff::SqliteAnchorReader::new(db))
+        }
+    };
+    match report {
         Err(e) => {
             eprintln!("signoff-audit: {path}: {e}");
             std::process::exit(2);
         }
         Ok(report) => match &report.problem {
             None => println!(
-                "intact: {} records in {} file(s), head {}",
+                "intact: {} records in {} file(s), head {}{}",
                 report.records,
                 report.files.len(),
-                report.head
+                report.head,
+                if store.is_some() { ", reaching the store's anchor" } else { " (no anchor checked: a cut end would not show)" }
             ),
             Some(p) => {
                 println!(
