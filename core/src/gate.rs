@@ -8,7 +8,10 @@ use crate::event::{
     Outcome, ResponseDecision, Scope, now_ms,
 };
 use crate::policy::{CompiledTool, Policy};
-use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, RecordState, ResponseAuthenticator, StateChange, StoredRecord};
+use crate::store::{
+    AcceptAll, MemoryPendingStore, PendingCursor, PendingStore, RecordState, ResponseAuthenticator, StateChange,
+    StoredRecord,
+};
 use crate::token::{TokenClaims, TokenKeys, TokenResponse};
 use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
 use serde::{Deserialize, Serialize};
@@ -578,8 +581,14 @@ impl Gate {
             self.inner.requests_made.store(true, Ordering::Relaxed);
             self.warn_if_unrecovered();
         }
-        self.inner.store.insert(request.clone())?;
-        lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
+        {
+            // The store makes the request visible (`pending`, `pending_request`): its waiter must
+            // exist by then, or a UI that lists it and answers at once would get `unknown_request`.
+            // Nothing takes the waiters lock while holding a store lock, so this cannot deadlock.
+            let mut waiters = lock(&self.inner.waiters);
+            self.inner.store.insert(request.clone())?;
+            waiters.insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
+        }
         // From here on, dropping the `Confirm` future that holds this cancels the request.
         let waiting = Waiting { id, rx, deadline, timeout_ms };
         self.audit(|| {
@@ -1104,10 +1113,33 @@ impl Gate {
         self.inner.closed.load(Ordering::SeqCst)
     }
 
-    /// Every pending request, oldest first: what a UI shows when it opens, and what a lagging
-    /// subscriber re-syncs from.
+    /// Every pending request, oldest first. This copies the whole list: where many requests
+    /// may be pending (a UI, a re-sync), read it in pages with [`pending_page`](Self::pending_page).
     pub fn pending(&self) -> Vec<Arc<ConfirmationRequest>> {
         self.inner.store.list()
+    }
+
+    /// Up to `limit` pending requests (at least 1), oldest first, after `after` (from the oldest
+    /// when `None`); [`PendingPage::next`] continues. Each page costs O(limit), whatever is pending,
+    /// and paging neither skips nor repeats a request that stays pending; requests made while
+    /// paging appear on a later page.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let gate = signoff::Gate::new();
+    /// let mut after = None;
+    /// loop {
+    ///     let page = gate.pending_page(after.as_ref(), 500);
+    ///     for request in &page.requests { /* show it */ }
+    ///     match page.next { Some(next) => after = Some(next), None => break }
+    /// }
+    /// # });
+    /// ```
+    pub fn pending_page(&self, after: Option<&PendingCursor>, limit: usize) -> PendingPage {
+        let limit = limit.max(1);
+        let requests = self.inner.store.page(after, limit);
+        let next = if requests.len() == limit { requests.last().map(|r| PendingCursor::of(r)) } else { None };
+        PendingPage { requests, next }
     }
 
     /// One pending request.
@@ -1297,15 +1329,33 @@ impl std::future::Future for Confirm<'_> {
     }
 }
 
-/// A subscriber fell behind and missed `missed` events. `pending` is the snapshot of every
-/// request still pending when this was noticed: re-sync from it (de-duplicate by id).
+/// How many pending requests a [`Lagged`] carries at most; the rest are read with
+/// [`Gate::pending_page`] from [`Lagged::more`], so re-syncing stays bounded however many are
+/// pending.
+pub const LAGGED_SNAPSHOT_LIMIT: usize = 1000;
+
+/// One page of pending requests ([`Gate::pending_page`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingPage {
+    /// Oldest first.
+    pub requests: Vec<Arc<ConfirmationRequest>>,
+    /// Where the next page starts; `None` when this page reached the end.
+    pub next: Option<PendingCursor>,
+}
+
+/// A subscriber fell behind and missed `missed` events. Re-sync (de-duplicating by id) from
+/// `pending`, the oldest requests pending when this was noticed, and, when `more` is set, from
+/// [`Gate::pending_page`] starting at `more`.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("subscriber lagged and missed {missed} events; re-sync from the {} pending requests", pending.len())]
+#[error("subscriber lagged and missed {missed} events; re-sync from the pending requests")]
 pub struct Lagged {
     /// How many events this subscriber missed.
     pub missed: u64,
-    /// Every request pending when the lag was noticed, oldest first.
+    /// The oldest pending requests, at most [`LAGGED_SNAPSHOT_LIMIT`], oldest first.
     pub pending: Vec<Arc<ConfirmationRequest>>,
+    /// Set when more requests are pending than `pending` holds: read them with
+    /// [`Gate::pending_page`]`(Some(&more), ..)`.
+    pub more: Option<PendingCursor>,
 }
 
 /// A stream of bus events. Dropping it unsubscribes; when the last subscriber of a gate built
@@ -1323,8 +1373,11 @@ impl Subscription {
     }
 
     fn lagged(&self, missed: u64) -> Lagged {
-        let pending = self.gate.upgrade().map(|g| g.store.list()).unwrap_or_default();
-        Lagged { missed, pending }
+        let page = match self.gate.upgrade() {
+            Some(inner) => Gate { inner }.pending_page(None, LAGGED_SNAPSHOT_LIMIT),
+            None => PendingPage { requests: Vec::new(), next: None },
+        };
+        Lagged { missed, pending: page.requests, more: page.next }
     }
 }
 

@@ -8,6 +8,7 @@
 use crate::error::Result;
 use crate::event::{ConfirmationRequest, ConfirmationResponse, Event, Outcome, Scope};
 use crate::gate::Gate;
+use crate::store::PendingCursor;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -112,9 +113,7 @@ impl Gate {
                     tokio::spawn(run_handler(gate.clone(), handler.clone(), req));
                 }
             };
-            for req in gate.pending() {
-                dispatch(req, &mut seen);
-            }
+            gate.for_each_pending(None, |req| dispatch(req, &mut seen));
             while let Some(item) = sub.recv().await {
                 match item {
                     Ok(Event::ConfirmationRequest(req)) => dispatch(req, &mut seen),
@@ -123,17 +122,36 @@ impl Gate {
                     }
                     Ok(_) => {}
                     Err(lagged) => {
-                        // Re-sync: handle what is pending and not handled yet; forget the rest.
-                        let live: HashSet<Uuid> = lagged.pending.iter().map(|r| r.id).collect();
-                        seen.retain(|id| live.contains(id));
+                        // Re-sync, a page at a time: forget what resolved meanwhile, handle what
+                        // is pending and not handled yet.
+                        seen.retain(|id| gate.pending_request(id).is_some());
+                        let more = lagged.more;
                         for req in lagged.pending {
                             dispatch(req, &mut seen);
+                        }
+                        if let Some(after) = more {
+                            gate.for_each_pending(Some(after), |req| dispatch(req, &mut seen));
                         }
                     }
                 }
             }
         });
         HandlerGuard { task }
+    }
+}
+
+impl Gate {
+    /// Calls `f` for every pending request after `after`, oldest first, a page at a time (no lock
+    /// is held while `f` runs).
+    fn for_each_pending(&self, mut after: Option<PendingCursor>, mut f: impl FnMut(Arc<ConfirmationRequest>)) {
+        loop {
+            let page = self.pending_page(after.as_ref(), 1024);
+            page.requests.into_iter().for_each(&mut f);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return,
+            }
+        }
     }
 }
 

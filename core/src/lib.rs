@@ -65,13 +65,14 @@ pub use event::{
 };
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{
-    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, Lagged, NotRestored, Recovery, Subscription, ToolCall,
+    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, NotRestored, PendingPage,
+    Recovery, Subscription, ToolCall,
 };
 pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
 pub use store::{
-    AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingStore, RecordState,
+    AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingCursor, PendingStore, RecordState,
     ResponseAuthenticator, StateChange, StoredRecord,
 };
 pub use token::{Secret, TokenClaims, TokenKeys, TokenResponse};

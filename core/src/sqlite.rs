@@ -13,10 +13,8 @@
 use crate::audit::{AuditAnchor, ChainHead};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationRequest, now_ms};
-use crate::store::{PendingStore, RecordState, StateChange, StoredRecord};
+use crate::store::{PendingCursor, PendingIndex, PendingStore, RecordState, StateChange, StoredRecord};
 use rusqlite::{Connection, OptionalExtension, params};
-use rustc_hash::FxBuildHasher;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
@@ -47,7 +45,7 @@ pub struct SqliteStore {
     /// `None` once closed.
     conn: Mutex<Option<Connection>>,
     /// The pending requests, for fast listing (the table is the source of truth).
-    pending: Mutex<HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>>,
+    pending: Mutex<PendingIndex>,
     path: PathBuf,
     /// The one-process lock; released by `close`.
     lock_file: Mutex<Option<std::fs::File>>,
@@ -133,7 +131,7 @@ impl SqliteStore {
         .map_err(db_err)?;
         Ok(Arc::new(SqliteStore {
             conn: Mutex::new(Some(conn)),
-            pending: Mutex::new(HashMap::default()),
+            pending: Mutex::new(PendingIndex::default()),
             path,
             lock_file: Mutex::new(Some(lock_file)),
         }))
@@ -295,7 +293,7 @@ impl PendingStore for SqliteStore {
             ])
             .map_err(db_err)?;
         }
-        lock(&self.pending).insert(request.id, request);
+        lock(&self.pending).insert(request);
         Ok(())
     }
 
@@ -304,13 +302,15 @@ impl PendingStore for SqliteStore {
     }
 
     fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        lock(&self.pending).get(id).cloned()
+        lock(&self.pending).get(id)
     }
 
     fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
-        let mut v: Vec<_> = lock(&self.pending).values().cloned().collect();
-        v.sort_by_key(|r| (r.created_at_ms, r.id));
-        v
+        lock(&self.pending).list()
+    }
+
+    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        lock(&self.pending).page(after, limit)
     }
 
     fn len(&self) -> usize {
@@ -385,7 +385,7 @@ impl PendingStore for SqliteStore {
     }
 
     fn restore(&self, request: Arc<ConfirmationRequest>) {
-        lock(&self.pending).insert(request.id, request);
+        lock(&self.pending).insert(request);
     }
 
     fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn AuditAnchor>> {

@@ -7,7 +7,7 @@ use crate::event::{ConfirmationRequest, ConfirmationResponse, ResponseDecision};
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
@@ -21,8 +21,16 @@ pub trait PendingStore: Send + Sync + 'static {
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>>;
     /// One request.
     fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>>;
-    /// Every pending request, oldest first.
+    /// Every pending request, oldest first. O(pending): prefer [`page`](Self::page) where many
+    /// may be pending.
     fn list(&self) -> Vec<Arc<ConfirmationRequest>>;
+    /// Up to `limit` pending requests, oldest first, starting after `after` (from the oldest
+    /// when `None`). The order is by [`PendingCursor`] (creation time, then id), so paging
+    /// neither skips nor repeats a request that stays pending. The default sorts
+    /// [`list`](Self::list); the stores in this crate keep an ordered index instead.
+    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        self.list().into_iter().filter(|r| after.is_none_or(|a| PendingCursor::of(r) > *a)).take(limit).collect()
+    }
     /// How many are pending.
     fn len(&self) -> usize;
     /// No request is pending.
@@ -183,10 +191,100 @@ pub struct StoredRecord {
     pub updated_at_ms: u64,
 }
 
-/// The default store: a hash map behind a mutex.
+/// Where a page of pending requests ends: the (creation time, id) of its last request. Its
+/// string form, `<created_at_ms>-<id>`, is what bindings hand to their callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PendingCursor {
+    /// The request's creation time (epoch ms).
+    pub created_at_ms: u64,
+    /// The request's id.
+    pub id: Uuid,
+}
+
+impl PendingCursor {
+    /// The cursor just after `request`.
+    pub fn of(request: &ConfirmationRequest) -> Self {
+        PendingCursor { created_at_ms: request.created_at_ms, id: request.id }
+    }
+}
+
+impl std::fmt::Display for PendingCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.created_at_ms, self.id)
+    }
+}
+
+impl std::str::FromStr for PendingCursor {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || crate::Error::Malformed(format!("{s:?} is not a pending-page cursor (from an earlier page's `next`)"));
+        let (t, id) = s.split_once('-').ok_or_else(bad)?;
+        Ok(PendingCursor { created_at_ms: t.parse().map_err(|_| bad())?, id: id.parse().map_err(|_| bad())? })
+    }
+}
+
+impl Serialize for PendingCursor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PendingCursor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Pending requests by id, with an index in [`PendingCursor`] order for paging. Shared by the
+/// in-memory and SQLite stores.
+#[derive(Default)]
+pub(crate) struct PendingIndex {
+    by_id: HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>,
+    order: BTreeSet<PendingCursor>,
+}
+
+impl PendingIndex {
+    pub(crate) fn insert(&mut self, request: Arc<ConfirmationRequest>) {
+        let cursor = PendingCursor::of(&request);
+        if let Some(old) = self.by_id.insert(request.id, request) {
+            self.order.remove(&PendingCursor::of(&old));
+        }
+        self.order.insert(cursor);
+    }
+    pub(crate) fn remove(&mut self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        let r = self.by_id.remove(id)?;
+        self.order.remove(&PendingCursor::of(&r));
+        Some(r)
+    }
+    pub(crate) fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.by_id.get(id).cloned()
+    }
+    pub(crate) fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.order.iter().filter_map(|c| self.by_id.get(&c.id).cloned()).collect()
+    }
+    pub(crate) fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(*a));
+        self.order
+            .range((from, Bound::Unbounded))
+            .take(limit)
+            .filter_map(|c| self.by_id.get(&c.id).cloned())
+            .collect()
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.len()
+    }
+    pub(crate) fn clear(&mut self) {
+        self.by_id.clear();
+        self.order.clear();
+    }
+}
+
+/// The default store: pending requests in memory, behind a mutex.
 #[derive(Default)]
 pub struct MemoryPendingStore {
-    map: Mutex<HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>>,
+    index: Mutex<PendingIndex>,
 }
 
 impl MemoryPendingStore {
@@ -194,29 +292,30 @@ impl MemoryPendingStore {
     pub fn new() -> Self {
         Self::default()
     }
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    fn index(&self) -> std::sync::MutexGuard<'_, PendingIndex> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl PendingStore for MemoryPendingStore {
     fn insert(&self, request: Arc<ConfirmationRequest>) -> Result<()> {
-        self.map().insert(request.id, request);
+        self.index().insert(request);
         Ok(())
     }
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.map().remove(id)
+        self.index().remove(id)
     }
     fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.map().get(id).cloned()
+        self.index().get(id)
     }
     fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
-        let mut v: Vec<_> = self.map().values().cloned().collect();
-        v.sort_by_key(|r| (r.created_at_ms, r.id));
-        v
+        self.index().list()
+    }
+    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        self.index().page(after, limit)
     }
     fn len(&self) -> usize {
-        self.map().len()
+        self.index().len()
     }
 }
 

@@ -33,7 +33,14 @@ async fn ten_thousand_concurrent_confirmations_each_get_their_own_answer() {
             Ok(_) => {}
             Err(l) => {
                 lagged += 1;
+                assert!(l.pending.len() <= LAGGED_SNAPSHOT_LIMIT, "the re-sync snapshot is bounded");
                 requests.extend(l.pending.into_iter().map(|r| (r.id, r)));
+                let mut after = l.more;
+                while let Some(a) = after {
+                    let page = g.pending_page(Some(&a), 700);
+                    requests.extend(page.requests.into_iter().map(|r| (r.id, r)));
+                    after = page.next;
+                }
             }
         }
     }

@@ -670,6 +670,67 @@ async fn lagging_subscriber_is_told_and_resyncs_without_losing_a_request() {
     }
 }
 
+/// Issue 15.8: a lagging subscriber no longer receives every pending request at once; it gets
+/// the oldest page and a cursor, and paging from it gives the rest, each exactly once.
+#[tokio::test(start_paused = true)]
+async fn lag_recovery_is_bounded_and_paging_gives_every_request_once() {
+    const N: usize = 2_500;
+    let g = gate_with(Gate::builder().bus_capacity(4), Arc::new(AtomicUsize::new(0)));
+    let mut slow = g.subscribe();
+    let tasks: Vec<_> = (0..N)
+        .map(|i| {
+            let g = g.clone();
+            tokio::spawn(async move { g.confirm(del(&format!("/f{i}")).call_id(i.to_string())).await })
+        })
+        .collect();
+    while g.pending_count() < N {
+        tokio::task::yield_now().await;
+    }
+    let lag = loop {
+        if let Err(l) = slow.recv().await.unwrap() {
+            break l;
+        }
+    };
+    assert_eq!(lag.pending.len(), LAGGED_SNAPSHOT_LIMIT);
+    let mut ids: Vec<uuid::Uuid> = lag.pending.iter().map(|r| r.id).collect();
+    let mut after = lag.more.expect("more than a page is pending");
+    // Half of the pending requests resolve while the subscriber pages: none is skipped or
+    // repeated among those still pending.
+    let all = g.pending();
+    for r in all.iter().skip(1).step_by(2) {
+        g.respond(ConfirmationResponse::deny(r, None)).unwrap();
+    }
+    loop {
+        let page = g.pending_page(Some(&after), 333);
+        assert!(page.requests.len() <= 333);
+        ids.extend(page.requests.iter().map(|r| r.id));
+        match page.next {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "a request was repeated");
+    let still: std::collections::HashSet<_> = g.pending().iter().map(|r| r.id).collect();
+    assert!(still.iter().all(|id| unique.contains(id)), "a pending request was skipped");
+    // Order: oldest first, as in the full list.
+    let order: Vec<_> = all.iter().map(|r| r.id).filter(|id| unique.contains(id)).collect();
+    assert_eq!(order, ids.iter().copied().filter(|id| order.contains(id)).collect::<Vec<_>>());
+    g.close();
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+#[test]
+fn pending_cursor_round_trips_and_refuses_garbage() {
+    let c = PendingCursor { created_at_ms: 1_700_000_000_123, id: uuid::Uuid::new_v4() };
+    assert_eq!(c.to_string().parse::<PendingCursor>().unwrap(), c);
+    for bad in ["", "x", "12", "12-not-a-uuid", "-00000000-0000-4000-8000-000000000000"] {
+        assert_eq!(bad.parse::<PendingCursor>().unwrap_err().kind(), ErrorKind::Malformed, "{bad}");
+    }
+}
+
 #[test]
 fn events_have_a_stable_json_form() {
     let req = ConfirmationRequest {

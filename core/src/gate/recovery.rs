@@ -148,8 +148,12 @@ impl Gate {
         let remaining = request.deadline_ms.saturating_sub(now_ms());
         let deadline = Instant::now() + Duration::from_millis(remaining);
         let (tx, rx) = oneshot::channel();
-        self.inner.store.restore(request.clone());
-        lock(&self.inner.waiters).insert(id, Waiter { tx, request: request.clone(), tool, deadline });
+        {
+            // As in `prepare`: the waiter exists before the store shows the request.
+            let mut waiters = lock(&self.inner.waiters);
+            self.inner.store.restore(request.clone());
+            waiters.insert(id, Waiter { tx, request: request.clone(), tool, deadline });
+        }
         let waiting = Waiting { id, rx, deadline, timeout_ms: request.timeout_ms };
         let gate = self.clone();
         let (name, session, call_id) = (request.tool.clone(), request.session_id.clone(), request.tool_call_id.clone());
