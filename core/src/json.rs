@@ -12,8 +12,11 @@ use serde_json::{Map, Number, Value};
 /// exhaust the stack of the host process).
 pub const MAX_NESTING: usize = 64;
 
-/// Parses JSON text strictly: a repeated object key, nesting deeper than [`MAX_NESTING`], or
-/// trailing data is [`Error::Malformed`], with `what` naming the payload in the message.
+/// Parses JSON text strictly: a repeated object key, a non-finite or out-of-range number, or
+/// trailing data is [`Error::Malformed`], with `what` naming the payload in the message. The
+/// document may nest one level deeper than [`MAX_NESTING`], so that a wrapper (a response, an
+/// event) can carry a value at the limit: the same value is accepted whether it arrives inside
+/// a response's text or on its own. The gate checks each value it uses with [`check`].
 ///
 /// ```
 /// use signoff::{json, ErrorKind};
@@ -68,7 +71,7 @@ pub fn check(v: &Value, what: &str) -> Result<()> {
 /// The error for a value nested deeper than [`MAX_NESTING`]; bindings that walk host values
 /// return the same one.
 pub fn too_deep(what: &str) -> Error {
-    Error::Malformed(format!("{what} nest deeper than {MAX_NESTING} levels of arrays and objects (a cycle also does)"))
+    Error::Malformed(format!("{what}: arrays and objects nest deeper than {MAX_NESTING} levels (or contain a cycle)"))
 }
 
 fn malformed(what: &str, e: serde_json::Error) -> Error {
@@ -89,8 +92,10 @@ impl<'de> DeserializeSeed<'de> for Strict {
 
 impl Strict {
     fn enter<E: serde::de::Error>(&self) -> std::result::Result<Strict, E> {
-        if self.depth >= MAX_NESTING {
-            return Err(E::custom(format_args!("nesting deeper than {MAX_NESTING} levels")));
+        if self.depth > MAX_NESTING {
+            return Err(E::custom(format_args!(
+                "arrays and objects nest deeper than {MAX_NESTING} levels inside it"
+            )));
         }
         Ok(Strict { depth: self.depth + 1 })
     }
@@ -163,9 +168,10 @@ mod tests {
 
     #[test]
     fn nesting_limit_is_exact_for_text_and_values() {
-        assert!(from_str(&nested(MAX_NESTING), "x").is_ok());
-        let err = from_str(&nested(MAX_NESTING + 1), "x").unwrap_err();
-        assert!(err.to_string().contains("nesting deeper than 64"), "{err}");
+        // A wrapper around a value at the limit parses; one level more does not.
+        assert!(from_str(&nested(MAX_NESTING + 1), "x").is_ok());
+        let err = from_str(&nested(MAX_NESTING + 2), "x").unwrap_err();
+        assert!(err.to_string().contains("nest deeper than 64 levels inside it"), "{err}");
         let mut v = json!(1);
         for _ in 0..MAX_NESTING {
             v = json!([v]);
