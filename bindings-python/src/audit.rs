@@ -1,8 +1,11 @@
 //! The audit trail (core `audit` module): opening the hash-chained JSON Lines sink (with
-//! rotation) for the gate, and `verify_audit_chain`, the core's `verify_chain`.
+//! rotation) for the gate, and `verify_audit_chain`, the core's `verify_chain` (or, given the
+//! durable store's database, `verify_chain_anchored` against the head that store anchored).
 
 use crate::convert::{self, to_py};
+use crate::errors;
 use pyo3::prelude::*;
+use signoff::{AuditAnchor, ChainHead, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,7 +27,7 @@ pub struct ChainProblem {
 
 #[pymethods]
 impl ChainProblem {
-    /// `"edited"`, `"missing"`, `"reordered"` or `"malformed"`.
+    /// `"edited"`, `"missing"`, `"reordered"`, `"malformed"` or `"truncated"`.
     #[getter]
     fn kind(&self) -> String {
         convert::enum_str(&self.inner.kind)
@@ -93,6 +96,13 @@ impl ChainReport {
             .map(|p| Py::new(py, ChainProblem { inner: p }))
             .transpose()
     }
+    /// The `seq` of the anchored record the log was checked against (`verify_audit_chain(...,
+    /// store_path=...)`), or `None` when no anchor was checked, in which case records cut from the
+    /// end would not show.
+    #[getter]
+    fn anchored_seq(&self) -> Option<u64> {
+        self.inner.anchor.as_ref().map(|a| a.seq)
+    }
     /// True when no problem was found.
     #[getter]
     fn intact(&self) -> bool {
@@ -114,11 +124,74 @@ impl ChainReport {
 
 /// Verifies a hash-chained audit log (its rotated files `<path>.1`, `<path>.2`, ... then
 /// `path`, as one chain) and reports the first edited, missing, reordered or malformed record.
-/// `FileNotFoundError` when there is no log; other `OSError`s when it cannot be read.
+/// With `store_path` (the gate's `store_path`), also against the head that durable store
+/// anchored: records cut from the end are `truncated`, a replaced last record `edited`. Call it
+/// after the gate has closed: a running gate holds its database locked (`StoreError`).
+/// `FileNotFoundError` when there is no log or no database; other `OSError`s when the log cannot
+/// be read.
 #[pyfunction]
-fn verify_audit_chain(py: Python<'_>, path: PathBuf) -> PyResult<ChainReport> {
-    let report = py.detach(move || signoff::verify_chain(path))?;
+#[pyo3(signature = (path, *, store_path=None))]
+fn verify_audit_chain(py: Python<'_>, path: PathBuf, store_path: Option<PathBuf>) -> PyResult<ChainReport> {
+    let Some(db) = store_path else {
+        let report = py.detach(move || signoff::verify_chain(path))?;
+        return Ok(ChainReport { inner: report });
+    };
+    // The anchor is read here, not inside `verify_chain_anchored`, so that a database that
+    // cannot be read is a `StoreError` (with what to do), not an `OSError` about the log.
+    let anchored = py.detach(|| {
+        if !db.exists() {
+            return Err(Unread::Missing);
+        }
+        signoff::SqliteAnchorReader::new(&db).load_head().map_err(Unread::Store)
+    });
+    let head = match anchored {
+        Ok(head) => head,
+        Err(Unread::Missing) => {
+            // (errno, strerror, filename), as the `OSError`s for a missing log.
+            return Err(pyo3::exceptions::PyFileNotFoundError::new_err((
+                ENOENT,
+                "No such database (store_path)",
+                path_str(&db),
+            )));
+        }
+        Err(Unread::Store(e)) => {
+            let detail = match e {
+                signoff::Error::Store(msg) => msg,
+                e => e.to_string(),
+            };
+            return Err(errors::kind_err(
+                py,
+                ErrorKind::Store,
+                format!(
+                    "cannot read the audit anchor in {}: {detail} (verify after the gate using it has closed: a \
+                     running gate holds its database locked)",
+                    db.display()
+                ),
+            ));
+        }
+    };
+    let report = py.detach(move || signoff::verify_chain_anchored(path, &Anchored(head)))?;
     Ok(ChainReport { inner: report })
+}
+
+enum Unread {
+    Missing,
+    Store(signoff::Error),
+}
+
+/// `ENOENT` (the same on every platform Python runs on).
+const ENOENT: i32 = 2;
+
+/// A head already read from the database, handed to `verify_chain_anchored`.
+struct Anchored(Option<ChainHead>);
+
+impl AuditAnchor for Anchored {
+    fn save_head(&self, _head: &ChainHead) -> signoff::Result<()> {
+        Err(signoff::Error::Store("verifying only reads the anchor".into()))
+    }
+    fn load_head(&self) -> signoff::Result<Option<ChainHead>> {
+        Ok(self.0.clone())
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

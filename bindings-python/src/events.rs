@@ -291,7 +291,8 @@ event_class!(ConfirmationResolved, ConfirmationResolved, "confirmation-resolved"
     fn outcome(&self) -> &'static str {
         self.inner.outcome.as_str()
     }
-    /// Why it was cancelled: `"no-subscribers"`, `"shutdown"`, `"aborted"`, `"session-ended"`.
+    /// Why it was cancelled: `"no-subscribers"`, `"shutdown"`, `"aborted"`, `"session-ended"`,
+    /// `"approval-failed"`.
     #[getter]
     fn cancel_reason(&self) -> Option<&'static str> {
         self.inner.cancel_reason.map(|c| c.as_str())
@@ -324,13 +325,15 @@ fn parse_event_json(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAn
     event_to_py(py, parse_event(data)?)
 }
 
-/// The stream fell behind and missed `missed` events. `pending` is every request still pending
-/// when this was noticed: re-sync from it (de-duplicate by id). Yielded by the event stream in
-/// place of the missed events; never dropped silently.
+/// The stream fell behind and missed `missed` events. Re-sync (de-duplicating by id) from
+/// `pending`, the oldest pending requests (at most 1,000), and when `more` is set, from
+/// `gate.pending_page(after=more)`. Yielded by the event stream in place of the missed events;
+/// never dropped silently.
 #[pyclass(module = "signoff._native", frozen)]
 pub struct Lagged {
     missed: u64,
     pending: Vec<Arc<signoff::ConfirmationRequest>>,
+    more: Option<signoff::PendingCursor>,
 }
 
 #[pymethods]
@@ -344,7 +347,7 @@ impl Lagged {
     fn missed(&self) -> u64 {
         self.missed
     }
-    /// The pending requests when the lag was noticed, oldest first.
+    /// The oldest requests pending when the lag was noticed (at most 1,000), oldest first.
     #[getter]
     fn pending(&self, py: Python<'_>) -> PyResult<Vec<Py<ConfirmationRequest>>> {
         self.pending
@@ -352,7 +355,13 @@ impl Lagged {
             .map(|r| Py::new(py, ConfirmationRequest { inner: r.clone() }))
             .collect()
     }
-    /// `{"type": "lagged", "missed": n, "pending": [request dicts]}`.
+    /// When more requests are pending than `pending` holds: the cursor to read the rest with
+    /// `gate.pending_page(after=more)`; otherwise `None`.
+    #[getter]
+    fn more(&self) -> Option<String> {
+        self.more.map(|c| c.to_string())
+    }
+    /// `{"type": "lagged", "missed": n, "pending": [request dicts], "more": cursor-or-None}`.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.to_value())
     }
@@ -371,6 +380,7 @@ impl Lagged {
             "type": "lagged",
             "missed": self.missed,
             "pending": self.pending.iter().map(|r| Event::ConfirmationRequest(r.clone()).to_json()).collect::<Vec<_>>(),
+            "more": self.more.map(|c| c.to_string()),
         })
     }
 }
@@ -431,6 +441,7 @@ fn item_to_py(py: Python<'_>, item: Item) -> PyResult<Py<PyAny>> {
             Lagged {
                 missed: l.missed,
                 pending: l.pending,
+                more: l.more,
             },
         )?
         .into_any()),

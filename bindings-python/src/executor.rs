@@ -8,7 +8,8 @@
 //!   loop) it runs under `asyncio.run` on a blocking-pool thread.
 //!
 //! The callable receives the approved arguments (a dict for object schemas) as its one argument;
-//! its return value must be JSON-compatible. An exception becomes the core's `failed` status.
+//! its return value must be JSON-compatible (`convert::from_py`: NaN, a cycle, a set... make the
+//! call `failed`, never `null`). An exception becomes the core's `failed` status.
 
 use crate::bridge::{self, LoopBridge};
 use crate::convert::{self, to_py};

@@ -90,7 +90,8 @@ impl Decision {
             _ => None,
         }
     }
-    /// For a cancellation: `"no-subscribers"`, `"shutdown"`, `"aborted"` or `"session-ended"`.
+    /// For a cancellation: `"no-subscribers"`, `"shutdown"`, `"aborted"`, `"session-ended"` or
+    /// `"approval-failed"`.
     #[getter]
     fn cancel_reason(&self) -> Option<&'static str> {
         match &self.inner {
@@ -594,6 +595,30 @@ impl PyGate {
     /// Every pending request, oldest first.
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         events::requests_to_py(py, self.gate.pending())
+    }
+
+    /// Up to `limit` pending requests after the cursor `after`, oldest first, and the cursor of
+    /// the next page (`None` at the end).
+    #[pyo3(signature = (after=None, limit=1000))]
+    fn pending_page<'py>(
+        &self,
+        py: Python<'py>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> PyResult<(Bound<'py, PyList>, Option<String>)> {
+        if !(1..=1_000_000).contains(&limit) {
+            return Err(errors::kind_err(
+                py,
+                signoff::ErrorKind::Config,
+                format!("limit must be between 1 and 1,000,000, not {limit}"),
+            ));
+        }
+        let after = after
+            .map(|a| a.parse::<signoff::PendingCursor>())
+            .transpose()
+            .py_err()?;
+        let page = py.detach(|| self.gate.pending_page(after.as_ref(), limit as usize));
+        Ok((events::requests_to_py(py, page.requests)?, page.next.map(|c| c.to_string())))
     }
 
     /// One pending request, or `None`.

@@ -1,6 +1,8 @@
 //! Handler-style approvals (core `handler` module): a Python callable called for each request
-//! through the core's `Gate::on_request`, answering through a `PendingRequest`. The core denies
-//! when the handler raises or returns without answering; this file only runs the callable.
+//! through the core's `Gate::on_request`, answering through a `PendingRequest`. When the handler
+//! raises or returns without answering, the core ends the request as cancelled
+//! (`approval-failed`, the detail in the audit log and on stderr); this file only runs the
+//! callable, and logs the exception with its traceback on the `signoff` logger.
 //!
 //! * A sync handler runs on a dedicated thread (one per registration), never on a tokio worker
 //!   or the event loop: it may block (e.g. read the terminal). Requests queued meanwhile are
@@ -17,7 +19,9 @@ use pyo3::prelude::*;
 use signoff::{Gate, HandlerGuard, RequestHandler};
 use std::sync::{Arc, Mutex, mpsc};
 
-const HANDLER_FAILED: &str = "signoff: the approval handler raised; the request is denied";
+/// Only that it raised: the handler may have answered first (then the call ran), and the core
+/// reports what happened to the request.
+const HANDLER_FAILED: &str = "signoff: the approval handler raised";
 
 /// A request waiting for the handler, with the means to answer it (bound to what was shown).
 #[pyclass(module = "signoff._native", frozen)]
@@ -181,8 +185,8 @@ pub struct HandlerRegistration {
 
 #[pymethods]
 impl HandlerRegistration {
-    /// Unregisters the handler. Requests it is handling right now still get its answer (or a
-    /// denial if it gives none). Idempotent.
+    /// Unregisters the handler. Requests it is handling right now still get its answer (or are
+    /// cancelled as `approval-failed` if it gives none). Idempotent.
     fn stop(&self) {
         self.slot.stop();
     }
@@ -230,7 +234,7 @@ impl SyncRunner {
                         }
                     }
                     // Not attached (interpreter finalizing): the batch is dropped, its senders
-                    // close, and the core denies each request.
+                    // close, and the core cancels each request (`approval-failed`).
                     // The answers wake the waiting loops once the GIL is released.
                     let attached = bridge::with_deferred_wakes(|| {
                         bridge::attach_bg(|py| {

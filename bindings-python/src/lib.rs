@@ -14,7 +14,7 @@
 //! | `tools.rs` | `tool` (ToolSpec from a dict) |
 //! | `errors.rs` | `error` (one exception class per `ErrorKind`) |
 //! | `bridge.rs` | asyncio <-> tokio glue (no core counterpart) |
-//! | `convert.rs` | JSON <-> Python values |
+//! | `convert.rs` | JSON <-> Python values (one strict converter for every value entering the core) |
 
 use pyo3::prelude::*;
 

@@ -154,6 +154,46 @@ def test_a_lagging_stream_gets_a_lagged_marker_with_the_pending_snapshot(run: An
     run(body())
 
 
+def test_lag_recovery_is_bounded_and_pending_pages_give_every_request_once(run: Any) -> None:
+    # Issue 15 item 8: a lagging stream used to receive every pending request at once.
+    n = 2_500
+
+    async def body() -> None:
+        gate = gate_with_tools(bus_capacity=4, deny_when_unobserved=False)
+        stream = gate.events()
+        tasks = [asyncio.ensure_future(gate.confirm("delete_file", {"path": f"/{i}"})) for i in range(n)]
+        await wait_until(lambda: gate.pending_count == n)
+        lagged = None
+        async for item in stream:
+            if isinstance(item, signoff.Lagged):
+                lagged = item
+                break
+        assert lagged is not None
+        assert len(lagged.pending) == 1000 and lagged.more is not None
+        assert lagged.to_dict()["more"] == lagged.more
+        seen = [r.id for r in lagged.pending]
+        after: Any = lagged.more
+        while after is not None:
+            page, after = gate.pending_page(after=after, limit=700)
+            assert len(page) <= 700
+            seen.extend(r.id for r in page)
+        assert len(seen) == len(set(seen)) == n
+        assert seen == [r.id for r in gate.pending()], "oldest first, as the whole list"
+        assert [r.id for r in gate.iter_pending(page_size=333)] == seen
+        page, nxt = gate.pending_page(limit=n)
+        assert len(page) == n and nxt is not None and gate.pending_page(after=nxt) == ([], None)
+        with pytest.raises(signoff.MalformedError, match="cursor"):
+            gate.pending_page(after="not-a-cursor")
+        for bad in (0, -1, 1_000_001):
+            with pytest.raises(signoff.ConfigError, match="limit"):
+                gate.pending_page(limit=bad)
+        stream.close()
+        gate.close()
+        assert {d.outcome for d in await asyncio.gather(*tasks)} == {"cancelled"}
+
+    run(body())
+
+
 def test_leaving_the_loop_unsubscribes(run: Any) -> None:
     async def body() -> None:
         gate = gate_with_tools()

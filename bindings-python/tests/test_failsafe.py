@@ -1,17 +1,19 @@
-"""Every fail-safe path across the Python boundary: each denies or cancels, is reported, and never
-runs the tool."""
+"""Every fail-safe path across the Python boundary: each cancels the request (or lets it time out),
+is reported, and never runs the tool."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import signal
 import threading
 import time
 import weakref
-from typing import Any, List
+from pathlib import Path
+from typing import Any, Dict, List
 
 import pytest
 
@@ -24,9 +26,30 @@ def resolved_events(items: List[Any]) -> List[Any]:
     return [i for i in items if i.type == "confirmation-resolved"]
 
 
+def audit_records(path: Path) -> List[Dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def approval_failures(path: Path) -> List[Dict[str, Any]]:
+    """The audit's `notice` records of failed approval steps."""
+    return [r for r in audit_records(path) if r["kind"] == "notice" and r.get("decision") == "approval-failed"]
+
+
+def assert_approval_failed(r: signoff.ToolResult) -> None:
+    """The call ended as a failed approval step, not a person's refusal, and did not run."""
+    assert (r.status, r.ran, r.is_error) == ("cancelled", False, True)
+    assert r.decision is not None
+    assert (r.decision.outcome, r.decision.cancel_reason) == ("cancelled", "approval-failed")
+    assert r.decision.responder is None and r.decision.reason == "approval-failed"
+    assert "the approval step failed" in r.content and "not a person's refusal" in r.content
+
+
 @pytest.mark.parametrize("style", ["sync", "async"])
-def test_handler_that_raises_denies_and_is_logged(style: str, run: Any, caplog: Any) -> None:
+def test_handler_that_raises_is_a_failed_approval_step(
+    style: str, run: Any, caplog: Any, capfd: Any, tmp_path: Path
+) -> None:
     rec = Recorder()
+    audit = tmp_path / "audit.jsonl"
 
     def sync_handler(req: signoff.PendingRequest) -> None:
         raise ValueError(f"cannot show {req.tool}")
@@ -36,25 +59,117 @@ def test_handler_that_raises_denies_and_is_logged(style: str, run: Any, caplog: 
         raise ValueError(f"cannot show {req.tool}")
 
     async def body() -> None:
-        gate = gate_with_tools(rec)
+        gate = gate_with_tools(rec, audit_path=audit)
+        events = Collector(gate.events())
         gate.on_request(sync_handler if style == "sync" else async_handler)
         r = await gate.execute("delete_file", {"path": "/a"})
-        assert r.status == "denied" and not r.ran
-        assert r.decision is not None and r.decision.responder == signoff.HANDLER_RESPONDER
-        assert r.decision.reason == "the approval handler failed: ValueError: cannot show delete_file"
-        assert "ValueError: cannot show delete_file" in r.content
+        assert_approval_failed(r)
+        # The model reads that the approval step failed, never the exception.
+        for text in (r.content, r.to_openai()["content"], json.dumps(r.to_anthropic())):
+            assert "cannot show" not in text and "ValueError" not in text
+        resolved = await events.wait_for(lambda e: e.type == "confirmation-resolved", "the resolution")
+        assert (resolved.outcome, resolved.cancel_reason) == ("cancelled", "approval-failed")
+        await events.close()
         gate.close()
 
     with caplog.at_level(logging.ERROR, logger="signoff"):
         run(body())
     assert rec.calls == []
+    # The detail: in the audit (a notice from signoff's handler guard), on stderr, and logged.
+    [notice] = approval_failures(audit)
+    assert notice["responder"] == signoff.HANDLER_RESPONDER
+    assert notice["reason"] == "the approval handler failed: ValueError: cannot show delete_file"
+    outcome = [r for r in audit_records(audit) if r["kind"] == "outcome"]
+    assert [(o["decision"], o["reason"]) for o in outcome] == [("cancelled", "approval-failed")]
+    assert "ValueError: cannot show delete_file" in capfd.readouterr().err
     logged = [r for r in caplog.records if r.name == "signoff" and r.exc_info]
     assert logged and logged[0].exc_info[0] is ValueError
+    # Only that it raised: what became of the request is the core's to report.
+    assert logged[0].getMessage() == "signoff: the approval handler raised"
 
 
 @pytest.mark.parametrize("style", ["sync", "async"])
-def test_handler_that_returns_without_answering_denies(style: str, run: Any) -> None:
+def test_handler_that_answers_then_raises_keeps_its_answer(style: str, run: Any, caplog: Any, tmp_path: Path) -> None:
     rec = Recorder()
+    audit = tmp_path / "audit.jsonl"
+
+    def sync_handler(req: signoff.PendingRequest) -> None:
+        req.approve()
+        raise ValueError("after answering")
+
+    async def async_handler(req: signoff.PendingRequest) -> None:
+        req.approve()
+        raise ValueError("after answering")
+
+    async def body() -> None:
+        gate = gate_with_tools(rec, audit_path=audit)
+        gate.on_request(sync_handler if style == "sync" else async_handler)
+        r = await gate.execute("delete_file", {"path": "/a"})
+        assert (r.status, r.output) == ("executed", "ok")
+        gate.close()
+
+    with caplog.at_level(logging.ERROR, logger="signoff"):
+        run(body())
+    assert rec.calls == [{"path": "/a"}]
+    assert approval_failures(audit) == []
+    logged = [r for r in caplog.records if r.name == "signoff" and r.exc_info]
+    assert logged and logged[0].exc_info[0] is ValueError
+    # The call ran: the log must not say the request was denied.
+    assert logged[0].getMessage() == "signoff: the approval handler raised"
+
+
+class HandlerSecretError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+@pytest.mark.parametrize("restriction", ["allowed_responders", "approvers"])
+def test_a_failed_approval_step_ends_the_call_at_once_whoever_may_answer(
+    restriction: str, style: str, run: Any, tmp_path: Path
+) -> None:
+    # Issue 15 item 2: signoff's own fail-safe is not an answer from a responder, so restricting
+    # who may answer must not leave the call waiting for its deadline.
+    rec = Recorder()
+    audit = tmp_path / "audit.jsonl"
+    options: Dict[str, Any] = (
+        {"allowed_responders": ["alice"]}
+        if restriction == "allowed_responders"
+        else {"approvers": signoff.Approvers().allow_all_tools(["alice"])}
+    )
+    secret = "db password is hunter2"
+
+    def sync_handler(req: signoff.PendingRequest) -> None:
+        raise HandlerSecretError(secret)
+
+    async def async_handler(req: signoff.PendingRequest) -> None:
+        raise HandlerSecretError(secret)
+
+    async def body() -> None:
+        gate = gate_with_tools(rec, default_timeout=30, audit_path=audit, **options)
+        gate.on_request(sync_handler if style == "sync" else async_handler)
+        started = time.monotonic()
+        r = await asyncio.wait_for(gate.execute("delete_file", {"path": "/a"}), 20)
+        assert time.monotonic() - started < 5, "the call waited for its deadline"
+        assert_approval_failed(r)
+        # Issue 15 item 7: the exception's text and class stay out of the model's context.
+        for text in (r.content, r.to_openai()["content"], r.to_json()):
+            assert "hunter2" not in text and "HandlerSecretError" not in text
+        assert gate.pending_count == 0
+        gate.close()
+
+    run(body())
+    assert rec.calls == []
+    [notice] = approval_failures(audit)
+    assert notice["responder"] == signoff.HANDLER_RESPONDER and notice["tool"] == "delete_file"
+    assert f"HandlerSecretError: {secret}" in notice["reason"]
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_handler_that_returns_without_answering_is_a_failed_approval_step(
+    style: str, run: Any, tmp_path: Path
+) -> None:
+    rec = Recorder()
+    audit = tmp_path / "audit.jsonl"
     seen: List[str] = []
 
     def sync_handler(req: signoff.PendingRequest) -> None:
@@ -64,15 +179,16 @@ def test_handler_that_returns_without_answering_denies(style: str, run: Any) -> 
         seen.append(req.tool)
 
     async def body() -> None:
-        gate = gate_with_tools(rec)
+        gate = gate_with_tools(rec, audit_path=audit)
         gate.on_request(sync_handler if style == "sync" else async_handler)
         r = await gate.execute("delete_file", {"path": "/a"})
-        assert r.status == "denied"
-        assert r.decision is not None and r.decision.reason == "the approval handler returned without answering"
+        assert_approval_failed(r)
         gate.close()
 
     run(body())
     assert seen == ["delete_file"] and rec.calls == []
+    [notice] = approval_failures(audit)
+    assert notice["reason"] == "the approval handler returned without answering"
 
 
 def test_cancelling_the_awaiting_task_cancels_the_request(run: Any) -> None:
@@ -278,8 +394,10 @@ def test_sync_handler_runs_off_the_loop_and_may_block(run: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", LOOPS)
-def test_async_handler_whose_loop_closed_denies(kind: str) -> None:
-    gate = gate_with_tools(Recorder())
+def test_async_handler_whose_loop_closed_is_a_failed_approval_step(kind: str, tmp_path: Path) -> None:
+    rec = Recorder()
+    audit = tmp_path / "audit.jsonl"
+    gate = gate_with_tools(rec, audit_path=audit)
 
     async def register() -> None:
         async def handler(req: signoff.PendingRequest) -> None:
@@ -289,9 +407,11 @@ def test_async_handler_whose_loop_closed_denies(kind: str) -> None:
 
     run_in(kind, register())  # that loop is closed now
     r = gate.execute_blocking("delete_file", {"path": "/a"})
-    assert r.status == "denied" and r.decision is not None
-    assert "event loop" in (r.decision.reason or "")
+    assert_approval_failed(r)
     gate.close()
+    assert rec.calls == []
+    [notice] = approval_failures(audit)
+    assert "event loop" in notice["reason"]
 
 
 def test_async_handler_needs_a_running_loop() -> None:
@@ -330,7 +450,6 @@ def test_stopped_handler_no_longer_answers(run: Any) -> None:
 
 @pytest.mark.parametrize("kind", LOOPS)
 def test_ctrl_c_under_asyncio_run_cancels_the_pending_request(kind: str, tmp_path: Any) -> None:
-    import json
     import subprocess
     import sys
     import textwrap

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -620,6 +621,74 @@ def test_audit_rotation_keeps_one_chain(tmp_path: Path) -> None:
     os.remove(f"{path}.1")
     problem = signoff.verify_audit_chain(path).problem
     assert problem is not None and problem.kind == "missing"
+
+
+def reforge_last_record(path: Path) -> None:
+    """Rewrites the log's last record with another reason and a recomputed hash: still a valid
+    chain (nothing follows it), but not the record that was written."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    body = lines[-1][: lines[-1].rindex(',"hash":"')]
+    record = json.loads(body + "}")
+    record["reason"] = "forged"
+    forged = json.dumps(record, separators=(",", ":"), ensure_ascii=False)[:-1]
+    digest = hashlib.sha256((forged + "}").encode()).hexdigest()
+    path.write_text("\n".join(lines[:-1] + [f'{forged},"hash":"{digest}"}}']) + "\n", encoding="utf-8")
+
+
+def test_the_store_anchors_the_audit_chain_so_a_cut_end_is_found(tmp_path: Path) -> None:
+    # Issue 15 item 6: records cut from the end of the log leave a valid chain; the head the
+    # durable store anchored shows them.
+    log, db = tmp_path / "audit.jsonl", tmp_path / "signoff.db"
+    with audited_gate(log, store_path=db) as gate:
+        for i in range(3):
+            assert gate.execute_blocking("delete_file", {"path": f"/tmp/{i}"}).status == "executed"
+    whole = log.read_text(encoding="utf-8")
+    lines = whole.splitlines()
+    for store_path in (db, str(db)):
+        report = signoff.verify_audit_chain(log, store_path=store_path)
+        assert report.intact and report.problem is None, report.problem
+        assert report.records == len(lines) > 6
+        assert report.anchored_seq == len(lines) - 1
+    assert signoff.verify_audit_chain(log).anchored_seq is None
+
+    log.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")  # the last record cut
+    report = signoff.verify_audit_chain(log)
+    assert report.intact and report.records == len(lines) - 1  # the documented limit
+    report = signoff.verify_audit_chain(log, store_path=db)
+    assert not report.intact and report.records == len(lines) - 1
+    problem = report.problem
+    assert problem is not None
+    assert (problem.kind, problem.seq, problem.file) == ("truncated", len(lines) - 1, str(log))
+    assert "cut" in problem.message and report.to_dict()["problem"]["kind"] == "truncated"
+
+    log.write_text("", encoding="utf-8")  # every record cut
+    problem = signoff.verify_audit_chain(log, store_path=db).problem
+    assert problem is not None and (problem.kind, problem.seq) == ("truncated", 0)
+
+    log.write_text(whole, encoding="utf-8")
+    reforge_last_record(log)
+    assert signoff.verify_audit_chain(log).intact
+    problem = signoff.verify_audit_chain(log, store_path=db).problem
+    assert problem is not None and (problem.kind, problem.seq) == ("edited", len(lines) - 1)
+
+
+def test_verifying_against_a_store_needs_the_database_and_its_gate_closed(tmp_path: Path) -> None:
+    log, db = tmp_path / "audit.jsonl", tmp_path / "signoff.db"
+    with pytest.raises(FileNotFoundError) as missing:
+        signoff.verify_audit_chain(log, store_path=db)
+    assert missing.value.filename == str(db)
+    with audited_gate(log, store_path=db) as gate:
+        assert gate.execute_blocking("delete_file", {"path": "/tmp/x"}).status == "executed"
+        gate.flush_audit()
+        # A running gate holds its database locked (SQLite waits for it for a few seconds).
+        with pytest.raises(signoff.StoreError, match="after the gate using it has closed"):
+            signoff.verify_audit_chain(log, store_path=db)
+    assert signoff.verify_audit_chain(log, store_path=db).intact
+    # A store that never anchored anything (no audit log): the chain alone is checked.
+    other = tmp_path / "other.db"
+    signoff.Gate(store_path=other).close()
+    report = signoff.verify_audit_chain(log, store_path=other)
+    assert report.intact and report.anchored_seq is None
 
 
 def test_an_approver_check_runs_for_handlers_and_not_on_runtime_threads(run: Run) -> None:

@@ -1,9 +1,9 @@
 """signoff: a person between an AI agent and the tools it calls.
 
 The gate decides whether a tool call needs approval, asks (an event on its bus, or a handler
-you register), waits for the answer, and denies on every other outcome: timeout, nobody
-listening, shutdown, cancellation, a failing handler. Approved calls run at most once, and the
-model is told in plain words when a call was declined.
+you register), waits for the answer, and does not run the call on any other outcome: timeout,
+nobody listening, shutdown, cancellation, a failing handler. Approved calls run at most once,
+and the model is told in plain words when a call was declined.
 
 Quickstart::
 

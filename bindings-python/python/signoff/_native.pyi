@@ -69,13 +69,19 @@ _RecordState = Literal[
     "pending", "approved", "executing", "done", "released", "denied", "timed-out", "cancelled", "interrupted"
 ]
 _JSONInput = Union[str, bytes, Mapping[str, Any]]
+_CancelReason = Literal["no-subscribers", "shutdown", "aborted", "session-ended", "approval-failed"]
 
 def default_keywords() -> list[str]: ...
 def normalize_tool_spec(spec: _JSONInput) -> dict[str, Any]: ...
-def verify_audit_chain(path: Union[str, os.PathLike[str]]) -> ChainReport:
+def verify_audit_chain(
+    path: Union[str, os.PathLike[str]], *, store_path: Union[str, os.PathLike[str], None] = None
+) -> ChainReport:
     """Verifies a hash-chained audit log (its rotated files ``<path>.1``, ``<path>.2``, ...
     then ``path``, as one chain) and reports the first edited, missing, reordered or malformed
-    record. ``FileNotFoundError`` when there is no log; other ``OSError``s when unreadable."""
+    record. With ``store_path`` (the gate's durable store, after the gate closed), also checks
+    the log against the head that store anchored: records cut from the end are ``truncated``.
+    ``FileNotFoundError`` when there is no log or database; ``StoreError`` when the database
+    cannot be read (a running gate holds it locked); other ``OSError``s when unreadable."""
 
 def parse_event_json(
     data: _JSONInput,
@@ -220,7 +226,7 @@ class ConfirmationResolved:
     @property
     def outcome(self) -> Literal["approved", "denied", "timed-out", "cancelled"]: ...
     @property
-    def cancel_reason(self) -> Optional[Literal["no-subscribers", "shutdown", "aborted", "session-ended"]]: ...
+    def cancel_reason(self) -> Optional[_CancelReason]: ...
     @property
     def responder(self) -> Optional[str]: ...
     @property
@@ -245,6 +251,8 @@ class Lagged:
     def missed(self) -> int: ...
     @property
     def pending(self) -> list[ConfirmationRequest]: ...
+    @property
+    def more(self) -> Optional[str]: ...
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self, *, indent: Optional[int] = None) -> str: ...
 
@@ -340,7 +348,7 @@ class Decision:
     @property
     def reason(self) -> Optional[str]: ...
     @property
-    def cancel_reason(self) -> Optional[Literal["no-subscribers", "shutdown", "aborted", "session-ended"]]: ...
+    def cancel_reason(self) -> Optional[_CancelReason]: ...
     @property
     def request_id(self) -> Optional[str]: ...
     @property
@@ -556,7 +564,7 @@ class ChainProblem:
     """The first problem ``verify_audit_chain`` found."""
 
     @property
-    def kind(self) -> Literal["edited", "missing", "reordered", "malformed"]:
+    def kind(self) -> Literal["edited", "missing", "reordered", "malformed", "truncated"]:
         """What is wrong."""
     @property
     def file(self) -> str:
@@ -587,6 +595,9 @@ class ChainReport:
     @property
     def problem(self) -> Optional[ChainProblem]:
         """The first problem, or ``None``."""
+    @property
+    def anchored_seq(self) -> Optional[int]:
+        """The anchored record the log was checked against, or ``None`` when no anchor was checked."""
     @property
     def intact(self) -> bool:
         """True when no problem was found."""
@@ -686,6 +697,7 @@ class Gate:
     def recover(self) -> Recovery:
         """Picks up what an earlier process left in the durable store."""
     def pending(self) -> list[ConfirmationRequest]: ...
+    def pending_page(self, after: Optional[str] = None, limit: int = 1000) -> tuple[list[ConfirmationRequest], Optional[str]]: ...
     def pending_request(self, request_id: str) -> Optional[ConfirmationRequest]: ...
     @property
     def pending_count(self) -> int: ...

@@ -17,10 +17,12 @@ from typing import (
     Callable,
     Dict,
     Iterable,
+    Iterator,
     List,
     Literal,
     Mapping,
     Optional,
+    Tuple,
     Type,
     TypeVar,
     Union,
@@ -46,7 +48,8 @@ from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spe
 Outcome = Literal["approved", "denied"]
 
 #: An executor: called with the approved arguments (a dict for object schemas); sync or async;
-#: returns a JSON-compatible value.
+#: returns a JSON-compatible value (:data:`signoff.tools.JSON`; anything else makes the call
+#: ``failed``).
 Executor = Callable[[Any], Any]
 
 #: An approval handler: called with each :class:`PendingRequest`; sync or async.
@@ -105,7 +108,9 @@ class Gate:
             subscribed (default). ``False`` when answers come from elsewhere (a remote UI
             calling :meth:`respond` after listing :meth:`pending`): requests then wait for
             their deadline.
-        audit_path: append an audit trail (JSON Lines) to this file.
+        audit_path: append an audit trail (JSON Lines) to this file. With ``store_path`` too,
+            the store also keeps the trail's head, so records cut from its end are found (see
+            :func:`signoff.verify_audit_chain`).
         dangerously_disable_gating: development only: every call runs without approval
             (announced on stderr and in the audit trail).
         bus_capacity: events buffered per subscriber before it is told it lagged (4096).
@@ -328,6 +333,8 @@ class Gate:
         Raises:
             UnknownToolError, InvalidArgumentsError, StoreError: the call is refused and nobody
                 is asked.
+            MalformedError: ``arguments`` or ``metadata`` is not JSON (see
+                :data:`signoff.tools.JSON`); nobody is asked.
         """
         fut = self._native.confirm(*_call_fields(tool, arguments, session_id, call_id, metadata))
         # The pending wait must not keep the gate alive: a gate that is garbage-collected
@@ -366,7 +373,8 @@ class Gate:
         executor give ``status == "rejected"``; a decision not to run gives ``"denied"``,
         ``"timed-out"`` or ``"cancelled"``; an executor that raises gives ``"failed"``.
         ``result.content`` is always ready for the model (see :meth:`ToolResult.to_openai`,
-        :meth:`ToolResult.to_anthropic`).
+        :meth:`ToolResult.to_anthropic`). Only ``arguments`` or ``metadata`` that are not JSON
+        (see :data:`signoff.tools.JSON`) raise :class:`MalformedError`, before anything runs.
         """
         fut = self._native.execute(*_call_fields(tool, arguments, session_id, call_id, metadata))
         del self
@@ -414,7 +422,9 @@ class Gate:
 
         Raises a :class:`SignoffError` subclass when the response is rejected (the request is
         then unchanged): ``UnknownRequestError``, ``AlreadyResolvedError``, ``ExpiredError``,
-        ``MismatchError``, ``EditsNotAllowedError``, ``InvalidArgumentsError``, ``ClosedError``.
+        ``MismatchError``, ``EditsNotAllowedError``, ``InvalidArgumentsError``, ``ClosedError``,
+        and ``MalformedError`` for edited ``arguments`` that are not JSON (see
+        :data:`signoff.tools.JSON`).
         """
         return self._native.approve(request, arguments, scope, responder)
 
@@ -560,19 +570,50 @@ class Gate:
         """Calls ``handler(request)`` for every request from now on (and every one already
         pending). The handler answers through ``request.approve(...)`` / ``request.deny(...)``.
 
-        If it raises, or returns without answering, the request is denied (and the exception is
-        logged on the ``signoff`` logger). A sync handler runs on its own thread, so it may
-        block (e.g. ask on a terminal); an async handler runs on the event loop that is running
-        when ``on_request`` is called. The handler stays registered until
-        ``registration.stop()`` or the gate closes.
+        If it raises, or returns without answering, the approval step has failed: the request
+        ends at once as ``cancelled`` with ``cancel_reason == "approval-failed"`` (whoever
+        ``allowed_responders`` / ``approvers`` admit), and the tool does not run. The model reads
+        that the approval step failed, never the exception; the detail goes to the audit trail
+        (a ``notice`` record with decision ``approval-failed``, responder
+        :data:`~signoff.HANDLER_RESPONDER`) and stderr, and the exception with its traceback to
+        the ``signoff`` logger. An answer given before raising stands.
+
+        A sync handler runs on its own thread, so it may block (e.g. ask on a terminal); an
+        async handler runs on the event loop that is running when ``on_request`` is called. The
+        handler stays registered until ``registration.stop()`` or the gate closes.
         """
         return self._native.on_request(handler, _is_async_callable(handler))
 
     # ---- state -------------------------------------------------------------------------------
 
     def pending(self) -> List[ConfirmationRequest]:
-        """Every pending request, oldest first (what a UI shows when it opens)."""
+        """Every pending request, oldest first. This copies the whole list: where many requests
+        may be pending, read them with :meth:`pending_page` or :meth:`iter_pending`."""
         return self._native.pending()
+
+    def pending_page(
+        self, *, after: Optional[str] = None, limit: int = 1000
+    ) -> Tuple[List[ConfirmationRequest], Optional[str]]:
+        """Up to ``limit`` (1 to 1,000,000) pending requests, oldest first, after the cursor
+        ``after`` (from the oldest when ``None``), and the cursor of the next page (``None`` at
+        the end). Each page costs the same however many are pending; paging neither skips nor
+        repeats a request that stays pending. A cursor that did not come from this API is a
+        :class:`MalformedError`; a bad ``limit`` a :class:`ConfigError`.
+
+        >>> gate = Gate()
+        >>> gate.pending_page()
+        ([], None)
+        """
+        return self._native.pending_page(after, limit)
+
+    def iter_pending(self, *, page_size: int = 1000) -> Iterator[ConfirmationRequest]:
+        """Every pending request, oldest first, read a page at a time (see :meth:`pending_page`)."""
+        after: Optional[str] = None
+        while True:
+            page, after = self.pending_page(after=after, limit=page_size)
+            yield from page
+            if after is None:
+                return
 
     def pending_request(self, request_id: str) -> Optional[ConfirmationRequest]:
         """One pending request, or ``None``."""

@@ -21,7 +21,12 @@ ApprovalMode = Literal["default", "required", "not_required"]
 #: ``"once"`` (this call) or ``"session"`` (this tool for the rest of the session).
 Scope = Literal["once", "session"]
 
-#: A JSON-compatible value.
+#: A JSON-compatible value: ``dict`` with ``str`` keys, ``list``, ``tuple``, ``str``, ``bool``, an
+#: ``int`` from ``-2**63`` to ``2**64 - 1``, a finite ``float``, ``None``, nested at most 64 levels of
+#: dicts and lists (a top-level dict is 1). Anything else -- NaN or Infinity, a larger int, a key
+#: that is not a ``str``, a set, bytes, a datetime, a model object, a reference cycle, deeper
+#: nesting -- raises :class:`~signoff.MalformedError` naming where it is
+#: (``arguments["a"][3] is NaN: ...``); nothing is rounded, stringified or sent as ``null``.
 JSON = Any
 
 Seconds = Union[float, int, timedelta]

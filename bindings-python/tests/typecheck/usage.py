@@ -47,6 +47,8 @@ async def main() -> None:
     assert_type(d, Decision)
     outcome: str = d.outcome
     args: Optional[Any] = d.arguments
+    if d.cancel_reason == "approval-failed":  # a handler raised or gave no answer (strict_equality checks it)
+        print("the approval step failed: see the audit log")
     r = await gate.execute(ToolCall("lookup", {"key": "k"}, call_id="c1"))
     assert_type(r, ToolResult)
     msg: Dict[str, Any] = r.to_openai()
@@ -100,6 +102,9 @@ def remote(workdir: str) -> None:
     report = signoff.verify_audit_chain(f"{workdir}/audit.jsonl")
     assert_type(report, signoff.ChainReport)
     problem: Optional[signoff.ChainProblem] = report.problem
+    anchored = signoff.verify_audit_chain(f"{workdir}/audit.jsonl", store_path=f"{workdir}/db")
+    kind: signoff.ChainProblemKind = anchored.problem.kind if anchored.problem is not None else "truncated"
+    assert anchored.intact, kind
     print("remote ok", len(restored), len(interrupted), state, report.intact, problem)
 
 
