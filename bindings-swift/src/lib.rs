@@ -3,7 +3,8 @@
 //! test suite here).
 //!
 //! This crate only converts types and bridges async. Every rule (policy, matching, timeouts,
-//! "a handler that did not answer denies", cancel-on-drop) is the core's.
+//! "a handler that failed or did not answer ends its request as cancelled/approval-failed",
+//! strict JSON, cancel-on-drop) is the core's.
 //!
 //! Async: every core future runs on this library's own multi-thread tokio runtime; what the
 //! foreign side awaits is runtime-agnostic (a `watch` channel, a broadcast receiver), so uniffi's
@@ -52,8 +53,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // foreign traits
 
 /// Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
-/// and returns the output as JSON text; a thrown error is the tool's failure, reported to the
-/// model. Runs at most once per approved call.
+/// and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
+/// text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
+/// error is the tool's failure, reported to the model. Runs at most once per approved call.
 #[uniffi::export(with_foreign)]
 #[async_trait::async_trait]
 pub trait ToolExecutor: Send + Sync {
@@ -61,8 +63,10 @@ pub trait ToolExecutor: Send + Sync {
 }
 
 /// Called once per confirmation request (see `Gate.onRequest`). Answer through the
-/// `PendingRequest`. Returning without answering, or throwing, denies the request: the core's
-/// fail-safe rule.
+/// `PendingRequest`. Returning without answering, or throwing, ends the request at once as
+/// cancelled (`CancelReason.approvalFailed`), whatever responders the gate allows: the core's
+/// fail-safe rule. The tool does not run, and the model is told the approval step failed, never
+/// the error's text.
 #[uniffi::export(with_foreign)]
 #[async_trait::async_trait]
 pub trait ApprovalHandler: Send + Sync {
@@ -77,8 +81,12 @@ fn executor_from_foreign(exec: Arc<dyn ToolExecutor>) -> core::Executor {
                 .execute(args.to_string())
                 .await
                 .map_err(|e| e.to_string())?;
-            serde_json::from_str(&out)
-                .map_err(|e| format!("the executor returned text that is not JSON: {e}"))
+            // Strict, as all JSON text from the Swift side: a repeated key or NaN is the tool's
+            // failure, not a value silently picked for the model.
+            core::json::from_str(&out, "the executor's output").map_err(|e| match e {
+                core::Error::Malformed(m) => m,
+                e => e.to_string(),
+            })
         }
         .boxed()
     })
@@ -113,7 +121,7 @@ impl PendingRequest {
     ) -> Result<Outcome, SignoffError> {
         let args = arguments_json
             .as_deref()
-            .map(|a| parse_json("arguments_json", a))
+            .map(|a| parse_value("edited arguments", a))
             .transpose()?;
         Ok(self
             .inner
@@ -464,8 +472,8 @@ impl Gate {
     }
 
     /// Starts an execution: confirm, then run the tool's executor at most once. The result is
-    /// never an error (refusals, denials and failures are `ToolResult`s); only arguments that
-    /// are not JSON throw `malformed`.
+    /// never an error (refusals, denials and failures are `ToolResult`s); only `arguments_json`
+    /// or `metadata_json` text the core's strict JSON parser refuses throws `malformed`.
     pub fn execute_cancellable(
         &self,
         call: ToolCall,
@@ -518,7 +526,7 @@ impl Gate {
         let pending = core::PendingRequest::new(self.inner.clone(), Arc::new(request.into_core()?));
         let args = arguments_json
             .as_deref()
-            .map(|a| parse_json("arguments_json", a))
+            .map(|a| parse_value("edited arguments", a))
             .transpose()?;
         Ok(pending
             .approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?
@@ -548,7 +556,8 @@ impl Gate {
     }
 
     /// Calls `handler` for every request from now on (and every request already pending), each
-    /// concurrently. A handler that returns without answering, or throws, denies the request.
+    /// concurrently. A handler that returns without answering, or throws, ends its request at once
+    /// as cancelled (`approvalFailed`); the error's text never reaches the model.
     pub fn on_request(&self, handler: Arc<dyn ApprovalHandler>) -> Arc<HandlerRegistration> {
         let callback: core::RequestHandler = Arc::new(move |pending: core::PendingRequest| {
             let handler = handler.clone();
@@ -567,9 +576,28 @@ impl Gate {
         })
     }
 
-    /// Every pending request, oldest first: what a UI shows when it opens.
+    /// Every pending request, oldest first: what a UI shows when it opens. This copies the whole
+    /// list: where many may be pending, read it with `pendingPage(after:limit:)`.
     pub fn pending(&self) -> Vec<ConfirmationRequest> {
         self.inner.pending().iter().map(|r| (&**r).into()).collect()
+    }
+
+    /// Up to `limit` pending requests (at least 1), oldest first, after the cursor `after` (a
+    /// previous page's `next`, or a lagged event's `more`; from the oldest when nil). Each page
+    /// costs O(limit) however many are pending; paging neither skips nor repeats a request that
+    /// stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
+    /// for an `after` that is not such a cursor.
+    #[uniffi::method(default(after = None, limit = 1000))]
+    pub fn pending_page(
+        &self,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<PendingPage, SignoffError> {
+        let after = after.as_deref().map(parse_cursor).transpose()?;
+        Ok(self
+            .inner
+            .pending_page(after.as_ref(), limit as usize)
+            .into())
     }
 
     pub fn pending_count(&self) -> u64 {

@@ -10,12 +10,33 @@ use uuid::Uuid;
 // ---------------------------------------------------------------------------------------------
 // helpers
 
+/// A JSON document from the Swift side (a tool definition, an event), parsed by the core's
+/// strict parser (`signoff::json`): a repeated key, `NaN`/`Infinity` or a number out of range,
+/// or trailing data is `malformed`, the same rules as every other binding. A document may nest
+/// one level deeper than a value, so that it can carry a value at the limit.
 pub(crate) fn parse_json(what: &str, s: &str) -> Result<Value, SignoffError> {
-    serde_json::from_str(s).map_err(|e| malformed(&format!("{what} is not JSON"), e))
+    Ok(core::json::from_str(s, what)?)
+}
+
+/// A JSON value from the Swift side (arguments, edited arguments, metadata): [`parse_json`], and
+/// at most `signoff::json::MAX_NESTING` (64) levels of arrays and objects, so that a value the
+/// gate would refuse is refused here, before any request exists.
+pub(crate) fn parse_value(what: &str, s: &str) -> Result<Value, SignoffError> {
+    let v = core::json::from_str(s, what)?;
+    core::json::check(&v, what)?;
+    Ok(v)
 }
 
 pub(crate) fn parse_uuid(what: &str, s: &str) -> Result<Uuid, SignoffError> {
     Uuid::parse_str(s).map_err(|e| malformed(&format!("{what} is not a UUID"), e))
+}
+
+/// The detail of a core parse error, for an `invalid_tool` reason.
+fn detail(e: core::Error) -> String {
+    match e {
+        core::Error::Malformed(m) => m,
+        e => e.to_string(),
+    }
 }
 
 fn to_json(v: &Value) -> String {
@@ -28,7 +49,7 @@ fn opt_json(v: &Value) -> Option<String> {
 
 fn metadata_from(s: &Option<String>) -> Result<Value, SignoffError> {
     match s {
-        Some(s) => parse_json("metadata_json", s),
+        Some(s) => parse_value("metadata", s),
         None => Ok(Value::Null),
     }
 }
@@ -150,12 +171,17 @@ impl From<core::ArgRule> for ArgRule {
 
 fn rule_to_core(tool: &str, r: ArgRule) -> Result<core::ArgRule, SignoffError> {
     let values = |s: &str| -> Result<Vec<Value>, SignoffError> {
-        serde_json::from_str::<Vec<Value>>(s).map_err(|e| {
+        let invalid = |reason: String| {
             SignoffError::from(core::Error::InvalidTool {
                 tool: tool.to_owned(),
-                reason: format!("rule values_json must be a JSON array: {e}"),
+                reason,
             })
-        })
+        };
+        match core::json::from_str(s, "rule values_json") {
+            Ok(Value::Array(values)) => Ok(values),
+            Ok(_) => Err(invalid("rule values_json must be a JSON array".into())),
+            Err(e) => Err(invalid(detail(e))),
+        }
     };
     Ok(match r {
         ArgRule::PathOutside { pointer, prefixes } => {
@@ -238,10 +264,10 @@ impl ToolSpec {
     pub(crate) fn into_core(self) -> Result<core::ToolSpec, SignoffError> {
         let mut spec = core::ToolSpec::new(self.name);
         if let Some(p) = &self.parameters_json {
-            spec.parameters = serde_json::from_str(p).map_err(|e| {
+            spec.parameters = core::json::from_str(p, "parameters_json").map_err(|e| {
                 SignoffError::from(core::Error::InvalidTool {
                     tool: spec.name.clone(),
-                    reason: format!("parameters_json is not JSON: {e}"),
+                    reason: detail(e),
                 })
             })?;
         }
@@ -305,7 +331,7 @@ pub struct ToolCall {
 impl ToolCall {
     pub(crate) fn into_core(self) -> Result<core::ToolCall, SignoffError> {
         Ok(core::ToolCall {
-            arguments: parse_json("arguments_json", &self.arguments_json)?,
+            arguments: parse_value("arguments", &self.arguments_json)?,
             metadata: metadata_from(&self.metadata_json)?,
             tool: self.tool,
             session_id: self.session_id,
@@ -365,7 +391,7 @@ impl From<Scope> for core::Scope {
     }
 }
 
-/// Why a request was cancelled (each denies).
+/// Why a request was cancelled (the tool does not run in any case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum CancelReason {
     /// Nobody was subscribed, or every subscriber went away.
@@ -376,6 +402,10 @@ pub enum CancelReason {
     Aborted,
     /// The session ended.
     SessionEnded,
+    /// The approval step failed before anyone decided: a request handler threw, or returned
+    /// without answering. Not a person's refusal; the model is told the approval step failed
+    /// (never the error's text).
+    ApprovalFailed,
 }
 
 impl From<core::CancelReason> for CancelReason {
@@ -385,6 +415,7 @@ impl From<core::CancelReason> for CancelReason {
             core::CancelReason::Shutdown => CancelReason::Shutdown,
             core::CancelReason::Aborted => CancelReason::Aborted,
             core::CancelReason::SessionEnded => CancelReason::SessionEnded,
+            core::CancelReason::ApprovalFailed => CancelReason::ApprovalFailed,
         }
     }
 }
@@ -396,6 +427,7 @@ impl From<CancelReason> for core::CancelReason {
             CancelReason::Shutdown => core::CancelReason::Shutdown,
             CancelReason::Aborted => core::CancelReason::Aborted,
             CancelReason::SessionEnded => core::CancelReason::SessionEnded,
+            CancelReason::ApprovalFailed => core::CancelReason::ApprovalFailed,
         }
     }
 }
@@ -676,7 +708,7 @@ impl ConfirmationRequest {
     pub(crate) fn into_core(self) -> Result<core::ConfirmationRequest, SignoffError> {
         Ok(core::ConfirmationRequest {
             id: parse_uuid("request id", &self.id)?,
-            arguments: parse_json("arguments_json", &self.arguments_json)?,
+            arguments: parse_value("the request's arguments", &self.arguments_json)?,
             metadata: metadata_from(&self.metadata_json)?,
             tool: self.tool,
             description: self.description,
@@ -771,7 +803,7 @@ impl ConfirmationResponse {
             arguments: self
                 .arguments_json
                 .as_deref()
-                .map(|a| parse_json("arguments_json", a))
+                .map(|a| parse_value("edited arguments", a))
                 .transpose()?,
             scope: self.scope.into(),
             reason: self.reason,
@@ -822,11 +854,15 @@ pub enum GateEvent {
     Timeout { timeout: ConfirmationTimeout },
     /// A request reached its final state.
     Resolved { resolved: ConfirmationResolved },
-    /// This subscriber fell behind and missed `missed` events; re-sync from `pending` (every
-    /// request still pending; de-duplicate by id). Not a bus event.
+    /// This subscriber fell behind and missed `missed` events. Not a bus event. Re-sync
+    /// (de-duplicating by id) from `pending`, the oldest requests still pending (at most 1,000),
+    /// and, when `more` is set, from `Gate.pendingPage(after: more)` and the pages after it.
     Lagged {
         missed: u64,
         pending: Vec<ConfirmationRequest>,
+        /// Set when more requests are pending than `pending` holds: the cursor to page on from.
+        #[uniffi(default = None)]
+        more: Option<String>,
     },
 }
 
@@ -871,8 +907,33 @@ impl From<core::Lagged> for GateEvent {
         GateEvent::Lagged {
             missed: l.missed,
             pending: l.pending.iter().map(|r| (&**r).into()).collect(),
+            more: l.more.map(|c| c.to_string()),
         }
     }
+}
+
+/// One page of pending requests (`Gate.pendingPage(after:limit:)`).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct PendingPage {
+    /// Oldest first.
+    pub requests: Vec<ConfirmationRequest>,
+    /// Where the next page starts (pass it as `after`); nil when this page reached the end.
+    pub next: Option<String>,
+}
+
+impl From<core::PendingPage> for PendingPage {
+    fn from(p: core::PendingPage) -> Self {
+        PendingPage {
+            requests: p.requests.iter().map(|r| (&**r).into()).collect(),
+            next: p.next.map(|c| c.to_string()),
+        }
+    }
+}
+
+/// A page cursor from its string form (`<created_at_ms>-<request id>`, as `PendingPage.next`
+/// and `GateEvent.lagged(more:)` give it); anything else is `malformed`.
+pub(crate) fn parse_cursor(s: &str) -> Result<core::PendingCursor, SignoffError> {
+    Ok(s.parse::<core::PendingCursor>()?)
 }
 
 impl GateEvent {

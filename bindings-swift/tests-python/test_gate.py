@@ -508,8 +508,82 @@ async def test_lagged_subscriber_gets_pending_snapshot():
     ev = await next_event(sub)
     assert ev.is_lagged() and ev.missed >= 1
     assert sorted(json.loads(r.arguments_json)["path"] for r in ev.pending) == ["/0", "/1", "/2", "/3"]
+    assert ev.more is None  # the snapshot holds every pending request
     for h in handles:
         h.cancel()
+
+
+async def wait_pending(gate, n):
+    for _ in range(1000):
+        if gate.pending_count() == n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{gate.pending_count()} pending, expected {n}")
+
+
+@async_test
+async def test_lagged_snapshot_is_bounded_and_continues_in_pages():
+    gate = gate_with_delete(bus_capacity=2, deny_when_unobserved=False)
+    sub = gate.subscribe()
+    handles = [gate.confirm_cancellable(call(args={"path": f"/{i}"})) for i in range(1100)]
+    await wait_pending(gate, 1100)
+    await asyncio.sleep(0.05)  # a request is stored just before it is published
+    ev = await next_event(sub)
+    assert ev.is_lagged() and ev.missed >= 1
+    assert len(ev.pending) == 1000 and ev.more is not None
+    assert ev.more == f"{ev.pending[-1].created_at_ms}-{ev.pending[-1].id}"
+    rest = gate.pending_page(after=ev.more, limit=1000)
+    assert len(rest.requests) == 100 and rest.next is None
+    seen = [r.id for r in ev.pending] + [r.id for r in rest.requests]
+    assert seen == [r.id for r in gate.pending()]
+    gate.close()
+    del handles
+
+
+# --------------------------------------------------------------------------------------------
+# pending requests in pages
+
+
+@async_test
+async def test_pending_page_walks_every_request_once_oldest_first():
+    gate = gate_with_delete(deny_when_unobserved=False)
+    handles = [gate.confirm_cancellable(call(args={"path": f"/{i}"})) for i in range(2500)]
+    await wait_pending(gate, 2500)
+    pages, after = [], None
+    while True:
+        page = gate.pending_page(after=after, limit=1000)
+        pages.append(page.requests)
+        if page.next is None:
+            break
+        assert page.next == f"{page.requests[-1].created_at_ms}-{page.requests[-1].id}"
+        after = page.next
+    assert [len(p) for p in pages] == [1000, 1000, 500]
+    walked = [r for p in pages for r in p]
+    assert len({r.id for r in walked}) == 2500
+    assert [r.id for r in walked] == [r.id for r in gate.pending()]
+    order = [(r.created_at_ms, uuid.UUID(r.id)) for r in walked]
+    assert order == sorted(order)
+    # defaults: from the oldest, 1,000 at a time; a limit of 0 still returns one
+    first = gate.pending_page()
+    assert [r.id for r in first.requests] == [r.id for r in pages[0]]
+    assert len(gate.pending_page(limit=0).requests) == 1
+    # a request answered between pages is simply not there; nothing is skipped or repeated
+    gate.approve(pages[1][0])
+    second = gate.pending_page(after=first.next, limit=1000)
+    assert [r.id for r in second.requests] == [r.id for r in pages[1][1:]] + [pages[2][0].id]
+    gate.close()
+    del handles
+
+
+def test_pending_page_refuses_a_bad_cursor():
+    gate = gate_with_delete(deny_when_unobserved=False)
+    for bad in ["garbage", "", "123", "123-not-a-uuid", f"x-{uuid.uuid4()}", f"-1-{uuid.uuid4()}"]:
+        with pytest.raises(so.SignoffError.Malformed) as e:
+            gate.pending_page(after=bad, limit=10)
+        assert kind(e.value) == "malformed"
+    # a well-formed cursor past every request: an empty last page
+    page = gate.pending_page(after=f"{2**63}-{uuid.uuid4()}", limit=10)
+    assert page.requests == [] and page.next is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,29 +632,63 @@ async def test_foreign_handler_approves():
     assert isinstance(d2, so.Decision.CANCELLED) and d2.reason == so.CancelReason.NO_SUBSCRIBERS
 
 
+async def resolved_for(sub, request_id):
+    return (await events_until_resolved(sub, request_id))[-1].resolved
+
+
 @async_test
-async def test_foreign_handler_that_does_not_answer_denies():
+async def test_foreign_handler_that_does_not_answer_fails_the_approval():
     gate = gate_with_delete()
+    sub = gate.subscribe()
     reg = gate.on_request(Silent())
     d = await gate.confirm_cancellable(call()).wait()
-    assert isinstance(d, so.Decision.DENIED)
-    assert d.reason == "the approval handler returned without answering"
-    assert d.responder == "signoff:handler"
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.APPROVAL_FAILED
+    assert d.request_id is not None
+    resolved = await resolved_for(sub, d.request_id)
+    assert resolved.outcome == so.Outcome.CANCELLED and resolved.cancel_reason == so.CancelReason.APPROVAL_FAILED
+    assert resolved.reason is None  # the detail goes to the audit log, not to the events or the model
     reg.stop()
 
 
 @async_test
-async def test_foreign_handler_that_throws_denies():
-    gate = gate_with_delete()
+async def test_foreign_handler_that_throws_fails_the_approval():
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(), ex)
     reg = gate.on_request(Raises())
     d = await gate.confirm_cancellable(call()).wait()
-    assert isinstance(d, so.Decision.DENIED)
-    assert d.reason.startswith("the approval handler failed:") and "ui crashed" in d.reason
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.APPROVAL_FAILED
+    r = await gate.execute_cancellable(call()).wait()
+    assert r.status == so.ToolStatus.CANCELLED and r.is_error and ex.calls == []
+    assert isinstance(r.decision, so.Decision.CANCELLED) and r.decision.reason == so.CancelReason.APPROVAL_FAILED
+    assert "approval step failed" in r.content and "ui crashed" not in r.content
     reg.stop()
     reg2 = gate.on_request(RaisesCallbackError())
-    d = await gate.confirm_cancellable(call()).wait()
-    assert d.reason == "the approval handler failed: window closed"
+    r = await gate.execute_cancellable(call()).wait()
+    assert r.status == so.ToolStatus.CANCELLED and r.decision.reason == so.CancelReason.APPROVAL_FAILED
+    assert "window closed" not in r.content and "window closed" not in (r.error or "")
+    assert ex.calls == []
     reg2.stop()
+
+
+@async_test
+async def test_throwing_handler_with_allowed_responders_fails_at_once():
+    # The handler's failure is not a response: the authenticator (only "alice" may answer) does
+    # not hold it back, so the call ends at once instead of waiting for its deadline.
+    gate = so.Gate(so.GateOptions(allowed_responders=["alice"]))
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(timeout_ms=5000), ex)
+    reg = gate.on_request(Raises())
+    t0 = time.monotonic()
+    r = await gate.execute_cancellable(call(call_id="c1")).wait()
+    assert time.monotonic() - t0 < 2, "the call waited for its deadline"
+    assert r.status == so.ToolStatus.CANCELLED and r.call_id == "c1"
+    assert isinstance(r.decision, so.Decision.CANCELLED) and r.decision.reason == so.CancelReason.APPROVAL_FAILED
+    assert ex.calls == []
+    assert "ui crashed" not in r.content and "ui crashed" not in (r.error or "")
+    assert "approval step failed" in r.content
+    assert gate.pending_count() == 0
+    reg.stop()
 
 
 @async_test
@@ -658,8 +766,13 @@ async def test_executor_edited_arguments_and_failures():
         async def execute(self, arguments_json):
             return "plain text"
 
+    class RepeatedKey(so.ToolExecutor):
+        async def execute(self, arguments_json):
+            return '{"ok":true,"ok":false}'
+
     gate.register_executable_tool(so.ToolSpec(name="fail_tool"), Failing())
     gate.register_executable_tool(so.ToolSpec(name="text_tool"), NotJson())
+    gate.register_executable_tool(so.ToolSpec(name="dup_tool"), RepeatedKey())
     sub = gate.subscribe()
     p = gate.execute_cancellable(call(args={"path": "/etc"}))
     req = await next_request(sub)
@@ -670,7 +783,10 @@ async def test_executor_edited_arguments_and_failures():
     r = await gate.execute_cancellable(call("fail_tool", {})).wait()
     assert r.status == so.ToolStatus.FAILED and "disk on fire" in r.error
     r = await gate.execute_cancellable(call("text_tool", {})).wait()
-    assert r.status == so.ToolStatus.FAILED and "not JSON" in r.error
+    assert r.status == so.ToolStatus.FAILED and "not acceptable JSON" in r.error
+    # the output is read strictly too: no value is silently picked for the model
+    r = await gate.execute_cancellable(call("dup_tool", {})).wait()
+    assert r.status == so.ToolStatus.FAILED and "duplicate key" in r.error and r.output_json is None
 
 
 @async_test
@@ -717,6 +833,147 @@ async def test_cancel_execution():
     await next_request(sub)
     b.cancel()
     assert await b.wait() is None and gate.pending_count() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# hostile input: JSON text is parsed by the core's strict parser (repeated keys, NaN/Infinity,
+# nesting deeper than 64 levels are malformed), and nothing runs
+
+
+def nested(levels, inner="1"):
+    return "[" * levels + inner + "]" * levels
+
+
+@async_test
+async def test_hostile_arguments_are_refused_before_anyone_is_asked():
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(so.ToolSpec(name="delete_file"), ex)
+    sub = gate.subscribe()
+    hostile = [
+        '{"path":' + nested(20_000) + "}",  # far past any stack
+        '{"path":' + nested(64) + "}",  # 65 levels with the object
+        '{"path":"/tmp/x","path":"/etc/passwd"}',  # which one would run?
+        '{"a":{"b":1,"b":2}}',
+        '{"n":NaN}',
+        '{"n":Infinity}',
+        '{"n":-Infinity}',
+        '{"n":1e999}',
+        '{"path":"/tmp/x"} {"path":"/etc"}',
+    ]
+    for text in hostile:
+        c = so.ToolCall(tool="delete_file", arguments_json=text)
+        for start in (gate.confirm_cancellable, gate.execute_cancellable, gate.evaluate):
+            with pytest.raises(so.SignoffError.Malformed) as e:
+                start(c)  # refused at once: no handle, no request
+            assert kind(e.value) == "malformed", text[:40]
+        with pytest.raises(so.SignoffError.Malformed):
+            gate.execute_batch_cancellable([call("delete_file", {"path": "/ok"}), c])
+    with pytest.raises(so.SignoffError.Malformed) as e:
+        gate.confirm_cancellable(so.ToolCall(tool="delete_file", arguments_json='{"path":"/a","path":"/b"}'))
+    assert "duplicate key" in str(e.value)
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.confirm_cancellable(so.ToolCall(tool="delete_file", metadata_json='{"k":1,"k":2}'))
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.confirm_cancellable(so.ToolCall(tool="delete_file", metadata_json=nested(65)))
+    # exactly 64 levels is fine
+    d = gate.evaluate(so.ToolCall(tool="delete_file", arguments_json='{"path":' + nested(63) + "}"))
+    assert d.required
+    assert ex.calls == [] and gate.pending_count() == 0
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(sub.next(), 0.2)  # nobody was asked
+
+
+@async_test
+async def test_hostile_responses_and_edits_leave_the_request_pending():
+    gate = so.Gate()
+    ex = Exec(lambda a: a["path"])
+    gate.register_executable_tool(delete_spec(editable=True), ex)
+    sub = gate.subscribe()
+    p = gate.execute_cancellable(call(args={"path": "/tmp/x"}))
+    req = await next_request(sub)
+    rid = req.id
+    responses = [
+        f'{{"id":"{rid}","decision":"deny","decision":"approve"}}',
+        f'{{"id":"{rid}","decision":"approve","arguments":{{"path":"/a","path":"/etc/passwd"}}}}',
+        f'{{"id":"{rid}","decision":"approve","arguments":{{"path":NaN}}}}',
+        f'{{"id":"{rid}","decision":"approve","arguments":{{"path":{nested(20_000, chr(34) + "x" + chr(34))}}}}}',
+    ]
+    for text in responses:
+        with pytest.raises(so.SignoffError.Malformed):
+            gate.respond_json(text)
+        with pytest.raises(so.SignoffError.Malformed):
+            so.response_from_json(text)
+    edits = ['{"path":"/a","path":"/etc/passwd"}', '{"path":NaN}', '{"path":Infinity}', '{"path":' + nested(64) + "}",
+             '{"path":' + nested(20_000) + "}"]
+    for text in edits:
+        with pytest.raises(so.SignoffError.Malformed) as e:
+            gate.approve(req, arguments_json=text)
+        assert kind(e.value) == "malformed"
+        resp = so.approve_response(req)
+        resp.arguments_json = text
+        with pytest.raises(so.SignoffError.Malformed):
+            gate.respond(resp)
+    assert gate.pending_count() == 1 and ex.calls == []
+    # a request the app hands back with tampered arguments text is refused too
+    tampered = so.ConfirmationRequest(**dict(vars(req), arguments_json='{"path":"/tmp/x","path":"/etc"}'))
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.approve(tampered)
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.deny(tampered)
+    assert gate.pending_count() == 1 and ex.calls == []
+    # the request is untouched: the original arguments run once approved
+    gate.approve(req)
+    r = await p.wait()
+    assert r.status == so.ToolStatus.EXECUTED and not r.edited and ex.calls == [{"path": "/tmp/x"}]
+
+
+class EditsHostile(so.ApprovalHandler):
+    def __init__(self):
+        self.errors = []
+
+    async def handle(self, request):
+        for text in ['{"path":"/a","path":"/etc/passwd"}', '{"path":NaN}', '{"path":' + nested(20_000) + "}"]:
+            try:
+                request.approve_with(arguments_json=text)
+            except so.SignoffError as e:
+                self.errors.append(kind(e))
+        request.deny(reason="refused the edits")
+
+
+@async_test
+async def test_hostile_edits_from_a_handler_are_malformed():
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(editable=True), ex)
+    handler = EditsHostile()
+    reg = gate.on_request(handler)
+    r = await gate.execute_cancellable(call()).wait()
+    assert handler.errors == ["malformed"] * 3
+    assert r.status == so.ToolStatus.DENIED and ex.calls == []
+    reg.stop()
+
+
+def test_hostile_tool_definitions_and_events():
+    gate = so.Gate()
+    with pytest.raises(so.SignoffError.InvalidTool) as e:
+        gate.register_tool(so.ToolSpec(name="x", parameters_json='{"type":"object","type":"string"}'))
+    assert "duplicate key" in str(e.value)
+    with pytest.raises(so.SignoffError.InvalidTool):
+        gate.register_tool(so.ToolSpec(name="x", rules=[so.ArgRule.ONE_OF(pointer="/a", values_json='[1,NaN]')]))
+    with pytest.raises(so.SignoffError.InvalidTool):
+        gate.register_tool(so.ToolSpec(name="x", rules=[so.ArgRule.ONE_OF(pointer="/a", values_json=nested(66))]))
+    with pytest.raises(so.SignoffError.Malformed):
+        gate.register_tool_json('{"name":"x","name":"y"}')
+    with pytest.raises(so.SignoffError.Malformed):
+        so.tool_spec_from_json('{"name":"x","approval":"required","approval":"not_required"}')
+    rid = str(uuid.uuid4())
+    with pytest.raises(so.SignoffError.Malformed):
+        so.event_from_json(
+            json.dumps({"type": "confirmation-resolved", "id": rid, "tool": "t", "session_id": "s", "scope": "once",
+                        "edited": False, "at_ms": 5, "outcome": "denied"})[:-1] + ',"outcome":"approved"}'
+        )
+    assert gate.tools() == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -799,3 +1056,9 @@ def test_event_json_round_trip():
         so.event_from_json(json.dumps({"type": "nope"}))
     with pytest.raises(so.SignoffError.Malformed):
         so.event_to_json(so.GateEvent.LAGGED(missed=1, pending=[]))
+    with pytest.raises(so.SignoffError.Malformed):
+        so.event_to_json(so.GateEvent.LAGGED(missed=1, pending=[], more=f"5-{rid}"))
+    failed = dict(resolved, cancel_reason="approval-failed")
+    ev = so.event_from_json(json.dumps(failed))
+    assert ev.resolved.cancel_reason == so.CancelReason.APPROVAL_FAILED
+    assert json.loads(so.event_to_json(ev)) == failed

@@ -41,7 +41,12 @@ OUTCOME = {so.Outcome.APPROVED: "approved", so.Outcome.DENIED: "denied", so.Outc
 BY = {so.ApprovedBy.PERSON: "person", so.ApprovedBy.NOT_GATED: "not-gated", so.ApprovedBy.SESSION_GRANT: "session-grant",
       so.ApprovedBy.GATING_DISABLED: "gating-disabled"}
 CANCEL = {so.CancelReason.NO_SUBSCRIBERS: "no-subscribers", so.CancelReason.SHUTDOWN: "shutdown",
-          so.CancelReason.ABORTED: "aborted", so.CancelReason.SESSION_ENDED: "session-ended"}
+          so.CancelReason.ABORTED: "aborted", so.CancelReason.SESSION_ENDED: "session-ended",
+          so.CancelReason.APPROVAL_FAILED: "approval-failed"}
+
+
+def test_cancel_reason_mapping_covers_every_reason():
+    assert set(CANCEL) == set(so.CancelReason)
 
 
 def decision_fields(d):

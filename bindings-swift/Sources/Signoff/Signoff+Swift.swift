@@ -119,18 +119,26 @@ extension Gate {
         subscribe().events(bufferingPolicy: bufferingPolicy)
     }
 
-    /// Only the confirmation requests, as an `AsyncStream`. After a lag, the requests still
-    /// pending are delivered again (de-duplicate by `id` if you keep state).
+    /// Only the confirmation requests, as an `AsyncStream`. After a lag, every request still
+    /// pending is delivered again, the lagged event's snapshot and then the rest a page at a time
+    /// (`pendingPage(after:limit:)` from its `more`): de-duplicate by `id` if you keep state.
     public func requests() -> AsyncStream<ConfirmationRequest> {
         let events = self.events()
         return AsyncStream { continuation in
-            let pump = Task.detached {
+            // Weak: the stream must not keep the gate alive (it ends when the gate is gone).
+            let pump = Task.detached { [weak self] in
                 for await event in events {
                     switch event {
                     case .request(let request):
                         continuation.yield(request)
-                    case .lagged(_, let pending):
+                    case .lagged(_, let pending, let more):
                         for request in pending { continuation.yield(request) }
+                        var after = more
+                        while let cursor = after, !Task.isCancelled,
+                              let page = try? self?.pendingPage(after: cursor, limit: 1000) {
+                            for request in page.requests { continuation.yield(request) }
+                            after = page.next
+                        }
                     default:
                         break
                     }
@@ -173,8 +181,9 @@ public final class ClosureToolExecutor: ToolExecutor {
 extension Gate {
     /// Calls `body` for every confirmation request (and every request already pending), each
     /// concurrently. Answer through the `PendingRequest`; returning without answering, or
-    /// throwing, denies the request. Keep the returned registration: releasing it (or calling
-    /// `stop()`) unregisters the handler.
+    /// throwing, ends the request at once as cancelled (`CancelReason.approvalFailed`): the tool
+    /// does not run, and the model is told the approval step failed, never the error's text. Keep
+    /// the returned registration: releasing it (or calling `stop()`) unregisters the handler.
     public func onRequest(
         _ body: @escaping @Sendable (PendingRequest) async throws -> Void
     ) -> HandlerRegistration {
@@ -325,6 +334,7 @@ extension ConfirmationResponse: Sendable {}
 extension ConfirmationTimeout: Sendable {}
 extension Evaluation: Sendable {}
 extension GateOptions: Sendable {}
+extension PendingPage: Sendable {}
 extension ToolCall: Sendable {}
 extension ToolResult: Sendable {}
 extension ToolSpec: Sendable {}

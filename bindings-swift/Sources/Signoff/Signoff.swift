@@ -591,8 +591,10 @@ fileprivate struct FfiConverterString: FfiConverter {
 
 /**
  * Called once per confirmation request (see `Gate.onRequest`). Answer through the
- * `PendingRequest`. Returning without answering, or throwing, denies the request: the core's
- * fail-safe rule.
+ * `PendingRequest`. Returning without answering, or throwing, ends the request at once as
+ * cancelled (`CancelReason.approvalFailed`), whatever responders the gate allows: the core's
+ * fail-safe rule. The tool does not run, and the model is told the approval step failed, never
+ * the error's text.
  */
 public protocol ApprovalHandler: AnyObject, Sendable {
     
@@ -601,8 +603,10 @@ public protocol ApprovalHandler: AnyObject, Sendable {
 }
 /**
  * Called once per confirmation request (see `Gate.onRequest`). Answer through the
- * `PendingRequest`. Returning without answering, or throwing, denies the request: the core's
- * fail-safe rule.
+ * `PendingRequest`. Returning without answering, or throwing, ends the request at once as
+ * cancelled (`CancelReason.approvalFailed`), whatever responders the gate allows: the core's
+ * fail-safe rule. The tool does not run, and the model is told the approval step failed, never
+ * the error's text.
  */
 open class ApprovalHandlerImpl: ApprovalHandler, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -873,8 +877,8 @@ public protocol GateProtocol: AnyObject, Sendable {
     
     /**
      * Starts an execution: confirm, then run the tool's executor at most once. The result is
-     * never an error (refusals, denials and failures are `ToolResult`s); only arguments that
-     * are not JSON throw `malformed`.
+     * never an error (refusals, denials and failures are `ToolResult`s); only `arguments_json`
+     * or `metadata_json` text the core's strict JSON parser refuses throws `malformed`.
      */
     func executeCancellable(call: ToolCall) throws  -> PendingExecution
     
@@ -889,16 +893,27 @@ public protocol GateProtocol: AnyObject, Sendable {
     
     /**
      * Calls `handler` for every request from now on (and every request already pending), each
-     * concurrently. A handler that returns without answering, or throws, denies the request.
+     * concurrently. A handler that returns without answering, or throws, ends its request at once
+     * as cancelled (`approvalFailed`); the error's text never reaches the model.
      */
     func onRequest(handler: ApprovalHandler)  -> HandlerRegistration
     
     /**
-     * Every pending request, oldest first: what a UI shows when it opens.
+     * Every pending request, oldest first: what a UI shows when it opens. This copies the whole
+     * list: where many may be pending, read it with `pendingPage(after:limit:)`.
      */
     func pending()  -> [ConfirmationRequest]
     
     func pendingCount()  -> UInt64
+    
+    /**
+     * Up to `limit` pending requests (at least 1), oldest first, after the cursor `after` (a
+     * previous page's `next`, or a lagged event's `more`; from the oldest when nil). Each page
+     * costs O(limit) however many are pending; paging neither skips nor repeats a request that
+     * stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
+     * for an `after` that is not such a cursor.
+     */
+    func pendingPage(after: String?, limit: UInt32) throws  -> PendingPage
     
     /**
      * Registers (or replaces) a tool that `execute` can run.
@@ -1133,8 +1148,8 @@ open func executeBatchCancellable(calls: [ToolCall])throws  -> PendingBatch  {
     
     /**
      * Starts an execution: confirm, then run the tool's executor at most once. The result is
-     * never an error (refusals, denials and failures are `ToolResult`s); only arguments that
-     * are not JSON throw `malformed`.
+     * never an error (refusals, denials and failures are `ToolResult`s); only `arguments_json`
+     * or `metadata_json` text the core's strict JSON parser refuses throws `malformed`.
      */
 open func executeCancellable(call: ToolCall)throws  -> PendingExecution  {
     return try  FfiConverterTypePendingExecution_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
@@ -1179,7 +1194,8 @@ open func isClosed() -> Bool  {
     
     /**
      * Calls `handler` for every request from now on (and every request already pending), each
-     * concurrently. A handler that returns without answering, or throws, denies the request.
+     * concurrently. A handler that returns without answering, or throws, ends its request at once
+     * as cancelled (`approvalFailed`); the error's text never reaches the model.
      */
 open func onRequest(handler: ApprovalHandler) -> HandlerRegistration  {
     return try!  FfiConverterTypeHandlerRegistration_lift(try! rustCall() {
@@ -1192,7 +1208,8 @@ open func onRequest(handler: ApprovalHandler) -> HandlerRegistration  {
 }
     
     /**
-     * Every pending request, oldest first: what a UI shows when it opens.
+     * Every pending request, oldest first: what a UI shows when it opens. This copies the whole
+     * list: where many may be pending, read it with `pendingPage(after:limit:)`.
      */
 open func pending() -> [ConfirmationRequest]  {
     return try!  FfiConverterSequenceTypeConfirmationRequest.lift(try! rustCall() {
@@ -1208,6 +1225,24 @@ open func pendingCount() -> UInt64  {
         uniffiCallStatus in
     uniffi_signoff_ffi_fn_method_gate_pending_count(
             self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Up to `limit` pending requests (at least 1), oldest first, after the cursor `after` (a
+     * previous page's `next`, or a lagged event's `more`; from the oldest when nil). Each page
+     * costs O(limit) however many are pending; paging neither skips nor repeats a request that
+     * stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
+     * for an `after` that is not such a cursor.
+     */
+open func pendingPage(after: String? = nil, limit: UInt32 = UInt32(1000))throws  -> PendingPage  {
+    return try  FfiConverterTypePendingPage_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_pending_page(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(after),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
     )
 })
 }
@@ -2372,8 +2407,9 @@ public func FfiConverterTypeSubscription_lower(_ value: Subscription) -> UInt64 
 
 /**
  * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
- * and returns the output as JSON text; a thrown error is the tool's failure, reported to the
- * model. Runs at most once per approved call.
+ * and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
+ * text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
+ * error is the tool's failure, reported to the model. Runs at most once per approved call.
  */
 public protocol ToolExecutor: AnyObject, Sendable {
     
@@ -2382,8 +2418,9 @@ public protocol ToolExecutor: AnyObject, Sendable {
 }
 /**
  * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
- * and returns the output as JSON text; a thrown error is the tool's failure, reported to the
- * model. Runs at most once per approved call.
+ * and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
+ * text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
+ * error is the tool's failure, reported to the model. Runs at most once per approved call.
  */
 open class ToolExecutorImpl: ToolExecutor, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -3184,6 +3221,75 @@ public func FfiConverterTypeGateOptions_lower(_ value: GateOptions) -> RustBuffe
 
 
 /**
+ * One page of pending requests (`Gate.pendingPage(after:limit:)`).
+ */
+public struct PendingPage: Equatable, Hashable {
+    /**
+     * Oldest first.
+     */
+    public var requests: [ConfirmationRequest]
+    /**
+     * Where the next page starts (pass it as `after`); nil when this page reached the end.
+     */
+    public var next: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Oldest first.
+         */requests: [ConfirmationRequest], 
+        /**
+         * Where the next page starts (pass it as `after`); nil when this page reached the end.
+         */next: String?) {
+        self.requests = requests
+        self.next = next
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PendingPage: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePendingPage: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PendingPage {
+        return
+            try PendingPage(
+                requests: FfiConverterSequenceTypeConfirmationRequest.read(from: &buf), 
+                next: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PendingPage, into buf: inout [UInt8]) {
+        FfiConverterSequenceTypeConfirmationRequest.write(value.requests, into: &buf)
+        FfiConverterOptionString.write(value.next, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePendingPage_lift(_ buf: RustBuffer) throws -> PendingPage {
+    return try FfiConverterTypePendingPage.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePendingPage_lower(_ value: PendingPage) -> RustBuffer {
+    return FfiConverterTypePendingPage.lower(value)
+}
+
+
+/**
  * A tool call from the model.
  */
 public struct ToolCall: Equatable, Hashable {
@@ -3937,7 +4043,7 @@ public func FfiConverterTypeCallbackError_lower(_ value: CallbackError) -> RustB
 
 
 /**
- * Why a request was cancelled (each denies).
+ * Why a request was cancelled (the tool does not run in any case).
  */
 
 public enum CancelReason: Equatable, Hashable {
@@ -3958,6 +4064,12 @@ public enum CancelReason: Equatable, Hashable {
      * The session ended.
      */
     case sessionEnded
+    /**
+     * The approval step failed before anyone decided: a request handler threw, or returned
+     * without answering. Not a person's refusal; the model is told the approval step failed
+     * (never the error's text).
+     */
+    case approvalFailed
 
 
 
@@ -3987,6 +4099,8 @@ public struct FfiConverterTypeCancelReason: FfiConverterRustBuffer {
         
         case 4: return .sessionEnded
         
+        case 5: return .approvalFailed
+        
         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
@@ -4009,6 +4123,10 @@ public struct FfiConverterTypeCancelReason: FfiConverterRustBuffer {
         
         case .sessionEnded:
             writeInt(&buf, Int32(4))
+        
+        
+        case .approvalFailed:
+            writeInt(&buf, Int32(5))
         
         }
     }
@@ -4427,10 +4545,14 @@ public enum GateEvent: Equatable, Hashable {
     case resolved(resolved: ConfirmationResolved
     )
     /**
-     * This subscriber fell behind and missed `missed` events; re-sync from `pending` (every
-     * request still pending; de-duplicate by id). Not a bus event.
+     * This subscriber fell behind and missed `missed` events. Not a bus event. Re-sync
+     * (de-duplicating by id) from `pending`, the oldest requests still pending (at most 1,000),
+     * and, when `more` is set, from `Gate.pendingPage(after: more)` and the pages after it.
      */
-    case lagged(missed: UInt64, pending: [ConfirmationRequest]
+    case lagged(missed: UInt64, pending: [ConfirmationRequest], 
+        /**
+         * Set when more requests are pending than `pending` holds: the cursor to page on from.
+         */more: String? = nil
     )
 
 
@@ -4465,7 +4587,7 @@ public struct FfiConverterTypeGateEvent: FfiConverterRustBuffer {
         case 4: return .resolved(resolved: try FfiConverterTypeConfirmationResolved.read(from: &buf)
         )
         
-        case 5: return .lagged(missed: try FfiConverterUInt64.read(from: &buf), pending: try FfiConverterSequenceTypeConfirmationRequest.read(from: &buf)
+        case 5: return .lagged(missed: try FfiConverterUInt64.read(from: &buf), pending: try FfiConverterSequenceTypeConfirmationRequest.read(from: &buf), more: try FfiConverterOptionString.read(from: &buf)
         )
         
         default: throw UniffiInternalError.unexpectedEnumCase
@@ -4496,10 +4618,11 @@ public struct FfiConverterTypeGateEvent: FfiConverterRustBuffer {
             FfiConverterTypeConfirmationResolved.write(resolved, into: &buf)
             
         
-        case let .lagged(missed,pending):
+        case let .lagged(missed,pending,more):
             writeInt(&buf, Int32(5))
             FfiConverterUInt64.write(missed, into: &buf)
             FfiConverterSequenceTypeConfirmationRequest.write(pending, into: &buf)
+            FfiConverterOptionString.write(more, into: &buf)
             
         }
     }
@@ -6036,7 +6159,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_execute_batch_cancellable() != 58752) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_execute_cancellable() != 23477) {
+    if (uniffi_signoff_ffi_checksum_method_gate_execute_cancellable() != 54651) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_gating_disabled() != 36317) {
@@ -6048,13 +6171,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_is_closed() != 3416) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_on_request() != 34343) {
+    if (uniffi_signoff_ffi_checksum_method_gate_on_request() != 23647) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_pending() != 41411) {
+    if (uniffi_signoff_ffi_checksum_method_gate_pending() != 28011) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_pending_count() != 62378) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_pending_page() != 37573) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_register_executable_tool() != 39291) {

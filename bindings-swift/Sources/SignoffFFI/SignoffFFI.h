@@ -383,6 +383,11 @@ RustBuffer uniffi_signoff_ffi_fn_method_gate_pending(uint64_t ptr, RustCallStatu
 uint64_t uniffi_signoff_ffi_fn_method_gate_pending_count(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_PENDING_PAGE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_PENDING_PAGE
+RustBuffer uniffi_signoff_ffi_fn_method_gate_pending_page(uint64_t ptr, RustBuffer after, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_REGISTER_EXECUTABLE_TOOL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_REGISTER_EXECUTABLE_TOOL
 void uniffi_signoff_ffi_fn_method_gate_register_executable_tool(uint64_t ptr, RustBuffer spec, uint64_t executor, RustCallStatus *_Nonnull out_status
@@ -1069,6 +1074,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_pending(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_PENDING_COUNT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_PENDING_COUNT
 uint16_t uniffi_signoff_ffi_checksum_method_gate_pending_count(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_PENDING_PAGE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_PENDING_PAGE
+uint16_t uniffi_signoff_ffi_checksum_method_gate_pending_page(void
     
 );
 #endif

@@ -491,11 +491,111 @@ final class SignoffTests: XCTestCase {
         let handles = try (0..<4).map { i in try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#)) }
         await waitUntil { gate.pendingCount() == 4 }
         await pause(ms: 50)  // a request is stored just before it is published
-        guard case .lagged(let missed, let pendingRequests) = try await nextEvent(sub) else { return XCTFail() }
+        let event = try await nextEvent(sub)
+        guard case .lagged(let missed, let pendingRequests, let more) = event else { return XCTFail("\(event)") }
         XCTAssertGreaterThanOrEqual(missed, 1)
         let paths = pendingRequests.compactMap { json($0.argumentsJson)?["path"] as? String }.sorted()
         XCTAssertEqual(paths, ["/0", "/1", "/2", "/3"])
+        XCTAssertNil(more, "the snapshot holds every pending request")
         handles.forEach { $0.cancel() }
+    }
+
+    func testLaggedSnapshotIsBoundedAndContinuesInPages() async throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false, busCapacity: 2))
+        let sub = gate.subscribe()
+        let handles = try (0..<1100).map { i in
+            try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#))
+        }
+        await waitUntil({ gate.pendingCount() == 1100 }, seconds: 10)
+        await pause(ms: 50)  // a request is stored just before it is published
+        guard case .lagged(let missed, let snapshot, let more) = try await nextEvent(sub) else { return XCTFail() }
+        XCTAssertGreaterThanOrEqual(missed, 1)
+        XCTAssertEqual(snapshot.count, 1000)
+        let last = try XCTUnwrap(snapshot.last)
+        XCTAssertEqual(more, "\(last.createdAtMs)-\(last.id)")
+        let rest = try gate.pendingPage(after: try XCTUnwrap(more), limit: 1000)
+        XCTAssertEqual(rest.requests.count, 100)
+        XCTAssertNil(rest.next)
+        XCTAssertEqual(snapshot.map(\.id) + rest.requests.map(\.id), gate.pending().map(\.id))
+        gate.close()
+        _ = handles
+    }
+
+    /// Swift only (the Python suite cannot run `requests()`): after a lag the stream re-delivers
+    /// the snapshot and then every further page, so no pending request is lost.
+    func testRequestsStreamResyncsEveryPendingRequestAfterALag() async throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false, busCapacity: 2))
+        let requests = gate.requests()
+        let handles = try (0..<1100).map { i in
+            try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#))
+        }
+        let collector = Task {
+            var ids = Set<String>()
+            for await request in requests {
+                ids.insert(request.id)
+                if ids.count == 1100 { break }
+            }
+            return ids.count
+        }
+        let timer = Task {
+            try? await Task.sleep(nanoseconds: 20_000_000_000)
+            if !Task.isCancelled { collector.cancel() }
+        }
+        let count = await collector.value
+        timer.cancel()
+        XCTAssertEqual(count, 1100)
+        gate.close()
+        _ = handles
+    }
+
+    // MARK: pending requests in pages
+
+    func testPendingPageWalksEveryRequestOnceOldestFirst() async throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let handles = try (0..<2500).map { i in
+            try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#))
+        }
+        await waitUntil({ gate.pendingCount() == 2500 }, seconds: 10)
+        var pages: [[ConfirmationRequest]] = []
+        var after: String? = nil
+        while true {
+            let page = try gate.pendingPage(after: after, limit: 1000)
+            pages.append(page.requests)
+            guard let next = page.next else { break }
+            let last = try XCTUnwrap(page.requests.last)
+            XCTAssertEqual(next, "\(last.createdAtMs)-\(last.id)")
+            after = next
+        }
+        XCTAssertEqual(pages.map(\.count), [1000, 1000, 500])
+        let walked = pages.flatMap { $0 }
+        XCTAssertEqual(Set(walked.map(\.id)).count, 2500)
+        XCTAssertEqual(walked.map(\.id), gate.pending().map(\.id))
+        // oldest first: by creation time, then id (lowercase hyphenated UUIDs sort like their bytes)
+        for (a, b) in zip(walked, walked.dropFirst()) {
+            XCTAssertTrue((a.createdAtMs, a.id) < (b.createdAtMs, b.id), "\(a.id) before \(b.id)")
+        }
+        // defaults: from the oldest, 1,000 at a time; a limit of 0 still returns one
+        let first = try gate.pendingPage()
+        XCTAssertEqual(first.requests.map(\.id), pages[0].map(\.id))
+        XCTAssertEqual(try gate.pendingPage(limit: 0).requests.count, 1)
+        // a request answered between pages is simply not there; nothing is skipped or repeated
+        XCTAssertEqual(try gate.approve(request: pages[1][0]), .approved)
+        let second = try gate.pendingPage(after: first.next, limit: 1000)
+        XCTAssertEqual(second.requests.map(\.id), pages[1].dropFirst().map(\.id) + [pages[2][0].id])
+        gate.close()
+        _ = handles
+    }
+
+    func testPendingPageRefusesABadCursor() throws {
+        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let id = UUID().uuidString.lowercased()
+        for bad in ["garbage", "", "123", "123-not-a-uuid", "x-\(id)", "-1-\(id)"] {
+            XCTAssertThrowsKind(.malformed) { try gate.pendingPage(after: bad, limit: 10) }
+        }
+        // a well-formed cursor past every request: an empty last page
+        let page = try gate.pendingPage(after: "\(UInt64(1) << 63)-\(id)", limit: 10)
+        XCTAssertEqual(page.requests, [])
+        XCTAssertNil(page.next)
     }
 
     // MARK: foreign handler
@@ -546,27 +646,78 @@ final class SignoffTests: XCTestCase {
         registration.stop()
     }
 
-    func testForeignHandlerThatDoesNotAnswerDenies() async throws {
+    func testForeignHandlerThatDoesNotAnswerFailsTheApproval() async throws {
         let gate = try gateWithDelete()
+        let sub = gate.subscribe()
         let registration = gate.onRequest(handler: Silent())
         let decision = try await gate.confirm(makeCall())
-        guard case .denied(_, let reason, let responder) = decision else { return XCTFail("\(decision)") }
-        XCTAssertEqual(reason, "the approval handler returned without answering")
-        XCTAssertEqual(responder, "signoff:handler")
+        guard case .cancelled(let requestId, let reason) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(reason, .approvalFailed)
+        let resolved = try await resolvedEvent(sub, try XCTUnwrap(requestId))
+        XCTAssertEqual(resolved.outcome, .cancelled)
+        XCTAssertEqual(resolved.cancelReason, .approvalFailed)
+        XCTAssertNil(resolved.reason, "the detail goes to the audit log, not to the events or the model")
         registration.stop()
     }
 
-    func testForeignHandlerThatThrowsDenies() async throws {
-        let gate = try gateWithDelete()
+    func testForeignHandlerThatThrowsFailsTheApproval() async throws {
+        let gate = Gate()
+        let ran = Recorder()
+        try gate.registerTool(deleteSpec(), executeJson: { json in
+            await ran.add(json)
+            return "\"ran\""
+        })
         let registration = gate.onRequest { _ in throw UICrashed() }
-        let decision = try await gate.confirm(makeCall())
-        guard case .denied(_, let reason, _) = decision else { return XCTFail("\(decision)") }
-        XCTAssertEqual(reason, "the approval handler failed: ui crashed")
+        guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }
+        XCTAssertEqual(reason, .approvalFailed)
+        let result = try await gate.execute(makeCall())
+        XCTAssertEqual(result.status, .cancelled)
+        XCTAssertTrue(result.isError)
+        guard case .cancelled(_, let reason2)? = result.decision else {
+            return XCTFail("\(String(describing: result.decision))")
+        }
+        XCTAssertEqual(reason2, .approvalFailed)
+        XCTAssertTrue(result.content.contains("approval step failed"), result.content)
+        XCTAssertFalse(result.content.contains("ui crashed"), result.content)
         registration.stop()
         let registration2 = gate.onRequest { _ in throw CallbackError.Failed(message: "window closed") }
-        guard case .denied(_, let reason2, _) = try await gate.confirm(makeCall()) else { return XCTFail() }
-        XCTAssertEqual(reason2, "the approval handler failed: window closed")
+        let result2 = try await gate.execute(makeCall())
+        XCTAssertEqual(result2.status, .cancelled)
+        guard case .cancelled(_, let reason3)? = result2.decision else { return XCTFail() }
+        XCTAssertEqual(reason3, .approvalFailed)
+        XCTAssertFalse(result2.content.contains("window closed"), result2.content)
+        XCTAssertFalse(result2.error?.contains("window closed") ?? false)
         registration2.stop()
+        let items = await ran.items
+        XCTAssertEqual(items, [])
+    }
+
+    func testThrowingHandlerWithAllowedRespondersFailsAtOnce() async throws {
+        // The handler's failure is not a response: the authenticator (only "alice" may answer)
+        // does not hold it back, so the call ends at once instead of waiting for its deadline.
+        let gate = Gate(options: GateOptions(allowedResponders: ["alice"]))
+        let ran = Recorder()
+        try gate.registerTool(deleteSpec(timeoutMs: 5000), executeJson: { json in
+            await ran.add(json)
+            return "\"ran\""
+        })
+        let registration = gate.onRequest { _ in throw UICrashed() }
+        let start = Date()
+        let result = try await gate.execute(makeCall(callId: "c1"))
+        XCTAssertLessThan(Date().timeIntervalSince(start), 2, "the call waited for its deadline")
+        XCTAssertEqual(result.status, .cancelled)
+        XCTAssertEqual(result.callId, "c1")
+        guard case .cancelled(_, let reason)? = result.decision else {
+            return XCTFail("\(String(describing: result.decision))")
+        }
+        XCTAssertEqual(reason, .approvalFailed)
+        let items = await ran.items
+        XCTAssertEqual(items, [])
+        XCTAssertFalse(result.content.contains("ui crashed"), result.content)
+        XCTAssertFalse(result.error?.contains("ui crashed") ?? false)
+        XCTAssertTrue(result.content.contains("approval step failed"), result.content)
+        XCTAssertEqual(gate.pendingCount(), 0)
+        registration.stop()
     }
 
     func testForeignHandlerSeesAlreadyPendingRequests() async throws {
@@ -639,6 +790,7 @@ final class SignoffTests: XCTestCase {
         }
         try gate.registerTool(ToolSpec(name: "fail_tool"), executeJson: { _ in throw DiskOnFire() })
         try gate.registerTool(ToolSpec(name: "text_tool"), executeJson: { _ in "plain text" })
+        try gate.registerTool(ToolSpec(name: "dup_tool"), executeJson: { _ in #"{"ok":true,"ok":false}"# })
         let sub = gate.subscribe()
         let pending = try gate.executeCancellable(call: makeCall("delete_file", #"{"path":"/etc"}"#))
         let request = try await nextRequest(sub)
@@ -655,7 +807,12 @@ final class SignoffTests: XCTestCase {
         XCTAssertTrue(failed.error?.contains("disk on fire") ?? false, "\(String(describing: failed.error))")
         let notJson = try await gate.execute(makeCall("text_tool", "{}"))
         XCTAssertEqual(notJson.status, .failed)
-        XCTAssertTrue(notJson.error?.contains("not JSON") ?? false)
+        XCTAssertTrue(notJson.error?.contains("not acceptable JSON") ?? false, "\(String(describing: notJson.error))")
+        // the output is read strictly too: no value is silently picked for the model
+        let repeated = try await gate.execute(makeCall("dup_tool", "{}"))
+        XCTAssertEqual(repeated.status, .failed)
+        XCTAssertTrue(repeated.error?.contains("duplicate key") ?? false, "\(String(describing: repeated.error))")
+        XCTAssertNil(repeated.outputJson)
     }
 
     func testBatchOrder() async throws {
@@ -688,6 +845,178 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(try results[1].output(as: String.self), "contents")
         let items = await calls.items
         XCTAssertEqual(items, ["/first"])
+    }
+
+    // MARK: hostile input (JSON text is parsed by the core's strict parser; nothing runs)
+
+    func testHostileArgumentsAreRefusedBeforeAnyoneIsAsked() async throws {
+        let gate = Gate()
+        let ran = Recorder()
+        try gate.registerTool(ToolSpec(name: "delete_file"), executeJson: { json in
+            await ran.add(json)
+            return "\"ran\""
+        })
+        let sub = gate.subscribe()
+        let farTooDeep: String = #"{"path":"# + nested(20_000) + "}"  // far past any stack
+        let tooDeep: String = #"{"path":"# + nested(64) + "}"  // 65 levels with the object
+        let hostile: [String] = [
+            farTooDeep,
+            tooDeep,
+            #"{"path":"/tmp/x","path":"/etc/passwd"}"#,  // which one would run?
+            #"{"a":{"b":1,"b":2}}"#,
+            #"{"n":NaN}"#,
+            #"{"n":Infinity}"#,
+            #"{"n":-Infinity}"#,
+            #"{"n":1e999}"#,
+            #"{"path":"/tmp/x"} {"path":"/etc"}"#,
+        ]
+        for text in hostile {
+            let call = ToolCall(tool: "delete_file", argumentsJson: text)
+            XCTAssertThrowsKind(.malformed) { try gate.confirmCancellable(call: call) }
+            XCTAssertThrowsKind(.malformed) { try gate.executeCancellable(call: call) }
+            XCTAssertThrowsKind(.malformed) { try gate.evaluate(call: call) }
+            XCTAssertThrowsKind(.malformed) {
+                try gate.executeBatchCancellable(calls: [makeCall("delete_file", #"{"path":"/ok"}"#), call])
+            }
+            await XCTAssertThrowsKindAsync(.malformed) { try await gate.confirm(call) }
+            await XCTAssertThrowsKindAsync(.malformed) { try await gate.execute(call) }
+        }
+        do {
+            let repeated = ToolCall(tool: "delete_file", argumentsJson: #"{"path":"/a","path":"/b"}"#)
+            _ = try gate.confirmCancellable(call: repeated)
+            XCTFail("a repeated key was accepted")
+        } catch let error as SignoffError {
+            XCTAssertEqual(error.kind(), .malformed)
+            XCTAssertTrue(error.message.contains("duplicate key"), error.message)
+        }
+        XCTAssertThrowsKind(.malformed) {
+            try gate.confirmCancellable(call: ToolCall(tool: "delete_file", metadataJson: #"{"k":1,"k":2}"#))
+        }
+        XCTAssertThrowsKind(.malformed) {
+            try gate.confirmCancellable(call: ToolCall(tool: "delete_file", metadataJson: nested(65)))
+        }
+        // exactly 64 levels is fine
+        let atTheLimit: String = #"{"path":"# + nested(63) + "}"
+        let evaluation = try gate.evaluate(call: ToolCall(tool: "delete_file", argumentsJson: atTheLimit))
+        XCTAssertTrue(evaluation.required)
+        let items = await ran.items
+        XCTAssertEqual(items, [])
+        XCTAssertEqual(gate.pendingCount(), 0)
+        let quiet = await noEvent(sub)
+        XCTAssertTrue(quiet, "nobody is asked about a refused call")
+    }
+
+    func testHostileResponsesAndEditsLeaveTheRequestPending() async throws {
+        let gate = Gate()
+        let ran = Recorder()
+        try gate.registerTool(deleteSpec(editable: true)) { (args: PathArgs) -> String in
+            await ran.add(args.path)
+            return args.path
+        }
+        let sub = gate.subscribe()
+        let pending = try gate.executeCancellable(call: makeCall("delete_file", #"{"path":"/tmp/x"}"#))
+        let request = try await nextRequest(sub)
+        let id = request.id
+        let deepResponse: String =
+            #"{"id":"\#(id)","decision":"approve","arguments":{"path":"# + nested(20_000, #""x""#) + "}}"
+        let responses: [String] = [
+            #"{"id":"\#(id)","decision":"deny","decision":"approve"}"#,
+            #"{"id":"\#(id)","decision":"approve","arguments":{"path":"/a","path":"/etc/passwd"}}"#,
+            #"{"id":"\#(id)","decision":"approve","arguments":{"path":NaN}}"#,
+            deepResponse,
+        ]
+        for body in responses {
+            XCTAssertThrowsKind(.malformed) { try gate.respondJson(json: body) }
+            XCTAssertThrowsKind(.malformed) { try responseFromJson(json: body) }
+        }
+        let tooDeep: String = #"{"path":"# + nested(64) + "}"
+        let farTooDeep: String = #"{"path":"# + nested(20_000) + "}"
+        let edits: [String] = [
+            #"{"path":"/a","path":"/etc/passwd"}"#, #"{"path":NaN}"#, #"{"path":Infinity}"#, tooDeep, farTooDeep,
+        ]
+        for text in edits {
+            XCTAssertThrowsKind(.malformed) { try gate.approve(request: request, argumentsJson: text) }
+            var response = try approveResponse(request: request)
+            response.argumentsJson = text
+            XCTAssertThrowsKind(.malformed) { try gate.respond(response: response) }
+        }
+        XCTAssertEqual(gate.pendingCount(), 1)
+        // a request the app hands back with tampered arguments text is refused too
+        var tampered = request
+        tampered.argumentsJson = #"{"path":"/tmp/x","path":"/etc"}"#
+        XCTAssertThrowsKind(.malformed) { try gate.approve(request: tampered) }
+        XCTAssertThrowsKind(.malformed) { try gate.deny(request: tampered) }
+        XCTAssertEqual(gate.pendingCount(), 1)
+        let before = await ran.items
+        XCTAssertEqual(before, [])
+        // the request is untouched: the original arguments run once approved
+        XCTAssertEqual(try gate.approve(request: request), .approved)
+        let maybeResult = await pending.wait()
+        let result = try XCTUnwrap(maybeResult)
+        XCTAssertEqual(result.status, .executed)
+        XCTAssertFalse(result.edited)
+        let after = await ran.items
+        XCTAssertEqual(after, ["/tmp/x"])
+    }
+
+    final class EditsHostile: ApprovalHandler {
+        let errors = Recorder()
+        func handle(request: PendingRequest) async throws {
+            let farTooDeep: String = #"{"path":"# + nested(20_000) + "}"
+            let edits: [String] = [#"{"path":"/a","path":"/etc/passwd"}"#, #"{"path":NaN}"#, farTooDeep]
+            for text in edits {
+                do {
+                    _ = try request.approveWith(argumentsJson: text)
+                } catch let error as SignoffError {
+                    await errors.add(error.kindName)
+                }
+            }
+            _ = try request.deny(reason: "refused the edits")
+        }
+    }
+
+    func testHostileEditsFromAHandlerAreMalformed() async throws {
+        let gate = Gate()
+        let ran = Recorder()
+        try gate.registerTool(deleteSpec(editable: true), executeJson: { json in
+            await ran.add(json)
+            return "\"ran\""
+        })
+        let handler = EditsHostile()
+        let registration = gate.onRequest(handler: handler)
+        let result = try await gate.execute(makeCall())
+        let errors = await handler.errors.items
+        XCTAssertEqual(errors, ["malformed", "malformed", "malformed"])
+        XCTAssertEqual(result.status, .denied)
+        let items = await ran.items
+        XCTAssertEqual(items, [])
+        registration.stop()
+    }
+
+    func testHostileToolDefinitionsAndEvents() throws {
+        let gate = Gate()
+        do {
+            try gate.registerTool(spec: ToolSpec(name: "x", parametersJson: #"{"type":"object","type":"string"}"#))
+            XCTFail("a repeated key was accepted")
+        } catch let error as SignoffError {
+            XCTAssertEqual(error.kind(), .invalidTool)
+            XCTAssertTrue(error.message.contains("duplicate key"), error.message)
+        }
+        XCTAssertThrowsKind(.invalidTool) {
+            try gate.registerTool(spec: ToolSpec(name: "x", rules: [.oneOf(pointer: "/a", valuesJson: "[1,NaN]")]))
+        }
+        XCTAssertThrowsKind(.invalidTool) {
+            try gate.registerTool(spec: ToolSpec(name: "x", rules: [.oneOf(pointer: "/a", valuesJson: nested(66))]))
+        }
+        XCTAssertThrowsKind(.malformed) { try gate.registerToolJson(json: #"{"name":"x","name":"y"}"#) }
+        XCTAssertThrowsKind(.malformed) {
+            try toolSpecFromJson(json: #"{"name":"x","approval":"required","approval":"not_required"}"#)
+        }
+        let id = UUID().uuidString.lowercased()
+        let repeatedOutcome = #"{"type":"confirmation-resolved","id":"\#(id)","tool":"t","session_id":"s","#
+            + #""scope":"once","edited":false,"at_ms":5,"outcome":"denied","outcome":"approved"}"#
+        XCTAssertThrowsKind(.malformed) { try eventFromJson(json: repeatedOutcome) }
+        XCTAssertEqual(gate.tools(), [])
     }
 
     // MARK: tool specs and conversions
@@ -756,5 +1085,14 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(json(try eventToJson(event: event)), json(text))
         XCTAssertThrowsKind(.malformed) { try eventFromJson(json: #"{"type":"nope"}"#) }
         XCTAssertThrowsKind(.malformed) { try eventToJson(event: .lagged(missed: 1, pending: [])) }
+        XCTAssertThrowsKind(.malformed) { try eventToJson(event: .lagged(missed: 1, pending: [], more: "5-\(id)")) }
+        let failedText = text.replacingOccurrences(
+            of: #""cancel_reason":"aborted""#,
+            with: #""cancel_reason":"approval-failed""#
+        )
+        let failed = try eventFromJson(json: failedText)
+        guard case .resolved(let failedResolved) = failed else { return XCTFail("\(failed)") }
+        XCTAssertEqual(failedResolved.cancelReason, .approvalFailed)
+        XCTAssertEqual(json(try eventToJson(event: failed)), json(failedText))
     }
 }

@@ -98,6 +98,11 @@ func waitUntil(_ condition: () -> Bool, seconds: Double = 2) async {
     while !condition() && Date() < deadline { await pause(ms: 10) }
 }
 
+/// `levels` nested JSON arrays around `inner`, e.g. `nested(2)` is `[[1]]`.
+func nested(_ levels: Int, _ inner: String = "1") -> String {
+    String(repeating: "[", count: levels) + inner + String(repeating: "]", count: levels)
+}
+
 func json(_ text: String) -> NSDictionary? {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? NSDictionary
 }

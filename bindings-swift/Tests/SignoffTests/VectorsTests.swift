@@ -67,6 +67,7 @@ private func cancelName(_ c: CancelReason) -> String {
     case .shutdown: return "shutdown"
     case .aborted: return "aborted"
     case .sessionEnded: return "session-ended"
+    case .approvalFailed: return "approval-failed"
     }
 }
 
