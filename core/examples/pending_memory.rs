@@ -1,5 +1,6 @@
-//! Bytes per pending request with 100,000 pending, counted by a global allocator.
-//! `cargo run --release -p signoff --example pending_memory`
+//! Bytes per pending request with 100,000 pending (or `--n N`), counted by a global allocator,
+//! and what listing them costs: one page of 1,000 against the whole list.
+//! `cargo run --release -p signoff --example pending_memory [-- --n 1000000]`
 
 use serde_json::json;
 use signoff::{Gate, Tool, ToolCall};
@@ -28,7 +29,13 @@ unsafe impl GlobalAlloc for Counting {
 static A: Counting = Counting;
 
 fn main() {
-    const N: usize = 100_000;
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = match args.iter().position(|a| a == "--n") {
+        Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()).expect("--n takes a count"),
+        None => 100_000,
+    };
+    #[allow(non_snake_case)]
+    let N = n;
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         let g = Gate::builder()
@@ -68,12 +75,25 @@ fn main() {
         let per = (during - before) as f64 / N as f64;
         // The JoinHandles vector is the benchmark's own bookkeeping, not the gate's.
         let handles = (N * std::mem::size_of::<tokio::task::JoinHandle<()>>()) as f64 / N as f64;
-        let sample = g.pending()[0].clone();
+        let t = std::time::Instant::now();
+        let page = g.pending_page(None, 1000);
+        let first_page = t.elapsed();
+        let t = std::time::Instant::now();
+        let mid = g.pending_page(Some(&signoff::PendingCursor::of(&page.requests[999])), 1000);
+        let next_page = t.elapsed();
+        assert_eq!(mid.requests.len(), 1000.min(N - 1000));
+        let t = std::time::Instant::now();
+        let all = g.pending();
+        let whole = t.elapsed();
+        assert_eq!(all.len(), N);
+        drop(all);
+        let sample = page.requests[0].clone();
         let shown = serde_json::to_string(&*sample).unwrap().len();
         println!("pending requests:              {N}");
         println!("bytes per pending request:     {:.0} (all live heap growth / N, incl. task, timer, request, store and waiter entries; {handles:.0} B of it is the bench's JoinHandle vector)", per);
         println!("of which the caller's own arguments value (a 1-key JSON object): {args_bytes:.0} bytes");
         println!("of which the request's JSON:   {shown} bytes when serialized (tool, description, args, prompt, digest, ids)");
+        println!("pending_page(None, 1000):      {first_page:?}; the next page: {next_page:?}; pending() (all {N}): {whole:?}");
         g.close();
         for t in tasks {
             let _ = t.await;

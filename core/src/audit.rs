@@ -618,6 +618,11 @@ pub struct ChainReport {
     pub head: String,
     /// The first problem, if any.
     pub problem: Option<ChainProblem>,
+    /// The head the log was checked against ([`verify_chain_anchored`]); `None` when no anchor
+    /// was checked (plain [`verify_chain`], or an anchor that has recorded nothing), in which
+    /// case records cut from the end would not show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<ChainHead>,
 }
 
 impl ChainReport {
@@ -691,7 +696,8 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
     let present: std::collections::HashSet<u64> =
         parsed.iter().flatten().filter_map(|(r, _, _)| r.seq).collect();
 
-    let mut report = ChainReport { files: files.clone(), records: 0, head: GENESIS_HASH.to_owned(), problem: None };
+    let mut report =
+        ChainReport { files: files.clone(), records: 0, head: GENESIS_HASH.to_owned(), problem: None, anchor: anchored.cloned() };
     let mut prev_at: Option<usize> = None;
     for (i, p) in parsed.iter().enumerate() {
         // Every record before this one checked out, so this must be record `i`.

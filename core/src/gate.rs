@@ -123,7 +123,7 @@ pub enum Decision {
         /// The person's reason, passed on to the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
-        /// Who denied (`signoff:handler` when a handler failed or did not answer).
+        /// Who denied.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         responder: Option<String>,
     },

@@ -38,7 +38,11 @@ fn main() {
                 report.records,
                 report.files.len(),
                 report.head,
-                if store.is_some() { ", reaching the store's anchor" } else { " (no anchor checked: a cut end would not show)" }
+                match (&report.anchor, store) {
+                    (Some(a), _) => format!(", reaching the store's anchor (record {})", a.seq),
+                    (None, Some(_)) => " (the store holds no anchor: a cut end would not show)".to_owned(),
+                    (None, None) => " (no anchor checked: a cut end would not show)".to_owned(),
+                }
             ),
             Some(p) => {
                 println!(
