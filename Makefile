@@ -1,10 +1,27 @@
 # `make test` runs every test the repository has; it installs what it needs itself.
 # `make demo` runs the main demo (interactive in a terminal; `make demo ARGS="--auto approve"`).
 SHELL := /bin/bash
-.DEFAULT_GOAL := test
+.DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: test test-rust test-python test-node test-swift demo remote-demo bench doc
+.PHONY: help test test-rust test-python test-node test-swift demo remote-demo bench doc
+
+help:
+	@echo "signoff: a person between your AI agent and the tools it calls"
+	@echo
+	@echo "The two commands:"
+	@echo "  make demo          an agent asks to delete files; you approve or deny in this terminal"
+	@echo "                     (make demo ARGS=\"--auto approve\", ARGS=\"--auto deny\", ARGS=\"--timeout 10\")"
+	@echo "  make test          every test in every language (installs what it needs: a Python venv, npm packages)"
+	@echo
+	@echo "The rest:"
+	@echo "  make remote-demo   remote approval with signed tokens on the durable store, across a crash"
+	@echo "  make test-rust     the core, the examples and the shared vectors (Rust)"
+	@echo "  make test-python   the Python package (bindings-python/test.sh)"
+	@echo "  make test-node     the Node package (bindings-node/test.sh)"
+	@echo "  make test-swift    the Swift package, through uniffi's Python bindings (bindings-swift/test.sh)"
+	@echo "  make bench         the Rust benchmarks (figures in BENCHMARKS.md)"
+	@echo "  make doc           the core's API documentation (target/doc/signoff)"
 
 test: test-rust test-python test-node test-swift
 	@echo "make test: all suites passed"
@@ -15,13 +32,13 @@ test-rust:
 	examples/check-remote.sh
 
 test-python:
-	@if [ -x bindings-python/test.sh ]; then bindings-python/test.sh; else echo "bindings-python: not present"; fi
+	bash bindings-python/test.sh
 
 test-node:
-	@if [ -x bindings-node/test.sh ]; then bindings-node/test.sh; else echo "bindings-node: not present"; fi
+	bash bindings-node/test.sh
 
 test-swift:
-	@if [ -x bindings-swift/test.sh ]; then bindings-swift/test.sh; else echo "bindings-swift: not present"; fi
+	bash bindings-swift/test.sh
 
 remote-demo:
 	$(CARGO) run -q -p signoff-examples --bin remote-approval

@@ -22,7 +22,7 @@ let package = Package(
         //
         //   .binaryTarget(
         //       name: "SignoffFFI",
-        //       url: "https://example.invalid/signoff/releases/download/v0.1.0/SignoffFFI.xcframework.zip",
+        //       url: "<where you publish the release>/SignoffFFI.xcframework.zip",
         //       checksum: "<output of `swift package compute-checksum SignoffFFI.xcframework.zip`>"
         //   ),
         .binaryTarget(name: "SignoffFFI", path: "SignoffFFI.xcframework"),

@@ -144,8 +144,8 @@ def test_respond_by_id_dict_and_json_and_rejections(run: Any) -> None:
             gate.respond(req.id, "deny", scope="session")
         with pytest.raises(signoff.MalformedError):
             gate.respond({"id": req.id, "decision": "approve", "extra": 1})
-        with pytest.raises(signoff.MalformedError):
-            gate.approve("not-a-uuid")
+        with pytest.raises(signoff.UnknownRequestError, match="no such confirmation request"):
+            gate.approve("not-a-uuid")  # names no request: not a malformed payload (issue 14)
         assert not task.done() and gate.pending_count == 1  # rejections leave it untouched
         text = json.dumps({"type": "confirmation-response", "id": req.id, "decision": "approve",
                            "arguments_digest": req.arguments_digest, "responder": "ui"})
@@ -290,5 +290,13 @@ def test_gate_properties_and_close() -> None:
     assert gate.closed
     with pytest.raises(signoff.ClosedError):
         gate.respond("00000000-0000-4000-8000-000000000000", "approve")
-    with pytest.raises(ValueError):
-        signoff.Gate(default_timeout=-1)
+    # Every error signoff raises is a SignoffError with its kind (issue 14 item 6).
+    for bad in (-1, float("nan"), float("inf"), 1e300, "10", None):
+        with pytest.raises(signoff.ConfigError):
+            signoff.Gate(default_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_a_schema_given_as_text_is_an_invalid_tool_not_a_value_error() -> None:
+    with signoff.Gate() as gate:
+        with pytest.raises(signoff.InvalidToolError, match="parameters must be a JSON Schema given as a dict"):
+            gate.register("t", parameters='{"type": "object"}')  # type: ignore[arg-type]

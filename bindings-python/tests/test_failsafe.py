@@ -448,6 +448,21 @@ def test_stopped_handler_no_longer_answers(run: Any) -> None:
     run(body())
 
 
+def test_a_forgotten_approver_is_said_once_not_silent(run: Any, capfd: Any) -> None:
+    # Issue 14 item 3: with nothing listening, a gated call was cancelled in 0 ms and nothing said why.
+    async def body() -> None:
+        gate = gate_with_tools()
+        for _ in range(2):
+            d = await gate.confirm("delete_file", {"path": "/a"})
+            assert (d.outcome, d.cancel_reason) == ("cancelled", "no-subscribers")
+        gate.close()
+
+    run(body())
+    err = capfd.readouterr().err
+    assert err.count("nothing is listening for confirmation requests") == 1, err
+    assert "`delete_file`" in err and "Attach an approver" in err
+
+
 @pytest.mark.parametrize("kind", LOOPS)
 def test_ctrl_c_under_asyncio_run_cancels_the_pending_request(kind: str, tmp_path: Any) -> None:
     import subprocess

@@ -233,7 +233,7 @@ def test_token_errors_without_keys_or_request() -> None:
         with pytest.raises(signoff.NotPendingError) as e:
             gate.issue_token("00000000-0000-4000-8000-000000000000", "alice")
         assert e.value.kind == "not_pending"
-        with pytest.raises(signoff.MalformedError):
+        with pytest.raises(signoff.UnknownRequestError):
             gate.issue_token("not-a-uuid", "alice")
 
 

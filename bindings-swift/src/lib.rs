@@ -606,7 +606,7 @@ impl Gate {
 
     /// Cancels one pending request (`aborted`). Returns whether it was still pending.
     pub fn cancel_request(&self, id: String) -> Result<bool, SignoffError> {
-        Ok(self.inner.cancel_request(&parse_uuid("request id", &id)?))
+        Ok(self.inner.cancel_request(&types::request_id(&id)?))
     }
 
     /// Ends a session: drops its grants and cancels its pending requests. Returns how many

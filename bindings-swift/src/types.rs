@@ -31,6 +31,12 @@ pub(crate) fn parse_uuid(what: &str, s: &str) -> Result<Uuid, SignoffError> {
     Uuid::parse_str(s).map_err(|e| malformed(&format!("{what} is not a UUID"), e))
 }
 
+/// A request id the caller names to answer or cancel: one that is not a UUID names no request
+/// (`UnknownRequest`, as in every language), not a malformed payload.
+pub(crate) fn request_id(s: &str) -> Result<Uuid, SignoffError> {
+    Uuid::parse_str(s).map_err(|_| core::Error::NoSuchRequest(s.to_owned()).into())
+}
+
 /// The detail of a core parse error, for an `invalid_tool` reason.
 fn detail(e: core::Error) -> String {
     match e {
@@ -798,7 +804,7 @@ impl From<&core::ConfirmationResponse> for ConfirmationResponse {
 impl ConfirmationResponse {
     pub(crate) fn into_core(self) -> Result<core::ConfirmationResponse, SignoffError> {
         Ok(core::ConfirmationResponse {
-            id: parse_uuid("response id", &self.id)?,
+            id: request_id(&self.id)?,
             decision: self.decision.into(),
             arguments: self
                 .arguments_json

@@ -148,6 +148,10 @@ pub enum Error {
     /// the recently resolved requests the gate remembers.
     #[error("unknown confirmation request {0}")]
     UnknownRequest(Uuid),
+    /// A response or call named a request by an id that is not a request id at all (ids are
+    /// UUIDs), so no such request can exist. Its kind is `unknown_request`.
+    #[error("no such confirmation request {0:?}: request ids are UUIDs, as in the confirmation-request event")]
+    NoSuchRequest(String),
     /// [`Gate::respond`](crate::Gate::respond) got a response for a request that was already
     /// approved, denied or cancelled; the first valid response won and this one changed nothing.
     #[error("confirmation request {id} was already resolved ({outcome}); only the first valid response counts")]
@@ -260,7 +264,7 @@ impl Error {
             Error::UnknownTool(_) => ErrorKind::UnknownTool,
             Error::InvalidTool { .. } => ErrorKind::InvalidTool,
             Error::InvalidArguments { .. } => ErrorKind::InvalidArguments,
-            Error::UnknownRequest(_) => ErrorKind::UnknownRequest,
+            Error::UnknownRequest(_) | Error::NoSuchRequest(_) => ErrorKind::UnknownRequest,
             Error::AlreadyResolved { .. } => ErrorKind::AlreadyResolved,
             Error::Expired(_) => ErrorKind::Expired,
             Error::EditsNotAllowed(_) => ErrorKind::EditsNotAllowed,

@@ -180,7 +180,8 @@ impl ConfirmationResponse {
     }
 
     /// Parses a response from JSON. A `"type": "confirmation-response"` field is accepted;
-    /// any other `type`, unknown fields, or missing required fields are [`Error::Malformed`].
+    /// any other `type`, unknown fields, or missing required fields are [`Error::Malformed`]; an
+    /// `id` string that is not a UUID is [`Error::NoSuchRequest`] (kind `unknown_request`).
     /// Only `id` and `decision` are required.
     ///
     /// # Examples
@@ -217,6 +218,12 @@ impl ConfirmationResponse {
             && t != "confirmation-response" {
                 return Err(Error::Malformed(format!("expected type \"confirmation-response\", got {t}")));
             }
+        // An id that is not a request id names no request: say so, not "malformed".
+        if let Some(Value::String(id)) = obj.get("id")
+            && Uuid::parse_str(id).is_err()
+        {
+            return Err(Error::NoSuchRequest(id.clone()));
+        }
         serde_json::from_value(v).map_err(|e| Error::Malformed(format!("response: {e}")))
     }
 }

@@ -373,6 +373,7 @@ impl GateBuilder {
                 token_ttl: self.token_ttl,
                 requests_made: AtomicBool::new(false),
                 recovered: AtomicBool::new(false),
+                warned_unobserved: AtomicBool::new(false),
             }),
         };
 
@@ -410,6 +411,8 @@ pub(crate) struct Inner {
     token_ttl: Option<Duration>,
     requests_made: AtomicBool,
     recovered: AtomicBool,
+    /// The no-subscribers warning was printed.
+    warned_unobserved: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -603,7 +606,16 @@ impl Gate {
         if self.is_closed() {
             self.cancel(id, CancelReason::Shutdown);
         } else if self.inner.deny_when_unobserved && self.inner.subscribers.load(Ordering::SeqCst) == 0 {
-            self.cancel(id, CancelReason::NoSubscribers);
+            if self.cancel(id, CancelReason::NoSubscribers) && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed) {
+                // A forgotten approver must not look like a silent denial (said once per gate).
+                eprintln!(
+                    "signoff: a call to `{tool}` needs approval, but nothing is listening for confirmation requests, so \
+                     it was cancelled at once (no-subscribers) and did not run. Attach an approver before calling \
+                     (on_request, an event subscription, a console), or build the gate with \
+                     deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
+                    tool = tool.name()
+                );
+            }
         }
         Ok(Prepared::Wait(waiting))
     }

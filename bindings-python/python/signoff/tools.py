@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Sequence, Union
 
-from ._native import normalize_tool_spec
+from ._native import ConfigError, InvalidToolError, normalize_tool_spec
 
 #: Whether calls to a tool need approval: decided by the gate's policy (``"default"``),
 #: always (``"required"``) or never, argument rules aside (``"not_required"``).
@@ -34,9 +34,11 @@ Seconds = Union[float, int, timedelta]
 
 def to_ms(value: Seconds, what: str = "timeout") -> int:
     """Seconds (or a ``timedelta``) as whole milliseconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise ConfigError(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
     secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not secs >= 0:
-        raise ValueError(f"{what} must be a non-negative number of seconds, got {value!r}")
+    if not 0 <= secs <= 1e12:  # also NaN and Infinity; 1e12 s is some 31,000 years
+        raise ConfigError(f"{what} must be a non-negative number of seconds (at most 1e12), got {value!r}")
     return int(round(secs * 1000))
 
 
@@ -124,6 +126,11 @@ def tool_spec(
     if description:
         spec["description"] = description
     if parameters is not None:
+        if not isinstance(parameters, Mapping):
+            raise InvalidToolError(
+                f"tool `{name}`: parameters must be a JSON Schema given as a dict, not {type(parameters).__name__} "
+                f"(for JSON text, use json.loads(...) or Gate.register_spec)"
+            )
         spec["parameters"] = dict(parameters)
     if approval != "default":
         spec["approval"] = approval
