@@ -605,17 +605,19 @@ impl Gate {
         // flip their flag before sweeping the waiters: one side or the other always sees it.
         if self.is_closed() {
             self.cancel(id, CancelReason::Shutdown);
-        } else if self.inner.deny_when_unobserved && self.inner.subscribers.load(Ordering::SeqCst) == 0 {
-            if self.cancel(id, CancelReason::NoSubscribers) && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed) {
-                // A forgotten approver must not look like a silent denial (said once per gate).
-                eprintln!(
-                    "signoff: a call to `{tool}` needs approval, but nothing is listening for confirmation requests, so \
-                     it was cancelled at once (no-subscribers) and did not run. Attach an approver before calling \
-                     (on_request, an event subscription, a console), or build the gate with \
-                     deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
-                    tool = tool.name()
-                );
-            }
+        } else if self.inner.deny_when_unobserved
+            && self.inner.subscribers.load(Ordering::SeqCst) == 0
+            && self.cancel(id, CancelReason::NoSubscribers)
+            && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed)
+        {
+            // A forgotten approver must not look like a silent denial (said once per gate).
+            eprintln!(
+                "signoff: a call to `{tool}` needs approval, but nothing is listening for confirmation requests, so \
+                 it was cancelled at once (no-subscribers) and did not run. Attach an approver before calling \
+                 (on_request, an event subscription, a console), or build the gate with \
+                 deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
+                tool = tool.name()
+            );
         }
         Ok(Prepared::Wait(waiting))
     }
