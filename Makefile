@@ -30,6 +30,7 @@ test-rust:
 	$(CARGO) test --locked -p signoff -p signoff-examples
 	examples/check-demo.sh
 	examples/check-remote.sh
+	examples/check-quickstart.sh
 
 test-python:
 	bash bindings-python/test.sh
