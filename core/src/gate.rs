@@ -796,6 +796,9 @@ impl Gate {
             Resolution::Cancelled(c) => Resolution::Cancelled(*c),
         };
         let Waiter { tx, request, tool, deadline } = w;
+        // Not listed as pending once its caller can see the decision (the rest of the
+        // bookkeeping follows in `finish_local`).
+        self.inner.store.remove(&request.id);
         let (shell_tx, _) = oneshot::channel();
         let shell = Waiter { tx: shell_tx, request, tool, deadline };
         match tx.send(res) {
