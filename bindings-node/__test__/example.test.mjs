@@ -37,10 +37,17 @@ test('terminal answers: edit (refused, then valid), deny with a reason, approve 
   assert.match(r.stdout, /deadline: /)
 })
 
-test('stdin closing before an answer fails safe', () => {
+test('stdin closing before an answer fails safe: the approval step failed, the detail on stderr only', () => {
   const r = run([], 'a\n')
   assert.equal(r.status, 0, r.stderr)
   assert.match(r.stdout, /call_3 delete_file: executed/)
-  assert.match(r.stdout, /call_4 delete_file: denied/)
-  assert.match(r.stdout, /the approval handler failed: stdin closed/)
+  assert.match(r.stdout, /call_4 delete_file: cancelled/)
+  assert.match(r.stdout, /call_5 send_email: cancelled/)
+  // The model reads that the approval step failed, not that someone declined, and not the error.
+  assert.match(r.stdout, /- call_4: This call to `delete_file` did not run: the approval step failed/)
+  assert.doesNotMatch(r.stdout, /stdin closed/)
+  assert.doesNotMatch(r.stdout, /declined/)
+  assert.match(r.stderr, /the approval handler failed: stdin closed/)
+  assert.match(r.stdout, /files left: \/home\/me\/notes.txt, \/home\/me\/q3-report.pdf, \/tmp\/cache.bin\n/)
+  assert.match(r.stdout, /emails sent: 0/)
 })

@@ -156,28 +156,102 @@ test('an async listener answers later; denial reasons reach the model', async ()
   await gate.close()
 })
 
-for (const [name, listener, reason] of [
+// A failed approval step (a listener that throws, rejects, or settles without answering) is not
+// a person's refusal: the request ends at once as cancelled / approval-failed, the model is told
+// the approval step failed (never the error's text, never "declined"), and the detail goes to the
+// audit log (and stderr).
+const FAILED_STEP = /the approval step failed/
+for (const [name, listener, detail] of [
   ['throws', () => { throw new Error('boom') }, 'the approval handler failed: boom'],
   ['rejects', async () => { await sleep(5); throw new Error('late boom') }, 'the approval handler failed: late boom'],
   ['throws a non-Error', () => { throw 'just a string' }, 'the approval handler failed: just a string'],
   ['returns without answering', () => {}, 'the approval handler returned without answering'],
   ['resolves without answering', async () => { await sleep(5) }, 'the approval handler returned without answering'],
 ]) {
-  test(`a listener that ${name}: the core denies and the tool does not run`, async () => {
-    const { gate, ran } = makeGate()
+  test(`a listener that ${name}: cancelled (approval-failed), the tool does not run, the detail is audited only`, async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'signoff-'))
+    const auditPath = path.join(dir, 'audit.jsonl')
+    const { gate, ran } = makeGate({ auditPath })
     const resolved = []
     gate.on('confirmation-resolved', (e) => resolved.push(e))
     gate.on('confirmation-request', listener)
     const r = await gate.execute({ tool: 'delete_file', arguments: { path: '/x' }, callId: 'c' })
-    assert.equal(r.status, 'denied')
-    assert.equal(r.decision.reason, reason)
-    assert.equal(r.decision.responder, HANDLER_RESPONDER)
+    assert.equal(r.status, 'cancelled')
+    assert.equal(r.decision.outcome, 'cancelled')
+    assert.equal(r.decision.cancelReason, 'approval-failed')
+    assert.equal(r.decision.reason, 'approval-failed')
+    assert.equal(r.decision.responder, undefined)
+    assert.match(r.content, FAILED_STEP)
+    assert.match(r.content, /Do not retry/)
+    assert.doesNotMatch(r.content, /declined/)
+    assert.ok(!r.content.includes(detail), r.content)
     assert.deepEqual(ran, [])
     await sleep(10)
     assert.equal(resolved.length, 1)
-    assert.equal(resolved[0].outcome, 'denied')
-    assert.equal(resolved[0].reason, reason)
+    assert.equal(resolved[0].outcome, 'cancelled')
+    assert.equal(resolved[0].cancelReason, 'approval-failed')
+    assert.equal(resolved[0].reason, undefined)
     await gate.close()
+    const records = readFileSync(auditPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    const notice = records.find((x) => x.kind === 'notice' && x.decision === 'approval-failed')
+    assert.ok(notice, JSON.stringify(records.map((x) => x.kind)))
+    assert.equal(notice.responder, HANDLER_RESPONDER)
+    assert.equal(notice.reason, detail)
+    assert.equal(notice.request_id, r.requestId)
+    rmSync(dir, { recursive: true, force: true })
+  })
+}
+
+for (const [name, options] of [
+  ['allowedResponders', { allowedResponders: ['alice'] }],
+  ['approvers', { approvers: { delete_file: ['alice'] } }],
+]) {
+  test(`with ${name}: a failing listener still ends the call at once (approval-failed), not at its deadline`, async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'signoff-'))
+    const auditPath = path.join(dir, 'audit.jsonl')
+    const { gate, ran } = makeGate({ ...options, auditPath, defaultTimeoutMs: 60_000 })
+    let listener = () => {
+      throw new Error('db password is hunter2')
+    }
+    gate.on('confirmation-request', (req) => listener(req))
+    for (const [how, detail] of [
+      ['throws', 'the approval handler failed: db password is hunter2'],
+      ['rejects', 'the approval handler failed: token expired for carol'],
+      ['returns', 'the approval handler returned without answering'],
+    ]) {
+      if (how === 'rejects') {
+        listener = async () => {
+          await sleep(5)
+          throw new Error('token expired for carol')
+        }
+      } else if (how === 'returns') {
+        listener = () => {}
+      }
+      const t0 = performance.now()
+      const r = await gate.execute({ tool: 'delete_file', arguments: { path: `/${how}` }, callId: how })
+      const took = performance.now() - t0
+      assert.ok(took < 5_000, `${how}: ended after ${took} ms (its timeout is 60 s)`)
+      assert.equal(r.status, 'cancelled', how)
+      assert.equal(r.decision.cancelReason, 'approval-failed', how)
+      assert.match(r.content, FAILED_STEP)
+      assert.doesNotMatch(r.content, /declined/)
+      assert.doesNotMatch(r.content, /hunter2|carol|without answering/)
+      assert.deepEqual(ran, [])
+      await gate.flushAudit()
+      const records = readFileSync(auditPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+      const notice = records.find((x) => x.kind === 'notice' && x.request_id === r.requestId)
+      assert.ok(notice, `${how}: a notice for the request`)
+      assert.equal(notice.decision, 'approval-failed')
+      assert.equal(notice.responder, HANDLER_RESPONDER)
+      assert.equal(notice.reason, detail)
+      // signoff's own fail-safe is not a response the authenticator could refuse.
+      assert.ok(!records.some((x) => x.kind === 'response-rejected'), `${how}: nothing was refused`)
+    }
+    // A person named in the configuration still answers as before.
+    listener = (req) => req.approve({ responder: 'alice' })
+    assert.equal((await gate.execute({ tool: 'delete_file', arguments: { path: '/ok' } })).status, 'executed')
+    await gate.close()
+    rmSync(dir, { recursive: true, force: true })
   })
 }
 
@@ -200,7 +274,7 @@ test('no listener, no subscriber: cancelled at once (no-subscribers), the tool d
   await gate.close()
 })
 
-test('several listeners: the request is denied only when all settled and none answered', async () => {
+test('several listeners: the approval step fails only when all settled and none answered', async () => {
   const { gate } = makeGate()
   gate.on('confirmation-request', () => {}) // returns at once without answering
   gate.on('confirmation-request', async (req) => {
@@ -350,7 +424,12 @@ test('the digest the person approves is the core digest of the canonical JSON', 
   const { gate } = makeGate()
   gate.register({ name: 'pay', approval: 'required', parameters: { type: 'object' } })
   const stream = gate.events()
-  const p = gate.confirm({ tool: 'pay', arguments: { to: 'x', amount: 5_000_000_000, skip: undefined } })
+  // An undefined property is not JSON: refused (JSON.stringify would drop it), never sent.
+  await assert.rejects(
+    gate.confirm({ tool: 'pay', arguments: { to: 'x', skip: undefined } }),
+    (e) => code('malformed')(e) && e.message.includes('arguments.skip is undefined'),
+  )
+  const p = gate.confirm({ tool: 'pay', arguments: { to: 'x', amount: 5_000_000_000 } })
   const { value: req } = await stream.next()
   const canonical = '{"amount":5000000000,"to":"x"}'
   assert.equal(req.argumentsDigest, 'sha256:' + createHash('sha256').update(canonical).digest('hex'))
@@ -504,6 +583,7 @@ test('a lagging stream gets a typed lag item with the pending snapshot', async (
   assert.equal(first.type, 'lagged')
   assert.ok(first.missed >= 16)
   assert.equal(first.pending.length, 20)
+  assert.equal(first.more, null, 'fewer than 1,000 pending: the snapshot is all of them')
   // The snapshot is answerable.
   for (const req of first.pending) req.approve()
   const ds = await Promise.all(ps)

@@ -542,3 +542,50 @@ test('audit log: verifyAuditChain finds an edited line, and checks rotated files
   assert.throws(() => verifyAuditChain(path.join(dir, 'nope.jsonl')), /nope\.jsonl/)
   rmSync(dir, { recursive: true })
 })
+
+test('audit log with a durable store: records cut from the end are found with { storePath }', async () => {
+  const dir = tmp()
+  const auditPath = path.join(dir, 'audit.jsonl')
+  const storePath = path.join(dir, 'signoff.db')
+  const { gate } = remoteGate({ auditPath, storePath })
+  gate.recover()
+  for (const p of ['/a', '/b', '/c']) {
+    const { result, req } = pendingCall(gate, { tool: 'delete_file', arguments: { path: p } })
+    gate.respondToken(gate.issueToken(req.id, 'alice'), { approver: 'alice', decision: p === '/b' ? 'deny' : 'approve' })
+    await result
+  }
+  await gate.flushAudit()
+  // While the gate has the database open it is locked: verify after close.
+  assert.throws(() => verifyAuditChain(auditPath, { storePath }), (e) => code('store')(e) && e.message.includes(storePath))
+  await gate.close()
+
+  const lines = readFileSync(auditPath, 'utf8').trim().split('\n')
+  const intact = verifyAuditChain(auditPath, { storePath })
+  assert.equal(intact.intact, true, JSON.stringify(intact.problem))
+  assert.equal(intact.records, lines.length)
+  assert.deepEqual(verifyAuditChain(auditPath, {}), verifyAuditChain(auditPath))
+  assert.deepEqual(verifyAuditChain(auditPath, { storePath: undefined }), verifyAuditChain(auditPath))
+
+  // Someone removes the last record (the last outcome, say).
+  writeFileSync(auditPath, lines.slice(0, -1).join('\n') + '\n')
+  const plain = verifyAuditChain(auditPath)
+  assert.equal(plain.intact, true, 'the chain alone cannot show a cut end (the documented limit)')
+  assert.equal(plain.records, lines.length - 1)
+  const anchored = verifyAuditChain(auditPath, { storePath })
+  assert.equal(anchored.intact, false)
+  assert.equal(anchored.problem.kind, 'truncated')
+  assert.equal(anchored.problem.seq, lines.length - 1)
+  assert.equal(anchored.problem.file, auditPath)
+  assert.match(anchored.problem.message, /cut from the end/)
+  assert.equal(anchored.records, lines.length - 1)
+
+  // Emptied altogether.
+  writeFileSync(auditPath, '')
+  assert.equal(verifyAuditChain(auditPath).intact, true)
+  assert.equal(verifyAuditChain(auditPath, { storePath }).problem.kind, 'truncated')
+
+  // A database that is not there is an error, never a silent unanchored check; so is a typo.
+  assert.throws(() => verifyAuditChain(auditPath, { storePath: path.join(dir, 'nope.db') }), code('store'))
+  assert.throws(() => verifyAuditChain(auditPath, { store: storePath }), code('malformed'))
+  rmSync(dir, { recursive: true })
+})

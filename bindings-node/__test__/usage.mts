@@ -23,6 +23,8 @@ import {
   type StoredRecord,
   type TokenClaims,
   type RecordState,
+  type PendingPage,
+  type LaggedEvent,
 } from 'signoff'
 
 interface DeleteArgs {
@@ -60,15 +62,38 @@ gate.on('confirmation-request', async (req: PendingRequest) => {
   req.deny('because')
 })
 gate.on('confirmation-resolved', (e) => {
-  const cancel: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | undefined = e.cancelReason
+  const cancel: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed' | undefined = e.cancelReason
   void cancel
 })
 gate.on('lagged', (e) => {
   const n: number = e.missed
   const pending: PendingRequest[] = e.pending
+  const more: string | null = e.more
   void n
   void pending
+  void more
 })
+
+async function paging(): Promise<void> {
+  const page: PendingPage = gate.pendingPage({ after: undefined, limit: 500 })
+  const requests: PendingRequest[] = page.requests
+  const next: string | null = page.next
+  if (next !== null) gate.pendingPage({ after: next })
+  gate.pendingPage()
+  void requests
+  // @ts-expect-error the cursor is a string from an earlier page
+  gate.pendingPage({ after: 5 })
+  // @ts-expect-error unknown option
+  gate.pendingPage({ cursor: 'x' })
+  for await (const req of gate.pendingAll({ pageSize: 100 })) {
+    const r: PendingRequest = req
+    void r
+  }
+  for await (const req of gate.pendingAll()) void req
+  const lag: LaggedEvent = { type: 'lagged', missed: 1, pending: [], more: null }
+  void lag
+}
+void paging
 
 async function main(): Promise<void> {
   const d: Decision = await gate.confirm({ tool: 'delete_file', arguments: { path: '/a' } }, { signal: AbortSignal.timeout(10) })
@@ -76,7 +101,7 @@ async function main(): Promise<void> {
     const by: 'not-gated' | 'person' | 'session-grant' | 'gating-disabled' = d.by
     void by
   } else if (d.outcome === 'cancelled') {
-    const why: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' = d.reason
+    const why: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed' = d.reason
     void why
   }
   const r: ToolResult = await gate.execute(fromOpenAIToolCall({ id: 'c', function: { name: 'delete_file', arguments: '{}' } }))
@@ -144,7 +169,11 @@ async function remote(): Promise<void> {
   const st: RecordState | undefined = r?.state
   void st
   const report: ChainReport = verifyAuditChain('/tmp/audit.jsonl')
-  const kind: 'edited' | 'missing' | 'reordered' | 'malformed' | undefined = report.problem?.kind
+  const anchored: ChainReport = verifyAuditChain('/tmp/audit.jsonl', { storePath: '/tmp/signoff.db' })
+  void anchored
+  // @ts-expect-error the option is storePath
+  verifyAuditChain('/tmp/audit.jsonl', { store: '/tmp/signoff.db' })
+  const kind: 'edited' | 'missing' | 'reordered' | 'malformed' | 'truncated' | undefined = report.problem?.kind
   void kind
   await g.close()
 }

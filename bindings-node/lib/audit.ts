@@ -1,3 +1,4 @@
+import { SignoffError, toSignoffError } from './errors'
 import { native, type ChainProblemData, type ChainProblemKind, type ChainReportData } from './native'
 
 export type { ChainProblemKind }
@@ -6,19 +7,55 @@ export type ChainProblem = ChainProblemData
 /** What {@link verifyAuditChain} found. `intact` is true when `problem` is absent. */
 export type ChainReport = ChainReportData
 
+/** Options of {@link verifyAuditChain}. */
+export interface VerifyAuditChainOptions {
+  /**
+   * The SQLite store (`GateOptions.storePath`) of the gate that wrote the log. A gate built with
+   * both `storePath` and `auditPath` anchors the chain's head in the store after each batch of
+   * records; with it, verification also reports records cut from the end (`truncated`) and a
+   * replaced anchored record (`edited`). Verify after that gate is closed: while a gate has the
+   * database open it is locked.
+   */
+  storePath?: string
+}
+
 /**
  * Verifies a hash-chained audit log written with `GateOptions.auditPath` (the core's
  * `verify_chain`): its rotated files (`<path>.1`, `<path>.2`, ..., see
  * `GateOptions.auditRotateBytes`) then `path`, as one chain. Reports the first record that was
  * `edited`, `missing`, `reordered`, or a line that is not a chained record (`malformed`).
  *
+ * The chain alone cannot show records **cut from the end**: a log truncated after any record is
+ * still a valid chain, and is reported intact. Pass `storePath` (the durable store the gate
+ * that wrote the log used, once that gate is closed) to check the log against the head anchored
+ * there (the core's `verify_chain_anchored`): a log that ends before the anchored record is
+ * `truncated`, one whose anchored record was replaced is `edited`. A log that goes on past the
+ * anchor is fine (the anchor may lag by the records of the last batch). A store that never
+ * anchored this log (no audit log was configured with it) adds nothing. Without a durable store
+ * there is no anchor: keep the log somewhere its writer cannot rewrite.
+ *
  * @example
  * ```ts
- * const report = verifyAuditChain('audit.jsonl')
+ * await gate.close()
+ * const report = verifyAuditChain('audit.jsonl', { storePath: 'signoff.db' })
  * if (!report.intact) console.error(`${report.problem!.file}:${report.problem!.line}: ${report.problem!.message}`)
  * ```
- * @throws Error when the log cannot be read (e.g. it does not exist).
+ * @throws {@link SignoffError} `store` when `storePath` cannot be read (it does not exist, or a
+ *   gate still has it open), `malformed` for an unknown option; an `Error` when the log cannot
+ *   be read (e.g. it does not exist).
  */
-export function verifyAuditChain(path: string): ChainReport {
-  return native.verifyAuditChain(path)
+export function verifyAuditChain(path: string, options: VerifyAuditChainOptions = {}): ChainReport {
+  if (options === null || typeof options !== 'object') {
+    throw new SignoffError('malformed payload: the options of verifyAuditChain are an object', 'malformed')
+  }
+  for (const k of Object.keys(options)) {
+    if (k !== 'storePath') {
+      throw new SignoffError(`malformed payload: unknown option \`${k}\` of verifyAuditChain (storePath)`, 'malformed')
+    }
+  }
+  try {
+    return native.verifyAuditChain(path, options.storePath)
+  } catch (e) {
+    throw toSignoffError(e)
+  }
 }

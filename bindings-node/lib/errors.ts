@@ -65,16 +65,3 @@ export function describe(e: unknown): string {
     return 'an exception that cannot be shown'
   }
 }
-
-/**
- * `JSON.stringify(value)`, as a `SignoffError('malformed')` when the value is not JSON (a
- * BigInt, a cycle). `undefined` stays `undefined`. @internal
- */
-export function toJson(value: unknown, what: string): string | undefined {
-  if (value === undefined) return undefined
-  try {
-    return JSON.stringify(value)
-  } catch (e) {
-    throw new SignoffError(`malformed payload: ${what} are not JSON: ${describe(e)}`, 'malformed', { cause: e })
-  }
-}

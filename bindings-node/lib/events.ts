@@ -1,4 +1,5 @@
 import { toSignoffError } from './errors'
+import { wrapperToJson } from './json'
 import { native, type ConfirmationRequestData, type NativeGate, type NativeSubscription } from './native'
 import { PendingRequest } from './request'
 import type {
@@ -9,14 +10,33 @@ import type {
 } from './types'
 
 /**
- * A subscriber fell behind and `missed` events were dropped for it. `pending` is every request
- * still pending when this was noticed: re-sync from it (de-duplicate by id). Never silent: the
- * event stream yields it in place of what was missed.
+ * A subscriber fell behind and `missed` events were dropped for it. Never silent: the event
+ * stream (and a `'lagged'` listener) gets this in place of what was missed.
+ *
+ * Re-sync from it, de-duplicating by id: `pending` holds the oldest requests pending when this
+ * was noticed, at most 1,000 of them; when more were pending, `more` is a cursor to read the
+ * rest from with {@link Gate.pendingPage} (`{ after: more }`) or, page by page, until its `next`
+ * is `null`. So a lag costs the same with ten or a million requests pending.
+ *
+ * @example
+ * ```ts
+ * if (event.type === 'lagged') {
+ *   for (const req of event.pending) show(req)
+ *   for (let after = event.more; after !== null; ) {
+ *     const page = gate.pendingPage({ after })
+ *     page.requests.forEach(show)
+ *     after = page.next
+ *   }
+ * }
+ * ```
  */
 export interface LaggedEvent {
   type: 'lagged'
   missed: number
+  /** The oldest pending requests, at most 1,000, oldest first. */
   pending: PendingRequest[]
+  /** A {@link Gate.pendingPage} cursor when more requests are pending than `pending` holds, else `null`. */
+  more: string | null
 }
 
 /** The bus's event types. */
@@ -41,7 +61,7 @@ type Item =
   | ConfirmationResponseEvent
   | ConfirmationTimeoutEvent
   | ConfirmationResolvedEvent
-  | { type: 'lagged'; missed: number; pending: ConfirmationRequestData[] }
+  | { type: 'lagged'; missed: number; pending: ConfirmationRequestData[]; more: string | null }
 
 /** Parses a batch from the addon. @internal */
 export function wrapBatch(json: string, gate: NativeGate): GateEvent[] {
@@ -51,7 +71,12 @@ export function wrapBatch(json: string, gate: NativeGate): GateEvent[] {
     const item = items[i]!
     if (item.type === 'confirmation-request') out[i] = PendingRequest.from(item, gate)
     else if (item.type === 'lagged') {
-      out[i] = { type: 'lagged', missed: item.missed, pending: item.pending.map((d) => PendingRequest.from(d, gate)) }
+      out[i] = {
+        type: 'lagged',
+        missed: item.missed,
+        pending: item.pending.map((d) => PendingRequest.from(d, gate)),
+        more: item.more,
+      }
     } else out[i] = item
   }
   return out
@@ -149,12 +174,17 @@ export class EventStream implements AsyncIterableIterator<GateEvent> {
 
 /**
  * Parses an event from the core's stable JSON form (a JSON string or a parsed object with
- * snake_case fields) into its JavaScript form (camelCase fields).
+ * snake_case fields) into its JavaScript form (camelCase fields). Strictly: a repeated key, a
+ * value that is not JSON (see {@link Gate.confirm}), or what the event carries (its arguments,
+ * metadata) nested deeper than `MAX_NESTING` levels (the event around them is the one level
+ * more a document may have, the same for a string and an object) is `malformed`.
  * @throws {@link SignoffError} `malformed`
  */
 export function parseEvent(json: string | object): SignoffEvent {
   try {
-    return JSON.parse(native.parseEvent(typeof json === 'string' ? json : JSON.stringify(json))) as SignoffEvent
+    return JSON.parse(
+      native.parseEvent(typeof json === 'string' ? json : wrapperToJson(json, 'event', 'the event')!),
+    ) as SignoffEvent
   } catch (e) {
     throw toSignoffError(e)
   }
@@ -162,12 +192,13 @@ export function parseEvent(json: string | object): SignoffEvent {
 
 /**
  * The core's stable JSON form (snake_case fields, `type` tag) of an event object, e.g. to send
- * it to a remote UI.
+ * it to a remote UI. Converted strictly, as {@link parseEvent} does: every request a gate
+ * accepted (arguments nested up to `MAX_NESTING` levels) can be sent.
  * @throws {@link SignoffError} `malformed`
  */
 export function serializeEvent(event: SignoffEvent | PendingRequest): Record<string, unknown> {
   try {
-    return JSON.parse(native.serializeEvent(JSON.stringify(event))) as Record<string, unknown>
+    return JSON.parse(native.serializeEvent(wrapperToJson(event, 'event', 'the event')!)) as Record<string, unknown>
   } catch (e) {
     throw toSignoffError(e)
   }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events'
-import { SignoffError, describe, toJson, toSignoffError } from './errors'
+import { SignoffError, describe, toSignoffError } from './errors'
 import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
 import {
   native,
@@ -8,10 +8,12 @@ import {
   type NativeGate,
   type NativeSubscription,
   type NativeTokenKeys,
+  type PendingPageData,
   type RecoveryData,
   type StoredRecordData,
   type ToolResultData,
 } from './native'
+import { fieldsToJson, toJson } from './json'
 import { PendingRequest } from './request'
 import { ToolResult } from './result'
 import { TokenKeys, nativeTokenKeys } from './token'
@@ -26,6 +28,9 @@ import type {
   Executor,
   GateOptions,
   Outcome,
+  PendingAllOptions,
+  PendingPage,
+  PendingPageOptions,
   Recovery,
   StoredRecord,
   TokenClaims,
@@ -39,7 +44,10 @@ import type {
 export const DEFAULT_KEYWORDS: readonly string[] = Object.freeze(native.defaultKeywords())
 /** The session used when a call names none. */
 export const DEFAULT_SESSION: string = native.defaultSession()
-/** The responder recorded when signoff denies on behalf of a request listener. */
+/**
+ * The responder named in the audit record (`notice`, decision `approval-failed`) of a failed
+ * approval step: a request listener that threw, rejected, or settled without answering.
+ */
 export const HANDLER_RESPONDER: string = native.handlerResponder()
 
 const GATE_OPTIONS = new Set([
@@ -71,11 +79,37 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 const camelToSnake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
 const snakeToCamel = (k: string): string => k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())
 
-/** Top-level keys to the core's snake_case; values (rules, sources, schemas) pass verbatim. */
-function toCore(o: object): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[camelToSnake(k)] = v
-  return out
+const PAGE_OPTIONS = new Set(['after', 'limit'])
+const ALL_OPTIONS = new Set(['pageSize'])
+const MAX_PAGE = 0xffff_ffff
+
+/** A value for an error message. */
+function show(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v)
+  if (typeof v === 'bigint') return `${v}n`
+  return typeof v === 'number' || v === null || v === undefined || typeof v === 'boolean' ? String(v) : `a ${typeof v}`
+}
+
+/** Refuses an options object with a key not in `allowed` (a typo must not be ignored). */
+function checkOptions(o: unknown, allowed: ReadonlySet<string>, what: string): void {
+  if (o === null || typeof o !== 'object') {
+    throw new SignoffError(`malformed payload: the options of ${what} are an object, not ${show(o)}`, 'malformed')
+  }
+  for (const k of Object.keys(o)) {
+    if (!allowed.has(k)) {
+      throw new SignoffError(
+        `malformed payload: unknown option \`${k}\` of ${what} (one of ${[...allowed].join(', ')})`,
+        'malformed',
+      )
+    }
+  }
+}
+
+/** A page size: a whole number from 1 to 2^32 - 1 (default 1,000); `malformed` otherwise. */
+function pageSize(v: unknown, name: string): number | undefined {
+  if (v === undefined) return undefined
+  if (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= MAX_PAGE) return v
+  throw new SignoffError(`malformed payload: ${name} must be a whole number from 1 to ${MAX_PAGE}, not ${show(v)}`, 'malformed')
 }
 
 /**
@@ -86,8 +120,13 @@ function toCore(o: object): Record<string, unknown> {
  *
  * Requests reach people two ways:
  * - `gate.on('confirmation-request', req => ...)`: answer with `req.approve()` / `req.deny()`.
- *   A listener may be async; when every listener has returned (or settled) and none answered,
- *   or one threw or rejected, the core denies the request.
+ *   A listener may be async. When every listener has returned (or settled) and none answered, or
+ *   one threw or rejected, the approval step failed: the core ends the request at once as
+ *   `cancelled` with cancel reason `'approval-failed'` (even when `allowedResponders` or
+ *   `approvers` restrict who may answer), the tool does not run, and the model is told that the
+ *   approval step failed, not that a person declined. The error's text never reaches the model:
+ *   it goes to the audit log (a `notice` record, decision `approval-failed`, responder
+ *   {@link HANDLER_RESPONDER}) and to stderr.
  * - `for await (const event of gate.events())`: a stream of every event, for UIs.
  *
  * @example
@@ -133,16 +172,22 @@ export class Gate extends EventEmitter {
   // ---- tools ---------------------------------------------------------------------------------
 
   /**
-   * Registers (or replaces) a tool. The definition is converted to the core's `ToolSpec`;
-   * `execute` (optional, sync or async) runs approved calls.
+   * Registers (or replaces) a tool. The definition is converted to the core's `ToolSpec`
+   * (camelCase keys become its snake_case ones; optional fields left `undefined` are absent);
+   * `execute` (optional, sync or async) runs approved calls. The `parameters` schema and the
+   * rules' values are converted strictly, like call arguments (see {@link Gate.confirm}).
    * @throws {@link SignoffError} `invalid_tool` (bad schema, empty name, bad rule), `malformed`
-   *   (unknown key, wrong type).
+   *   (unknown key, wrong type, a value that is not JSON).
    */
   register<Args = any>(tool: ToolDefinition<Args>): this {
-    const { execute, ...spec } = tool
+    const { execute, parameters, ...spec } = tool
     const wrapper = execute ? this.#executor(execute) : undefined
     try {
-      this.#native.register(toJson(toCore(spec), 'tool definitions')!, wrapper)
+      this.#native.register(
+        fieldsToJson(spec, camelToSnake, 'the tool definition'),
+        toJson(parameters, 'parameters', "the tool's parameters"),
+        wrapper,
+      )
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -176,7 +221,8 @@ export class Gate extends EventEmitter {
 
   /**
    * Whether a call would need approval right now, and why. Makes no request.
-   * @throws {@link SignoffError} `unknown_tool`, `invalid_arguments`
+   * @throws {@link SignoffError} `unknown_tool`, `invalid_arguments`, `malformed` (arguments
+   *   that are not JSON, see {@link Gate.confirm}).
    */
   evaluate(call: ToolCall): Evaluation {
     try {
@@ -222,7 +268,20 @@ export class Gate extends EventEmitter {
   /**
    * Asks for approval when the call needs it and resolves the decision. Resolves at once when no
    * approval is needed. Never runs the tool.
-   * @rejects {@link SignoffError} `unknown_tool`, `invalid_arguments` (nothing is asked).
+   *
+   * Arguments and metadata must be JSON, and are converted strictly, never coerced: plain
+   * objects (prototype `Object.prototype` or `null`), arrays, strings, booleans, `null` and
+   * finite numbers; an object with a `toJSON` method (a `Date`) is converted to what it returns,
+   * as by `JSON.stringify`. NaN and ±Infinity (which `JSON.stringify` turns into `null`),
+   * functions, symbols, BigInts, `undefined` inside an array or as a property value (omit the
+   * key or use `null`), Maps, Sets, typed arrays and Buffers, class instances without `toJSON`,
+   * strings with a lone surrogate, reference cycles, and nesting deeper than
+   * `MAX_NESTING` (64) levels of arrays and objects are refused as `malformed`, with the
+   * path in the message (`arguments.items[3] is NaN: ...`): a person never approves one value
+   * while the tool runs with another. Symbol-keyed properties are skipped, as by
+   * `JSON.stringify`.
+   * @rejects {@link SignoffError} `unknown_tool`, `invalid_arguments`, `malformed` (nothing is
+   *   asked).
    */
   confirm(call: ToolCall, options?: CallOptions): Promise<Decision> {
     try {
@@ -236,6 +295,8 @@ export class Gate extends EventEmitter {
   /**
    * Confirms the call and, if approved, runs its executor once. Never rejects for a refused
    * call: the result's `status` says what happened and `content` tells the model.
+   * @rejects {@link SignoffError} `malformed` when the arguments or metadata are not JSON (see
+   *   {@link Gate.confirm}); nothing is asked and nothing runs.
    */
   execute(call: ToolCall, options?: CallOptions): Promise<ToolResult> {
     try {
@@ -249,17 +310,22 @@ export class Gate extends EventEmitter {
   /**
    * Runs the calls of one model turn concurrently: ungated calls run at once, each gated call
    * waits for its own decision; each runs at most once. Results come in the order of `calls`.
+   * @rejects {@link SignoffError} `malformed` when a call's arguments or metadata are not JSON
+   *   (see {@link Gate.confirm}); then no call is made.
    */
   executeBatch(calls: ToolCall[], options?: CallOptions): Promise<ToolResult[]> {
     try {
-      const json = toJson(
-        calls.map((c) => ({ tool: c.tool, arguments: c.arguments, sessionId: c.sessionId, callId: c.callId, metadata: c.metadata })),
-        'tool calls',
-      )!
+      const data = calls.map((c, i) => ({
+        tool: c.tool,
+        argumentsJson: toJson(c.arguments, `calls[${i}].arguments`, 'arguments'),
+        sessionId: c.sessionId,
+        callId: c.callId,
+        metadataJson: toJson(c.metadata, `calls[${i}].metadata`, 'metadata'),
+      }))
       const signal = options?.signal
       const r = signal
-        ? this.#withSignal(signal, (id, aborted) => this.#native.executeBatch(json, id, aborted))
-        : this.#native.executeBatch(json)
+        ? this.#withSignal(signal, (id, aborted) => this.#native.executeBatch(data, id, aborted))
+        : this.#native.executeBatch(data)
       return typeof r === 'string' ? Promise.resolve(parseResults(r)) : r.then(parseResults)
     } catch (e) {
       return Promise.reject(toSignoffError(e))
@@ -316,14 +382,19 @@ export class Gate extends EventEmitter {
 
   /**
    * Answers a pending request. The first valid response wins; a rejected one leaves the request
-   * as it was.
+   * as it was. Edited `arguments` are converted strictly, as a call's (see {@link Gate.confirm});
+   * optional fields left `undefined` are absent.
    * @returns the request's outcome (`'approved'` or `'denied'`).
    * @throws {@link SignoffError} `unknown_request`, `already_resolved`, `expired`, `mismatch`,
    *   `edits_not_allowed`, `invalid_arguments`, `unauthorized`, `malformed`, `closed`.
    */
   respond(response: ConfirmationResponseInput): Outcome {
     try {
-      return this.#native.respondJson(toJson(toCore(response), 'responses')!)
+      const { arguments: edited, ...fields } = response
+      return this.#native.respond(
+        fieldsToJson(fields, camelToSnake, 'the response'),
+        toJson(edited, 'arguments', 'edited arguments'),
+      )
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -331,7 +402,11 @@ export class Gate extends EventEmitter {
 
   /**
    * Answers a pending request with a response in the core's JSON form (snake_case fields, e.g.
-   * from a remote UI). Same errors as {@link respond}.
+   * from a remote UI). Parsed strictly: a repeated key (`{"decision": "deny", "decision":
+   * "approve"}`), a number that is not finite, or edited arguments nested deeper than
+   * `MAX_NESTING` levels (the response object around them is the one level more the text may
+   * have, so the boundary is the same as for {@link respond}'s object form) is `malformed`, and
+   * the request stays pending. Same errors as {@link respond}.
    */
   respondJson(json: string): Outcome {
     try {
@@ -395,7 +470,7 @@ export class Gate extends EventEmitter {
         token,
         approver,
         decision === 'approve',
-        toJson(response.arguments, 'edited arguments'),
+        toJson(response.arguments, 'arguments', 'edited arguments'),
         response.scope,
         response.reason,
       )
@@ -464,9 +539,86 @@ export class Gate extends EventEmitter {
     }
   }
 
-  /** Every pending request, oldest first: what a UI shows when it opens. */
+  /**
+   * Every pending request, oldest first. This copies the whole list in one synchronous call
+   * (with a million pending, seconds during which the event loop is blocked): where many
+   * requests may be pending (a UI that opens late, a re-sync after a lag), read them in pages
+   * with {@link pendingPage} or iterate them with {@link pendingAll}.
+   */
   pending(): PendingRequest[] {
-    return (JSON.parse(this.#native.pending()) as ConfirmationRequestData[]).map((d) => PendingRequest.from(d, this.#native))
+    return this.#requests(this.#native.pending())
+  }
+
+  /** Requests from the addon: JSON arrays of their data, concatenated in order. */
+  #requests(chunks: string[]): PendingRequest[] {
+    const out: PendingRequest[] = []
+    for (const chunk of chunks) {
+      for (const d of JSON.parse(chunk) as ConfirmationRequestData[]) out.push(PendingRequest.from(d, this.#native))
+    }
+    return out
+  }
+
+  /**
+   * One page of pending requests, oldest first (by creation time, then id): up to `limit`
+   * (default 1,000) after the cursor `after` (from the oldest when it is left out). Pass the
+   * page's `next` as `after` to read the next page; `next` is `null` on the last page. Each
+   * page costs O(limit) however many requests are pending, and paging neither skips nor repeats
+   * a request that stays pending (requests made meanwhile come on a later page; answered ones
+   * drop out).
+   *
+   * @example
+   * ```ts
+   * for (let after: string | undefined; ; ) {
+   *   const page = gate.pendingPage({ after, limit: 500 })
+   *   page.requests.forEach(show)
+   *   if (page.next === null) break
+   *   after = page.next
+   * }
+   * ```
+   * @throws {@link SignoffError} `malformed`: `after` is not a cursor from an earlier page (or a
+   *   lag's `more`), `limit` is not a whole number from 1 to 2^32 - 1, or an option is unknown.
+   */
+  pendingPage(options: PendingPageOptions = {}): PendingPage {
+    checkOptions(options, PAGE_OPTIONS, 'pendingPage')
+    const { after, limit } = options
+    if (after !== undefined && typeof after !== 'string') {
+      throw new SignoffError(
+        `malformed payload: after must be a cursor string (an earlier page's next, or a lag's more), or left out to start from the oldest; not ${show(after)}`,
+        'malformed',
+      )
+    }
+    let page: PendingPageData
+    try {
+      page = this.#native.pendingPage(after, pageSize(limit, 'limit'))
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+    return { requests: this.#requests(page.requests), next: page.next ?? null }
+  }
+
+  /**
+   * Every pending request, oldest first, as an async iterator: `for await (const req of
+   * gate.pendingAll())`. Reads them a page at a time ({@link pendingPage}, `pageSize` each,
+   * default 1,000) and lets the event loop run between pages, so it never blocks for long
+   * however many are pending. Requests made while iterating come later in the iteration;
+   * requests answered meanwhile may still be yielded (check {@link PendingRequest.isPending}).
+   * @throws {@link SignoffError} `malformed` (at once): `pageSize` is not a whole number from 1
+   *   to 2^32 - 1, or an option is unknown.
+   */
+  pendingAll(options: PendingAllOptions = {}): AsyncIterableIterator<PendingRequest> {
+    checkOptions(options, ALL_OPTIONS, 'pendingAll')
+    return this.#pages(pageSize(options.pageSize, 'pageSize'))
+  }
+
+  async *#pages(limit: number | undefined): AsyncGenerator<PendingRequest, undefined, undefined> {
+    let after: string | undefined
+    for (;;) {
+      const page = this.pendingPage({ after, limit })
+      yield* page.requests
+      if (page.next === null) return undefined
+      after = page.next
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    }
   }
 
   /** How many requests are pending. */
@@ -504,7 +656,8 @@ export class Gate extends EventEmitter {
   /**
    * A stream of this gate's events, from now on, in order. Requests come as
    * {@link PendingRequest}s (answerable). A lag (the consumer fell more than `busCapacity` events
-   * behind) is yielded as a {@link LaggedEvent} with the pending snapshot.
+   * behind) is yielded as a {@link LaggedEvent}: the oldest pending requests (at most 1,000) and,
+   * when more are pending, a cursor (`more`) to read the rest with {@link pendingPage}.
    *
    * The stream is a bus subscriber while open: with `denyWhenUnobserved`, requests are only
    * cancelled for lack of an observer when no listener and no stream is left.
@@ -668,7 +821,7 @@ export class Gate extends EventEmitter {
 
   #finish(token: number, failed: boolean, failure: unknown): void {
     this.#inFlight--
-    // The core denies the request now if no listener answered it.
+    // If no listener answered, the core now ends the request as cancelled (approval-failed).
     this.#native.finishRequest(token, failed ? describe(failure) : undefined)
     this.#maybeStopHandler()
   }

@@ -29,6 +29,7 @@ export type {
   NativeTokenKeys,
   NotRestoredData,
   OutcomeKind,
+  PendingPageData,
   RecordStateKind,
   RecoveryData,
   ResponseDecisionKind,

@@ -1,4 +1,5 @@
-import { toJson, toSignoffError } from './errors'
+import { toSignoffError } from './errors'
+import { toJson } from './json'
 import type { ConfirmationRequestData, NativeGate } from './native'
 import type { ApproveOptions, DenyOptions, Outcome } from './types'
 
@@ -100,17 +101,18 @@ export class PendingRequest implements ConfirmationRequestData {
   }
 
   /**
-   * Approves: once (default) or for the session, optionally with edited arguments.
+   * Approves: once (default) or for the session, optionally with edited arguments (converted
+   * strictly, as a call's: see {@link Gate.confirm}; refused edits leave the request pending).
    * @returns the request's outcome (`'approved'`).
    * @throws {@link SignoffError} e.g. `already_resolved`, `expired`, `edits_not_allowed`,
-   *   `invalid_arguments`, `closed`.
+   *   `invalid_arguments`, `malformed`, `closed`.
    */
   approve(options?: ApproveOptions): Outcome {
     try {
       return this.#gate.answer(
         this.id,
         true,
-        toJson(options?.arguments, 'edited arguments'),
+        toJson(options?.arguments, 'arguments', 'edited arguments'),
         options?.scope,
         undefined,
         options?.responder,

@@ -18,7 +18,10 @@ import type { TokenKeys } from './token'
 
 /** How a request ended: `'approved' | 'denied' | 'timed-out' | 'cancelled'`. */
 export type Outcome = OutcomeKind
-/** Why a request was cancelled: `'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended'`. */
+/**
+ * Why a request was cancelled: `'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' |
+ * 'approval-failed'` (the approval step itself failed before anyone decided).
+ */
 export type CancelReason = CancelReasonKind
 /** How far an approval reaches: `'once'` (default) or `'session'`. */
 export type Scope = ScopeKind
@@ -66,7 +69,9 @@ export interface GateOptions {
   rememberResolved?: number
   /**
    * Accept responses only from these responders (`responder` field); others are refused with
-   * `unauthorized`. Default: any in-process response that matches its request.
+   * `unauthorized`. Default: any in-process response that matches its request. A request
+   * listener that fails (or settles without answering) still ends its request at once
+   * (`cancelled` / `'approval-failed'`): that is signoff's own fail-safe, not a response.
    */
   allowedResponders?: string[]
   /**
@@ -101,8 +106,9 @@ export interface GateOptions {
    * Who may approve which tools (the core's `Approvers`): tool name -> the responders who may
    * approve it; the key `'*'` lists responders who may approve every tool. Approvals must then
    * name their responder (`responder`, or the token's approver); others are refused with
-   * `unauthorized`. Denials are accepted from anyone (refusing to run is the safe side).
-   * Cannot be combined with `allowedResponders`.
+   * `unauthorized`. Denials are accepted from anyone (refusing to run is the safe side). A
+   * failed approval step (a request listener that throws) ends the request at once, as with
+   * `allowedResponders`. Cannot be combined with `allowedResponders`.
    */
   approvers?: { [tool: string]: string[] }
   /**
@@ -151,7 +157,11 @@ export interface ToolDefinition<Args = any> {
   name: string
   /** What the tool does, shown to the person. */
   description?: string
-  /** JSON Schema of the arguments. Default: any object. */
+  /**
+   * JSON Schema of the arguments. Default: any object. Must be JSON, converted strictly like
+   * call arguments (NaN, `undefined` values, functions... are refused as `malformed`, see
+   * {@link Gate.confirm}).
+   */
   parameters?: Record<string, unknown>
   /** Whether calls need approval. Default `'default'`: decided by the policy. */
   approval?: ApprovalMode
@@ -192,13 +202,16 @@ export interface ToolInfo {
 export interface ToolCall {
   /** The tool's name. */
   tool: string
-  /** The arguments (an object for most schemas). Default `{}`. */
+  /**
+   * The arguments (an object for most schemas). Default `{}`. Must be JSON: converted strictly,
+   * never coerced (see {@link Gate.confirm}).
+   */
   arguments?: unknown
   /** The agent session; session grants never cross sessions. Default `'default'`. */
   sessionId?: string
   /** The model's id for this call, carried to the request and the result. */
   callId?: string
-  /** Free metadata, shown with the request. */
+  /** Free metadata, shown with the request. Must be JSON, like the arguments. */
   metadata?: unknown
 }
 
@@ -247,7 +260,10 @@ export type Decision =
 
 /** Options of {@link PendingRequest.approve}. */
 export interface ApproveOptions {
-  /** Edited arguments (the tool must be `editable`); validated against its schema. */
+  /**
+   * Edited arguments (the tool must be `editable`); validated against its schema. Must be JSON,
+   * like a call's arguments (see {@link Gate.confirm}).
+   */
   arguments?: unknown
   /** `'session'`: also approve later calls of this tool in this session. Default `'once'`. */
   scope?: Scope
@@ -351,4 +367,29 @@ export interface Recovery {
    * or the stored arguments no longer match their digest or the tool's schema.
    */
   notRestored: Array<{ request: ConfirmationRequestEvent; reason: string }>
+}
+
+/** Options of {@link Gate.pendingPage}. */
+export interface PendingPageOptions {
+  /**
+   * Start after this cursor: an earlier page's `next`, or a lag's `more`
+   * (`<createdAtMs>-<id>`). Left out: from the oldest pending request.
+   */
+  after?: string
+  /** At most this many requests: a whole number from 1 to 2^32 - 1. Default 1,000. */
+  limit?: number
+}
+
+/** One page of pending requests ({@link Gate.pendingPage}). */
+export interface PendingPage {
+  /** Oldest first (by creation time, then id). */
+  requests: PendingRequest[]
+  /** The cursor the next page starts after (pass it as `after`); `null` on the last page. */
+  next: string | null
+}
+
+/** Options of {@link Gate.pendingAll}. */
+export interface PendingAllOptions {
+  /** Requests read per page (between pages the event loop runs): 1 to 2^32 - 1. Default 1,000. */
+  pageSize?: number
 }

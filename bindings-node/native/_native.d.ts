@@ -15,9 +15,10 @@ export declare class NativeGate {
   constructor(options?: GateOptions | undefined | null, keys?: NativeTokenKeys | undefined | null)
   /**
    * Registers (or replaces) a tool from the core's `ToolSpec` JSON (snake_case keys; unknown
-   * keys are refused), with an optional executor wrapper from the facade.
+   * keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
+   * value), with an optional executor wrapper from the facade.
    */
-  register(specJson: string, executor?: (argsJson: string, token: number, abortId?: number) => void): void
+  register(specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, abortId?: number) => void): void
   /** Removes a tool; later calls to it are `unknown_tool`. */
   unregister(name: string): boolean
   /** The specs of every registered tool: a JSON array of the core's `ToolSpec`, sorted by name. */
@@ -36,10 +37,10 @@ export declare class NativeGate {
    */
   execute(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null, aborted?: boolean | undefined | null): string | Promise<string>
   /**
-   * Runs a batch (a JSON array of `ToolCallData`) concurrently: a JSON array of
-   * `ToolResultData` in the order of the calls (at once or as a promise).
+   * Runs a batch concurrently: a JSON array of `ToolResultData` in the order of the calls (at
+   * once or as a promise). Each call's arguments and metadata are parsed as in `execute`.
    */
-  executeBatch(callsJson: string, abortId?: number | undefined | null, aborted?: boolean | undefined | null): string | Promise<string>
+  executeBatch(calls: Array<ToolCallData>, abortId?: number | undefined | null, aborted?: boolean | undefined | null): string | Promise<string>
   /**
    * Aborts the call started with `abortId`: its pending requests are cancelled by the core
    * (`cancelled` / `aborted`), and so is any request it makes later.
@@ -51,7 +52,17 @@ export declare class NativeGate {
    * `scope` apply to approvals, `reason` to denials.
    */
   answer(id: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string, responder?: string): OutcomeKind
-  /** Answers a pending request with a response in the core's JSON form (`Gate::respond_json`). */
+  /**
+   * Answers a pending request with a response in the core's JSON form without its
+   * `arguments`, and the edited arguments (JSON) apart: they may nest as deeply as the
+   * arguments of `answer` and `respondToken`. Without them, `respondJson`.
+   */
+  respond(json: string, argumentsJson?: string | undefined | null): OutcomeKind
+  /**
+   * Answers a pending request with a response in the core's JSON form (`Gate::respond_json`,
+   * which parses it strictly: a repeated key, deep nesting or a number that is not finite is
+   * `malformed`).
+   */
   respondJson(json: string): OutcomeKind
   /**
    * Issues a signed approval token for pending request `id`, meant for `approver` only
@@ -80,8 +91,20 @@ export declare class NativeGate {
   isPending(id: string): boolean
   /** Cancels one pending request (`aborted`). Returns whether it was pending. */
   cancelRequest(id: string): boolean
-  /** Every pending request, oldest first: a JSON array of `ConfirmationRequestData`. */
-  pending(): string
+  /**
+   * Every pending request, oldest first (one snapshot, `Gate::pending`), as JSON arrays of
+   * `ConfirmationRequestData` to concatenate in order (several when they are many: one JSON
+   * text of a million requests would not fit in a JavaScript string). Copies the whole list:
+   * where many may be pending, page with `pendingPage`.
+   */
+  pending(): Array<string>
+  /**
+   * Up to `limit` pending requests (default 1,000), oldest first, after the cursor `after`
+   * (from the oldest when absent): `Gate::pending_page`, O(limit) whatever is pending. Throws
+   * `malformed` for a string that is not a cursor (the core's `PendingCursor`,
+   * `<createdAtMs>-<id>`) or a limit that is not a whole number from 1 to 2^32 - 1.
+   */
+  pendingPage(after?: string | undefined | null, limit?: number | undefined | null): PendingPageData
   get pendingCount(): number
   get subscriberCount(): number
   get isClosed(): boolean
@@ -103,7 +126,8 @@ export declare class NativeGate {
   setRequestHandler(dispatch: ((token: number, id: string, tool: string, argumentsJson: string, restJson: string) => null | string | undefined) | null): void
   /**
    * Reports that the listeners of run `token` have all settled; `error`: the first failure's
-   * message. The core then denies the request if nobody answered it.
+   * message. If nobody answered the request, the approval step failed: the core cancels it
+   * (`approval-failed`) and writes `error` to the audit log and stderr, never to the model.
    */
   finishRequest(token: number, error?: string | undefined | null): void
   /** Subscribes to the bus; `types` limits the event types delivered (lags always are). */
@@ -182,7 +206,7 @@ export declare class NativeTokenKeys {
 export type ApprovedByKind = 'not-gated' | 'person' | 'session-grant' | 'gating-disabled'
 
 /** Why a request was cancelled. */
-export type CancelReasonKind = 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended'
+export type CancelReasonKind = 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed'
 
 /** The first problem in an audit chain (the core's `ChainProblem`). */
 export interface ChainProblemData {
@@ -199,10 +223,11 @@ export interface ChainProblemData {
 
 /**
  * What is wrong with an audit chain: a record `edited` (or a later one chained to another
- * version of it), records `missing`, a record `reordered`, or a line that is not a chained
- * record (`malformed`).
+ * version of it), records `missing`, a record `reordered`, a line that is not a chained
+ * record (`malformed`), or records cut from the end (`truncated`: the log ends before the
+ * head its anchor recorded).
  */
-export type ChainProblemKind = 'edited' | 'missing' | 'reordered' | 'malformed'
+export type ChainProblemKind = 'edited' | 'missing' | 'reordered' | 'malformed' | 'truncated'
 
 /** What `verifyAuditChain` found (the core's `ChainReport`). */
 export interface ChainReportData {
@@ -385,19 +410,31 @@ export interface GateOptions {
   forbidSelfApproval?: boolean
 }
 
-/** The responder the core records when it denies on a handler's behalf (`HANDLER_RESPONDER`). */
+/**
+ * The responder named in the audit record of a failed approval step (a handler that failed or
+ * returned without answering; `HANDLER_RESPONDER`).
+ */
 export declare function handlerResponder(): string
 
 /**
- * A subscriber fell behind: `missed` events were dropped for it; `pending` is every request
- * still pending, to re-sync from (de-duplicate by id).
+ * A subscriber fell behind: `missed` events were dropped for it. Re-sync (de-duplicating by
+ * id) from `pending`, the oldest requests still pending (at most 1,000, the core's
+ * `LAGGED_SNAPSHOT_LIMIT`), then, when `more` is set, from `pendingPage` starting after `more`.
  * (The shape of the lag items `NativeSubscription::next` writes, for the `.d.ts`.)
  */
 export interface LaggedData {
   type: 'lagged'
   missed: number
   pending: Array<ConfirmationRequestData>
+  /** A page cursor when more requests are pending than `pending` holds, else `null`. */
+  more: string | null
 }
+
+/**
+ * How deeply arrays and objects may nest in a value (the core's `signoff::json::MAX_NESTING`;
+ * a top-level object or array counts as 1).
+ */
+export declare function maxNesting(): number
 
 /** A pending request `Gate::recover` cancelled instead of restoring. */
 export interface NotRestoredData {
@@ -413,10 +450,22 @@ export interface NotRestoredData {
 export type OutcomeKind = 'approved' | 'denied' | 'timed-out' | 'cancelled'
 
 /**
- * Parses the core's stable JSON form of an event; returns its JavaScript (camelCase) JSON.
- * Fails with `malformed`.
+ * Parses the core's stable JSON form of an event (strictly: a repeated key, deep nesting or a
+ * number that is not finite is refused); returns its JavaScript (camelCase) JSON. Fails with
+ * `malformed`.
  */
 export declare function parseEvent(json: string): string
+
+/** One page of pending requests (the core's `PendingPage`). */
+export interface PendingPageData {
+  /**
+   * The requests, oldest first, as JSON arrays of `ConfirmationRequestData` (several when
+   * the page is large): concatenated in order, they are the page.
+   */
+  requests: Array<string>
+  /** Where the next page starts (pass it as `after`); absent when this page reached the end. */
+  next?: string
+}
 
 /**
  * Reads a JSON Lines audit log back: a JSON array of records in the core's JSON form
@@ -455,7 +504,7 @@ export type ScopeKind = 'once' | 'session'
 
 /**
  * The core's stable JSON form (snake_case fields, `type` tag) of an event's JavaScript
- * (camelCase) JSON. Fails with `malformed`.
+ * (camelCase) JSON, parsed strictly. Fails with `malformed`.
  */
 export declare function serializeEvent(json: string): string
 
@@ -509,13 +558,22 @@ export interface TokenClaimsData {
   keyId: string
 }
 
-/** A tool call, as `executeBatch` receives them (JSON array). */
+/**
+ * The core's message for a value nested deeper than [`max_nesting`]
+ * (`signoff::json::too_deep(what)`), for the facade's serializer to refuse with.
+ */
+export declare function tooDeepMessage(what: string): string
+
+/**
+ * A tool call, as `executeBatch` receives them: its arguments and metadata as JSON text (parsed
+ * strictly, as `execute`'s).
+ */
 export interface ToolCallData {
   tool: string
-  arguments?: unknown
+  argumentsJson?: string
   sessionId?: string
   callId?: string
-  metadata?: unknown
+  metadataJson?: string
 }
 
 /** The result of one call, in the model's terms (`content` is the tool message text). */
@@ -540,6 +598,11 @@ export type ToolStatusKind = 'executed' | 'failed' | 'denied' | 'timed-out' | 'c
 /**
  * Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
  * (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
- * reordered record. Throws an `Error` when the log cannot be read (e.g. it does not exist).
+ * reordered record. With `storePath` (the SQLite store of the gate that wrote the log, once that
+ * gate is closed) also checks the log against the chain head anchored there
+ * (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
+ * `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
+ * database cannot be read (missing, or locked by a gate that has it open), an `Error` when the
+ * log cannot be read (e.g. it does not exist).
  */
-export declare function verifyAuditChain(path: string): ChainReportData
+export declare function verifyAuditChain(path: string, storePath?: string | undefined | null): ChainReportData

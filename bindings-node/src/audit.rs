@@ -1,5 +1,6 @@
 //! The audit trail: a hash-chained JSON Lines file written by the core's `JsonlAuditSink`
-//! (optionally rotated), and the core's `verify_chain`.
+//! (optionally rotated; with a durable store, its head anchored in the database), and the core's
+//! `verify_chain` / `verify_chain_anchored`.
 
 use crate::errors;
 use crate::events::string_enum;
@@ -8,6 +9,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use signoff::ChainProblemKind as CoreChainProblemKind;
+use signoff::{AuditAnchor, ChainHead};
 use std::sync::Arc;
 
 pub(crate) fn open(env: &Env, path: &str, rotate_bytes: Option<u64>) -> Result<Arc<dyn signoff::AuditSink>> {
@@ -30,9 +32,10 @@ pub fn read_audit_log(env: Env, path: String) -> Result<String> {
 
 string_enum!(
     #[doc = "What is wrong with an audit chain: a record `edited` (or a later one chained to another"]
-    #[doc = "version of it), records `missing`, a record `reordered`, or a line that is not a chained"]
-    #[doc = "record (`malformed`)."]
-    ChainProblemKind("kebab-case") <=> CoreChainProblemKind { Edited, Missing, Reordered, Malformed }
+    #[doc = "version of it), records `missing`, a record `reordered`, a line that is not a chained"]
+    #[doc = "record (`malformed`), or records cut from the end (`truncated`: the log ends before the"]
+    #[doc = "head its anchor recorded)."]
+    ChainProblemKind("kebab-case") <=> CoreChainProblemKind { Edited, Missing, Reordered, Malformed, Truncated }
 );
 
 /// The first problem in an audit chain (the core's `ChainProblem`).
@@ -64,13 +67,37 @@ pub struct ChainReportData {
     pub problem: Option<ChainProblemData>,
 }
 
+/// An anchor whose head was read already (from a `SqliteAnchorReader`), so that a database that
+/// cannot be read is a `SignoffError('store')` before the log is read.
+struct Loaded(Option<ChainHead>);
+
+impl AuditAnchor for Loaded {
+    fn save_head(&self, _head: &ChainHead) -> signoff::Result<()> {
+        Err(signoff::Error::Store("a verification anchor only reads".into()))
+    }
+    fn load_head(&self) -> signoff::Result<Option<ChainHead>> {
+        Ok(self.0.clone())
+    }
+}
+
 /// Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
 /// (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
-/// reordered record. Throws an `Error` when the log cannot be read (e.g. it does not exist).
+/// reordered record. With `storePath` (the SQLite store of the gate that wrote the log, once that
+/// gate is closed) also checks the log against the chain head anchored there
+/// (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
+/// `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
+/// database cannot be read (missing, or locked by a gate that has it open), an `Error` when the
+/// log cannot be read (e.g. it does not exist).
 #[napi]
-pub fn verify_audit_chain(path: String) -> Result<ChainReportData> {
-    let report = signoff::verify_chain(&path)
-        .map_err(|e| Error::new(Status::GenericFailure, format!("cannot verify the audit log {path}: {e}")))?;
+pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) -> Result<ChainReportData> {
+    let report = match store_path {
+        None => signoff::verify_chain(&path),
+        Some(db) => {
+            let head = signoff::SqliteAnchorReader::new(&db).load_head().map_err(|e| errors::throw(&env, &e))?;
+            signoff::verify_chain_anchored(&path, &Loaded(head))
+        }
+    }
+    .map_err(|e| Error::new(Status::GenericFailure, format!("cannot verify the audit log {path}: {e}")))?;
     let file = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(ChainReportData {
         intact: report.is_intact(),

@@ -50,7 +50,7 @@ string_enum!(
 );
 string_enum!(
     #[doc = "Why a request was cancelled."]
-    CancelReasonKind("kebab-case") <=> CancelReason { NoSubscribers, Shutdown, Aborted, SessionEnded }
+    CancelReasonKind("kebab-case") <=> CancelReason { NoSubscribers, Shutdown, Aborted, SessionEnded, ApprovalFailed }
 );
 string_enum!(
     #[doc = "How far an approval reaches."]
@@ -183,8 +183,9 @@ pub struct ConfirmationResolvedData {
     pub at_ms: u64,
 }
 
-/// A subscriber fell behind: `missed` events were dropped for it; `pending` is every request
-/// still pending, to re-sync from (de-duplicate by id).
+/// A subscriber fell behind: `missed` events were dropped for it. Re-sync (de-duplicating by
+/// id) from `pending`, the oldest requests still pending (at most 1,000, the core's
+/// `LAGGED_SNAPSHOT_LIMIT`), then, when `more` is set, from `pendingPage` starting after `more`.
 /// (The shape of the lag items `NativeSubscription::next` writes, for the `.d.ts`.)
 #[napi(object, object_to_js = false, object_from_js = false)]
 #[allow(dead_code)]
@@ -194,6 +195,9 @@ pub struct LaggedData {
     #[napi(ts_type = "number")]
     pub missed: u64,
     pub pending: Vec<ConfirmationRequestData>,
+    /// A page cursor when more requests are pending than `pending` holds, else `null`.
+    #[napi(ts_type = "string | null")]
+    pub more: String,
 }
 
 fn response_data(r: &ConfirmationResponse) -> ConfirmationResponseData {
@@ -303,12 +307,12 @@ pub(crate) fn js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
     Ok(v)
 }
 
-/// Parses the core's stable JSON form of an event; returns its JavaScript (camelCase) JSON.
-/// Fails with `malformed`.
+/// Parses the core's stable JSON form of an event (strictly: a repeated key, deep nesting or a
+/// number that is not finite is refused); returns its JavaScript (camelCase) JSON. Fails with
+/// `malformed`.
 #[napi]
 pub fn parse_event(env: Env, json: String) -> Result<String> {
-    let value: Value =
-        serde_json::from_str(&json).map_err(|e| errors::malformed(&env, format!("event is not JSON: {e}")))?;
+    let value = crate::json::parse(&env, &json, "the event")?;
     let event = Event::from_json(value).map_err(|e| errors::throw(&env, &e))?;
     let mut out = Vec::with_capacity(512);
     write_event(&mut out, &event);
@@ -392,10 +396,10 @@ fn event_from_data(env: &Env, v: Value) -> Result<Event> {
 }
 
 /// The core's stable JSON form (snake_case fields, `type` tag) of an event's JavaScript
-/// (camelCase) JSON. Fails with `malformed`.
+/// (camelCase) JSON, parsed strictly. Fails with `malformed`.
 #[napi]
 pub fn serialize_event(env: Env, json: String) -> Result<String> {
-    let v: Value = serde_json::from_str(&json).map_err(|e| errors::malformed(&env, format!("event is not JSON: {e}")))?;
+    let v = crate::json::parse(&env, &json, "the event")?;
     let event = event_from_data(&env, v)?;
     Ok(event.to_json().to_string())
 }
@@ -542,11 +546,13 @@ fn items_to_js(env: &Env, items: Option<Vec<Item>>) -> Result<sys::napi_value> {
                     kind: &'static str,
                     missed: u64,
                     pending: Vec<RequestDataRef<'a>>,
+                    more: Option<String>,
                 }
                 let d = LaggedRef {
                     kind: "lagged",
                     missed: lag.missed,
                     pending: lag.pending.iter().map(|r| RequestDataRef::of(r)).collect(),
+                    more: lag.more.map(|c| c.to_string()),
                 };
                 let _ = serde_json::to_writer(&mut out, &d);
             }

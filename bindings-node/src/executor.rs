@@ -128,33 +128,13 @@ pub(crate) fn result_data(r: ToolResult) -> ToolResultData {
     }
 }
 
-/// A tool call, as `executeBatch` receives them (JSON array).
-#[napi(object, object_to_js = false, object_from_js = false)]
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// A tool call, as `executeBatch` receives them: its arguments and metadata as JSON text (parsed
+/// strictly, as `execute`'s).
+#[napi(object)]
 pub struct ToolCallData {
     pub tool: String,
-    #[napi(ts_type = "unknown")]
-    #[serde(default)]
-    pub arguments: Option<Value>,
-    #[serde(default)]
+    pub arguments_json: Option<String>,
     pub session_id: Option<String>,
-    #[serde(default)]
     pub call_id: Option<String>,
-    #[napi(ts_type = "unknown")]
-    #[serde(default)]
-    pub metadata: Option<Value>,
-}
-
-impl From<ToolCallData> for signoff::ToolCall {
-    fn from(c: ToolCallData) -> Self {
-        let mut call =
-            signoff::ToolCall::new(c.tool, c.arguments.unwrap_or_else(|| Value::Object(Default::default())));
-        if let Some(s) = c.session_id {
-            call.session_id = s;
-        }
-        call.call_id = c.call_id;
-        call.metadata = c.metadata.unwrap_or(Value::Null);
-        call
-    }
+    pub metadata_json: Option<String>,
 }

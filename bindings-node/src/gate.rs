@@ -5,6 +5,7 @@ use crate::errors;
 use crate::events::{NativeSubscription, OutcomeKind, RequestDataRef, js_string};
 use crate::executor::{ToolCallData, decision_data, result_data};
 use crate::handler;
+use crate::json;
 use crate::policy::EvaluationData;
 use crate::store::{HookStore, record_data, request_value};
 use crate::token::{NativeTokenKeys, TokenClaimsData};
@@ -14,8 +15,8 @@ use napi::{Env, sys};
 use napi_derive::napi;
 use serde_json::Value;
 use signoff::{
-    Approvers, ConfirmationResponse, Gate, MemoryPendingStore, PendingRequest, PendingStore, ResponseDecision, Scope,
-    SqliteOptions, SqliteStore, Tool, ToolCall, ToolSpec, TokenKeys, TokenResponse,
+    Approvers, ConfirmationResponse, Gate, MemoryPendingStore, PendingCursor, PendingRequest, PendingStore,
+    ResponseDecision, Scope, SqliteOptions, SqliteStore, Tool, ToolCall, ToolSpec, TokenKeys, TokenResponse,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -115,11 +116,61 @@ fn millis(env: &Env, what: &str, v: f64) -> Result<Duration> {
     Ok(Duration::from_millis(v as u64))
 }
 
+/// An optional JSON text from the user, parsed strictly (`malformed` on a repeated key, deep
+/// nesting, a number that is not finite).
 fn json_arg(env: &Env, what: &str, text: Option<String>) -> Result<Option<Value>> {
-    match text {
-        None => Ok(None),
-        Some(t) => serde_json::from_str(&t).map(Some).map_err(|e| errors::malformed(env, format!("{what} are not JSON: {e}"))),
+    json::parse_opt(env, text, what)
+}
+
+/// The page size `pendingPage` uses when none is given (the core's `LAGGED_SNAPSHOT_LIMIT`, the
+/// size of a lagging subscriber's snapshot).
+const DEFAULT_PAGE: usize = signoff::LAGGED_SNAPSHOT_LIMIT;
+
+/// A page size from JavaScript: a whole number from 1 to `u32::MAX` (`malformed` otherwise; the
+/// facade checks the same before calling).
+fn page_limit(env: &Env, limit: Option<f64>) -> Result<usize> {
+    match limit {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if n.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&n) => Ok(n as usize),
+        Some(n) => Err(errors::malformed(env, format!("limit must be a whole number from 1 to {}, not {n}", u32::MAX))),
     }
+}
+
+/// One page of pending requests (the core's `PendingPage`).
+#[napi(object, object_from_js = false)]
+pub struct PendingPageData {
+    /// The requests, oldest first, as JSON arrays of `ConfirmationRequestData` (several when
+    /// the page is large): concatenated in order, they are the page.
+    pub requests: Vec<String>,
+    /// Where the next page starts (pass it as `after`); absent when this page reached the end.
+    pub next: Option<String>,
+}
+
+/// Above this many bytes, a JSON array of requests is continued in another one.
+const CHUNK_BYTES: usize = 16 << 20;
+
+/// Requests as JSON arrays of `ConfirmationRequestData`, each about [`CHUNK_BYTES`] at most (one
+/// request per array at least): one JSON text of a million requests would be longer than the
+/// longest string V8 can hold.
+fn request_chunks(requests: &[Arc<signoff::ConfirmationRequest>]) -> Vec<String> {
+    // serde_json writes UTF-8: the fallback never happens.
+    let close = |mut b: Vec<u8>| {
+        b.push(b']');
+        String::from_utf8(b).unwrap_or_else(|_| "[]".into())
+    };
+    let mut chunks = Vec::new();
+    let mut buf = Vec::with_capacity(requests.len().min(4096) * 640);
+    buf.push(b'[');
+    for r in requests {
+        if buf.len() >= CHUNK_BYTES {
+            chunks.push(close(std::mem::replace(&mut buf, vec![b'['])));
+        } else if buf.len() > 1 {
+            buf.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut buf, &RequestDataRef::of(r));
+    }
+    chunks.push(close(buf));
+    chunks
 }
 
 fn uuid_arg(env: &Env, id: &str) -> Result<uuid::Uuid> {
@@ -305,11 +356,27 @@ impl NativeGate {
     }
 
     /// Registers (or replaces) a tool from the core's `ToolSpec` JSON (snake_case keys; unknown
-    /// keys are refused), with an optional executor wrapper from the facade.
-    #[napi(ts_args_type = "specJson: string, executor?: (argsJson: string, token: number, abortId?: number) => void")]
-    pub fn register(&self, env: Env, spec_json: String, executor: Option<Unknown>) -> Result<()> {
-        let value: Value = serde_json::from_str(&spec_json)
-            .map_err(|e| errors::malformed(&env, format!("tool definition is not JSON: {e}")))?;
+    /// keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
+    /// value), with an optional executor wrapper from the facade.
+    #[napi(
+        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, abortId?: number) => void"
+    )]
+    pub fn register(
+        &self,
+        env: Env,
+        spec_json: String,
+        parameters_json: Option<String>,
+        executor: Option<Unknown>,
+    ) -> Result<()> {
+        let mut value = json::parse(&env, &spec_json, "the tool definition")?;
+        if let Some(p) = json_arg(&env, "the tool's parameters", parameters_json)? {
+            let Some(spec) = value.as_object_mut() else {
+                return Err(errors::malformed(&env, "a tool definition is an object"));
+            };
+            if spec.insert("parameters".into(), p).is_some() {
+                return Err(errors::malformed(&env, "the tool's parameters are given twice"));
+            }
+        }
         let spec = ToolSpec::from_json(value).map_err(|e| errors::throw(&env, &e))?;
         let name = spec.name.clone();
         let mut tool = Tool::from_spec(spec);
@@ -421,19 +488,20 @@ impl NativeGate {
         self.run(env, fut, true, abort_id, aborted)
     }
 
-    /// Runs a batch (a JSON array of `ToolCallData`) concurrently: a JSON array of
-    /// `ToolResultData` in the order of the calls (at once or as a promise).
+    /// Runs a batch concurrently: a JSON array of `ToolResultData` in the order of the calls (at
+    /// once or as a promise). Each call's arguments and metadata are parsed as in `execute`.
     #[napi(ts_return_type = "string | Promise<string>")]
     pub fn execute_batch<'env>(
         &self,
         env: &'env Env,
-        calls_json: String,
+        calls: Vec<ToolCallData>,
         abort_id: Option<u32>,
         aborted: Option<bool>,
     ) -> Result<Unknown<'env>> {
-        let calls: Vec<ToolCallData> = serde_json::from_str(&calls_json)
-            .map_err(|e| errors::malformed(env, format!("tool calls: {e}")))?;
-        let calls: Vec<ToolCall> = calls.into_iter().map(Into::into).collect();
+        let calls = calls
+            .into_iter()
+            .map(|c| call_from(env, c.tool, c.arguments_json, c.session_id, c.call_id, c.metadata_json))
+            .collect::<Result<Vec<ToolCall>>>()?;
         let gate = self.state.gate.clone();
         let fut: TaskFuture = Box::pin(async move {
             let r = gate.execute_batch(calls).await;
@@ -488,7 +556,32 @@ impl NativeGate {
         result.map(Into::into).map_err(|e| errors::throw(&env, &e))
     }
 
-    /// Answers a pending request with a response in the core's JSON form (`Gate::respond_json`).
+    /// Answers a pending request with a response in the core's JSON form without its
+    /// `arguments`, and the edited arguments (JSON) apart: they may nest as deeply as the
+    /// arguments of `answer` and `respondToken`. Without them, `respondJson`.
+    #[napi]
+    pub fn respond(&self, env: Env, json: String, arguments_json: Option<String>) -> Result<OutcomeKind> {
+        let Some(arguments) = json_arg(&env, "edited arguments", arguments_json)? else {
+            return self.respond_json(env, json);
+        };
+        let mut response = match ConfirmationResponse::from_json_str(&json) {
+            Ok(r) => r,
+            // Refused and audited as the core refuses it.
+            Err(_) => return self.respond_json(env, json),
+        };
+        if response.arguments.is_some() {
+            return Err(errors::malformed(&env, "the response's arguments are given twice"));
+        }
+        response.arguments = Some(arguments);
+        self.state
+            .enter(&env, || self.state.gate.respond(response))
+            .map(Into::into)
+            .map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Answers a pending request with a response in the core's JSON form (`Gate::respond_json`,
+    /// which parses it strictly: a repeated key, deep nesting or a number that is not finite is
+    /// `malformed`).
     #[napi]
     pub fn respond_json(&self, env: Env, json: String) -> Result<OutcomeKind> {
         self.state
@@ -573,12 +666,25 @@ impl NativeGate {
         Ok(self.state.enter(&env, || self.state.gate.cancel_request(&id)))
     }
 
-    /// Every pending request, oldest first: a JSON array of `ConfirmationRequestData`.
+    /// Every pending request, oldest first (one snapshot, `Gate::pending`), as JSON arrays of
+    /// `ConfirmationRequestData` to concatenate in order (several when they are many: one JSON
+    /// text of a million requests would not fit in a JavaScript string). Copies the whole list:
+    /// where many may be pending, page with `pendingPage`.
     #[napi]
-    pub fn pending(&self) -> String {
-        let pending = self.state.gate.pending();
-        let data: Vec<_> = pending.iter().map(|r| RequestDataRef::of(r)).collect();
-        serde_json::to_string(&data).unwrap_or_else(|_| "[]".into())
+    pub fn pending(&self) -> Vec<String> {
+        request_chunks(&self.state.gate.pending())
+    }
+
+    /// Up to `limit` pending requests (default 1,000), oldest first, after the cursor `after`
+    /// (from the oldest when absent): `Gate::pending_page`, O(limit) whatever is pending. Throws
+    /// `malformed` for a string that is not a cursor (the core's `PendingCursor`,
+    /// `<createdAtMs>-<id>`) or a limit that is not a whole number from 1 to 2^32 - 1.
+    #[napi]
+    pub fn pending_page(&self, env: Env, after: Option<String>, limit: Option<f64>) -> Result<PendingPageData> {
+        let limit = page_limit(&env, limit)?;
+        let after = after.map(|s| s.parse::<PendingCursor>()).transpose().map_err(|e| errors::throw(&env, &e))?;
+        let page = self.state.gate.pending_page(after.as_ref(), limit);
+        Ok(PendingPageData { requests: request_chunks(&page.requests), next: page.next.map(|c| c.to_string()) })
     }
 
     #[napi(getter)]
@@ -639,7 +745,8 @@ impl NativeGate {
     }
 
     /// Reports that the listeners of run `token` have all settled; `error`: the first failure's
-    /// message. The core then denies the request if nobody answered it.
+    /// message. If nobody answered the request, the approval step failed: the core cancels it
+    /// (`approval-failed`) and writes `error` to the audit log and stderr, never to the model.
     #[napi]
     pub fn finish_request(&self, env: Env, token: f64, error: Option<String>) {
         self.state.enter(&env, || handler::finish(&self.state, token as u64, error));

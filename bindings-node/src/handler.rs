@@ -1,7 +1,9 @@
 //! Request listeners, bridged to the core's handler driver (`Gate::on_request`).
 //!
 //! The core calls our `RequestHandler` once per request and, when the returned future completes
-//! with the request still pending, denies it ("returned without answering" / "failed: ...").
+//! with the request still pending, the approval step has failed: the core cancels the request
+//! (`approval-failed`, whatever the authenticator allows) and writes the detail ("returned
+//! without answering" / "failed: ...") to the audit log and stderr, never to the model.
 //! The future completes when the JavaScript listeners have settled: the facade's dispatcher
 //! returns their result when they all returned synchronously, or calls `finishRequest(token)`
 //! once their promises have settled. The core's driver runs on the JavaScript thread's local
@@ -97,8 +99,8 @@ impl HandlerShared {
     fn clear(&self) {
         let claims = std::mem::take(&mut *self.claims.lock().unwrap_or_else(|e| e.into_inner()));
         let queue = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()));
-        // Dropping the senders completes the core's handler futures with an error: it denies
-        // whatever is still pending.
+        // Dropping the senders completes the core's handler futures with an error: it cancels
+        // whatever is still pending (approval-failed).
         drop(claims);
         drop(queue);
     }
@@ -264,7 +266,7 @@ fn call_dispatch(env: &Env, state: &Rc<JsState>, items: Vec<(Arc<ConfirmationReq
     for (req, completion) in items {
         let mut cell = CompletionCell(Some(completion));
         if !usable {
-            // No listener any more: the core denies ("failed: ... removed").
+            // No listener any more: the approval step failed (the core cancels the request).
             continue;
         }
         let token = state.handler.next_token.get() + 1;

@@ -1,17 +1,18 @@
 //! The `_native` addon behind the `signoff` npm package.
 //!
 //! This crate only converts types and bridges async; every decision (policy, matching,
-//! timeouts, "a handler that did not answer denies") is made by the `signoff` core. The
-//! idiomatic API lives in the TypeScript facade (`lib/*.ts`).
+//! timeouts, "a handler that did not answer fails the approval step") is made by the `signoff`
+//! core. The idiomatic API lives in the TypeScript facade (`lib/*.ts`).
 //!
 //! Async model (see `driver.rs`): the core's futures are polled on the JavaScript thread, inside
 //! the tokio runtime's context, and woken through one threadsafe function per gate. A call that
 //! needs no approval, or whose approval is given synchronously by a request listener, therefore
 //! completes inside the call that started it, with no thread hop.
 //!
-//! Data crosses the boundary as JSON text (`JSON.stringify` / `JSON.parse` on the JavaScript
-//! side, serde here): for the small objects involved this is several times cheaper than building
-//! or reading JavaScript objects property by property through N-API, and it gives JSON's number
+//! Data crosses the boundary as JSON text (the facade's strict serializer, `lib/json.ts`, and
+//! `JSON.parse` on the JavaScript side; the core's strict parser, `signoff::json`, here: see
+//! `json.rs`): for the small objects involved this is several times cheaper than building or
+//! reading JavaScript objects property by property through N-API, and it gives JSON's number
 //! semantics (an integral `5000000000` reaches the core as an integer, as from every binding).
 //! The shapes are the `#[napi(object)]` structs below (camelCase), which the generated `.d.ts`
 //! describes for the facade.
@@ -25,6 +26,7 @@ mod events;
 mod executor;
 mod gate;
 mod handler;
+mod json;
 mod policy;
 mod store;
 mod token;

@@ -24,7 +24,8 @@ pub fn default_keywords() -> Vec<&'static str> {
     signoff::DEFAULT_KEYWORDS.to_vec()
 }
 
-/// The responder the core records when it denies on a handler's behalf (`HANDLER_RESPONDER`).
+/// The responder named in the audit record of a failed approval step (a handler that failed or
+/// returned without answering; `HANDLER_RESPONDER`).
 #[napi]
 pub fn handler_responder() -> &'static str {
     signoff::HANDLER_RESPONDER

@@ -47,6 +47,12 @@ impl PendingStore for HookStore {
     fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
         self.inner.list()
     }
+    fn page(&self, after: Option<&signoff::PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        self.inner.page(after, limit)
+    }
+    fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn signoff::AuditAnchor>> {
+        self.inner.clone().audit_anchor()
+    }
     fn len(&self) -> usize {
         self.inner.len()
     }

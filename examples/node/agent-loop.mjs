@@ -155,8 +155,10 @@ async function ask(req) {
   }
 }
 
-// A listener may be async: signoff waits for it, and denies if it ends without answering or
-// fails (here: stdin closed before an answer).
+// A listener may be async: signoff waits for it. If it ends without answering or fails (here:
+// stdin closed before an answer), the approval step failed: the call ends at once as cancelled
+// (approval-failed) and the tool does not run. The model is told the approval step failed, not
+// that anyone declined; the error itself goes to stderr (and to the audit log, if there is one).
 gate.on('confirmation-request', (req) => (queue = queue.then(() => ask(req))))
 
 // ---- the scripted model ------------------------------------------------------------------------
