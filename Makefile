@@ -31,6 +31,7 @@ test-rust:
 	examples/check-demo.sh
 	examples/check-remote.sh
 	examples/check-quickstart.sh
+	examples/check-sdk-loop.sh
 
 test-python:
 	bash bindings-python/test.sh
@@ -44,8 +45,13 @@ test-swift:
 remote-demo:
 	$(CARGO) run -q -p signoff-examples --bin remote-approval
 
+# Builds in the open (a fresh clone compiles every dependency first), then runs the binary itself,
+# so Ctrl-C reaches the demo alone: it prints its summary and exits with 130, which ends `make`
+# quietly (any other failure still fails).
 demo:
-	$(CARGO) run -q -p signoff-examples --bin demo -- $(ARGS)
+	@echo "make demo: building the demo (the first build compiles all dependencies and takes a couple of minutes)"
+	$(CARGO) build -p signoff-examples --bin demo
+	@"$${CARGO_TARGET_DIR:-target}/debug/demo" $(ARGS) || { status=$$?; [ $$status -eq 130 ] || exit $$status; }
 
 bench:
 	$(CARGO) bench -p signoff --bench gate

@@ -39,6 +39,7 @@ step "stubtest (signoff/_native.pyi against the built module)"
 step "mypy --strict (package, usage file, example)"
 "$vpy" -m mypy --strict -p signoff
 "$vpy" -m mypy --strict tests/typecheck/usage.py "$root/examples/python/agent_loop.py" bench/bench.py
+"$vpy" -m mypy --strict "$root/examples/python/sdk_loop.py"
 
 step "pytest"
 "$vpy" -m pytest -q -p no:cacheprovider tests
@@ -70,6 +71,9 @@ run_readme_block "$here/README.md" "Remote approval and durable store" "remote a
 step "example: agent loop"
 "$vpy" "$root/examples/python/agent_loop.py" --auto approve
 "$vpy" "$root/examples/python/agent_loop.py" --auto deny
+
+step "example: OpenAI- and Anthropic-shaped tool loops (--auto approve and deny, transcript checked)"
+"$root/examples/check-sdk-loop.sh" "$vpy" "$root/examples/python/sdk_loop.py"
 
 if [ "${SIGNOFF_BENCH:-0}" = "1" ]; then
   step "benchmark (quick)"

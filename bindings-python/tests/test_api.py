@@ -250,6 +250,10 @@ def test_tool_decorator_and_tool_call_parsing(run: Any) -> None:
         r2 = await gate.execute(signoff.ToolCall.from_anthropic(block))
         assert (r2.content, r2.call_id) == ("got u", "tu_1")
         broken = signoff.ToolCall.from_openai({"id": "c", "function": {"name": "read_file", "arguments": "{oops"}})
+        # Read as strictly as the core reads JSON: a repeated key or NaN is not taken apart here
+        # (the gate refuses the raw text and tells the model), never "last one wins" or a crash.
+        for text in ('{"path": "/a", "path": "/b"}', '{"path": NaN}'):
+            assert signoff.ToolCall.from_openai({"id": "c", "function": {"name": "read_file", "arguments": text}}).arguments == text
         r3 = await gate.execute(broken)
         assert (r3.status, r3.error_kind) == ("rejected", "invalid_arguments")
         assert signoff.ToolCall.from_dict(call.to_dict()) == call

@@ -77,7 +77,8 @@ def register_tools(gate: signoff.Gate, files: Dict[str, str]) -> None:
 def auto_approver(answer: str) -> signoff.Handler:
     def approve_or_deny(req: signoff.PendingRequest) -> None:
         # Print before answering: once answered, the loop goes on and prints the results.
-        say("approver", f"{req.tool} {compact(req.arguments)} -> {answer}d (--auto {answer})")
+        done = "approved" if answer == "approve" else "denied"
+        say("approver", f"{req.tool} {compact(req.arguments)} -> {done} (--auto {answer})")
         if answer == "approve":
             req.approve(responder="auto")
         else:

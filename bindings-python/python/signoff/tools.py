@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 from ._native import ConfigError, InvalidToolError, normalize_tool_spec
 
@@ -30,6 +30,17 @@ Scope = Literal["once", "session"]
 JSON = Any
 
 Seconds = Union[float, int, timedelta]
+
+
+def _no_repeated_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("a repeated key")
+    return d
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def to_ms(value: Seconds, what: str = "timeout") -> int:
@@ -82,15 +93,17 @@ class ToolCall:
         """From an OpenAI Chat Completions ``tool_calls`` item
         (``{"id", "type": "function", "function": {"name", "arguments": "<json>"}}``).
 
-        Arguments that are not valid JSON are passed on as the raw string, so the gate refuses
-        the call with ``invalid_arguments`` and tells the model why, instead of raising here.
+        Arguments that are not valid JSON as signoff reads it (also: a repeated key, NaN or
+        Infinity) are passed on as the raw string, so the gate refuses the call with
+        ``invalid_arguments`` and tells the model why, instead of raising here or keeping one of
+        two values.
         """
         fn = tool_call["function"]
         raw = fn.get("arguments") or "{}"
         args: Any
         if isinstance(raw, str):
             try:
-                args = json.loads(raw)
+                args = json.loads(raw, object_pairs_hook=_no_repeated_keys, parse_constant=_no_constant)
             except ValueError:
                 args = raw
         else:
