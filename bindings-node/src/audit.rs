@@ -9,7 +9,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use signoff::ChainProblemKind as CoreChainProblemKind;
-use signoff::{AuditAnchor, ChainHead};
+use signoff::AuditAnchor;
 use std::sync::Arc;
 
 pub(crate) fn open(env: &Env, path: &str, rotate_bytes: Option<u64>) -> Result<Arc<dyn signoff::AuditSink>> {
@@ -67,19 +67,6 @@ pub struct ChainReportData {
     pub problem: Option<ChainProblemData>,
 }
 
-/// An anchor whose head was read already (from a `SqliteAnchorReader`), so that a database that
-/// cannot be read is a `SignoffError('store')` before the log is read.
-struct Loaded(Option<ChainHead>);
-
-impl AuditAnchor for Loaded {
-    fn save_head(&self, _head: &ChainHead) -> signoff::Result<()> {
-        Err(signoff::Error::Store("a verification anchor only reads".into()))
-    }
-    fn load_head(&self) -> signoff::Result<Option<ChainHead>> {
-        Ok(self.0.clone())
-    }
-}
-
 /// Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
 /// (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
 /// reordered record. With `storePath` (the SQLite store of the gate that wrote the log, once that
@@ -94,7 +81,7 @@ pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) ->
         None => signoff::verify_chain(&path),
         Some(db) => {
             let head = signoff::SqliteAnchorReader::new(&db).load_head().map_err(|e| errors::throw(&env, &e))?;
-            signoff::verify_chain_anchored(&path, &Loaded(head))
+            signoff::verify_chain_against(&path, head.as_ref())
         }
     }
     .map_err(|e| Error::new(Status::GenericFailure, format!("cannot verify the audit log {path}: {e}")))?;

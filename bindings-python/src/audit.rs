@@ -5,7 +5,7 @@
 use crate::convert::{self, to_py};
 use crate::errors;
 use pyo3::prelude::*;
-use signoff::{AuditAnchor, ChainHead, ErrorKind};
+use signoff::{AuditAnchor, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -170,7 +170,7 @@ fn verify_audit_chain(py: Python<'_>, path: PathBuf, store_path: Option<PathBuf>
             ));
         }
     };
-    let report = py.detach(move || signoff::verify_chain_anchored(path, &Anchored(head)))?;
+    let report = py.detach(move || signoff::verify_chain_against(path, head.as_ref()))?;
     Ok(ChainReport { inner: report })
 }
 
@@ -181,18 +181,6 @@ enum Unread {
 
 /// `ENOENT` (the same on every platform Python runs on).
 const ENOENT: i32 = 2;
-
-/// A head already read from the database, handed to `verify_chain_anchored`.
-struct Anchored(Option<ChainHead>);
-
-impl AuditAnchor for Anchored {
-    fn save_head(&self, _head: &ChainHead) -> signoff::Result<()> {
-        Err(signoff::Error::Store("verifying only reads the anchor".into()))
-    }
-    fn load_head(&self) -> signoff::Result<Option<ChainHead>> {
-        Ok(self.0.clone())
-    }
-}
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ChainReport>()?;

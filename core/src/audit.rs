@@ -661,7 +661,13 @@ pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
 /// may lag the log by the records written since).
 pub fn verify_chain_anchored(path: impl AsRef<Path>, anchor: &dyn AuditAnchor) -> std::io::Result<ChainReport> {
     let head = anchor.load_head().map_err(|e| std::io::Error::other(format!("cannot read the audit anchor: {e}")))?;
-    verify(path.as_ref(), head.as_ref())
+    verify_chain_against(path, head.as_ref())
+}
+
+/// [`verify_chain_anchored`] with the anchored head already read (`None`: no anchor recorded),
+/// for callers that report an unreadable anchor in their own terms before reading the log.
+pub fn verify_chain_against(path: impl AsRef<Path>, head: Option<&ChainHead>) -> std::io::Result<ChainReport> {
+    verify(path.as_ref(), head)
 }
 
 fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainReport> {

@@ -56,7 +56,7 @@ pub mod tool;
 
 pub use audit::{
     AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind, ChainReport,
-    JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_anchored,
+    JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
