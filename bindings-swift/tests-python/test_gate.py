@@ -330,7 +330,7 @@ async def test_malformed():
         assert kind(e.value) == "malformed"
     with pytest.raises(so.SignoffError.Malformed):  # a denial cannot carry edited arguments
         gate.respond_json(json.dumps({"id": req.id, "decision": "deny", "arguments": {"path": "/x"}}))
-    with pytest.raises(so.SignoffError.Malformed):  # not a UUID (binding-level conversion)
+    with pytest.raises(so.SignoffError.UnknownRequest, match="no such confirmation request"):  # not a UUID: no such request
         gate.respond(so.ConfirmationResponse(id="nope", decision=so.ResponseDecision.DENY, scope=so.Scope.ONCE))
     assert gate.pending_count() == 1
     gate.deny(req)

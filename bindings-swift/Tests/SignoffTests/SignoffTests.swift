@@ -286,7 +286,8 @@ final class SignoffTests: XCTestCase {
         for body in bad {
             XCTAssertThrowsKind(.malformed) { try gate.respondJson(json: body) }
         }
-        XCTAssertThrowsKind(.malformed) {
+        // An id that is not a UUID names no request.
+        XCTAssertThrowsKind(.unknownRequest) {
             try gate.respond(response: ConfirmationResponse(id: "nope", decision: .deny, scope: .once))
         }
         XCTAssertEqual(gate.pendingCount(), 1)
