@@ -73,6 +73,19 @@ const GATE_KEYS = {
   allowed_responders: 'allowedResponders',
 }
 const CALL_KEYS = { tool: 'tool', arguments: 'arguments', session_id: 'sessionId', call_id: 'callId', metadata: 'metadata' }
+const TOOL_KEYS = {
+  name: 'name',
+  description: 'description',
+  parameters: 'parameters',
+  approval: 'approval',
+  editable: 'editable',
+  prompt_template: 'promptTemplate',
+  rules: 'rules',
+  source: 'source',
+  read_only: 'readOnly',
+  destructive: 'destructive',
+  timeout_ms: 'timeoutMs',
+}
 const ACTIONS = ['respond', 'wait_past_deadline', 'close', 'unsubscribe', 'cancel', 'end_session']
 const DECISION_KEYS = ['outcome', 'by', 'arguments', 'edited', 'reason', 'responder', 'cancel_reason']
 const RESPONSE_KEYS = { arguments_digest: 'argumentsDigest', session_id: 'sessionId', at_ms: 'atMs' }
@@ -109,7 +122,8 @@ for (const c of flows.cases) {
   )
   test(`flow: ${c.name}`, async () => {
     const gate = new Gate(c.gate ? rename(c.gate, GATE_KEYS, `${c.name}: gate`) : {})
-    for (const spec of c.tools ?? flows.tools) gate.register(spec) // the core's ToolSpec JSON, as is
+    // The core's ToolSpec JSON, its keys in Node's names (rules and sources are the same JSON).
+    for (const spec of c.tools ?? flows.tools) gate.register(rename(spec, TOOL_KEYS, `${c.name}: tool ${spec.name}`))
     const call = rename(c.call, CALL_KEYS, `${c.name}: call`)
 
     if (c.confirm_error !== undefined) {

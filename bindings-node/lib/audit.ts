@@ -1,4 +1,5 @@
-import { SignoffError, toSignoffError } from './errors'
+import { checkParam, fields, optString, type Shape } from './check'
+import { toSignoffError } from './errors'
 import { native, type ChainProblemData, type ChainProblemKind, type ChainReportData } from './native'
 
 export type { ChainProblemKind }
@@ -17,6 +18,12 @@ export interface VerifyAuditChainOptions {
    * database open it is locked.
    */
   storePath?: string
+}
+
+const OPTIONS: Shape = {
+  what: 'the options of verifyAuditChain',
+  fields: ['storePath'],
+  aliases: { store: 'storePath', db: 'storePath', database: 'storePath' },
 }
 
 /**
@@ -41,20 +48,14 @@ export interface VerifyAuditChainOptions {
  * if (!report.intact) console.error(`${report.problem!.file}:${report.problem!.line}: ${report.problem!.message}`)
  * ```
  * @throws {@link SignoffError} `store` when `storePath` cannot be read (it does not exist, or a
- *   gate still has it open), `malformed` for an unknown option; an `Error` when the log cannot
- *   be read (e.g. it does not exist).
+ *   gate still has it open), `config` when the log cannot be read (e.g. it does not exist),
+ *   `malformed` for an unknown option or a value of the wrong type.
  */
 export function verifyAuditChain(path: string, options: VerifyAuditChainOptions = {}): ChainReport {
-  if (options === null || typeof options !== 'object') {
-    throw new SignoffError('malformed payload: the options of verifyAuditChain are an object', 'malformed')
-  }
-  for (const k of Object.keys(options)) {
-    if (k !== 'storePath') {
-      throw new SignoffError(`malformed payload: unknown option \`${k}\` of verifyAuditChain (storePath)`, 'malformed')
-    }
-  }
+  checkParam(path, 'path', 'verifyAuditChain')
+  const storePath = optString(fields(options, OPTIONS), 'storePath', OPTIONS)
   try {
-    return native.verifyAuditChain(path, options.storePath)
+    return native.verifyAuditChain(path, storePath)
   } catch (e) {
     throw toSignoffError(e)
   }

@@ -11,7 +11,10 @@ export const ERROR_CODES: readonly ErrorCode[] = Object.freeze(native.errorCodes
 /**
  * The error every signoff call throws (or rejects with) when the core refuses something: an
  * unknown tool or request, a response for a request that already resolved or expired, a response
- * that does not match what was shown, a malformed payload, a closed gate...
+ * that does not match what was shown, a malformed payload, a closed gate... And when a call is
+ * given what it cannot take: a field or option it does not know, a value of the wrong type, an
+ * event a gate never emits (`malformed`, naming it as written and listing the valid ones), a
+ * token key or file it cannot use (`config`).
  *
  * `code` is the core's stable `ErrorKind` name (see {@link ERROR_CODES}); match on it, not on the
  * message.

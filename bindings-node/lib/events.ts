@@ -1,3 +1,4 @@
+import { isRecord, malformed, show } from './check'
 import { toSignoffError } from './errors'
 import { wrapperToJson } from './json'
 import { native, type ConfirmationRequestData, type NativeGate, type NativeSubscription } from './native'
@@ -42,9 +43,12 @@ export interface LaggedEvent {
 /** The bus's event types. */
 export type EventType = 'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'
 
-/** Options of {@link Gate.events}. */
+/** Options of {@link Gate.events} (another option is refused: `malformed`). */
 export interface EventStreamOptions {
-  /** Only these event types (a lag is always yielded). Default: all. */
+  /**
+   * Only these event types (a lag is always yielded). Default: all. A type not in
+   * {@link EventType} is refused (`malformed`), listing them.
+   */
   types?: EventType[]
 }
 
@@ -181,6 +185,9 @@ export class EventStream implements AsyncIterableIterator<GateEvent> {
  * @throws {@link SignoffError} `malformed`
  */
 export function parseEvent(json: string | object): SignoffEvent {
+  if (typeof json !== 'string' && !isRecord(json)) {
+    throw malformed(`parseEvent: \`json\` is ${show(json)}: it must be an event as JSON text or as an object`)
+  }
   try {
     return JSON.parse(
       native.parseEvent(typeof json === 'string' ? json : wrapperToJson(json, 'event', 'the event')!),
@@ -197,6 +204,7 @@ export function parseEvent(json: string | object): SignoffEvent {
  * @throws {@link SignoffError} `malformed`
  */
 export function serializeEvent(event: SignoffEvent | PendingRequest): Record<string, unknown> {
+  if (!isRecord(event)) throw malformed(`serializeEvent: \`event\` is ${show(event)}: it must be an event object`)
   try {
     return JSON.parse(native.serializeEvent(wrapperToJson(event, 'event', 'the event')!)) as Record<string, unknown>
   } catch (e) {

@@ -1,4 +1,27 @@
-import { EventEmitter } from 'node:events'
+import { EventEmitter, errorMonitor } from 'node:events'
+import {
+  CALL_FIELDS,
+  GATE_EVENTS,
+  badField,
+  checkCall,
+  checkCallOptions,
+  checkEvent,
+  checkListener,
+  checkParam,
+  fields,
+  isRecord,
+  malformed,
+  optBool,
+  optEnum,
+  optNumber,
+  optString,
+  optStrings,
+  reqEnum,
+  reqString,
+  show,
+  type CheckedCall,
+  type Shape,
+} from './check'
 import { SignoffError, describe, toSignoffError } from './errors'
 import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
 import {
@@ -50,23 +73,237 @@ export const DEFAULT_SESSION: string = native.defaultSession()
  */
 export const HANDLER_RESPONDER: string = native.handlerResponder()
 
-const GATE_OPTIONS = new Set([
-  'defaultTimeoutMs',
-  'keywords',
-  'denyWhenUnobserved',
-  'auditPath',
-  'dangerouslyDisableGating',
-  'busCapacity',
-  'rememberResolved',
-  'allowedResponders',
-  'auditRotateBytes',
-  'storePath',
-  'synchronousFull',
-  'tokenKeys',
-  'tokenTtlMs',
-  'approvers',
-  'forbidSelfApproval',
-])
+/** The gate options, in Node's names (documentation order). */
+const GATE_OPTIONS: Shape = {
+  what: 'the gate options',
+  fields: [
+    'defaultTimeoutMs',
+    'keywords',
+    'denyWhenUnobserved',
+    'auditPath',
+    'auditRotateBytes',
+    'dangerouslyDisableGating',
+    'busCapacity',
+    'rememberResolved',
+    'allowedResponders',
+    'storePath',
+    'synchronousFull',
+    'tokenKeys',
+    'tokenTtlMs',
+    'approvers',
+    'forbidSelfApproval',
+  ],
+  aliases: {
+    timeout: 'defaultTimeoutMs',
+    timeoutMs: 'defaultTimeoutMs',
+    defaultTimeout: 'defaultTimeoutMs',
+    audit: 'auditPath',
+    auditLog: 'auditPath',
+    store: 'storePath',
+    dbPath: 'storePath',
+    database: 'storePath',
+    responders: 'allowedResponders',
+    keys: 'tokenKeys',
+    tokenTtl: 'tokenTtlMs',
+    disableGating: 'dangerouslyDisableGating',
+  },
+}
+
+const MS = 'a number of milliseconds (0 or more)'
+const U32 = 'a whole number from 0 to 4294967295'
+type NativeGateOptions = NonNullable<ConstructorParameters<typeof native.NativeGate>[0]>
+
+/** The gate options checked, in the addon's form (`tokenKeys` apart). */
+function gateOptions(options: unknown): { o: NativeGateOptions; tokenKeys: unknown } {
+  const shape = GATE_OPTIONS
+  const r = fields(options, shape)
+  const o: NativeGateOptions = {
+    defaultTimeoutMs: optNumber(r, 'defaultTimeoutMs', shape, MS),
+    keywords: optStrings(r, 'keywords', shape),
+    denyWhenUnobserved: optBool(r, 'denyWhenUnobserved', shape),
+    auditPath: optString(r, 'auditPath', shape),
+    auditRotateBytes: optNumber(r, 'auditRotateBytes', shape, 'a number of bytes (1 or more)', { min: 1 }),
+    dangerouslyDisableGating: optBool(r, 'dangerouslyDisableGating', shape),
+    busCapacity: optNumber(r, 'busCapacity', shape, U32, { whole: true, max: 0xffff_ffff }),
+    rememberResolved: optNumber(r, 'rememberResolved', shape, U32, { whole: true, max: 0xffff_ffff }),
+    allowedResponders: optStrings(r, 'allowedResponders', shape),
+    storePath: optString(r, 'storePath', shape),
+    synchronousFull: optBool(r, 'synchronousFull', shape),
+    tokenTtlMs: optNumber(r, 'tokenTtlMs', shape, MS),
+    forbidSelfApproval: optBool(r, 'forbidSelfApproval', shape),
+  }
+  const approvers = r.approvers
+  if (approvers !== undefined && approvers !== null) {
+    const expected = 'an object of tool name -> approvers (an array of strings)'
+    if (!isRecord(approvers)) throw badField(shape, 'approvers', expected, approvers)
+    for (const [tool, who] of Object.entries(approvers)) {
+      const at = `approvers${/^[A-Za-z_$][\w$]*$/.test(tool) ? `.${tool}` : `[${JSON.stringify(tool)}]`}`
+      optStrings({ [at]: who }, at, shape)
+      if (who === undefined || who === null) throw badField(shape, at, 'an array of strings', who)
+    }
+    o.approvers = approvers as Record<string, string[]>
+  }
+  for (const k of Object.keys(o) as Array<keyof NativeGateOptions>) if (o[k] === undefined) delete o[k]
+  return { o, tokenKeys: r.tokenKeys }
+}
+
+/** A tool definition's fields, in Node's names (documentation order). */
+const TOOL: Shape = {
+  what: 'the tool definition',
+  fields: [
+    'name',
+    'description',
+    'parameters',
+    'approval',
+    'editable',
+    'promptTemplate',
+    'rules',
+    'source',
+    'readOnly',
+    'destructive',
+    'timeoutMs',
+    'execute',
+  ],
+  aliases: {
+    executor: 'execute',
+    handler: 'execute',
+    fn: 'execute',
+    func: 'execute',
+    run: 'execute',
+    schema: 'parameters',
+    inputSchema: 'parameters',
+    input_schema: 'parameters',
+    params: 'parameters',
+    needsApproval: 'approval',
+    requiresApproval: 'approval',
+    requireApproval: 'approval',
+    prompt: 'promptTemplate',
+    timeout: 'timeoutMs',
+  },
+}
+
+const APPROVAL_MODES = ['default', 'required', 'not_required'] as const
+const RULE_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  path_outside: ['pointer', 'prefixes'],
+  greater_than: ['pointer', 'value'],
+  one_of: ['pointer', 'values'],
+  not_one_of: ['pointer', 'values'],
+  contains: ['pointer', 'substring'],
+}
+const RULE_KINDS = Object.keys(RULE_FIELDS)
+
+/** Checks an argument rule (`rules[i]`); its values are converted to JSON later. */
+function checkRule(rule: unknown, i: number): void {
+  const what = `rules[${i}]`
+  if (!isRecord(rule)) throw malformed(`${what} must be an object ({ kind, pointer, ... }), not ${show(rule)}`)
+  const kind = reqEnum(rule, 'kind', { what, fields: ['kind'] }, RULE_KINDS)
+  const shape: Shape = { what: `${what}, a ${kind} rule`, fields: ['kind', ...RULE_FIELDS[kind]!], aliases: { prefix: 'prefixes', path: 'pointer' } }
+  fields(rule, shape)
+  reqString(rule, 'pointer', shape, ': a JSON Pointer into the arguments, e.g. "/path"')
+  if (kind === 'path_outside') {
+    if (rule.prefixes === undefined) throw malformed(`\`prefixes\` is missing from ${shape.what}`)
+    optStrings(rule, 'prefixes', shape)
+  } else if (kind === 'greater_than') {
+    if (rule.value === undefined) throw malformed(`\`value\` is missing from ${shape.what}`)
+    // Not finite: refused by the JSON conversion, which says so.
+    if (typeof rule.value !== 'number') throw badField(shape, 'value', 'a number', rule.value)
+  } else if (kind === 'contains') {
+    reqString(rule, 'substring', shape)
+  } else if (!Array.isArray(rule.values)) {
+    throw rule.values === undefined ? malformed(`\`values\` is missing from ${shape.what}`) : badField(shape, 'values', 'an array', rule.values)
+  }
+}
+
+/** Checks a tool's `source`: `{ kind: 'built_in' }` or `{ kind: 'external', server }`. */
+function checkSource(source: unknown): void {
+  const what = '`source`'
+  if (!isRecord(source)) throw malformed(`${what} of the tool definition must be { kind: 'built_in' } or { kind: 'external', server }, not ${show(source)}`)
+  const kind = reqEnum(source, 'kind', { what, fields: ['kind'] }, ['built_in', 'external'])
+  const shape: Shape = { what, fields: kind === 'external' ? ['kind', 'server'] : ['kind'] }
+  fields(source, shape)
+  if (kind === 'external') reqString(source, 'server', shape, ": the external server's name")
+}
+
+/**
+ * Checks a tool definition; returns its fields but `execute` and `parameters`, absent ones left
+ * out, and those two.
+ */
+function toolDefinition(tool: unknown): { spec: Record<string, unknown>; parameters: unknown; execute?: Executor } {
+  const shape = TOOL
+  const t = fields(tool, shape)
+  reqString(t, 'name', shape, ": the tool's name, as the model calls it")
+  optString(t, 'description', shape)
+  optEnum(t, 'approval', shape, APPROVAL_MODES)
+  optBool(t, 'editable', shape)
+  optString(t, 'promptTemplate', shape)
+  optBool(t, 'readOnly', shape)
+  optBool(t, 'destructive', shape)
+  optNumber(t, 'timeoutMs', shape, 'a whole number of milliseconds (0 or more)', { whole: true })
+  const { execute, parameters, rules, source } = t
+  if (execute !== undefined && execute !== null && typeof execute !== 'function') {
+    throw badField(shape, 'execute', 'a function (args, { signal }) => output, sync or async', execute)
+  }
+  if (parameters !== undefined && parameters !== null && !isRecord(parameters) && typeof parameters !== 'boolean') {
+    throw badField(shape, 'parameters', 'a JSON Schema (an object such as { type: "object", properties: {...} })', parameters)
+  }
+  if (rules !== undefined && rules !== null) {
+    if (!Array.isArray(rules)) throw badField(shape, 'rules', 'an array of rules', rules)
+    rules.forEach(checkRule)
+  }
+  if (source !== undefined && source !== null) checkSource(source)
+  const spec: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(t)) {
+    if (k !== 'execute' && k !== 'parameters' && v !== undefined && v !== null) spec[k] = v
+  }
+  return { spec, parameters: parameters ?? undefined, execute: (execute ?? undefined) as Executor | undefined }
+}
+
+/** A response's fields ({@link ConfirmationResponseInput}), in Node's names. */
+const RESPONSE: Shape = {
+  what: 'the response',
+  fields: ['id', 'decision', 'arguments', 'scope', 'reason', 'responder', 'tool', 'argumentsDigest', 'sessionId', 'atMs', 'type'],
+  aliases: {
+    requestId: 'id',
+    request_id: 'id',
+    approved: 'decision',
+    approve: 'decision',
+    outcome: 'decision',
+    args: 'arguments',
+    editedArguments: 'arguments',
+    digest: 'argumentsDigest',
+    session: 'sessionId',
+    by: 'responder',
+    approver: 'responder',
+  },
+}
+/** What {@link Gate.respondToken} takes. */
+const TOKEN_RESPONSE: Shape = {
+  what: 'the token response',
+  fields: ['approver', 'decision', 'arguments', 'scope', 'reason'],
+  aliases: { responder: 'approver', by: 'approver', user: 'approver', args: 'arguments', approved: 'decision' },
+}
+const DECISIONS = ['approve', 'deny'] as const
+const SCOPES = ['once', 'session'] as const
+
+/** The options of {@link Gate.events}. */
+const EVENTS_OPTIONS: Shape = { what: 'the options of events', fields: ['types'], aliases: { type: 'types', events: 'types', filter: 'types' } }
+/** The event types an event stream filters on. */
+const STREAM_TYPES: readonly string[] = GATE_EVENTS.filter((e) => e !== 'lagged')
+
+function streamTypes(options: unknown): EventStreamOptions['types'] {
+  const o = fields(options, EVENTS_OPTIONS, true)
+  const types = o.types
+  if (types === undefined || types === null) return undefined
+  if (!Array.isArray(types)) throw badField(EVENTS_OPTIONS, 'types', `an array of event types (${STREAM_TYPES.join(', ')})`, types)
+  types.forEach((t, i) => {
+    if (typeof t !== 'string' || !STREAM_TYPES.includes(t)) {
+      const valid = STREAM_TYPES.map((x) => JSON.stringify(x)).join(', ')
+      const lag = t === 'lagged' ? ' (a lag is always yielded: leave it out)' : ''
+      throw malformed(`unknown event type ${show(t)} at \`types[${i}]\` of the options of events${lag}; the types are ${valid}`)
+    }
+  })
+  return types as EventStreamOptions['types']
+}
 
 const REQUEST = 'confirmation-request'
 /** Events delivered to `on()` listeners through a bus subscription. */
@@ -79,31 +316,9 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 const camelToSnake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
 const snakeToCamel = (k: string): string => k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())
 
-const PAGE_OPTIONS = new Set(['after', 'limit'])
-const ALL_OPTIONS = new Set(['pageSize'])
+const PAGE_OPTIONS: Shape = { what: 'the options of pendingPage', fields: ['after', 'limit'], aliases: { cursor: 'after', pageSize: 'limit' } }
+const ALL_OPTIONS: Shape = { what: 'the options of pendingAll', fields: ['pageSize'], aliases: { limit: 'pageSize' } }
 const MAX_PAGE = 0xffff_ffff
-
-/** A value for an error message. */
-function show(v: unknown): string {
-  if (typeof v === 'string') return JSON.stringify(v)
-  if (typeof v === 'bigint') return `${v}n`
-  return typeof v === 'number' || v === null || v === undefined || typeof v === 'boolean' ? String(v) : `a ${typeof v}`
-}
-
-/** Refuses an options object with a key not in `allowed` (a typo must not be ignored). */
-function checkOptions(o: unknown, allowed: ReadonlySet<string>, what: string): void {
-  if (o === null || typeof o !== 'object') {
-    throw new SignoffError(`malformed payload: the options of ${what} are an object, not ${show(o)}`, 'malformed')
-  }
-  for (const k of Object.keys(o)) {
-    if (!allowed.has(k)) {
-      throw new SignoffError(
-        `malformed payload: unknown option \`${k}\` of ${what} (one of ${[...allowed].join(', ')})`,
-        'malformed',
-      )
-    }
-  }
-}
 
 /** A page size: a whole number from 1 to 2^32 - 1 (default 1,000); `malformed` otherwise. */
 function pageSize(v: unknown, name: string): number | undefined {
@@ -129,6 +344,12 @@ function pageSize(v: unknown, name: string): number | undefined {
  *   {@link HANDLER_RESPONDER}) and to stderr.
  * - `for await (const event of gate.events())`: a stream of every event, for UIs.
  *
+ * The events are `confirmation-request`, `confirmation-response`, `confirmation-timeout`,
+ * `confirmation-resolved` and `lagged`. `on`, `once`, `addListener`, `prependListener`,
+ * `prependOnceListener`, `off`, `removeListener` and `removeAllListeners` refuse any other name
+ * (but EventEmitter's own `newListener`, `removeListener` and `error`) with a
+ * {@link SignoffError} `malformed` listing them, and a listener that is not a function.
+ *
  * @example
  * ```ts
  * const gate = new Gate()
@@ -151,15 +372,12 @@ export class Gate extends EventEmitter {
 
   constructor(options: GateOptions = {}) {
     super()
-    for (const k of Object.keys(options)) {
-      if (!GATE_OPTIONS.has(k)) throw new SignoffError(`malformed payload: unknown gate option \`${k}\``, 'malformed')
-    }
-    const { tokenKeys, ...rest } = options
+    const { o: rest, tokenKeys } = gateOptions(options)
     let keys: NativeTokenKeys | undefined
     let keyText: string | undefined
     if (tokenKeys instanceof TokenKeys) keys = nativeTokenKeys(tokenKeys)
     else if (typeof tokenKeys === 'string') keyText = tokenKeys
-    else if (tokenKeys !== undefined) {
+    else if (tokenKeys !== undefined && tokenKeys !== null) {
       throw new SignoffError('configuration error: tokenKeys is a TokenKeys or its configuration string', 'config')
     }
     try {
@@ -180,7 +398,7 @@ export class Gate extends EventEmitter {
    *   (unknown key, wrong type, a value that is not JSON).
    */
   register<Args = any>(tool: ToolDefinition<Args>): this {
-    const { execute, parameters, ...spec } = tool
+    const { spec, parameters, execute } = toolDefinition(tool)
     const wrapper = execute ? this.#executor(execute) : undefined
     try {
       this.#native.register(
@@ -191,13 +409,15 @@ export class Gate extends EventEmitter {
     } catch (e) {
       throw toSignoffError(e)
     }
-    if (wrapper) this.#executors.set(tool.name, wrapper)
-    else this.#executors.delete(tool.name)
+    const name = spec.name as string
+    if (wrapper) this.#executors.set(name, wrapper)
+    else this.#executors.delete(name)
     return this
   }
 
   /** Removes a tool; later calls to it are refused (`unknown_tool`). */
   unregister(name: string): boolean {
+    checkParam(name, 'name', 'unregister')
     this.#executors.delete(name)
     return this.#native.unregister(name)
   }
@@ -225,8 +445,9 @@ export class Gate extends EventEmitter {
    *   that are not JSON, see {@link Gate.confirm}).
    */
   evaluate(call: ToolCall): Evaluation {
+    const c = checkCall(call)
     try {
-      return this.#native.evaluate(call.tool, toJson(call.arguments, 'arguments'), call.sessionId)
+      return this.#native.evaluate(c.tool, toJson(c.arguments, 'arguments'), c.sessionId)
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -281,11 +502,12 @@ export class Gate extends EventEmitter {
    * while the tool runs with another. Symbol-keyed properties are skipped, as by
    * `JSON.stringify`.
    * @rejects {@link SignoffError} `unknown_tool`, `invalid_arguments`, `malformed` (nothing is
-   *   asked).
+   *   asked): also for a call that is not one (a field it does not have, such as `name` for
+   *   `tool`; `tool` missing or not a string) or an unknown option, naming it as written.
    */
   confirm(call: ToolCall, options?: CallOptions): Promise<Decision> {
     try {
-      const r = this.#start(this.#native.confirm, call, options?.signal)
+      const r = this.#start(this.#native.confirm, checkCall(call), checkCallOptions(options))
       return typeof r === 'string' ? Promise.resolve(JSON.parse(r) as Decision) : r.then(parseDecision)
     } catch (e) {
       return Promise.reject(toSignoffError(e))
@@ -295,12 +517,12 @@ export class Gate extends EventEmitter {
   /**
    * Confirms the call and, if approved, runs its executor once. Never rejects for a refused
    * call: the result's `status` says what happened and `content` tells the model.
-   * @rejects {@link SignoffError} `malformed` when the arguments or metadata are not JSON (see
-   *   {@link Gate.confirm}); nothing is asked and nothing runs.
+   * @rejects {@link SignoffError} `malformed` when the call is not one or the arguments or
+   *   metadata are not JSON (see {@link Gate.confirm}); nothing is asked and nothing runs.
    */
   execute(call: ToolCall, options?: CallOptions): Promise<ToolResult> {
     try {
-      const r = this.#start(this.#native.execute, call, options?.signal)
+      const r = this.#start(this.#native.execute, checkCall(call), checkCallOptions(options))
       return typeof r === 'string' ? Promise.resolve(parseResult(r)) : r.then(parseResult)
     } catch (e) {
       return Promise.reject(toSignoffError(e))
@@ -310,19 +532,26 @@ export class Gate extends EventEmitter {
   /**
    * Runs the calls of one model turn concurrently: ungated calls run at once, each gated call
    * waits for its own decision; each runs at most once. Results come in the order of `calls`.
-   * @rejects {@link SignoffError} `malformed` when a call's arguments or metadata are not JSON
-   *   (see {@link Gate.confirm}); then no call is made.
+   * @rejects {@link SignoffError} `malformed` when `calls` is not an array, or a call is not one
+   *   or its arguments or metadata are not JSON (see {@link Gate.confirm}), naming it
+   *   (`calls[2]`); then no call is made.
    */
   executeBatch(calls: ToolCall[], options?: CallOptions): Promise<ToolResult[]> {
     try {
-      const data = calls.map((c, i) => ({
-        tool: c.tool,
-        argumentsJson: toJson(c.arguments, `calls[${i}].arguments`, 'arguments'),
-        sessionId: c.sessionId,
-        callId: c.callId,
-        metadataJson: toJson(c.metadata, `calls[${i}].metadata`, 'metadata'),
-      }))
-      const signal = options?.signal
+      if (!Array.isArray(calls)) {
+        throw malformed(`executeBatch: \`calls\` must be an array of calls ({ ${CALL_FIELDS.join(', ')} }), not ${show(calls)}`)
+      }
+      const data = calls.map((call, i) => {
+        const c = checkCall(call, `calls[${i}]`)
+        return {
+          tool: c.tool,
+          argumentsJson: toJson(c.arguments, `calls[${i}].arguments`, 'arguments'),
+          sessionId: c.sessionId,
+          callId: c.callId,
+          metadataJson: toJson(c.metadata, `calls[${i}].metadata`, 'metadata'),
+        }
+      })
+      const signal = checkCallOptions(options)
       const r = signal
         ? this.#withSignal(signal, (id, aborted) => this.#native.executeBatch(data, id, aborted))
         : this.#native.executeBatch(data)
@@ -334,7 +563,7 @@ export class Gate extends EventEmitter {
 
   #start(
     fn: NativeGate['confirm'],
-    call: ToolCall,
+    call: CheckedCall,
     signal: AbortSignal | undefined,
   ): string | Promise<string> {
     const args = toJson(call.arguments, 'arguments')
@@ -389,11 +618,24 @@ export class Gate extends EventEmitter {
    *   `edits_not_allowed`, `invalid_arguments`, `unauthorized`, `malformed`, `closed`.
    */
   respond(response: ConfirmationResponseInput): Outcome {
+    const shape = RESPONSE
+    const r = fields(response, shape)
+    const checked: Record<string, unknown> = {
+      id: reqString(r, 'id', shape, ': the id of the request it answers (req.id)'),
+      decision: reqEnum(r, 'decision', shape, DECISIONS),
+      scope: optEnum(r, 'scope', shape, SCOPES),
+      reason: optString(r, 'reason', shape),
+      responder: optString(r, 'responder', shape),
+      tool: optString(r, 'tool', shape),
+      argumentsDigest: optString(r, 'argumentsDigest', shape),
+      sessionId: optString(r, 'sessionId', shape),
+      atMs: optNumber(r, 'atMs', shape, 'a whole number of epoch milliseconds', { whole: true }),
+    }
+    optEnum(r, 'type', shape, ['confirmation-response'])
     try {
-      const { arguments: edited, ...fields } = response
       return this.#native.respond(
-        fieldsToJson(fields, camelToSnake, 'the response'),
-        toJson(edited, 'arguments', 'edited arguments'),
+        fieldsToJson(checked, camelToSnake, 'the response'),
+        toJson(r.arguments, 'arguments', 'edited arguments'),
       )
     } catch (e) {
       throw toSignoffError(e)
@@ -409,6 +651,7 @@ export class Gate extends EventEmitter {
    * the request stays pending. Same errors as {@link respond}.
    */
   respondJson(json: string): Outcome {
+    checkParam(json, 'json', 'respondJson')
     try {
       return this.#native.respondJson(json)
     } catch (e) {
@@ -428,6 +671,8 @@ export class Gate extends EventEmitter {
    *   approver, bad id), `not_pending`.
    */
   issueToken(requestId: string, approver: string): string {
+    checkParam(requestId, 'requestId', 'issueToken')
+    checkParam(approver, 'approver', 'issueToken')
     try {
       return this.#native.issueToken(requestId, approver)
     } catch (e) {
@@ -442,6 +687,7 @@ export class Gate extends EventEmitter {
    * @throws {@link SignoffError} `config`, `malformed`, `unknown_key`, `bad_signature`.
    */
   inspectToken(token: string): TokenClaims {
+    checkParam(token, 'token', 'inspectToken')
     try {
       return this.#native.inspectToken(token)
     } catch (e) {
@@ -461,18 +707,21 @@ export class Gate extends EventEmitter {
    *   nothing and is audited.
    */
   respondToken(token: string, response: TokenResponseInput): Outcome {
-    const { approver, decision } = response
-    if (decision !== 'approve' && decision !== 'deny') {
-      throw new SignoffError(`malformed payload: decision must be "approve" or "deny", not ${JSON.stringify(decision)}`, 'malformed')
-    }
+    checkParam(token, 'token', 'respondToken')
+    const shape = TOKEN_RESPONSE
+    const r = fields(response, shape)
+    const approver = reqString(r, 'approver', shape, ': who presents the token, as your server authenticated them')
+    const decision = reqEnum(r, 'decision', shape, DECISIONS)
+    const scope = optEnum(r, 'scope', shape, SCOPES)
+    const reason = optString(r, 'reason', shape)
     try {
       return this.#native.respondToken(
         token,
         approver,
         decision === 'approve',
-        toJson(response.arguments, 'arguments', 'edited arguments'),
-        response.scope,
-        response.reason,
+        toJson(r.arguments, 'arguments', 'edited arguments'),
+        scope,
+        reason,
       )
     } catch (e) {
       throw toSignoffError(e)
@@ -487,6 +736,7 @@ export class Gate extends EventEmitter {
    * otherwise, and after {@link close}, `undefined`.
    */
   record(requestId: string): StoredRecord | undefined {
+    checkParam(requestId, 'requestId', 'record')
     let r: string | null
     try {
       r = this.#native.record(requestId)
@@ -532,6 +782,7 @@ export class Gate extends EventEmitter {
 
   /** Cancels one pending request (reported as `cancelled` / `aborted`). Returns whether it was pending. */
   cancelRequest(id: string): boolean {
+    checkParam(id, 'id', 'cancelRequest')
     try {
       return this.#native.cancelRequest(id)
     } catch (e) {
@@ -579,8 +830,7 @@ export class Gate extends EventEmitter {
    *   lag's `more`), `limit` is not a whole number from 1 to 2^32 - 1, or an option is unknown.
    */
   pendingPage(options: PendingPageOptions = {}): PendingPage {
-    checkOptions(options, PAGE_OPTIONS, 'pendingPage')
-    const { after, limit } = options
+    const { after, limit } = fields(options, PAGE_OPTIONS)
     if (after !== undefined && typeof after !== 'string') {
       throw new SignoffError(
         `malformed payload: after must be a cursor string (an earlier page's next, or a lag's more), or left out to start from the oldest; not ${show(after)}`,
@@ -606,8 +856,7 @@ export class Gate extends EventEmitter {
    *   to 2^32 - 1, or an option is unknown.
    */
   pendingAll(options: PendingAllOptions = {}): AsyncIterableIterator<PendingRequest> {
-    checkOptions(options, ALL_OPTIONS, 'pendingAll')
-    return this.#pages(pageSize(options.pageSize, 'pageSize'))
+    return this.#pages(pageSize(fields(options, ALL_OPTIONS).pageSize, 'pageSize'))
   }
 
   async *#pages(limit: number | undefined): AsyncGenerator<PendingRequest, undefined, undefined> {
@@ -633,16 +882,20 @@ export class Gate extends EventEmitter {
 
   /** The tools granted for a session (approved with `scope: 'session'`), sorted. */
   grants(sessionId: string): string[] {
+    checkParam(sessionId, 'sessionId', 'grants')
     return this.#native.grants(sessionId)
   }
 
   /** Revokes a session grant. Returns whether one existed. */
   revokeGrant(sessionId: string, tool: string): boolean {
+    checkParam(sessionId, 'sessionId', 'revokeGrant')
+    checkParam(tool, 'tool', 'revokeGrant')
     return this.#native.revokeGrant(sessionId, tool)
   }
 
   /** Ends a session: drops its grants and cancels its pending requests. Returns how many. */
   endSession(sessionId: string): number {
+    checkParam(sessionId, 'sessionId', 'endSession')
     return this.#native.endSession(sessionId)
   }
 
@@ -666,7 +919,7 @@ export class Gate extends EventEmitter {
    *   UI that needs nothing else); a lag is always yielded.
    */
   events(options?: EventStreamOptions): EventStream {
-    const s = new EventStream(this.#native, options?.types)
+    const s = new EventStream(this.#native, streamTypes(options))
     if (this.#native.isClosed) s.close()
     return s
   }
@@ -701,44 +954,68 @@ export class Gate extends EventEmitter {
   // EventEmitter semantics, plus: the first `confirmation-request` listener starts the core's
   // handler driver (`Gate::on_request`), the last one stops it once its requests have settled;
   // the first listener of another event type subscribes to the bus, the last one unsubscribes.
+  // An event name a gate never emits is refused (`malformed`, listing the names): a typo'd
+  // request listener would leave requests unobserved, and so cancelled at once. EventEmitter's
+  // own events (`newListener`, `removeListener`, `error`, `events.errorMonitor`) are accepted, so
+  // `events.once(gate, ...)` and `events.on(gate, ...)` work.
 
   override on(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'on', errorMonitor)
+    checkListener(listener, 'on')
     super.on(event, listener)
     this.#listening(event)
     return this
   }
   override addListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'addListener', errorMonitor)
+    checkListener(listener, 'addListener')
     super.addListener(event, listener)
     this.#listening(event)
     return this
   }
   override prependListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'prependListener', errorMonitor)
+    checkListener(listener, 'prependListener')
     super.prependListener(event, listener)
     this.#listening(event)
     return this
   }
   override once(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'once', errorMonitor)
+    checkListener(listener, 'once')
     super.once(event, listener)
     this.#listening(event)
     return this
   }
   override prependOnceListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'prependOnceListener', errorMonitor)
+    checkListener(listener, 'prependOnceListener')
     super.prependOnceListener(event, listener)
     this.#listening(event)
     return this
   }
   override off(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'off', errorMonitor)
+    checkListener(listener, 'off')
     super.off(event, listener)
     queueMicrotask(() => this.#unlistening(event))
     return this
   }
   override removeListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    checkEvent(event, 'removeListener', errorMonitor)
+    checkListener(listener, 'removeListener')
     super.removeListener(event, listener)
     queueMicrotask(() => this.#unlistening(event))
     return this
   }
   override removeAllListeners(event?: string | symbol): this {
-    super.removeAllListeners(event)
+    // Not `super.removeAllListeners(undefined)`: EventEmitter removes everything only when
+    // called without an argument.
+    if (event === undefined) super.removeAllListeners()
+    else {
+      checkEvent(event, 'removeAllListeners', errorMonitor)
+      super.removeAllListeners(event)
+    }
     queueMicrotask(() => {
       this.#unlistening(REQUEST)
       this.#unlistening('lagged')

@@ -1,3 +1,4 @@
+import { checkParam, fields, malformed, optEnum, optString, show, type Shape } from './check'
 import { toSignoffError } from './errors'
 import { toJson } from './json'
 import type { ConfirmationRequestData, NativeGate } from './native'
@@ -11,6 +12,13 @@ import type { ApproveOptions, DenyOptions, Outcome } from './types'
  * Show {@link displayArguments} (escaped), not a rendering of {@link arguments} of your own.
  */
 type Rest = Omit<ConfirmationRequestData, 'type' | 'id' | 'tool' | 'arguments'>
+
+const APPROVE: Shape = {
+  what: 'the options of approve',
+  fields: ['arguments', 'scope', 'responder'],
+  aliases: { args: 'arguments', editedArguments: 'arguments', edited: 'arguments', by: 'responder', approver: 'responder' },
+}
+const DENY: Shape = { what: 'the options of deny', fields: ['responder'], aliases: { by: 'responder', approver: 'responder' } }
 
 export class PendingRequest implements ConfirmationRequestData {
   readonly type = 'confirmation-request' as const
@@ -108,15 +116,11 @@ export class PendingRequest implements ConfirmationRequestData {
    *   `invalid_arguments`, `malformed`, `closed`.
    */
   approve(options?: ApproveOptions): Outcome {
+    const o = fields(options, APPROVE, true)
+    const scope = optEnum(o, 'scope', APPROVE, ['once', 'session'])
+    const responder = optString(o, 'responder', APPROVE)
     try {
-      return this.#gate.answer(
-        this.id,
-        true,
-        toJson(options?.arguments, 'arguments', 'edited arguments'),
-        options?.scope,
-        undefined,
-        options?.responder,
-      )
+      return this.#gate.answer(this.id, true, toJson(o.arguments, 'arguments', 'edited arguments'), scope, undefined, responder)
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -128,8 +132,12 @@ export class PendingRequest implements ConfirmationRequestData {
    * @throws {@link SignoffError} e.g. `already_resolved`, `expired`, `closed`.
    */
   deny(reason?: string, options?: DenyOptions): Outcome {
+    if (reason !== undefined && reason !== null && typeof reason !== 'string') {
+      throw malformed(`deny(reason, options): \`reason\` must be a string (what the model is told), not ${show(reason)}; e.g. req.deny('only files under /tmp', { responder: 'alice' })`)
+    }
+    const responder = optString(fields(options, DENY, true), 'responder', DENY)
     try {
-      return this.#gate.answer(this.id, false, undefined, undefined, reason, options?.responder)
+      return this.#gate.answer(this.id, false, undefined, undefined, reason ?? undefined, responder)
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -141,6 +149,7 @@ export class PendingRequest implements ConfirmationRequestData {
    * @throws {@link SignoffError} `config` (the gate has no `tokenKeys`), `malformed`, `not_pending`.
    */
   issueToken(approver: string): string {
+    checkParam(approver, 'approver', 'req.issueToken')
     try {
       return this.#gate.issueToken(this.id, approver)
     } catch (e) {

@@ -1,3 +1,4 @@
+import { fields, isRecord, malformed, optString, show, type Shape } from './check'
 import type { ToolResultData } from './native'
 import type { Decision, ToolCall, ToolStatus } from './types'
 import type { ErrorCode } from './errors'
@@ -101,6 +102,24 @@ export interface FromModelOptions {
   metadata?: unknown
 }
 
+const FROM_MODEL: Shape = {
+  what: 'the options',
+  fields: ['sessionId', 'metadata'],
+  aliases: { session: 'sessionId', meta: 'metadata' },
+}
+
+/** The options checked (`sessionId`, `metadata`), for `converter`'s message. */
+function fromModel(options: unknown, converter: string): { sessionId?: string; metadata: unknown } {
+  const shape = { ...FROM_MODEL, what: `the options of ${converter}` }
+  const o = fields(options, shape, true)
+  return { sessionId: optString(o, 'sessionId', shape), metadata: o.metadata }
+}
+
+function notA(converter: string, what: string, shape: string, v: unknown, problem?: string): never {
+  const why = problem ?? `got ${show(v)}`
+  throw malformed(`${converter}: not ${what} (${shape}): ${why}`)
+}
+
 function parseArguments(raw: unknown): unknown {
   if (typeof raw !== 'string') return raw ?? {}
   if (raw.trim() === '') return {}
@@ -115,13 +134,14 @@ function parseArguments(raw: unknown): unknown {
 
 /** A {@link ToolCall} from an OpenAI Chat Completions tool call (arguments are parsed JSON). */
 export function fromOpenAIToolCall(tc: OpenAIToolCall, options: FromModelOptions = {}): ToolCall {
-  return {
-    tool: tc.function.name,
-    arguments: parseArguments(tc.function.arguments),
-    callId: tc.id,
-    sessionId: options.sessionId,
-    metadata: options.metadata,
-  }
+  const what = 'an OpenAI tool call'
+  const shape = "{ id, type: 'function', function: { name, arguments } }"
+  if (!isRecord(tc)) notA('fromOpenAIToolCall', what, shape, tc)
+  const fn: unknown = tc.function
+  if (!isRecord(fn)) notA('fromOpenAIToolCall', what, shape, tc, `\`function\` is ${show(fn)}`)
+  if (typeof fn.name !== 'string') notA('fromOpenAIToolCall', what, shape, tc, `\`function.name\` is ${show(fn.name)}`)
+  const { sessionId, metadata } = fromModel(options, 'fromOpenAIToolCall')
+  return { tool: fn.name, arguments: parseArguments(fn.arguments), callId: tc.id, sessionId, metadata }
 }
 
 /** The tool calls of an OpenAI assistant message (`[]` when it has none). */
@@ -129,7 +149,15 @@ export function toolCallsFromOpenAIMessage(
   message: { tool_calls?: OpenAIToolCall[] | null },
   options: FromModelOptions = {},
 ): ToolCall[] {
-  return (message.tool_calls ?? []).map((tc) => fromOpenAIToolCall(tc, options))
+  if (!isRecord(message)) {
+    throw malformed(`toolCallsFromOpenAIMessage: the message must be an object (an assistant message, with tool_calls), not ${show(message)}`)
+  }
+  const calls: unknown = message.tool_calls ?? []
+  if (!Array.isArray(calls)) {
+    throw malformed(`toolCallsFromOpenAIMessage: the message's tool_calls must be an array, not ${show(calls)}`)
+  }
+  fromModel(options, 'toolCallsFromOpenAIMessage')
+  return calls.map((tc: OpenAIToolCall) => fromOpenAIToolCall(tc, options))
 }
 
 /** A {@link ToolCall} from a Vercel AI SDK tool call (`{ toolCallId, toolName, input | args }`). */
@@ -137,12 +165,16 @@ export function fromAISDKToolCall(
   tc: { toolCallId: string; toolName: string; input?: unknown; args?: unknown },
   options: FromModelOptions = {},
 ): ToolCall {
+  const shape = '{ toolCallId, toolName, input }'
+  if (!isRecord(tc)) notA('fromAISDKToolCall', 'a Vercel AI SDK tool call', shape, tc)
+  if (typeof tc.toolName !== 'string') notA('fromAISDKToolCall', 'a Vercel AI SDK tool call', shape, tc, `\`toolName\` is ${show(tc.toolName)}`)
+  const { sessionId, metadata } = fromModel(options, 'fromAISDKToolCall')
   return {
     tool: tc.toolName,
     arguments: parseArguments(tc.input !== undefined ? tc.input : tc.args),
     callId: tc.toolCallId,
-    sessionId: options.sessionId,
-    metadata: options.metadata,
+    sessionId,
+    metadata,
   }
 }
 
@@ -151,5 +183,9 @@ export function fromAnthropicToolUse(
   block: { id: string; name: string; input: unknown },
   options: FromModelOptions = {},
 ): ToolCall {
-  return { tool: block.name, arguments: block.input ?? {}, callId: block.id, sessionId: options.sessionId, metadata: options.metadata }
+  const shape = "{ type: 'tool_use', id, name, input }"
+  if (!isRecord(block)) notA('fromAnthropicToolUse', 'an Anthropic tool_use block', shape, block)
+  if (typeof block.name !== 'string') notA('fromAnthropicToolUse', 'an Anthropic tool_use block', shape, block, `\`name\` is ${show(block.name)}`)
+  const { sessionId, metadata } = fromModel(options, 'fromAnthropicToolUse')
+  return { tool: block.name, arguments: block.input ?? {}, callId: block.id, sessionId, metadata }
 }

@@ -1,3 +1,4 @@
+import { checkParam } from './check'
 import { SignoffError, toSignoffError } from './errors'
 import { native, type NativeSecret, type NativeTokenKeys } from './native'
 
@@ -44,6 +45,7 @@ export class Secret {
    * @throws {@link SignoffError} `config` (not base64, or shorter than 32 bytes).
    */
   static fromBase64(text: string): Secret {
+    checkParam(text, 'text', 'Secret.fromBase64', 'config')
     return new Secret(call(() => native.NativeSecret.fromBase64(text)))
   }
 
@@ -52,6 +54,9 @@ export class Secret {
    * @throws {@link SignoffError} `config` (too short).
    */
   static fromBytes(bytes: Uint8Array): Secret {
+    if (!(bytes instanceof Uint8Array)) {
+      throw new SignoffError('configuration error: Secret.fromBytes: `bytes` must be a Uint8Array (a Buffer is one) of at least 32 bytes', 'config')
+    }
     return new Secret(call(() => native.NativeSecret.fromBytes(bytes)))
   }
 
@@ -117,6 +122,7 @@ export class TokenKeys {
       this.#native = secret as NativeTokenKeys
       return
     }
+    checkParam(keyId, 'keyId', 'new TokenKeys', 'config')
     const s = toSecret(secret as Secret | string)
     this.#native = call(() => new native.NativeTokenKeys(keyId, s))
   }
@@ -130,6 +136,7 @@ export class TokenKeys {
    * @throws {@link SignoffError} `config`.
    */
   static parse(text: string): TokenKeys {
+    checkParam(text, 'text', 'TokenKeys.parse', 'config')
     return new TokenKeys(WRAP, call(() => native.NativeTokenKeys.parse(text)))
   }
 
@@ -138,6 +145,7 @@ export class TokenKeys {
    * @throws {@link SignoffError} `config` (unset, or not the format).
    */
   static fromEnv(name: string): TokenKeys {
+    checkParam(name, 'name', 'TokenKeys.fromEnv', 'config')
     return new TokenKeys(WRAP, call(() => native.NativeTokenKeys.fromEnv(name)))
   }
 
@@ -146,6 +154,7 @@ export class TokenKeys {
    * @throws {@link SignoffError} `config` (unreadable, or not the format).
    */
   static fromFile(path: string): TokenKeys {
+    checkParam(path, 'path', 'TokenKeys.fromFile', 'config')
     return new TokenKeys(WRAP, call(() => native.NativeTokenKeys.fromFile(path)))
   }
 
@@ -155,6 +164,7 @@ export class TokenKeys {
    * @throws {@link SignoffError} `config`.
    */
   rotate(keyId: string, secret: Secret | string): TokenKeys {
+    checkParam(keyId, 'keyId', 'keys.rotate', 'config')
     const s = toSecret(secret)
     return new TokenKeys(WRAP, call(() => this.#native.rotate(keyId, s)))
   }
@@ -165,6 +175,7 @@ export class TokenKeys {
    * @throws {@link SignoffError} `config` (duplicate or bad key id).
    */
   withVerifyOnly(keyId: string, secret: Secret | string): TokenKeys {
+    checkParam(keyId, 'keyId', 'keys.withVerifyOnly', 'config')
     const s = toSecret(secret)
     return new TokenKeys(WRAP, call(() => this.#native.withVerifyOnly(keyId, s)))
   }

@@ -32,7 +32,11 @@ export type ToolStatus = ToolStatusKind
 /** A person's decision in a response. */
 export type ResponseDecision = ResponseDecisionKind
 
-/** Options for {@link Gate}. */
+/**
+ * Options for {@link Gate}. An option not listed here (a typo, or another binding's name such as
+ * `default_timeout_ms`) or a value of the wrong type is refused (`malformed`), naming it and
+ * listing the options; an option left `undefined` or `null` is left out.
+ */
 export interface GateOptions {
   /** Approval timeout for tools that set none, in milliseconds. Default 60,000. */
   defaultTimeoutMs?: number
@@ -150,7 +154,12 @@ export type Executor<Args = any> = (args: Args, context: ExecutionContext) => un
 
 /**
  * A tool definition. Converted to the core's `ToolSpec` (camelCase keys become the core's
- * snake_case ones); unknown keys are refused (`malformed`) so a typo never weakens policy.
+ * snake_case ones). A field not listed here is refused (`malformed`) so a typo never weakens
+ * policy: the message names it and lists these fields, and suggests the one meant (`executor`,
+ * the Python and Rust name, is `execute` here; the core's `read_only` is `readOnly`). So is a
+ * value of the wrong type, a rule or `source` with a field its kind does not have, naming it as
+ * written (`rules[0]`, `timeoutMs`). Optional fields left `undefined` or `null` are absent, so
+ * what {@link Gate.tools} returns registers as is.
  */
 export interface ToolDefinition<Args = any> {
   /** Unique name, as the model calls it. */
@@ -198,7 +207,13 @@ export interface ToolInfo {
   timeoutMs?: number
 }
 
-/** A tool call from the model. */
+/**
+ * A tool call from the model. A field not listed here is refused (`malformed`), naming it and
+ * suggesting the one meant (`name` is `tool` here, `session_id` is `sessionId`); a model's own
+ * tool-call object is refused with the converter that makes it a call ({@link
+ * fromOpenAIToolCall}, {@link fromAISDKToolCall}, {@link fromAnthropicToolUse}). `sessionId` and
+ * `callId` left `undefined` or `null` are absent.
+ */
 export interface ToolCall {
   /** The tool's name. */
   tool: string
@@ -215,7 +230,7 @@ export interface ToolCall {
   metadata?: unknown
 }
 
-/** Options of `confirm`, `execute` and `executeBatch`. */
+/** Options of `confirm`, `execute` and `executeBatch` (another option is refused: `malformed`). */
 export interface CallOptions {
   /**
    * Aborting cancels the pending confirmation through the core (decision `cancelled`, reason
@@ -258,7 +273,7 @@ export type Decision =
       cancelReason: CancelReason
     }
 
-/** Options of {@link PendingRequest.approve}. */
+/** Options of {@link PendingRequest.approve} (another option is refused: `malformed`). */
 export interface ApproveOptions {
   /**
    * Edited arguments (the tool must be `editable`); validated against its schema. Must be JSON,
@@ -271,7 +286,7 @@ export interface ApproveOptions {
   responder?: string
 }
 
-/** Options of {@link PendingRequest.deny}. */
+/** Options of {@link PendingRequest.deny} (another option is refused: `malformed`). */
 export interface DenyOptions {
   /** Who answered. */
   responder?: string
@@ -279,9 +294,13 @@ export interface DenyOptions {
 
 /**
  * A person's answer to a request, for {@link Gate.respond}. Fields are checked against the
- * request when present (`tool`, `argumentsDigest`, `sessionId`: `mismatch` when they differ).
+ * request when present (`tool`, `argumentsDigest`, `sessionId`: `mismatch` when they differ,
+ * naming the field so). A field not listed here (`requestId`: the request's id is `id`; the
+ * core's JSON names such as `session_id`, which {@link Gate.respondJson} takes) is refused
+ * (`malformed`), and so is a missing `id` or `decision`, before the gate sees the response.
  */
 export interface ConfirmationResponseInput {
+  /** The request's id (`req.id`). */
   id: string
   decision: ResponseDecision
   arguments?: unknown
@@ -292,6 +311,8 @@ export interface ConfirmationResponseInput {
   argumentsDigest?: string
   sessionId?: string
   atMs?: number
+  /** Optional: a `confirmation-response` event can be passed as it is. */
+  type?: 'confirmation-response'
 }
 
 /** A call waiting for a person, as plain data (the `confirmation-request` event). */

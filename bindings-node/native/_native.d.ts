@@ -602,7 +602,7 @@ export type ToolStatusKind = 'executed' | 'failed' | 'denied' | 'timed-out' | 'c
  * gate is closed) also checks the log against the chain head anchored there
  * (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
  * `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
- * database cannot be read (missing, or locked by a gate that has it open), an `Error` when the
- * log cannot be read (e.g. it does not exist).
+ * database cannot be read (missing, or locked by a gate that has it open),
+ * `SignoffError('config')` when the log cannot be read (e.g. it does not exist).
  */
 export declare function verifyAuditChain(path: string, storePath?: string | undefined | null): ChainReportData

@@ -12,13 +12,16 @@ use signoff::ChainProblemKind as CoreChainProblemKind;
 use signoff::AuditAnchor;
 use std::sync::Arc;
 
+/// A file named in the configuration cannot be read or written: `SignoffError('config')`, as for
+/// an unreadable token key file.
+fn config(env: &Env, message: String) -> Error {
+    errors::throw(env, &signoff::Error::Config(message))
+}
+
 pub(crate) fn open(env: &Env, path: &str, rotate_bytes: Option<u64>) -> Result<Arc<dyn signoff::AuditSink>> {
     signoff::JsonlAuditSink::open_with(path, signoff::AuditOptions { rotate_bytes })
         .map(|s| s as Arc<dyn signoff::AuditSink>)
-        .map_err(|e| {
-            let _ = env;
-            Error::new(Status::GenericFailure, format!("cannot open the audit log {path}: {e}"))
-        })
+        .map_err(|e| config(env, format!("cannot open the audit log {path}: {e}")))
 }
 
 /// Reads a JSON Lines audit log back: a JSON array of records in the core's JSON form
@@ -73,8 +76,8 @@ pub struct ChainReportData {
 /// gate is closed) also checks the log against the chain head anchored there
 /// (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
 /// `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
-/// database cannot be read (missing, or locked by a gate that has it open), an `Error` when the
-/// log cannot be read (e.g. it does not exist).
+/// database cannot be read (missing, or locked by a gate that has it open),
+/// `SignoffError('config')` when the log cannot be read (e.g. it does not exist).
 #[napi]
 pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) -> Result<ChainReportData> {
     let report = match store_path {
@@ -84,7 +87,7 @@ pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) ->
             signoff::verify_chain_against(&path, head.as_ref())
         }
     }
-    .map_err(|e| Error::new(Status::GenericFailure, format!("cannot verify the audit log {path}: {e}")))?;
+    .map_err(|e| config(&env, format!("cannot verify the audit log {path}: {e}")))?;
     let file = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(ChainReportData {
         intact: report.is_intact(),

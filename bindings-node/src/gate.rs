@@ -185,6 +185,21 @@ fn scope_arg(env: &Env, scope: Option<String>) -> Result<Scope> {
     }
 }
 
+/// A core error about a response given in JavaScript's form (`respond`): a mismatch names the
+/// field as the user wrote it (`argumentsDigest`, `sessionId`), not as the core's JSON does.
+fn throw_response_error(env: &Env, e: &signoff::Error) -> Error {
+    if let signoff::Error::Mismatch { id, field, expected, got } = e {
+        let field = match *field {
+            "arguments_digest" => "argumentsDigest",
+            "session_id" => "sessionId",
+            f => f,
+        };
+        let message = format!("response does not match request {id}: {field} is {got:?}, the request shows {expected:?}");
+        return errors::throw_code(env, signoff::ErrorKind::Mismatch.as_str(), &message);
+    }
+    errors::throw(env, e)
+}
+
 fn call_from(
     env: &Env,
     tool: String,
@@ -561,22 +576,22 @@ impl NativeGate {
     /// arguments of `answer` and `respondToken`. Without them, `respondJson`.
     #[napi]
     pub fn respond(&self, env: Env, json: String, arguments_json: Option<String>) -> Result<OutcomeKind> {
-        let Some(arguments) = json_arg(&env, "edited arguments", arguments_json)? else {
-            return self.respond_json(env, json);
-        };
+        let arguments = json_arg(&env, "edited arguments", arguments_json)?;
         let mut response = match ConfirmationResponse::from_json_str(&json) {
             Ok(r) => r,
             // Refused and audited as the core refuses it.
             Err(_) => return self.respond_json(env, json),
         };
-        if response.arguments.is_some() {
-            return Err(errors::malformed(&env, "the response's arguments are given twice"));
+        if let Some(arguments) = arguments {
+            if response.arguments.is_some() {
+                return Err(errors::malformed(&env, "the response's arguments are given twice"));
+            }
+            response.arguments = Some(arguments);
         }
-        response.arguments = Some(arguments);
         self.state
             .enter(&env, || self.state.gate.respond(response))
             .map(Into::into)
-            .map_err(|e| errors::throw(&env, &e))
+            .map_err(|e| throw_response_error(&env, &e))
     }
 
     /// Answers a pending request with a response in the core's JSON form (`Gate::respond_json`,
