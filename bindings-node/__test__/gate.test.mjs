@@ -620,6 +620,15 @@ test('model tool-call converters', async () => {
   assert.equal(bad.status, 'rejected')
   assert.equal(bad.errorCode, 'invalid_arguments')
   assert.equal(bad.toOpenAIMessage().tool_call_id, 'c2')
+  // Model-written text is read as strictly as the core reads JSON: a repeated key (which value
+  // would run?) or NaN is not taken apart here; the gate refuses the raw text and tells the model.
+  for (const text of ['{"path":"/a","path":"/b"}', '{"path":NaN}']) {
+    const call = fromOpenAIToolCall({ id: 'c3', type: 'function', function: { name: 'read_file', arguments: text } })
+    assert.equal(call.arguments, text)
+    const r = await gate.execute(call)
+    assert.equal(r.status, 'rejected')
+    assert.equal(r.errorCode, 'invalid_arguments')
+  }
   assert.deepEqual(fromAISDKToolCall({ toolCallId: 'x', toolName: 'read_file', input: { path: '/b' } }).arguments, { path: '/b' })
   assert.deepEqual(fromAnthropicToolUse({ id: 'tu', name: 'read_file', input: { path: '/c' } }).callId, 'tu')
   assert.deepEqual(gate.openAITools()[0], {

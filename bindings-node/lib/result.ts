@@ -1,5 +1,5 @@
 import { fields, isRecord, malformed, optString, show, type Shape } from './check'
-import type { ToolResultData } from './native'
+import { native, type ToolResultData } from './native'
 import type { Decision, ToolCall, ToolStatus } from './types'
 import type { ErrorCode } from './errors'
 
@@ -123,13 +123,12 @@ function notA(converter: string, what: string, shape: string, v: unknown, proble
 function parseArguments(raw: unknown): unknown {
   if (typeof raw !== 'string') return raw ?? {}
   if (raw.trim() === '') return {}
-  try {
-    return JSON.parse(raw)
-  } catch {
-    // Left as the raw string: the tool's schema refuses it (`invalid_arguments`) and the model
-    // is told so, instead of the call silently running with other arguments.
-    return raw
-  }
+  // Read as strictly as the core reads JSON: text with a repeated key (which value would run?),
+  // NaN or too deep nesting is left as the raw string, like text that is not JSON at all: the
+  // tool's schema refuses it (`invalid_arguments`) and the model is told so, instead of the call
+  // silently running with other arguments.
+  if (!native.isStrictJson(raw)) return raw
+  return JSON.parse(raw)
 }
 
 /** A {@link ToolCall} from an OpenAI Chat Completions tool call (arguments are parsed JSON). */

@@ -417,6 +417,12 @@ export interface GateOptions {
 export declare function handlerResponder(): string
 
 /**
+ * Whether `text` is JSON the core's strict parser accepts (no repeated key, no NaN, nesting
+ * within the limit), for the facade's converters of model-written argument text.
+ */
+export declare function isStrictJson(text: string): boolean
+
+/**
  * A subscriber fell behind: `missed` events were dropped for it. Re-sync (de-duplicating by
  * id) from `pending`, the oldest requests still pending (at most 1,000, the core's
  * `LAGGED_SNAPSHOT_LIMIT`), then, when `more` is set, from `pendingPage` starting after `more`.

@@ -847,6 +847,7 @@ module.exports.defaultSession = nativeBinding.defaultSession
 module.exports.ErrorCode = nativeBinding.ErrorCode
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.handlerResponder = nativeBinding.handlerResponder
+module.exports.isStrictJson = nativeBinding.isStrictJson
 module.exports.maxNesting = nativeBinding.maxNesting
 module.exports.OutcomeKind = nativeBinding.OutcomeKind
 module.exports.parseEvent = nativeBinding.parseEvent

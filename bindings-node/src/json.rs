@@ -34,3 +34,10 @@ pub fn max_nesting() -> u32 {
 pub fn too_deep_message(what: String) -> String {
     signoff::json::too_deep(&what).to_string()
 }
+
+/// Whether `text` is JSON the core's strict parser accepts (no repeated key, no NaN, nesting
+/// within the limit), for the facade's converters of model-written argument text.
+#[napi]
+pub fn is_strict_json(text: String) -> bool {
+    signoff::json::from_str(&text, "arguments").is_ok()
+}
