@@ -145,22 +145,28 @@ impl Walk {
             return Ok(Value::Object(map));
         }
         if let Ok(l) = obj.cast::<PyList>() {
-            self.enter(obj, depth)?;
-            let mut out = Vec::with_capacity(l.len());
-            for (i, item) in l.iter().enumerate() {
-                out.push(self.value(&item, depth + 1).map_err(|f| f.at(Seg::Index(i)))?);
-            }
-            return Ok(Value::Array(out));
+            return self.array(obj, depth, l.len(), l.iter());
         }
         if let Ok(t) = obj.cast::<PyTuple>() {
-            self.enter(obj, depth)?;
-            let mut out = Vec::with_capacity(t.len());
-            for (i, item) in t.iter().enumerate() {
-                out.push(self.value(&item, depth + 1).map_err(|f| f.at(Seg::Index(i)))?);
-            }
-            return Ok(Value::Array(out));
+            return self.array(obj, depth, t.len(), t.iter());
         }
         Err(Fault::is(unsupported(obj)))
+    }
+
+    /// A list or tuple `obj` (its `len` items) as a JSON array.
+    fn array<'py>(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        depth: usize,
+        len: usize,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+    ) -> Walked {
+        self.enter(obj, depth)?;
+        let mut out = Vec::with_capacity(len);
+        for (i, item) in items.enumerate() {
+            out.push(self.value(&item, depth + 1).map_err(|f| f.at(Seg::Index(i)))?);
+        }
+        Ok(Value::Array(out))
     }
 
     /// Enters the container `obj` at `depth` (the root is at 0): refused if it is one of its own
