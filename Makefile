@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test test-rust test-python test-node test-swift demo remote-demo bench doc
+.PHONY: help test lint test-rust test-python test-node test-swift demo remote-demo bench doc
 
 help:
 	@echo "signoff: a person between your AI agent and the tools it calls"
@@ -16,6 +16,7 @@ help:
 	@echo
 	@echo "The rest:"
 	@echo "  make remote-demo   remote approval with signed tokens on the durable store, across a crash"
+	@echo "  make lint          cargo fmt --check and clippy with warnings as errors (part of make test)"
 	@echo "  make test-rust     the core, the examples and the shared vectors (Rust)"
 	@echo "  make test-python   the Python package (bindings-python/test.sh)"
 	@echo "  make test-node     the Node package (bindings-node/test.sh)"
@@ -23,8 +24,15 @@ help:
 	@echo "  make bench         the Rust benchmarks (figures in BENCHMARKS.md)"
 	@echo "  make doc           the core's API documentation (target/doc/signoff)"
 
-test: test-rust test-python test-node test-swift
+test: lint test-rust test-python test-node test-swift
 	@echo "make test: all suites passed"
+
+# Format and lints, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
+# functions are only reachable from JavaScript, so its lib is linted without the test harness.
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --locked --workspace --all-targets --exclude signoff-node -- -D warnings
+	$(CARGO) clippy --locked -p signoff-node --lib -- -D warnings
 
 test-rust:
 	$(CARGO) test --locked -p signoff -p signoff-examples

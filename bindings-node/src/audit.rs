@@ -8,8 +8,8 @@ use napi::Env;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
-use signoff::ChainProblemKind as CoreChainProblemKind;
 use signoff::AuditAnchor;
+use signoff::ChainProblemKind as CoreChainProblemKind;
 use std::sync::Arc;
 
 /// A file named in the configuration cannot be read or written: `SignoffError('config')`, as for

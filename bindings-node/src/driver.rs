@@ -623,11 +623,7 @@ fn settle_deferred(env: &Env, deferred: sys::napi_deferred, settle: Settle) {
 }
 
 pub(crate) fn check(status: sys::napi_status) -> napi::Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(napi::Error::from_status(Status::from(status)))
-    }
+    if status == sys::Status::napi_ok { Ok(()) } else { Err(napi::Error::from_status(Status::from(status))) }
 }
 
 unsafe extern "C" fn tsfn_call_js(env: sys::napi_env, _cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {

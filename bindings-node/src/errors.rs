@@ -163,7 +163,8 @@ pub(crate) fn describe(env: sys::napi_env, value: sys::napi_value) -> String {
         let mut is_error = false;
         unsafe { sys::napi_is_error(env, value, &mut is_error) };
         if is_error
-            && unsafe { sys::napi_get_named_property(env, value, c"message".as_ptr(), &mut msg) } == sys::Status::napi_ok
+            && unsafe { sys::napi_get_named_property(env, value, c"message".as_ptr(), &mut msg) }
+                == sys::Status::napi_ok
         {
             target = msg;
         }

@@ -10,8 +10,8 @@ use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use signoff::{
-    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
-    Lagged, Outcome, ResponseDecision, Scope,
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Lagged,
+    Outcome, ResponseDecision, Scope,
 };
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
@@ -303,7 +303,9 @@ fn write_event(out: &mut Vec<u8>, event: &Event) {
 
 pub(crate) fn js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
     let mut v = std::ptr::null_mut();
-    crate::driver::check(unsafe { sys::napi_create_string_utf8(env.raw(), s.as_ptr().cast(), s.len() as isize, &mut v) })?;
+    crate::driver::check(unsafe {
+        sys::napi_create_string_utf8(env.raw(), s.as_ptr().cast(), s.len() as isize, &mut v)
+    })?;
     Ok(v)
 }
 

@@ -16,7 +16,7 @@ use napi_derive::napi;
 use serde_json::Value;
 use signoff::{
     Approvers, ConfirmationResponse, Gate, MemoryPendingStore, PendingCursor, PendingRequest, PendingStore,
-    ResponseDecision, Scope, SqliteOptions, SqliteStore, Tool, ToolCall, ToolSpec, TokenKeys, TokenResponse,
+    ResponseDecision, Scope, SqliteOptions, SqliteStore, TokenKeys, TokenResponse, Tool, ToolCall, ToolSpec,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -194,7 +194,8 @@ fn throw_response_error(env: &Env, e: &signoff::Error) -> Error {
             "session_id" => "sessionId",
             f => f,
         };
-        let message = format!("response does not match request {id}: {field} is {got:?}, the request shows {expected:?}");
+        let message =
+            format!("response does not match request {id}: {field} is {got:?}, the request shows {expected:?}");
         return errors::throw_code(env, signoff::ErrorKind::Mismatch.as_str(), &message);
     }
     errors::throw(env, e)
@@ -539,7 +540,9 @@ impl NativeGate {
     /// request's tool, argument digest and session). `argumentsJson` (edited arguments) and
     /// `scope` apply to approvals, `reason` to denials.
     #[allow(clippy::too_many_arguments)]
-    #[napi(ts_args_type = "id: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string, responder?: string")]
+    #[napi(
+        ts_args_type = "id: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string, responder?: string"
+    )]
     pub fn answer(
         &self,
         env: Env,
@@ -622,7 +625,9 @@ impl NativeGate {
     /// Answers a pending request with a signed token presented by `approver`
     /// (`Gate::respond_token`). `argumentsJson` (an edit) and `scope` apply to approvals.
     #[allow(clippy::too_many_arguments)]
-    #[napi(ts_args_type = "token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string")]
+    #[napi(
+        ts_args_type = "token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string"
+    )]
     pub fn respond_token(
         &self,
         env: Env,
@@ -768,7 +773,9 @@ impl NativeGate {
     }
 
     /// Subscribes to the bus; `types` limits the event types delivered (lags always are).
-    #[napi(ts_args_type = "types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>")]
+    #[napi(
+        ts_args_type = "types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>"
+    )]
     pub fn subscribe(&self, env: Env, types: Option<Vec<String>>) -> Result<NativeSubscription> {
         NativeSubscription::new(&env, &self.state, types)
     }

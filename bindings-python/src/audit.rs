@@ -90,11 +90,7 @@ impl ChainReport {
     /// The first problem, or `None` when the chain is intact.
     #[getter]
     fn problem(&self, py: Python<'_>) -> PyResult<Option<Py<ChainProblem>>> {
-        self.inner
-            .problem
-            .clone()
-            .map(|p| Py::new(py, ChainProblem { inner: p }))
-            .transpose()
+        self.inner.problem.clone().map(|p| Py::new(py, ChainProblem { inner: p })).transpose()
     }
     /// The `seq` of the anchored record the log was checked against (`verify_audit_chain(...,
     /// store_path=...)`), or `None` when no anchor was checked, in which case records cut from the

@@ -32,10 +32,7 @@ use tokio::sync::oneshot;
 pub fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-            .clamp(2, 8);
+        let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             // Sync Python executors run here; they serialize on the GIL, so many threads help only
@@ -62,11 +59,7 @@ static ATTACHING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 /// the ones in flight are waited for.
 pub fn attach_bg<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     ATTACHING.fetch_add(1, Ordering::SeqCst);
-    let r = if SHUTTING_DOWN.load(Ordering::SeqCst) {
-        None
-    } else {
-        Python::try_attach(f)
-    };
+    let r = if SHUTTING_DOWN.load(Ordering::SeqCst) { None } else { Python::try_attach(f) };
     ATTACHING.fetch_sub(1, Ordering::SeqCst);
     r
 }
@@ -90,10 +83,7 @@ pub type Job = Box<dyn FnOnce(Python<'_>) + Send>;
 enum Waker {
     /// A socket pair; the loop watches `rx` with `add_reader`.
     #[cfg(unix)]
-    Socket {
-        tx: std::os::unix::net::UnixStream,
-        rx: std::os::unix::net::UnixStream,
-    },
+    Socket { tx: std::os::unix::net::UnixStream, rx: std::os::unix::net::UnixStream },
     /// `loop.call_soon_threadsafe`, from a blocking-pool thread (loops without `add_reader`).
     Threadsafe,
 }
@@ -159,10 +149,7 @@ pub fn loop_running_here(py: Python<'_>) -> bool {
 }
 
 pub fn is_awaitable(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    ISAWAITABLE
-        .import(obj.py(), "inspect", "isawaitable")?
-        .call1((obj,))?
-        .is_truthy()
+    ISAWAITABLE.import(obj.py(), "inspect", "isawaitable")?.call1((obj,))?.is_truthy()
 }
 
 /// `asyncio.run(awaitable_factory())` on the current (non-loop) thread.
@@ -210,10 +197,7 @@ impl LoopBridge {
                 closed: AtomicBool::new(false),
                 waker: Waker::Socket { tx, rx },
             });
-            let reader = Drain {
-                bridge: b.clone(),
-                owner: true,
-            };
+            let reader = Drain { bridge: b.clone(), owner: true };
             match lp.call_method1("add_reader", (fd, reader)) {
                 Ok(_) => return Ok(b),
                 Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => {
@@ -275,14 +259,8 @@ impl LoopBridge {
                 let b = self.clone();
                 runtime().spawn_blocking(move || {
                     let ok = attach_bg(|py| {
-                        let drain = Drain {
-                            bridge: b.clone(),
-                            owner: false,
-                        };
-                        b.event_loop
-                            .bind(py)
-                            .call_method1("call_soon_threadsafe", (drain,))
-                            .is_ok()
+                        let drain = Drain { bridge: b.clone(), owner: false };
+                        b.event_loop.bind(py).call_method1("call_soon_threadsafe", (drain,)).is_ok()
                     });
                     if ok != Some(true) {
                         b.close_now();
@@ -401,10 +379,7 @@ where
         drop(state);
         drop(fut);
         let target = self.target.bind(py);
-        let wanted = !target
-            .call_method0(pyo3::intern!(py, "done"))
-            .and_then(|d| d.is_truthy())
-            .unwrap_or(true);
+        let wanted = !target.call_method0(pyo3::intern!(py, "done")).and_then(|d| d.is_truthy()).unwrap_or(true);
         if let Some(r) = deliver(py, out, wanted)
             && wanted
         {
@@ -480,11 +455,7 @@ where
     T: Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
-    spawn_with(
-        py,
-        fut,
-        move |py, out, wanted| if wanted { Some(convert(py, out)) } else { None },
-    )
+    spawn_with(py, fut, move |py, out, wanted| if wanted { Some(convert(py, out)) } else { None })
 }
 
 /// Runs `fut` to completion from synchronous code, without holding the GIL while it waits.
@@ -513,9 +484,7 @@ where
     let deadline = match timeout {
         Some(t) if t.is_finite() && t >= 0.0 => Some(std::time::Instant::now() + Duration::from_secs_f64(t)),
         Some(t) if t.is_nan() || t < 0.0 => {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "timeout must be a non-negative number",
-            ));
+            return Err(pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number"));
         }
         _ => None,
     };
@@ -581,9 +550,7 @@ impl Completer {
     fn __call__(&self, task: &Bound<'_, PyAny>) {
         let py = task.py();
         let r = match task.call_method0("cancelled").and_then(|c| c.is_truthy()) {
-            Ok(true) => Err(pyo3::exceptions::asyncio::CancelledError::new_err(
-                "the task was cancelled",
-            )),
+            Ok(true) => Err(pyo3::exceptions::asyncio::CancelledError::new_err("the task was cancelled")),
             _ => task.call_method0("result"),
         };
         if let Some(f) = lock(&self.done).take() {
@@ -640,9 +607,7 @@ where
             Err(e) => send(py, Err(e)),
             Ok(Err(task)) => {
                 *lock(&slot) = Some(task.clone().unbind());
-                let completer = Completer {
-                    done: Mutex::new(Some(Box::new(send))),
-                };
+                let completer = Completer { done: Mutex::new(Some(Box::new(send))) };
                 if let Err(e) = task.call_method1("add_done_callback", (completer,)) {
                     e.write_unraisable(py, Some(&task));
                 }
@@ -652,11 +617,7 @@ where
     if !posted {
         return Err("its event loop is closed".into());
     }
-    let mut guard = CancelTaskOnDrop {
-        bridge,
-        task: task_slot,
-        armed: true,
-    };
+    let mut guard = CancelTaskOnDrop { bridge, task: task_slot, armed: true };
     let r = rx.await;
     guard.armed = false;
     r.unwrap_or_else(|_| Err("its event loop closed before it finished".into()))

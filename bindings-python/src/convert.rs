@@ -38,18 +38,14 @@ pub fn ser_to_py<'py, T: Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'p
 /// convert them), reference cycles, and nesting deeper than [`MAX_NESTING`] levels of arrays and
 /// objects. The walk recurses at most `MAX_NESTING + 1` frames, whatever the input.
 pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    Walk { path: [0; MAX_NESTING + 1], limit: MAX_NESTING }
-        .value(obj, 0)
-        .map_err(|f| f.into_err(what))
+    Walk { path: [0; MAX_NESTING + 1], limit: MAX_NESTING }.value(obj, 0).map_err(|f| f.into_err(what))
 }
 
 /// [`from_py`] for a document that wraps values (a response, an event, a tool definition): like
 /// the core's text parser, it may nest one level deeper, so a response carries edited arguments
 /// at the limit whether it is given as a dict or as JSON text. The core checks the values inside.
 fn document_from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    Walk { path: [0; MAX_NESTING + 1], limit: MAX_NESTING + 1 }
-        .value(obj, 0)
-        .map_err(|f| f.into_err(what))
+    Walk { path: [0; MAX_NESTING + 1], limit: MAX_NESTING + 1 }.value(obj, 0).map_err(|f| f.into_err(what))
 }
 
 /// A Python object (a dict, or a JSON string) as a core type, through its serde form.
@@ -65,9 +61,7 @@ pub fn from_py_as<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> Py
 /// carry a value at the limit.
 pub fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
     if let Ok(s) = obj.cast::<PyString>() {
-        let s = s
-            .to_cow()
-            .map_err(|_| errors::malformed(format!("{what} {NOT_UNICODE}")))?;
+        let s = s.to_cow().map_err(|_| errors::malformed(format!("{what} {NOT_UNICODE}")))?;
         return strict::from_str(&s, what).py_err();
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
@@ -191,10 +185,7 @@ const BIG_INT: &str = "is an int outside the 64-bit range of JSON numbers here (
 
 fn key(k: &Bound<'_, PyAny>) -> Walked<String> {
     match k.cast::<PyString>() {
-        Ok(s) => s
-            .to_cow()
-            .map(|s| s.into_owned())
-            .map_err(|_| Fault::is(format!("has a key that {NOT_UNICODE}"))),
+        Ok(s) => s.to_cow().map(|s| s.into_owned()).map_err(|_| Fault::is(format!("has a key that {NOT_UNICODE}"))),
         Err(_) => Err(Fault::is(format!(
             "has a key of type {}, not str: JSON object keys are strings; convert the keys yourself \
              (signoff does not stringify them)",
@@ -206,11 +197,7 @@ fn key(k: &Bound<'_, PyAny>) -> Walked<String> {
 /// `is a set, which is not JSON-compatible ...: convert it first, e.g. with list(...)`.
 fn unsupported(obj: &Bound<'_, PyAny>) -> String {
     let name = type_name(obj);
-    let article = if name.starts_with(['a', 'e', 'i', 'o', 'A', 'E', 'I', 'O', 'U']) {
-        "an"
-    } else {
-        "a"
-    };
+    let article = if name.starts_with(['a', 'e', 'i', 'o', 'A', 'E', 'I', 'O', 'U']) { "an" } else { "a" };
     let mut msg = format!(
         "is {article} {name}, which is not JSON-compatible (dict with str keys, list, tuple, str, int, \
          float, bool, None)"
@@ -227,10 +214,7 @@ fn conversion_hint(obj: &Bound<'_, PyAny>) -> Option<&'static str> {
     let ty = obj.get_type();
     let has = |attr: &str| ty.hasattr(attr).unwrap_or(false);
     let is_a = |module: &str, class: &str| -> bool {
-        py.import(module)
-            .and_then(|m| m.getattr(class))
-            .and_then(|c| obj.is_instance(&c))
-            .unwrap_or(false)
+        py.import(module).and_then(|m| m.getattr(class)).and_then(|c| obj.is_instance(&c)).unwrap_or(false)
     };
     Some(if has("model_dump") {
         ".model_dump() (a pydantic model)"
@@ -262,10 +246,7 @@ fn conversion_hint(obj: &Bound<'_, PyAny>) -> Option<&'static str> {
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .fully_qualified_name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "object of an unnamed type".into())
+    obj.get_type().fully_qualified_name().map(|n| n.to_string()).unwrap_or_else(|_| "object of an unnamed type".into())
 }
 
 /// A key as it appears in a message: quoted, escaped, and cut to a readable length.
@@ -299,10 +280,7 @@ enum Seg {
 
 impl Fault {
     fn new(problem: Problem) -> Fault {
-        Fault {
-            problem,
-            segs: Vec::new(),
-        }
+        Fault { problem, segs: Vec::new() }
     }
 
     fn is(tail: String) -> Box<Fault> {
@@ -380,11 +358,7 @@ pub fn pretty_json(py: Python<'_>, v: &Value, indent: Option<usize>) -> PyResult
 
 /// `Type: message` for an exception, for texts the model or the audit log reads.
 pub fn describe_err(py: Python<'_>, e: &PyErr) -> String {
-    let name = e
-        .get_type(py)
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "Exception".into());
+    let name = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
     let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
     if msg.is_empty() { name } else { format!("{name}: {msg}") }
 }

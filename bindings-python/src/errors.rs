@@ -43,10 +43,7 @@ fn types(py: Python<'_>) -> PyResult<&Vec<(ErrorKind, Py<PyType>)>> {
             ns.set_item("__module__", "signoff")?;
             ns.set_item(
                 "__doc__",
-                format!(
-                    "Raised for the core error kind `{}` (see `signoff.ErrorKind`).",
-                    kind.as_str()
-                ),
+                format!("Raised for the core error kind `{}` (see `signoff.ErrorKind`).", kind.as_str()),
             )?;
             let ty = type_.call1((class_name(kind), PyTuple::new(py, [&base])?, ns))?;
             v.push((kind, ty.cast_into::<PyType>()?.unbind()));

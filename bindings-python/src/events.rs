@@ -350,10 +350,7 @@ impl Lagged {
     /// The oldest requests pending when the lag was noticed (at most 1,000), oldest first.
     #[getter]
     fn pending(&self, py: Python<'_>) -> PyResult<Vec<Py<ConfirmationRequest>>> {
-        self.pending
-            .iter()
-            .map(|r| Py::new(py, ConfirmationRequest { inner: r.clone() }))
-            .collect()
+        self.pending.iter().map(|r| Py::new(py, ConfirmationRequest { inner: r.clone() })).collect()
     }
     /// When more requests are pending than `pending` holds: the cursor to read the rest with
     /// `gate.pending_page(after=more)`; otherwise `None`.
@@ -436,15 +433,7 @@ impl StreamState {
 fn item_to_py(py: Python<'_>, item: Item) -> PyResult<Py<PyAny>> {
     match item {
         Ok(e) => event_to_py(py, e),
-        Err(l) => Ok(Py::new(
-            py,
-            Lagged {
-                missed: l.missed,
-                pending: l.pending,
-                more: l.more,
-            },
-        )?
-        .into_any()),
+        Err(l) => Ok(Py::new(py, Lagged { missed: l.missed, pending: l.pending, more: l.more })?.into_any()),
     }
 }
 
@@ -567,10 +556,8 @@ impl EventStream {
 
 /// A list of pending requests as Python objects.
 pub fn requests_to_py(py: Python<'_>, v: Vec<Arc<signoff::ConfirmationRequest>>) -> PyResult<Bound<'_, PyList>> {
-    let items: PyResult<Vec<Py<ConfirmationRequest>>> = v
-        .into_iter()
-        .map(|r| Py::new(py, ConfirmationRequest { inner: r }))
-        .collect();
+    let items: PyResult<Vec<Py<ConfirmationRequest>>> =
+        v.into_iter().map(|r| Py::new(py, ConfirmationRequest { inner: r })).collect();
     PyList::new(py, items?)
 }
 
@@ -590,9 +577,7 @@ pub fn request_ref(obj: &Bound<'_, PyAny>) -> PyResult<RequestRef> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(RequestRef::Id(parse_uuid(&s.to_cow()?)?));
     }
-    Err(PyTypeError::new_err(
-        "expected a ConfirmationRequest, a PendingRequest or a request id (str)",
-    ))
+    Err(PyTypeError::new_err("expected a ConfirmationRequest, a PendingRequest or a request id (str)"))
 }
 
 /// A request id from Python: one that is not a UUID names no request (`UnknownRequestError`).

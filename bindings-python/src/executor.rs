@@ -101,10 +101,7 @@ pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<
     }
     let is_async = match is_async {
         Some(a) => a,
-        None => ISCOROUTINEFUNCTION
-            .import(py, "inspect", "iscoroutinefunction")?
-            .call1((&f,))?
-            .is_truthy()?,
+        None => ISCOROUTINEFUNCTION.import(py, "inspect", "iscoroutinefunction")?.call1((&f,))?.is_truthy()?,
     };
     let func = Arc::new(f.unbind());
     Ok(Arc::new(move |args: Value| {
@@ -174,11 +171,7 @@ impl ToolResult {
     /// The gate's decision, when one was made.
     #[getter]
     fn decision(&self, py: Python<'_>) -> PyResult<Option<Py<Decision>>> {
-        self.inner
-            .decision
-            .clone()
-            .map(|d| Py::new(py, Decision { inner: d }))
-            .transpose()
+        self.inner.decision.clone().map(|d| Py::new(py, Decision { inner: d })).transpose()
     }
     /// The text to hand back to the model.
     #[getter]
@@ -226,9 +219,7 @@ impl ToolResult {
     /// Parses the stable JSON form (dict or JSON string).
     #[staticmethod]
     fn from_json(data: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(ToolResult {
-            inner: convert::from_py_as(data, "tool result")?,
-        })
+        Ok(ToolResult { inner: convert::from_py_as(data, "tool result")? })
     }
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<ToolResult>().is_ok_and(|o| o.get().inner == self.inner)

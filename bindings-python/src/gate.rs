@@ -124,9 +124,7 @@ impl Decision {
     /// Parses the stable JSON form (dict or JSON string).
     #[staticmethod]
     fn from_json(data: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(Decision {
-            inner: convert::from_py_as(data, "decision")?,
-        })
+        Ok(Decision { inner: convert::from_py_as(data, "decision")? })
     }
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<Decision>().is_ok_and(|o| o.get().inner == self.inner)
@@ -172,13 +170,7 @@ fn calls_from_py(calls: &Bound<'_, PyAny>) -> PyResult<Vec<ToolCall>> {
 }
 
 fn decision_to_py(py: Python<'_>, r: signoff::Result<signoff::Decision>) -> PyResult<Py<PyAny>> {
-    Ok(Py::new(
-        py,
-        Decision {
-            inner: r.map_err(errors::to_py)?,
-        },
-    )?
-    .into_any())
+    Ok(Py::new(py, Decision { inner: r.map_err(errors::to_py)? })?.into_any())
 }
 
 fn results_to_py(py: Python<'_>, v: Vec<signoff::ToolResult>) -> PyResult<Py<PyAny>> {
@@ -217,23 +209,15 @@ impl Recovery {
     /// records as they were found).
     #[getter]
     fn interrupted<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items: PyResult<Vec<Py<StoredRecord>>> = self
-            .inner
-            .interrupted
-            .iter()
-            .map(|r| Py::new(py, StoredRecord { inner: r.clone() }))
-            .collect();
+        let items: PyResult<Vec<Py<StoredRecord>>> =
+            self.inner.interrupted.iter().map(|r| Py::new(py, StoredRecord { inner: r.clone() })).collect();
         PyList::new(py, items?)
     }
     /// Pending but not restorable (cancelled, never run): `NotRestored(request, reason)` items.
     #[getter]
     fn not_restored<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items: PyResult<Vec<Py<NotRestored>>> = self
-            .inner
-            .not_restored
-            .iter()
-            .map(|n| Py::new(py, NotRestored { inner: n.clone() }))
-            .collect();
+        let items: PyResult<Vec<Py<NotRestored>>> =
+            self.inner.not_restored.iter().map(|n| Py::new(py, NotRestored { inner: n.clone() })).collect();
         PyList::new(py, items?)
     }
     /// As a dict (the core's JSON form).
@@ -262,12 +246,7 @@ impl NotRestored {
     /// The request.
     #[getter]
     fn request(&self, py: Python<'_>) -> PyResult<Py<events::ConfirmationRequest>> {
-        Py::new(
-            py,
-            events::ConfirmationRequest {
-                inner: self.inner.request.clone(),
-            },
-        )
+        Py::new(py, events::ConfirmationRequest { inner: self.inner.request.clone() })
     }
     /// Why it was not restored (tool missing or without executor, arguments no longer valid).
     #[getter]
@@ -275,10 +254,7 @@ impl NotRestored {
         &self.inner.reason
     }
     fn __repr__(&self) -> String {
-        format!(
-            "NotRestored(id={}, reason={:?})",
-            self.inner.request.id, self.inner.reason
-        )
+        format!("NotRestored(id={}, reason={:?})", self.inner.request.id, self.inner.reason)
     }
 }
 
@@ -334,24 +310,16 @@ impl PyGate {
         audit_rotate_bytes: Option<u64>,
     ) -> PyResult<Self> {
         if synchronous_full && store_path.is_none() {
-            return Err(store::config_err(
-                "synchronous_full applies to a durable store: pass store_path",
-            ));
+            return Err(store::config_err("synchronous_full applies to a durable store: pass store_path"));
         }
         if audit_rotate_bytes.is_some() && audit_path.is_none() {
-            return Err(store::config_err(
-                "audit_rotate_bytes applies to an audit log: pass audit_path",
-            ));
+            return Err(store::config_err("audit_rotate_bytes applies to an audit log: pass audit_path"));
         }
         if token_ttl_ms.is_some() && token_keys.is_none() {
-            return Err(store::config_err(
-                "token_ttl applies to approval tokens: pass token_keys",
-            ));
+            return Err(store::config_err("token_ttl applies to approval tokens: pass token_keys"));
         }
         if approvers.is_some() && allowed_responders.is_some() {
-            return Err(store::config_err(
-                "pass either approvers or allowed_responders (both decide who may answer)",
-            ));
+            return Err(store::config_err("pass either approvers or allowed_responders (both decide who may answer)"));
         }
         let mut b = Gate::builder()
             .deny_when_unobserved(deny_when_unobserved)
@@ -386,10 +354,7 @@ impl PyGate {
         if let Some(who) = allowed_responders {
             b = b.authenticator(Arc::new(signoff::AllowedResponders(who)));
         }
-        Ok(PyGate {
-            gate: py.detach(|| b.build()).py_err()?,
-            handlers: Mutex::new(Vec::new()),
-        })
+        Ok(PyGate { gate: py.detach(|| b.build()).py_err()?, handlers: Mutex::new(Vec::new()) })
     }
 
     /// Registers (or replaces) a tool from its spec dict (the core `ToolSpec` JSON form) and an
@@ -518,9 +483,7 @@ impl PyGate {
     fn execute_batch_blocking(&self, py: Python<'_>, calls: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let calls = calls_from_py(calls)?;
         let gate = self.gate.clone();
-        let r = bridge::block_on(py, "execute_batch_blocking()", async move {
-            gate.execute_batch(calls).await
-        })?;
+        let r = bridge::block_on(py, "execute_batch_blocking()", async move { gate.execute_batch(calls).await })?;
         results_to_py(py, r)
     }
 
@@ -613,10 +576,7 @@ impl PyGate {
                 format!("limit must be between 1 and 1,000,000, not {limit}"),
             ));
         }
-        let after = after
-            .map(|a| a.parse::<signoff::PendingCursor>())
-            .transpose()
-            .py_err()?;
+        let after = after.map(|a| a.parse::<signoff::PendingCursor>()).transpose().py_err()?;
         let page = py.detach(|| self.gate.pending_page(after.as_ref(), limit as usize));
         Ok((events::requests_to_py(py, page.requests)?, page.next.map(|c| c.to_string())))
     }
@@ -624,10 +584,7 @@ impl PyGate {
     /// One pending request, or `None`.
     fn pending_request(&self, py: Python<'_>, request_id: &str) -> PyResult<Option<Py<events::ConfirmationRequest>>> {
         let id = events::parse_uuid(request_id)?;
-        self.gate
-            .pending_request(&id)
-            .map(|r| Py::new(py, events::ConfirmationRequest { inner: r }))
-            .transpose()
+        self.gate.pending_request(&id).map(|r| Py::new(py, events::ConfirmationRequest { inner: r })).transpose()
     }
 
     /// How many requests are pending.
@@ -694,10 +651,7 @@ impl PyGate {
             scope: convert::parse_enum::<signoff::Scope>(scope, "scope")?,
             reason,
         };
-        Ok(py
-            .detach(|| self.gate.respond_token(token, response))
-            .py_err()?
-            .as_str())
+        Ok(py.detach(|| self.gate.respond_token(token, response)).py_err()?.as_str())
     }
 
     // ---- durable store (core `gate::recovery`, `store`) ---------------------------------------
@@ -783,11 +737,7 @@ impl PyGate {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Gate(pending={}, closed={})",
-            self.gate.pending_count(),
-            self.gate.is_closed()
-        )
+        format!("Gate(pending={}, closed={})", self.gate.pending_count(), self.gate.is_closed())
     }
 }
 

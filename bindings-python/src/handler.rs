@@ -34,12 +34,7 @@ impl PendingRequest {
     /// The request as published.
     #[getter]
     fn request(&self, py: Python<'_>) -> PyResult<Py<ConfirmationRequest>> {
-        Py::new(
-            py,
-            ConfirmationRequest {
-                inner: self.inner.request().clone(),
-            },
-        )
+        Py::new(py, ConfirmationRequest { inner: self.inner.request().clone() })
     }
     #[getter]
     fn id(&self) -> String {
@@ -135,28 +130,18 @@ impl PendingRequest {
 
     /// The request's stable JSON form, as a dict.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(
-            py,
-            &signoff::Event::ConfirmationRequest(self.inner.request().clone()).to_json(),
-        )
+        to_py(py, &signoff::Event::ConfirmationRequest(self.inner.request().clone()).to_json())
     }
 
     /// The request's stable JSON form, as text.
     #[pyo3(signature = (*, indent=None))]
     fn to_json(&self, py: Python<'_>, indent: Option<usize>) -> PyResult<String> {
-        convert::pretty_json(
-            py,
-            &signoff::Event::ConfirmationRequest(self.inner.request().clone()).to_json(),
-            indent,
-        )
+        convert::pretty_json(py, &signoff::Event::ConfirmationRequest(self.inner.request().clone()).to_json(), indent)
     }
 
     fn __repr__(&self) -> String {
         let r = self.inner.request();
-        format!(
-            "PendingRequest(id={}, tool={:?}, session_id={:?})",
-            r.id, r.tool, r.session_id
-        )
+        format!("PendingRequest(id={}, tool={:?}, session_id={:?})", r.id, r.tool, r.session_id)
     }
 }
 
@@ -250,10 +235,7 @@ impl SyncRunner {
                 let _ = bridge::attach_bg(move |_py| drop(handler));
             })
             .map_err(|e| PyRuntimeError::new_err(format!("signoff: cannot start the handler thread: {e}")))?;
-        Ok(SyncRunner {
-            tx: Mutex::new(tx),
-            bridge,
-        })
+        Ok(SyncRunner { tx: Mutex::new(tx), bridge })
     }
 
     async fn call(&self, pending: signoff::PendingRequest) -> Result<(), String> {
@@ -273,11 +255,9 @@ impl SyncRunner {
                     )
                     .await
                 }
-                None => Err(
-                    "the approval handler returned an awaitable, but no event loop was running when it \
+                None => Err("the approval handler returned an awaitable, but no event loop was running when it \
                              was registered"
-                        .into(),
-                ),
+                    .into()),
             },
             Err(_) => Err("the approval handler thread stopped before the handler returned".into()),
         }
@@ -311,16 +291,11 @@ pub fn start(
     is_async: Option<bool>,
 ) -> PyResult<(Arc<HandlerSlot>, HandlerRegistration)> {
     if !handler.is_callable() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "the approval handler must be callable",
-        ));
+        return Err(pyo3::exceptions::PyTypeError::new_err("the approval handler must be callable"));
     }
     let is_async = match is_async {
         Some(a) => a,
-        None => ISCOROUTINEFUNCTION
-            .import(py, "inspect", "iscoroutinefunction")?
-            .call1((&handler,))?
-            .is_truthy()?,
+        None => ISCOROUTINEFUNCTION.import(py, "inspect", "iscoroutinefunction")?.call1((&handler,))?.is_truthy()?,
     };
     let handler_fn: RequestHandler = if is_async {
         let bridge = LoopBridge::current(py).map_err(|_| {
@@ -356,9 +331,7 @@ pub fn start(
         let _rt = bridge::runtime().enter();
         gate.on_request(handler_fn)
     };
-    let slot = Arc::new(HandlerSlot {
-        guard: Mutex::new(Some(guard)),
-    });
+    let slot = Arc::new(HandlerSlot { guard: Mutex::new(Some(guard)) });
     Ok((slot.clone(), HandlerRegistration { slot }))
 }
 

@@ -30,9 +30,7 @@ fn run_check(f: &Py<PyAny>, request: &signoff::ConfirmationRequest, approver: &s
         return Err("the approver check cannot run on a runtime thread (e.g. inside a tool executor)".into());
     }
     bridge::attach_bg(|py| {
-        let req = ConfirmationRequest {
-            inner: Arc::new(request.clone()),
-        };
+        let req = ConfirmationRequest { inner: Arc::new(request.clone()) };
         match f.bind(py).call1((req, approver)) {
             Ok(v) => {
                 if v.is_exact_instance_of::<pyo3::types::PyBool>() && v.is_truthy().unwrap_or(false) {
@@ -68,44 +66,29 @@ impl Approvers {
     /// No rules yet: any named approver may approve until a rule or check is added.
     #[new]
     fn new() -> Self {
-        Approvers {
-            inner: signoff::Approvers::new(),
-        }
+        Approvers { inner: signoff::Approvers::new() }
     }
     /// `approvers` may approve calls to `tool`.
     fn allow(&self, tool: String, approvers: Vec<String>) -> Self {
-        Approvers {
-            inner: self.inner.clone().allow(tool, approvers),
-        }
+        Approvers { inner: self.inner.clone().allow(tool, approvers) }
     }
     /// `approvers` may approve calls to any tool.
     fn allow_all_tools(&self, approvers: Vec<String>) -> Self {
-        Approvers {
-            inner: self.inner.clone().allow_all_tools(approvers),
-        }
+        Approvers { inner: self.inner.clone().allow_all_tools(approvers) }
     }
     /// Refuse an approval whose approver is the request's own session id.
     #[pyo3(signature = (forbid=true))]
     fn forbid_self_approval(&self, forbid: bool) -> Self {
-        Approvers {
-            inner: self.inner.clone().forbid_self_approval(forbid),
-        }
+        Approvers { inner: self.inner.clone().forbid_self_approval(forbid) }
     }
     /// A callback `check(request, approver)` that must also agree: `True` allows, a string is a
     /// refusal reason, anything else (or raising) refuses.
     fn check(&self, check: Bound<'_, PyAny>) -> PyResult<Self> {
         if !check.is_callable() {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "the approver check must be callable",
-            ));
+            return Err(pyo3::exceptions::PyTypeError::new_err("the approver check must be callable"));
         }
         let f = Arc::new(check.unbind());
-        Ok(Approvers {
-            inner: self
-                .inner
-                .clone()
-                .check(move |request, approver| run_check(&f, request, approver)),
-        })
+        Ok(Approvers { inner: self.inner.clone().check(move |request, approver| run_check(&f, request, approver)) })
     }
     fn __repr__(&self) -> String {
         format!("{:?}", self.inner)
@@ -129,12 +112,7 @@ impl StoredRecord {
     /// The request as it was published.
     #[getter]
     fn request(&self, py: Python<'_>) -> PyResult<Py<ConfirmationRequest>> {
-        Py::new(
-            py,
-            ConfirmationRequest {
-                inner: self.inner.request.clone(),
-            },
-        )
+        Py::new(py, ConfirmationRequest { inner: self.inner.request.clone() })
     }
     /// The request id.
     #[getter]

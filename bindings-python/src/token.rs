@@ -20,23 +20,17 @@ impl Secret {
     /// Wraps raw key bytes (at least 32; `ConfigError` otherwise).
     #[new]
     fn new(key: &[u8]) -> PyResult<Self> {
-        Ok(Secret {
-            inner: signoff::Secret::new(key.to_vec()).py_err()?,
-        })
+        Ok(Secret { inner: signoff::Secret::new(key.to_vec()).py_err()? })
     }
     /// Decodes base64 key material (standard or URL-safe, padded or not).
     #[staticmethod]
     fn from_base64(text: &str) -> PyResult<Self> {
-        Ok(Secret {
-            inner: signoff::Secret::from_base64(text).py_err()?,
-        })
+        Ok(Secret { inner: signoff::Secret::from_base64(text).py_err()? })
     }
     /// 32 random bytes from the operating system (tests and development).
     #[staticmethod]
     fn generate() -> Self {
-        Secret {
-            inner: signoff::Secret::generate(),
-        }
+        Secret { inner: signoff::Secret::generate() }
     }
     /// The base64 form, to store in configuration (this does reveal the key).
     fn to_base64(&self) -> String {
@@ -60,47 +54,31 @@ impl TokenKeys {
     /// One key, which signs and verifies. Key ids are 1-64 characters of `[A-Za-z0-9_-]`.
     #[new]
     fn new(key_id: String, secret: PyRef<'_, Secret>) -> PyResult<Self> {
-        Ok(TokenKeys {
-            inner: signoff::TokenKeys::new(key_id, secret.inner.clone()).py_err()?,
-        })
+        Ok(TokenKeys { inner: signoff::TokenKeys::new(key_id, secret.inner.clone()).py_err()? })
     }
     /// A new key set where `key_id` is the current key; the previous keys keep verifying.
     fn rotate(&self, key_id: String, secret: PyRef<'_, Secret>) -> PyResult<Self> {
-        Ok(TokenKeys {
-            inner: self.inner.clone().rotate(key_id, secret.inner.clone()).py_err()?,
-        })
+        Ok(TokenKeys { inner: self.inner.clone().rotate(key_id, secret.inner.clone()).py_err()? })
     }
     /// A new key set with a key that verifies but does not sign (a retired key).
     fn with_verify_only(&self, key_id: String, secret: PyRef<'_, Secret>) -> PyResult<Self> {
-        Ok(TokenKeys {
-            inner: self
-                .inner
-                .clone()
-                .with_verify_only(key_id, secret.inner.clone())
-                .py_err()?,
-        })
+        Ok(TokenKeys { inner: self.inner.clone().with_verify_only(key_id, secret.inner.clone()).py_err()? })
     }
     /// Parses `key_id:base64secret` entries separated by commas or newlines, current key first
     /// (blank lines and `#` comments ignored).
     #[staticmethod]
     fn parse(text: &str) -> PyResult<Self> {
-        Ok(TokenKeys {
-            inner: signoff::TokenKeys::parse(text).py_err()?,
-        })
+        Ok(TokenKeys { inner: signoff::TokenKeys::parse(text).py_err()? })
     }
     /// Reads the keys from an environment variable (its value is never shown).
     #[staticmethod]
     fn from_env(var: &str) -> PyResult<Self> {
-        Ok(TokenKeys {
-            inner: signoff::TokenKeys::from_env(var).py_err()?,
-        })
+        Ok(TokenKeys { inner: signoff::TokenKeys::from_env(var).py_err()? })
     }
     /// Reads the keys from a file (e.g. a mounted secret).
     #[staticmethod]
     fn from_file(path: PathBuf) -> PyResult<Self> {
-        Ok(TokenKeys {
-            inner: signoff::TokenKeys::from_file(path).py_err()?,
-        })
+        Ok(TokenKeys { inner: signoff::TokenKeys::from_file(path).py_err()? })
     }
     /// The id of the key new tokens are signed with.
     #[getter]

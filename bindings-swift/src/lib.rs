@@ -77,10 +77,7 @@ fn executor_from_foreign(exec: Arc<dyn ToolExecutor>) -> core::Executor {
     Arc::new(move |args: serde_json::Value| {
         let exec = exec.clone();
         async move {
-            let out = exec
-                .execute(args.to_string())
-                .await
-                .map_err(|e| e.to_string())?;
+            let out = exec.execute(args.to_string()).await.map_err(|e| e.to_string())?;
             // Strict, as all JSON text from the Swift side: a repeated key or NaN is the tool's
             // failure, not a value silently picked for the model.
             core::json::from_str(&out, "the executor's output").map_err(|e| match e {
@@ -119,23 +116,13 @@ impl PendingRequest {
         scope: Option<Scope>,
         responder: Option<String>,
     ) -> Result<Outcome, SignoffError> {
-        let args = arguments_json
-            .as_deref()
-            .map(|a| parse_value("edited arguments", a))
-            .transpose()?;
-        Ok(self
-            .inner
-            .approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?
-            .into())
+        let args = arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?;
+        Ok(self.inner.approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?.into())
     }
 
     /// Denies, with an optional reason the model will read.
     #[uniffi::method(default(reason = None, responder = None))]
-    pub fn deny(
-        &self,
-        reason: Option<String>,
-        responder: Option<String>,
-    ) -> Result<Outcome, SignoffError> {
+    pub fn deny(&self, reason: Option<String>, responder: Option<String>) -> Result<Outcome, SignoffError> {
         Ok(self.inner.deny(reason, responder)?.into())
     }
 
@@ -183,10 +170,7 @@ impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
             let v = fut.await;
             let _ = tx.send(Some(v));
         });
-        Cancellable {
-            rx,
-            abort: task.abort_handle(),
-        }
+        Cancellable { rx, abort: task.abort_handle() }
     }
 
     /// The result, or `None` when the task was cancelled before it produced one.
@@ -232,10 +216,7 @@ impl PendingConfirmation {
             Some(r) => Ok(r?.into()),
             // The core future was dropped: the core cancelled the request (if it had made one)
             // with `aborted`; the call does not run.
-            None => Ok(Decision::Cancelled {
-                request_id: None,
-                reason: CancelReason::Aborted,
-            }),
+            None => Ok(Decision::Cancelled { request_id: None, reason: CancelReason::Aborted }),
         }
     }
 
@@ -281,10 +262,7 @@ pub struct PendingBatch {
 #[uniffi::export]
 impl PendingBatch {
     pub async fn wait(&self) -> Option<Vec<ToolResult>> {
-        self.task
-            .wait()
-            .await
-            .map(|v| v.into_iter().map(Into::into).collect())
+        self.task.wait().await.map(|v| v.into_iter().map(Into::into).collect())
     }
 
     pub fn cancel(&self) {
@@ -383,11 +361,7 @@ pub struct Gate {
 }
 
 impl Gate {
-    fn register(
-        &self,
-        spec: ToolSpec,
-        executor: Option<Arc<dyn ToolExecutor>>,
-    ) -> Result<(), SignoffError> {
+    fn register(&self, spec: ToolSpec, executor: Option<Arc<dyn ToolExecutor>>) -> Result<(), SignoffError> {
         let mut tool = core::Tool::from_spec(spec.into_core()?);
         if let Some(e) = executor {
             tool = tool.with_executor(executor_from_foreign(e));
@@ -418,9 +392,7 @@ impl Gate {
             b = b.dangerously_disable_gating(true);
         }
         // Building only fails when registering tools passed to the builder; none are.
-        Arc::new(Gate {
-            inner: b.build().expect("a gate without tools always builds"),
-        })
+        Arc::new(Gate { inner: b.build().expect("a gate without tools always builds") })
     }
 
     /// Registers (or replaces) a tool without an executor (confirm-only).
@@ -460,45 +432,27 @@ impl Gate {
 
     /// Starts a confirmation: asks for approval when the call needs it. The Swift extension's
     /// `confirm(_:)` awaits it and cancels it when the task is cancelled.
-    pub fn confirm_cancellable(
-        &self,
-        call: ToolCall,
-    ) -> Result<Arc<PendingConfirmation>, SignoffError> {
+    pub fn confirm_cancellable(&self, call: ToolCall) -> Result<Arc<PendingConfirmation>, SignoffError> {
         let call = call.into_core()?;
         let gate = self.inner.clone();
-        Ok(Arc::new(PendingConfirmation {
-            task: Cancellable::spawn(async move { gate.confirm(call).await }),
-        }))
+        Ok(Arc::new(PendingConfirmation { task: Cancellable::spawn(async move { gate.confirm(call).await }) }))
     }
 
     /// Starts an execution: confirm, then run the tool's executor at most once. The result is
     /// never an error (refusals, denials and failures are `ToolResult`s); only `arguments_json`
     /// or `metadata_json` text the core's strict JSON parser refuses throws `malformed`.
-    pub fn execute_cancellable(
-        &self,
-        call: ToolCall,
-    ) -> Result<Arc<PendingExecution>, SignoffError> {
+    pub fn execute_cancellable(&self, call: ToolCall) -> Result<Arc<PendingExecution>, SignoffError> {
         let call = call.into_core()?;
         let gate = self.inner.clone();
-        Ok(Arc::new(PendingExecution {
-            task: Cancellable::spawn(async move { gate.execute(call).await }),
-        }))
+        Ok(Arc::new(PendingExecution { task: Cancellable::spawn(async move { gate.execute(call).await }) }))
     }
 
     /// Starts a batch of calls from one model turn; every call proceeds concurrently and the
     /// results come back in the order of `calls`.
-    pub fn execute_batch_cancellable(
-        &self,
-        calls: Vec<ToolCall>,
-    ) -> Result<Arc<PendingBatch>, SignoffError> {
-        let calls = calls
-            .into_iter()
-            .map(ToolCall::into_core)
-            .collect::<Result<Vec<_>, _>>()?;
+    pub fn execute_batch_cancellable(&self, calls: Vec<ToolCall>) -> Result<Arc<PendingBatch>, SignoffError> {
+        let calls = calls.into_iter().map(ToolCall::into_core).collect::<Result<Vec<_>, _>>()?;
         let gate = self.inner.clone();
-        Ok(Arc::new(PendingBatch {
-            task: Cancellable::spawn(async move { gate.execute_batch(calls).await }),
-        }))
+        Ok(Arc::new(PendingBatch { task: Cancellable::spawn(async move { gate.execute_batch(calls).await }) }))
     }
 
     /// Answers a pending request. The first valid response wins; a rejected one leaves the
@@ -524,13 +478,8 @@ impl Gate {
         responder: Option<String>,
     ) -> Result<Outcome, SignoffError> {
         let pending = core::PendingRequest::new(self.inner.clone(), Arc::new(request.into_core()?));
-        let args = arguments_json
-            .as_deref()
-            .map(|a| parse_value("edited arguments", a))
-            .transpose()?;
-        Ok(pending
-            .approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?
-            .into())
+        let args = arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?;
+        Ok(pending.approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?.into())
     }
 
     /// Denies `request` (bound to what was shown), with an optional reason the model will read.
@@ -549,10 +498,7 @@ impl Gate {
     /// `denyWhenUnobserved` a request nobody listens to is cancelled at once.
     pub fn subscribe(&self) -> Arc<Subscription> {
         let (closed, _) = watch::channel(false);
-        Arc::new(Subscription {
-            inner: tokio::sync::Mutex::new(Some(self.inner.subscribe())),
-            closed,
-        })
+        Arc::new(Subscription { inner: tokio::sync::Mutex::new(Some(self.inner.subscribe())), closed })
     }
 
     /// Calls `handler` for every request from now on (and every request already pending), each
@@ -561,19 +507,12 @@ impl Gate {
     pub fn on_request(&self, handler: Arc<dyn ApprovalHandler>) -> Arc<HandlerRegistration> {
         let callback: core::RequestHandler = Arc::new(move |pending: core::PendingRequest| {
             let handler = handler.clone();
-            async move {
-                handler
-                    .handle(Arc::new(PendingRequest { inner: pending }))
-                    .await
-                    .map_err(|e| e.to_string())
-            }
-            .boxed()
+            async move { handler.handle(Arc::new(PendingRequest { inner: pending })).await.map_err(|e| e.to_string()) }
+                .boxed()
         });
         let _rt = runtime().enter();
         let guard = self.inner.on_request(callback);
-        Arc::new(HandlerRegistration {
-            guard: Mutex::new(Some(guard)),
-        })
+        Arc::new(HandlerRegistration { guard: Mutex::new(Some(guard)) })
     }
 
     /// Every pending request, oldest first: what a UI shows when it opens. This copies the whole
@@ -588,16 +527,9 @@ impl Gate {
     /// stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
     /// for an `after` that is not such a cursor.
     #[uniffi::method(default(after = None, limit = 1000))]
-    pub fn pending_page(
-        &self,
-        after: Option<String>,
-        limit: u32,
-    ) -> Result<PendingPage, SignoffError> {
+    pub fn pending_page(&self, after: Option<String>, limit: u32) -> Result<PendingPage, SignoffError> {
         let after = after.as_deref().map(parse_cursor).transpose()?;
-        Ok(self
-            .inner
-            .pending_page(after.as_ref(), limit as usize)
-            .into())
+        Ok(self.inner.pending_page(after.as_ref(), limit as usize).into())
     }
 
     pub fn pending_count(&self) -> u64 {

@@ -125,26 +125,11 @@ impl From<ToolSource> for core::ToolSource {
 /// Pointer (`/path`). `values_json` is a JSON array, e.g. `["boss@example.com"]`.
 #[derive(Debug, Clone, PartialEq, uniffi::Enum)]
 pub enum ArgRule {
-    PathOutside {
-        pointer: String,
-        prefixes: Vec<String>,
-    },
-    GreaterThan {
-        pointer: String,
-        value: f64,
-    },
-    OneOf {
-        pointer: String,
-        values_json: String,
-    },
-    NotOneOf {
-        pointer: String,
-        values_json: String,
-    },
-    Contains {
-        pointer: String,
-        substring: String,
-    },
+    PathOutside { pointer: String, prefixes: Vec<String> },
+    GreaterThan { pointer: String, value: f64 },
+    OneOf { pointer: String, values_json: String },
+    NotOneOf { pointer: String, values_json: String },
+    Contains { pointer: String, substring: String },
 }
 
 fn values_json(v: &[Value]) -> String {
@@ -154,35 +139,20 @@ fn values_json(v: &[Value]) -> String {
 impl From<core::ArgRule> for ArgRule {
     fn from(r: core::ArgRule) -> Self {
         match r {
-            core::ArgRule::PathOutside { pointer, prefixes } => {
-                ArgRule::PathOutside { pointer, prefixes }
+            core::ArgRule::PathOutside { pointer, prefixes } => ArgRule::PathOutside { pointer, prefixes },
+            core::ArgRule::GreaterThan { pointer, value } => ArgRule::GreaterThan { pointer, value },
+            core::ArgRule::OneOf { pointer, values } => ArgRule::OneOf { pointer, values_json: values_json(&values) },
+            core::ArgRule::NotOneOf { pointer, values } => {
+                ArgRule::NotOneOf { pointer, values_json: values_json(&values) }
             }
-            core::ArgRule::GreaterThan { pointer, value } => {
-                ArgRule::GreaterThan { pointer, value }
-            }
-            core::ArgRule::OneOf { pointer, values } => ArgRule::OneOf {
-                pointer,
-                values_json: values_json(&values),
-            },
-            core::ArgRule::NotOneOf { pointer, values } => ArgRule::NotOneOf {
-                pointer,
-                values_json: values_json(&values),
-            },
-            core::ArgRule::Contains { pointer, substring } => {
-                ArgRule::Contains { pointer, substring }
-            }
+            core::ArgRule::Contains { pointer, substring } => ArgRule::Contains { pointer, substring },
         }
     }
 }
 
 fn rule_to_core(tool: &str, r: ArgRule) -> Result<core::ArgRule, SignoffError> {
     let values = |s: &str| -> Result<Vec<Value>, SignoffError> {
-        let invalid = |reason: String| {
-            SignoffError::from(core::Error::InvalidTool {
-                tool: tool.to_owned(),
-                reason,
-            })
-        };
+        let invalid = |reason: String| SignoffError::from(core::Error::InvalidTool { tool: tool.to_owned(), reason });
         match core::json::from_str(s, "rule values_json") {
             Ok(Value::Array(values)) => Ok(values),
             Ok(_) => Err(invalid("rule values_json must be a JSON array".into())),
@@ -190,24 +160,12 @@ fn rule_to_core(tool: &str, r: ArgRule) -> Result<core::ArgRule, SignoffError> {
         }
     };
     Ok(match r {
-        ArgRule::PathOutside { pointer, prefixes } => {
-            core::ArgRule::PathOutside { pointer, prefixes }
-        }
+        ArgRule::PathOutside { pointer, prefixes } => core::ArgRule::PathOutside { pointer, prefixes },
         ArgRule::GreaterThan { pointer, value } => core::ArgRule::GreaterThan { pointer, value },
-        ArgRule::OneOf {
-            pointer,
-            values_json,
-        } => core::ArgRule::OneOf {
-            pointer,
-            values: values(&values_json)?,
-        },
-        ArgRule::NotOneOf {
-            pointer,
-            values_json,
-        } => core::ArgRule::NotOneOf {
-            pointer,
-            values: values(&values_json)?,
-        },
+        ArgRule::OneOf { pointer, values_json } => core::ArgRule::OneOf { pointer, values: values(&values_json)? },
+        ArgRule::NotOneOf { pointer, values_json } => {
+            core::ArgRule::NotOneOf { pointer, values: values(&values_json)? }
+        }
         ArgRule::Contains { pointer, substring } => core::ArgRule::Contains { pointer, substring },
     })
 }
@@ -271,10 +229,7 @@ impl ToolSpec {
         let mut spec = core::ToolSpec::new(self.name);
         if let Some(p) = &self.parameters_json {
             spec.parameters = core::json::from_str(p, "parameters_json").map_err(|e| {
-                SignoffError::from(core::Error::InvalidTool {
-                    tool: spec.name.clone(),
-                    reason: detail(e),
-                })
+                SignoffError::from(core::Error::InvalidTool { tool: spec.name.clone(), reason: detail(e) })
             })?;
         }
         spec.description = self.description;
@@ -289,11 +244,7 @@ impl ToolSpec {
         spec.read_only = self.read_only;
         spec.destructive = self.destructive;
         spec.timeout_ms = self.timeout_ms;
-        spec.rules = self
-            .rules
-            .into_iter()
-            .map(|r| rule_to_core(&spec.name, r))
-            .collect::<Result<_, _>>()?;
+        spec.rules = self.rules.into_iter().map(|r| rule_to_core(&spec.name, r)).collect::<Result<_, _>>()?;
         Ok(spec)
     }
 }
@@ -482,32 +433,18 @@ pub enum Decision {
         responder: Option<String>,
     },
     /// A person said no.
-    Denied {
-        request_id: String,
-        reason: Option<String>,
-        responder: Option<String>,
-    },
+    Denied { request_id: String, reason: Option<String>, responder: Option<String> },
     /// Nobody answered before the deadline.
     TimedOut { request_id: String, timeout_ms: u64 },
     /// The request was cancelled before anyone answered. `request_id` is nil when the
     /// confirmation was cancelled from this side (task cancelled) before it resolved.
-    Cancelled {
-        request_id: Option<String>,
-        reason: CancelReason,
-    },
+    Cancelled { request_id: Option<String>, reason: CancelReason },
 }
 
 impl From<core::Decision> for Decision {
     fn from(d: core::Decision) -> Self {
         match d {
-            core::Decision::Approved {
-                request_id,
-                arguments,
-                edited,
-                by,
-                scope,
-                responder,
-            } => Decision::Approved {
+            core::Decision::Approved { request_id, arguments, edited, by, scope, responder } => Decision::Approved {
                 request_id: request_id.map(|u| u.to_string()),
                 arguments_json: to_json(&arguments),
                 edited,
@@ -515,26 +452,15 @@ impl From<core::Decision> for Decision {
                 scope: scope.into(),
                 responder,
             },
-            core::Decision::Denied {
-                request_id,
-                reason,
-                responder,
-            } => Decision::Denied {
-                request_id: request_id.to_string(),
-                reason,
-                responder,
-            },
-            core::Decision::TimedOut {
-                request_id,
-                timeout_ms,
-            } => Decision::TimedOut {
-                request_id: request_id.to_string(),
-                timeout_ms,
-            },
-            core::Decision::Cancelled { request_id, reason } => Decision::Cancelled {
-                request_id: request_id.map(|u| u.to_string()),
-                reason: reason.into(),
-            },
+            core::Decision::Denied { request_id, reason, responder } => {
+                Decision::Denied { request_id: request_id.to_string(), reason, responder }
+            }
+            core::Decision::TimedOut { request_id, timeout_ms } => {
+                Decision::TimedOut { request_id: request_id.to_string(), timeout_ms }
+            }
+            core::Decision::Cancelled { request_id, reason } => {
+                Decision::Cancelled { request_id: request_id.map(|u| u.to_string()), reason: reason.into() }
+            }
         }
     }
 }
@@ -559,12 +485,8 @@ impl Decision {
     /// The confirmation request this decision answers, if one was made (and is known).
     pub fn request_id(&self) -> Option<String> {
         match self {
-            Decision::Approved { request_id, .. } | Decision::Cancelled { request_id, .. } => {
-                request_id.clone()
-            }
-            Decision::Denied { request_id, .. } | Decision::TimedOut { request_id, .. } => {
-                Some(request_id.clone())
-            }
+            Decision::Approved { request_id, .. } | Decision::Cancelled { request_id, .. } => request_id.clone(),
+            Decision::Denied { request_id, .. } | Decision::TimedOut { request_id, .. } => Some(request_id.clone()),
         }
     }
 }
@@ -580,11 +502,7 @@ pub struct Evaluation {
 
 impl From<core::Evaluation> for Evaluation {
     fn from(e: core::Evaluation) -> Self {
-        Evaluation {
-            required: e.required,
-            forced_by_rule: e.forced_by_rule,
-            reasons: e.reasons,
-        }
+        Evaluation { required: e.required, forced_by_rule: e.forced_by_rule, reasons: e.reasons }
     }
 }
 
@@ -806,11 +724,7 @@ impl ConfirmationResponse {
         Ok(core::ConfirmationResponse {
             id: request_id(&self.id)?,
             decision: self.decision.into(),
-            arguments: self
-                .arguments_json
-                .as_deref()
-                .map(|a| parse_value("edited arguments", a))
-                .transpose()?,
+            arguments: self.arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?,
             scope: self.scope.into(),
             reason: self.reason,
             responder: self.responder,
@@ -875,12 +789,8 @@ pub enum GateEvent {
 impl From<core::Event> for GateEvent {
     fn from(e: core::Event) -> Self {
         match e {
-            core::Event::ConfirmationRequest(r) => GateEvent::Request {
-                request: (&*r).into(),
-            },
-            core::Event::ConfirmationResponse(r) => GateEvent::Response {
-                response: (&*r).into(),
-            },
+            core::Event::ConfirmationRequest(r) => GateEvent::Request { request: (&*r).into() },
+            core::Event::ConfirmationResponse(r) => GateEvent::Response { response: (&*r).into() },
             core::Event::ConfirmationTimeout(t) => GateEvent::Timeout {
                 timeout: ConfirmationTimeout {
                     id: t.id.to_string(),
@@ -945,12 +855,8 @@ pub(crate) fn parse_cursor(s: &str) -> Result<core::PendingCursor, SignoffError>
 impl GateEvent {
     fn into_core(self) -> Result<core::Event, SignoffError> {
         Ok(match self {
-            GateEvent::Request { request } => {
-                core::Event::ConfirmationRequest(Arc::new(request.into_core()?))
-            }
-            GateEvent::Response { response } => {
-                core::Event::ConfirmationResponse(Arc::new(response.into_core()?))
-            }
+            GateEvent::Request { request } => core::Event::ConfirmationRequest(Arc::new(request.into_core()?)),
+            GateEvent::Response { response } => core::Event::ConfirmationResponse(Arc::new(response.into_core()?)),
             GateEvent::Timeout { timeout: t } => {
                 core::Event::ConfirmationTimeout(Arc::new(core::ConfirmationTimeout {
                     id: parse_uuid("timeout id", &t.id)?,
@@ -975,10 +881,7 @@ impl GateEvent {
                 }))
             }
             GateEvent::Lagged { .. } => {
-                return Err(malformed(
-                    "event",
-                    "`lagged` is a subscriber notice, not a bus event",
-                ));
+                return Err(malformed("event", "`lagged` is a subscriber notice, not a bus event"));
             }
         })
     }
@@ -1006,9 +909,7 @@ pub fn response_from_json(json: String) -> Result<ConfirmationResponse, SignoffE
 
 /// An approval bound to `request` (id, tool, digest, session), as the core builds it.
 #[uniffi::export]
-pub fn approve_response(
-    request: ConfirmationRequest,
-) -> Result<ConfirmationResponse, SignoffError> {
+pub fn approve_response(request: ConfirmationRequest) -> Result<ConfirmationResponse, SignoffError> {
     Ok((&core::ConfirmationResponse::approve(&request.into_core()?)).into())
 }
 

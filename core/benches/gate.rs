@@ -78,13 +78,17 @@ fn benches(c: &mut Criterion) {
     let g = gate();
     let args = json!({"path": "/tmp/a"});
     group.bench_function("ungated", |b| {
-        b.iter_custom(|iters| timed_in_chunks(&rt, iters, || ToolCall::new("read_file", args.clone()), |c| g.confirm(c)))
+        b.iter_custom(|iters| {
+            timed_in_chunks(&rt, iters, || ToolCall::new("read_file", args.clone()), |c| g.confirm(c))
+        })
     });
 
     let g = gate();
     rt.block_on(async { spawn_approver(&g) });
     group.bench_function("round_trip", |b| {
-        b.iter_custom(|iters| timed_in_chunks(&rt, iters, || ToolCall::new("delete_file", args.clone()), |c| g.confirm(c)))
+        b.iter_custom(|iters| {
+            timed_in_chunks(&rt, iters, || ToolCall::new("delete_file", args.clone()), |c| g.confirm(c))
+        })
     });
 
     // 1,000 requests pending at once, then all approved.

@@ -11,10 +11,12 @@ const KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 fn builder() -> signoff::GateBuilder {
     let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
-    Gate::builder()
-        .tokens(TokenKeys::parse(KEYS).unwrap())
-        .deny_when_unobserved(false)
-        .tool(Tool::builder("delete_file").parameters(schema).executor(|a| async move { Ok(json!({"deleted": a["path"]})) }).build())
+    Gate::builder().tokens(TokenKeys::parse(KEYS).unwrap()).deny_when_unobserved(false).tool(
+        Tool::builder("delete_file")
+            .parameters(schema)
+            .executor(|a| async move { Ok(json!({"deleted": a["path"]})) })
+            .build(),
+    )
 }
 
 /// The remote approver: for each request, issue a token for alice and answer with it, as an

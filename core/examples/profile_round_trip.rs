@@ -5,12 +5,21 @@ fn main() {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
-        let g = Gate::builder().tool(Tool::builder("delete_file").parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}})).build()).build().unwrap();
+        let g = Gate::builder()
+            .tool(
+                Tool::builder("delete_file")
+                    .parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
+                    .build(),
+            )
+            .build()
+            .unwrap();
         let mut sub = g.subscribe();
         let g2 = g.clone();
         tokio::spawn(async move {
             while let Some(Ok(e)) = sub.recv().await {
-                if let Event::ConfirmationRequest(r) = e { g2.respond(ConfirmationResponse::approve(&r)).unwrap(); }
+                if let Event::ConfirmationRequest(r) = e {
+                    g2.respond(ConfirmationResponse::approve(&r)).unwrap();
+                }
             }
         });
         let args = json!({"path": "/tmp/a"});

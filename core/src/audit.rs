@@ -298,7 +298,10 @@ impl Chain {
             None => (0, GENESIS_HASH.to_owned()),
             Some(Err(())) => {
                 // Keep the gate running; `verify_chain` reports the unreadable record.
-                eprintln!("signoff: the last record of {} is not a chained audit record; continuing after it", path.display());
+                eprintln!(
+                    "signoff: the last record of {} is not a chained audit record; continuing after it",
+                    path.display()
+                );
                 (0, GENESIS_HASH.to_owned())
             }
         };
@@ -509,12 +512,7 @@ impl JsonlAuditSink {
             let _ = chain.file.flush();
             let _ = chain.save_anchor();
         })?;
-        Ok(Arc::new(JsonlAuditSink {
-            tx: Mutex::new(Some(tx)),
-            thread: Mutex::new(Some(thread)),
-            failures,
-            path,
-        }))
+        Ok(Arc::new(JsonlAuditSink { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), failures, path }))
     }
 
     /// The file's path.
@@ -541,10 +539,11 @@ impl AuditSink for JsonlAuditSink {
     fn record(&self, record: AuditRecord) {
         let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tx) = guard.as_ref()
-            && tx.send(Msg::Record(record)).is_err() {
-                self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                eprintln!("signoff: audit writer for {} has stopped; a record was not written", self.path.display());
-            }
+            && tx.send(Msg::Record(record)).is_err()
+        {
+            self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("signoff: audit writer for {} has stopped; a record was not written", self.path.display());
+        }
     }
 
     fn set_anchor(&self, anchor: Arc<dyn AuditAnchor>) {
@@ -699,17 +698,22 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
             Some((rec, hash.to_owned(), ok))
         })
         .collect();
-    let present: std::collections::HashSet<u64> =
-        parsed.iter().flatten().filter_map(|(r, _, _)| r.seq).collect();
+    let present: std::collections::HashSet<u64> = parsed.iter().flatten().filter_map(|(r, _, _)| r.seq).collect();
 
-    let mut report =
-        ChainReport { files: files.clone(), records: 0, head: GENESIS_HASH.to_owned(), problem: None, anchor: anchored.cloned() };
+    let mut report = ChainReport {
+        files: files.clone(),
+        records: 0,
+        head: GENESIS_HASH.to_owned(),
+        problem: None,
+        anchor: anchored.cloned(),
+    };
     let mut prev_at: Option<usize> = None;
     for (i, p) in parsed.iter().enumerate() {
         // Every record before this one checked out, so this must be record `i`.
         let expected_seq = i as u64;
         let (fi, line, _) = &lines[i];
-        let problem = |kind, seq, message: String| ChainProblem { kind, file: files[*fi].clone(), line: *line, seq, message };
+        let problem =
+            |kind, seq, message: String| ChainProblem { kind, file: files[*fi].clone(), line: *line, seq, message };
         let Some((rec, hash, hash_ok)) = p else {
             report.problem = Some(problem(ChainProblemKind::Malformed, None, "not a chained audit record".into()));
             return Ok(report);
@@ -725,9 +729,15 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
         }
         if seq != expected_seq {
             let (kind, message) = if seq < expected_seq || present.contains(&expected_seq) {
-                (ChainProblemKind::Reordered, format!("record {seq} is out of order (record {expected_seq} expected here)"))
+                (
+                    ChainProblemKind::Reordered,
+                    format!("record {seq} is out of order (record {expected_seq} expected here)"),
+                )
             } else {
-                (ChainProblemKind::Missing, format!("records {expected_seq}..{} are missing before record {seq}", seq - 1))
+                (
+                    ChainProblemKind::Missing,
+                    format!("records {expected_seq}..{} are missing before record {seq}", seq - 1),
+                )
             };
             report.problem = Some(problem(kind, Some(seq), message));
             return Ok(report);

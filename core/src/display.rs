@@ -172,7 +172,17 @@ mod tests {
     #[test]
     fn invisible_code_points_from_the_report_are_escaped() {
         // Issue 15: these survived the old escaping, so `/data/report.txt` could hide another string.
-        for c in ['\u{FE0F}', '\u{FE00}', '\u{E0100}', '\u{E01EF}', '\u{034F}', '\u{180B}', '\u{17B4}', '\u{17B5}', '\u{1D173}'] {
+        for c in [
+            '\u{FE0F}',
+            '\u{FE00}',
+            '\u{E0100}',
+            '\u{E01EF}',
+            '\u{034F}',
+            '\u{180B}',
+            '\u{17B4}',
+            '\u{17B5}',
+            '\u{1D173}',
+        ] {
             let s = format!("/data/report{c}.txt");
             let shown = escape_for_display(&s);
             assert_eq!(shown, format!("/data/report\\u{{{:04X}}}.txt", c as u32), "{:04X}", c as u32);

@@ -9,10 +9,7 @@ use uuid::Uuid;
 
 /// Milliseconds since the Unix epoch, from the wall clock.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// A call waiting for a person. Everything a UI needs to show it, and what a response must echo.
@@ -215,9 +212,10 @@ impl ConfirmationResponse {
             return Err(Error::Malformed("response must be a JSON object".into()));
         };
         if let Some(t) = obj.remove("type")
-            && t != "confirmation-response" {
-                return Err(Error::Malformed(format!("expected type \"confirmation-response\", got {t}")));
-            }
+            && t != "confirmation-response"
+        {
+            return Err(Error::Malformed(format!("expected type \"confirmation-response\", got {t}")));
+        }
         // An id that is not a request id names no request: say so, not "malformed".
         if let Some(Value::String(id)) = obj.get("id")
             && Uuid::parse_str(id).is_err()

@@ -107,9 +107,13 @@ const DO_NOT_RETRY: &str =
 pub(crate) fn declined_text(tool: &str, d: &Decision) -> String {
     match d {
         Decision::Denied { reason: Some(r), .. } if !r.trim().is_empty() => {
-            format!("The user declined this call to `{tool}`, so the tool did not run. Their reason: \"{r}\". {DO_NOT_RETRY}")
+            format!(
+                "The user declined this call to `{tool}`, so the tool did not run. Their reason: \"{r}\". {DO_NOT_RETRY}"
+            )
         }
-        Decision::Denied { .. } => format!("The user declined this call to `{tool}`, so the tool did not run. {DO_NOT_RETRY}"),
+        Decision::Denied { .. } => {
+            format!("The user declined this call to `{tool}`, so the tool did not run. {DO_NOT_RETRY}")
+        }
         Decision::TimedOut { timeout_ms, .. } => format!(
             "Nobody approved this call to `{tool}` within {}, so the tool did not run. {DO_NOT_RETRY}",
             human_duration(*timeout_ms)
@@ -127,7 +131,9 @@ pub(crate) fn declined_text(tool: &str, d: &Decision) -> String {
                     );
                 }
             };
-            format!("This call to `{tool}` was cancelled before anyone approved it ({why}), so the tool did not run. {DO_NOT_RETRY}")
+            format!(
+                "This call to `{tool}` was cancelled before anyone approved it ({why}), so the tool did not run. {DO_NOT_RETRY}"
+            )
         }
         Decision::Approved { .. } => String::new(),
     }

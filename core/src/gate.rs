@@ -4,8 +4,8 @@ use crate::audit::{AuditKind, AuditRecord, AuditSink};
 use crate::display;
 use crate::error::{Error, Result};
 use crate::event::{
-    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
-    Outcome, ResponseDecision, Scope, now_ms,
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Outcome,
+    ResponseDecision, Scope, now_ms,
 };
 use crate::policy::{CompiledTool, Policy};
 use crate::store::{
@@ -14,9 +14,9 @@ use crate::store::{
 };
 use crate::token::{TokenClaims, TokenKeys, TokenResponse};
 use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
+use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use rustc_hash::FxBuildHasher;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
@@ -228,10 +228,11 @@ impl Tombstones {
             return;
         }
         if self.order.len() >= self.cap
-            && let Some(old) = self.order.pop_front() {
-                self.map.remove(&old);
-                self.tokens.remove(&old);
-            }
+            && let Some(old) = self.order.pop_front()
+        {
+            self.map.remove(&old);
+            self.tokens.remove(&old);
+        }
         self.map.insert(id, o);
         self.order.push_back(id);
     }
@@ -786,9 +787,12 @@ impl Gate {
     /// Delivers `res` to the waiter and reports the final state. Returns the reported outcome.
     fn resolve(&self, w: Waiter, res: Resolution, at_ms: u64) -> Outcome {
         let report = match &res {
-            Resolution::Approved { arguments: _, edited, scope, responder } => {
-                Resolution::Approved { arguments: Value::Null, edited: *edited, scope: *scope, responder: responder.clone() }
-            }
+            Resolution::Approved { arguments: _, edited, scope, responder } => Resolution::Approved {
+                arguments: Value::Null,
+                edited: *edited,
+                scope: *scope,
+                responder: responder.clone(),
+            },
             Resolution::Denied { reason, responder } => {
                 Resolution::Denied { reason: reason.clone(), responder: responder.clone() }
             }
@@ -918,24 +922,24 @@ impl Gate {
             got: got.to_owned(),
         };
         if let Some(t) = &resp.tool
-            && *t != request.tool {
-                return Err(mismatch("tool", &request.tool, t));
-            }
+            && *t != request.tool
+        {
+            return Err(mismatch("tool", &request.tool, t));
+        }
         if let Some(d) = &resp.arguments_digest
-            && *d != request.arguments_digest {
-                return Err(mismatch("arguments_digest", &request.arguments_digest, d));
-            }
+            && *d != request.arguments_digest
+        {
+            return Err(mismatch("arguments_digest", &request.arguments_digest, d));
+        }
         if let Some(s) = &resp.session_id
-            && *s != request.session_id {
-                return Err(mismatch("session_id", &request.session_id, s));
-            }
+            && *s != request.session_id
+        {
+            return Err(mismatch("session_id", &request.session_id, s));
+        }
         if Instant::now() >= deadline {
             return Err(Error::Expired(id));
         }
-        self.inner
-            .authenticator
-            .authenticate(&request, resp)
-            .map_err(|reason| Error::Unauthorized { id, reason })?;
+        self.inner.authenticator.authenticate(&request, resp).map_err(|reason| Error::Unauthorized { id, reason })?;
 
         if let Some(edit) = &resp.arguments {
             crate::json::check(edit, "edited arguments")?;
@@ -1424,4 +1428,3 @@ impl Drop for Subscription {
         }
     }
 }
-

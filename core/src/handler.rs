@@ -72,7 +72,8 @@ impl PendingRequest {
 
 /// Called once per request. Answer through the [`PendingRequest`]; the returned future's
 /// `Err(message)` means the handler failed.
-pub type RequestHandler = Arc<dyn Fn(PendingRequest) -> BoxFuture<'static, std::result::Result<(), String>> + Send + Sync>;
+pub type RequestHandler =
+    Arc<dyn Fn(PendingRequest) -> BoxFuture<'static, std::result::Result<(), String>> + Send + Sync>;
 
 /// Keeps a handler registered; dropping it (or calling [`stop`](Self::stop)) unregisters the
 /// handler, and with it its subscription.

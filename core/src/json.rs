@@ -93,9 +93,7 @@ impl<'de> DeserializeSeed<'de> for Strict {
 impl Strict {
     fn enter<E: serde::de::Error>(&self) -> std::result::Result<Strict, E> {
         if self.depth > MAX_NESTING {
-            return Err(E::custom(format_args!(
-                "arrays and objects nest deeper than {MAX_NESTING} levels inside it"
-            )));
+            return Err(E::custom(format_args!("arrays and objects nest deeper than {MAX_NESTING} levels inside it")));
         }
         Ok(Strict { depth: self.depth + 1 })
     }

@@ -55,25 +55,25 @@ pub mod token;
 pub mod tool;
 
 pub use audit::{
-    AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind, ChainReport,
-    JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
+    AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind,
+    ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
-    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
-    Outcome, ResponseDecision, Scope,
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Outcome,
+    ResponseDecision, Scope,
 };
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{
-    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, NotRestored, PendingPage,
-    Recovery, Subscription, ToolCall,
+    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, NotRestored,
+    PendingPage, Recovery, Subscription, ToolCall,
 };
 pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
 pub use store::{
-    AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingCursor, PendingStore, RecordState,
-    ResponseAuthenticator, StateChange, StoredRecord,
+    AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingCursor, PendingStore,
+    RecordState, ResponseAuthenticator, StateChange, StoredRecord,
 };
 pub use token::{Secret, TokenClaims, TokenKeys, TokenResponse};
 pub use tool::{ApprovalMode, ArgRule, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec};

@@ -8,10 +8,39 @@ use std::time::Duration;
 /// Keywords that, found as a word of a tool's name, make a tool with the default approval mode
 /// require approval.
 pub const DEFAULT_KEYWORDS: &[&str] = &[
-    "delete", "remove", "rm", "drop", "truncate", "destroy", "erase", "purge", "wipe", "kill",
-    "send", "email", "post", "publish", "pay", "payment", "transfer", "charge", "refund",
-    "purchase", "buy", "withdraw", "deploy", "execute", "exec", "shell", "sudo", "overwrite",
-    "format", "reset", "revoke", "grant", "shutdown",
+    "delete",
+    "remove",
+    "rm",
+    "drop",
+    "truncate",
+    "destroy",
+    "erase",
+    "purge",
+    "wipe",
+    "kill",
+    "send",
+    "email",
+    "post",
+    "publish",
+    "pay",
+    "payment",
+    "transfer",
+    "charge",
+    "refund",
+    "purchase",
+    "buy",
+    "withdraw",
+    "deploy",
+    "execute",
+    "exec",
+    "shell",
+    "sudo",
+    "overwrite",
+    "format",
+    "reset",
+    "revoke",
+    "grant",
+    "shutdown",
 ];
 
 /// Gate-wide policy.
@@ -120,9 +149,10 @@ impl Policy {
             return Some(format!("the tool name contains the keyword {k:?}"));
         }
         if let ToolSource::External { server } = &spec.source
-            && !spec.read_only {
-                return Some(format!("the tool comes from the external server {server:?} and is not read-only"));
-            }
+            && !spec.read_only
+        {
+            return Some(format!("the tool comes from the external server {server:?} and is not read-only"));
+        }
         None
     }
 }
@@ -207,7 +237,9 @@ mod tests {
         assert!(eval(&p, Tool::builder("list_issues").source(ext.clone()).build(), json!({})).required);
         assert!(!eval(&p, Tool::builder("list_issues").source(ext).read_only(true).build(), json!({})).required);
         assert!(eval(&p, Tool::builder("x").destructive(true).build(), json!({})).required);
-        assert!(!eval(&p, Tool::builder("delete_file").approval(ApprovalMode::NotRequired).build(), json!({})).required);
+        assert!(
+            !eval(&p, Tool::builder("delete_file").approval(ApprovalMode::NotRequired).build(), json!({})).required
+        );
         let custom = Policy { keywords: vec!["frobnicate".into()], ..Policy::default() };
         assert!(eval(&custom, Tool::builder("frobnicate_it").build(), json!({})).required);
         assert!(!eval(&custom, Tool::builder("delete_file").build(), json!({})).required);

@@ -262,7 +262,9 @@ impl AuditAnchor for SqliteAnchorReader {
         let conn = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| Error::Store(format!("cannot open {}: {e}", self.path.display())))?;
         let has_table: bool = conn
-            .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'signoff_audit_head'", [], |_| Ok(()))
+            .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'signoff_audit_head'", [], |_| {
+                Ok(())
+            })
             .optional()
             .map_err(|e| Error::Store(format!("{} is in use or not a signoff database: {e}", self.path.display())))?
             .is_some();
@@ -440,8 +442,11 @@ mod tests {
         s.transition(&id, StateChange::to(RecordState::Approved)).unwrap();
         s.transition(&id, StateChange::to(RecordState::Executing)).unwrap();
         assert!(s.transition(&id, StateChange::to(RecordState::Executing)).is_err(), "executes at most once");
-        s.transition(&id, StateChange { result: Some(&serde_json::json!({"ok": 1})), ..StateChange::to(RecordState::Done) })
-            .unwrap();
+        s.transition(
+            &id,
+            StateChange { result: Some(&serde_json::json!({"ok": 1})), ..StateChange::to(RecordState::Done) },
+        )
+        .unwrap();
         let r = s.record(&id).unwrap();
         assert_eq!((r.state, r.result), (RecordState::Done, Some(serde_json::json!({"ok": 1}))));
         assert!(s.unfinished().unwrap().is_empty());

@@ -217,7 +217,8 @@ impl std::fmt::Display for PendingCursor {
 impl std::str::FromStr for PendingCursor {
     type Err = crate::Error;
     fn from_str(s: &str) -> Result<Self> {
-        let bad = || crate::Error::Malformed(format!("{s:?} is not a pending-page cursor (from an earlier page's `next`)"));
+        let bad =
+            || crate::Error::Malformed(format!("{s:?} is not a pending-page cursor (from an earlier page's `next`)"));
         let (t, id) = s.split_once('-').ok_or_else(bad)?;
         Ok(PendingCursor { created_at_ms: t.parse().map_err(|_| bad())?, id: id.parse().map_err(|_| bad())? })
     }
@@ -266,11 +267,7 @@ impl PendingIndex {
     pub(crate) fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
         use std::ops::Bound;
         let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(*a));
-        self.order
-            .range((from, Bound::Unbounded))
-            .take(limit)
-            .filter_map(|c| self.by_id.get(&c.id).cloned())
-            .collect()
+        self.order.range((from, Bound::Unbounded)).take(limit).filter_map(|c| self.by_id.get(&c.id).cloned()).collect()
     }
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()
@@ -393,7 +390,10 @@ impl Approvers {
         self
     }
     /// A callback that must also agree.
-    pub fn check(mut self, f: impl Fn(&ConfirmationRequest, &str) -> Result<(), String> + Send + Sync + 'static) -> Self {
+    pub fn check(
+        mut self,
+        f: impl Fn(&ConfirmationRequest, &str) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
         self.check = Some(Arc::new(f));
         self
     }
@@ -408,10 +408,9 @@ impl Approvers {
             return Err(format!("{approver:?} may not approve a request from its own session"));
         }
         if !self.rules.is_empty() {
-            let listed = self
-                .rules
-                .iter()
-                .any(|(tool, who)| tool.as_deref().is_none_or(|t| t == request.tool) && who.iter().any(|w| w == approver));
+            let listed = self.rules.iter().any(|(tool, who)| {
+                tool.as_deref().is_none_or(|t| t == request.tool) && who.iter().any(|w| w == approver)
+            });
             if !listed {
                 return Err(format!("{approver:?} may not approve `{}`", request.tool));
             }

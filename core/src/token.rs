@@ -81,6 +81,7 @@ impl Drop for Secret {
     fn drop(&mut self) {
         for b in self.0.iter_mut() {
             // Volatile so the zeroing is not optimised away.
+            // SAFETY: `b` is a valid, aligned, exclusive reference to a `u8` of this live buffer.
             unsafe { std::ptr::write_volatile(b, 0) };
         }
     }

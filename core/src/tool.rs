@@ -133,9 +133,9 @@ impl ArgRule {
             ArgRule::GreaterThan { value, .. } => v.as_f64().is_none_or(|n| n > *value),
             ArgRule::OneOf { values, .. } => values.contains(v),
             ArgRule::NotOneOf { values, .. } => !values.contains(v),
-            ArgRule::Contains { substring, .. } => v
-                .as_str()
-                .is_none_or(|s| s.to_lowercase().contains(&substring.to_lowercase())),
+            ArgRule::Contains { substring, .. } => {
+                v.as_str().is_none_or(|s| s.to_lowercase().contains(&substring.to_lowercase()))
+            }
         }
     }
 
@@ -160,9 +160,10 @@ impl ArgRule {
             return Err(format!("rule pointer {p:?} must be empty or start with '/'"));
         }
         if let ArgRule::PathOutside { prefixes, .. } = self
-            && let Some(bad) = prefixes.iter().find(|p| normalize_path(p).is_none()) {
-                return Err(format!("path prefix {bad:?} must be absolute"));
-            }
+            && let Some(bad) = prefixes.iter().find(|p| normalize_path(p).is_none())
+        {
+            return Err(format!("path prefix {bad:?} must be absolute"));
+        }
         Ok(())
     }
 }
@@ -445,9 +446,7 @@ impl ToolBuilder {
         description: impl Into<String>,
         predicate: impl Fn(&Value) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.tool
-            .custom_rules
-            .push(CustomRule { description: description.into(), predicate: Arc::new(predicate) });
+        self.tool.custom_rules.push(CustomRule { description: description.into(), predicate: Arc::new(predicate) });
         self
     }
     /// The function that runs the tool.

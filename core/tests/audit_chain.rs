@@ -160,7 +160,8 @@ fn anchored_gate(dir: &Path) -> (Gate, PathBuf, PathBuf) {
 /// Runs `n` gated calls nobody answers (each is cancelled at once: no subscriber), then closes.
 async fn run_calls(gate: &Gate, n: usize) {
     for i in 0..n {
-        let d = gate.confirm(ToolCall::new("delete_file", serde_json::json!({"path": format!("/f{i}")}))).await.unwrap();
+        let d =
+            gate.confirm(ToolCall::new("delete_file", serde_json::json!({"path": format!("/f{i}")}))).await.unwrap();
         assert!(!d.is_approved());
     }
     gate.close();
@@ -226,7 +227,10 @@ async fn a_gate_that_finds_its_log_cut_records_it_in_the_chain() {
     drop(gate);
     let recs = JsonlAuditSink::read(&log).unwrap();
     let notice = recs.iter().find(|r| r.decision.as_deref() == Some("audit-truncated")).expect("a truncation notice");
-    assert!(notice.reason.as_deref().unwrap().contains(&format!("anchor records record {}", whole.len() - 1)), "{notice:?}");
+    assert!(
+        notice.reason.as_deref().unwrap().contains(&format!("anchor records record {}", whole.len() - 1)),
+        "{notice:?}"
+    );
     // The continued log verifies against the moved anchor, with the notice in it.
     assert!(verify_chain_anchored(&log, &SqliteAnchorReader::new(&db)).unwrap().is_intact());
 }

@@ -103,7 +103,11 @@ async fn two_concurrent_responses_exactly_one_takes_effect() {
                 let (g, req, barrier) = (g.clone(), req.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    let r = if approve { ConfirmationResponse::approve(&req) } else { ConfirmationResponse::deny(&req, None) };
+                    let r = if approve {
+                        ConfirmationResponse::approve(&req)
+                    } else {
+                        ConfirmationResponse::deny(&req, None)
+                    };
                     g.respond(r)
                 })
             })
@@ -189,10 +193,11 @@ async fn cancel_racing_approve_never_runs_a_cancelled_call() {
         let answer = t.join().unwrap();
         let finished = exec.await;
         if let Ok(r) = &finished
-            && r.status == ToolStatus::Executed {
-                approved += 1;
-                assert!(answer.is_ok());
-            }
+            && r.status == ToolStatus::Executed
+        {
+            approved += 1;
+            assert!(answer.is_ok());
+        }
         while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(1), sub.recv()).await {}
     }
     assert_eq!(runs.load(Ordering::SeqCst), approved, "a tool ran without its execute completing");

@@ -111,7 +111,9 @@ async fn child_process_entry() {
     }
     // A request whose deadline passes while the process is down.
     let g = gate.clone();
-    tokio::spawn(async move { g.confirm(ToolCall::new("quick_delete", json!({"path": "/short"})).session("s2")).await });
+    tokio::spawn(
+        async move { g.confirm(ToolCall::new("quick_delete", json!({"path": "/short"})).session("s2")).await },
+    );
     let short = loop {
         if let Some(r) = gate.pending().into_iter().find(|r| r.session_id == "s2") {
             break r;
@@ -241,7 +243,10 @@ fn killed_between_approve_and_execute_nothing_lost_nothing_twice() {
     rt.block_on(async {
         let gate = build_gate(dir);
         let report = gate.recover().unwrap();
-        assert!(report.restored.is_empty() && report.interrupted.is_empty() && report.timed_out.is_empty(), "{report:?}");
+        assert!(
+            report.restored.is_empty() && report.interrupted.is_empty() && report.timed_out.is_empty(),
+            "{report:?}"
+        );
         gate.close();
     });
     assert_eq!(side_effects(dir), ["started /slow", "deleted /keep"], "each tool ran at most once");
@@ -323,13 +328,15 @@ fn recovery_refuses_what_it_cannot_run_as_shown() {
     let dir = dir.path();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ids = rt.block_on(async {
-        let gone = Tool::builder("gone_tool").description("g").approval(ApprovalMode::Required).executor(|_| async { Ok(json!(1)) }).build();
+        let gone = Tool::builder("gone_tool")
+            .description("g")
+            .approval(ApprovalMode::Required)
+            .executor(|_| async { Ok(json!(1)) })
+            .build();
         let gate = simple_gate(Gate::builder().tool(gone), &dir.join("signoff.db"));
         let mut ids = Vec::new();
-        for call in [
-            ToolCall::new("delete_file", json!({"path": "/tampered"})),
-            ToolCall::new("gone_tool", json!({})),
-        ] {
+        for call in [ToolCall::new("delete_file", json!({"path": "/tampered"})), ToolCall::new("gone_tool", json!({}))]
+        {
             let mut fut = Box::pin(gate.confirm(call));
             assert!(futures_poll_once(fut.as_mut()).is_none());
             std::mem::forget(fut);
@@ -473,11 +480,16 @@ fn a_state_that_cannot_be_recorded_never_runs_the_tool() {
             .unwrap();
         let result = rt.block_on(async {
             let g = gate.clone();
-            let task = tokio::spawn(async move { g.execute(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
+            let task =
+                tokio::spawn(async move { g.execute(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
             let req = some_pending(&gate).await;
             let answer = gate.respond(ConfirmationResponse::approve(&req).with_responder("alice"));
             if refuse == RecordState::Approved {
-                assert_eq!(answer.unwrap_err().kind(), ErrorKind::Store, "an approval that was not recorded does not count");
+                assert_eq!(
+                    answer.unwrap_err().kind(),
+                    ErrorKind::Store,
+                    "an approval that was not recorded does not count"
+                );
             }
             task.await.unwrap()
         });

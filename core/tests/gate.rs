@@ -13,7 +13,17 @@ async fn ungated_call_returns_at_once_without_touching_the_bus() {
     let g = gate();
     let mut sub = g.subscribe();
     let d = g.confirm(ToolCall::new("read_file", json!({"path": "/etc/hosts"}))).await.unwrap();
-    assert_eq!(d, Decision::Approved { request_id: None, arguments: json!({"path": "/etc/hosts"}), edited: false, by: ApprovedBy::NotGated, scope: Scope::Once, responder: None });
+    assert_eq!(
+        d,
+        Decision::Approved {
+            request_id: None,
+            arguments: json!({"path": "/etc/hosts"}),
+            edited: false,
+            by: ApprovedBy::NotGated,
+            scope: Scope::Once,
+            responder: None
+        }
+    );
     assert!(drain(&mut sub).await.is_empty(), "nothing may be published for an ungated call");
 }
 
@@ -42,7 +52,17 @@ async fn approve_runs_the_original_arguments() {
     };
     let (d, id) = tokio::join!(call, answer);
     let d = d.unwrap();
-    assert_eq!(d, Decision::Approved { request_id: Some(id), arguments: json!({"path": "/home/a"}), edited: false, by: ApprovedBy::Person, scope: Scope::Once, responder: Some("alice".into()) });
+    assert_eq!(
+        d,
+        Decision::Approved {
+            request_id: Some(id),
+            arguments: json!({"path": "/home/a"}),
+            edited: false,
+            by: ApprovedBy::Person,
+            scope: Scope::Once,
+            responder: Some("alice".into())
+        }
+    );
     assert!(g.pending().is_empty());
     let kinds: Vec<_> = drain(&mut sub).await.iter().map(|e| e.kind()).collect();
     assert_eq!(kinds, ["confirmation-response", "confirmation-resolved"]);
@@ -65,7 +85,9 @@ async fn deny_carries_the_reason_and_the_model_is_told_not_to_retry() {
     assert!(r.content.contains("did not run"));
     assert!(r.content.contains("Do not retry"));
     assert!(r.content.contains("that is my thesis"));
-    assert!(matches!(r.decision, Some(Decision::Denied { ref reason, ref responder, .. }) if reason.as_deref() == Some("that is my thesis") && responder.as_deref() == Some("bob")));
+    assert!(
+        matches!(r.decision, Some(Decision::Denied { ref reason, ref responder, .. }) if reason.as_deref() == Some("that is my thesis") && responder.as_deref() == Some("bob"))
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
@@ -78,7 +100,11 @@ async fn timeout_denies_and_is_reported_as_a_timeout_not_a_denial() {
     let r = g.execute(del("/x")).await;
     assert_eq!(start.elapsed(), Duration::from_secs(60), "default timeout is 60 s");
     assert_eq!(r.status, ToolStatus::TimedOut);
-    assert!(r.content.contains("Nobody approved") && r.content.contains("60 s") && r.content.contains("did not run"), "{}", r.content);
+    assert!(
+        r.content.contains("Nobody approved") && r.content.contains("60 s") && r.content.contains("did not run"),
+        "{}",
+        r.content
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let events = drain(&mut sub).await;
     let kinds: Vec<_> = events.iter().map(|e| e.kind()).collect();
@@ -99,7 +125,10 @@ async fn timeouts_are_configurable_globally_and_per_tool() {
     assert!(matches!(g.confirm(del("/x")).await.unwrap(), Decision::TimedOut { timeout_ms: 2000, .. }));
     assert_eq!(t.elapsed(), Duration::from_secs(2));
     let t = tokio::time::Instant::now();
-    assert!(matches!(g.confirm(ToolCall::new("send_email", json!({}))).await.unwrap(), Decision::TimedOut { timeout_ms: 5000, .. }));
+    assert!(matches!(
+        g.confirm(ToolCall::new("send_email", json!({}))).await.unwrap(),
+        Decision::TimedOut { timeout_ms: 5000, .. }
+    ));
     assert_eq!(t.elapsed(), Duration::from_secs(5));
 }
 
@@ -245,14 +274,26 @@ async fn every_rejected_response_kind_leaves_the_request_as_it_was() {
         let cases: Vec<(ConfirmationResponse, ErrorKind)> = vec![
             (ConfirmationResponse { id: uuid::Uuid::new_v4(), ..ok() }, ErrorKind::UnknownRequest),
             (ConfirmationResponse { tool: Some("read_file".into()), ..ok() }, ErrorKind::Mismatch),
-            (ConfirmationResponse { arguments_digest: Some(display::arguments_digest(&json!({"path": "/etc"}))), ..ok() }, ErrorKind::Mismatch),
+            (
+                ConfirmationResponse {
+                    arguments_digest: Some(display::arguments_digest(&json!({"path": "/etc"}))),
+                    ..ok()
+                },
+                ErrorKind::Mismatch,
+            ),
             (ConfirmationResponse { session_id: Some("s2".into()), ..ok() }, ErrorKind::Mismatch),
             (ConfirmationResponse { responder: Some("mallory".into()), ..ok() }, ErrorKind::Unauthorized),
             (ConfirmationResponse { responder: None, ..ok() }, ErrorKind::Unauthorized),
             (ok().with_arguments(json!({"path": 7})), ErrorKind::InvalidArguments),
             (ok().with_arguments(json!({"path": "/a", "extra": 1})), ErrorKind::InvalidArguments),
-            (ConfirmationResponse::deny(&req, None).with_responder("alice").with_arguments(json!({"path": "/b"})), ErrorKind::Malformed),
-            (ConfirmationResponse::deny(&req, None).with_responder("alice").with_scope(Scope::Session), ErrorKind::Malformed),
+            (
+                ConfirmationResponse::deny(&req, None).with_responder("alice").with_arguments(json!({"path": "/b"})),
+                ErrorKind::Malformed,
+            ),
+            (
+                ConfirmationResponse::deny(&req, None).with_responder("alice").with_scope(Scope::Session),
+                ErrorKind::Malformed,
+            ),
         ];
         for (resp, kind) in cases {
             let e = g.respond(resp.clone()).unwrap_err();
@@ -278,7 +319,13 @@ async fn every_rejected_response_kind_leaves_the_request_as_it_was() {
 #[tokio::test(start_paused = true)]
 async fn edits_need_an_editable_tool_and_are_validated_then_run() {
     let g = gate();
-    g.register(Tool::builder("pay").description("Pays").parameters(json!({"type": "object", "properties": {"amount": {"type": "number", "maximum": 100}}})).build()).unwrap();
+    g.register(
+        Tool::builder("pay")
+            .description("Pays")
+            .parameters(json!({"type": "object", "properties": {"amount": {"type": "number", "maximum": 100}}}))
+            .build(),
+    )
+    .unwrap();
     let mut sub = g.subscribe();
     // Not editable.
     let call = g.confirm(ToolCall::new("pay", json!({"amount": 5})));
@@ -355,7 +402,10 @@ async fn session_grants_skip_the_prompt_within_one_session_only() {
     // Revoked: asks again (nobody answers; times out).
     assert!(g.revoke_grant("s1", "remove_dir"));
     assert!(!g.revoke_grant("s1", "remove_dir"));
-    assert!(matches!(g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/d"})).session("s1")).await.unwrap(), Decision::TimedOut { .. }));
+    assert!(matches!(
+        g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/d"})).session("s1")).await.unwrap(),
+        Decision::TimedOut { .. }
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -418,8 +468,14 @@ async fn refused_calls_never_run_silently() {
     let g = gate();
     let _sub = g.subscribe();
     assert_eq!(g.confirm(ToolCall::new("nope", json!({}))).await.unwrap_err().kind(), ErrorKind::UnknownTool);
-    assert_eq!(g.confirm(ToolCall::new("delete_file", json!({"path": 1}))).await.unwrap_err().kind(), ErrorKind::InvalidArguments);
-    assert_eq!(g.confirm(ToolCall::new("delete_file", json!("x"))).await.unwrap_err().kind(), ErrorKind::InvalidArguments);
+    assert_eq!(
+        g.confirm(ToolCall::new("delete_file", json!({"path": 1}))).await.unwrap_err().kind(),
+        ErrorKind::InvalidArguments
+    );
+    assert_eq!(
+        g.confirm(ToolCall::new("delete_file", json!("x"))).await.unwrap_err().kind(),
+        ErrorKind::InvalidArguments
+    );
     let r = g.execute(ToolCall::new("nope", json!({})).call_id("c1")).await;
     assert_eq!((r.status, r.error_kind), (ToolStatus::Rejected, Some(ErrorKind::UnknownTool)));
     assert!(r.content.contains("did not run"));
@@ -441,7 +497,8 @@ async fn argument_rules_apply_to_not_required_tools() {
 #[tokio::test(start_paused = true)]
 async fn gating_disabled_is_explicit_and_audited() {
     let audit = MemoryAuditSink::new();
-    let g = gate_with(Gate::builder().dangerously_disable_gating(true).audit(audit.clone()), Arc::new(AtomicUsize::new(0)));
+    let g =
+        gate_with(Gate::builder().dangerously_disable_gating(true).audit(audit.clone()), Arc::new(AtomicUsize::new(0)));
     assert!(g.gating_disabled());
     assert!(!Gate::new().gating_disabled(), "off by default");
     let d = g.confirm(del("/a")).await.unwrap();
@@ -455,9 +512,16 @@ async fn gating_disabled_is_explicit_and_audited() {
 #[tokio::test(start_paused = true)]
 async fn displayed_text_escapes_deceptive_characters() {
     let g = gate();
-    g.register(Tool::builder("send_file").description("Sends \u{202E}elif").prompt_template("Send {args} with {tool}?").build()).unwrap();
+    g.register(
+        Tool::builder("send_file")
+            .description("Sends \u{202E}elif")
+            .prompt_template("Send {args} with {tool}?")
+            .build(),
+    )
+    .unwrap();
     let mut sub = g.subscribe();
-    let call = g.confirm(ToolCall::new("send_file", json!({"to": "ev\u{200B}il@x.com", "note": "a\u{0007}b\u{2066}c"})));
+    let call =
+        g.confirm(ToolCall::new("send_file", json!({"to": "ev\u{200B}il@x.com", "note": "a\u{0007}b\u{2066}c"})));
     let check = async {
         let req = next_request(&mut sub).await;
         for text in [&req.prompt, &req.display_arguments, &req.description] {
@@ -483,20 +547,25 @@ async fn handler_that_does_not_answer_or_fails_ends_the_request_as_approval_fail
         let c = c.clone();
         Box::pin(async move {
             match c.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok(()),                                  // returns without answering
+                0 => Ok(()),                                 // returns without answering
                 1 => Err("database unavailable".to_owned()), // fails
-                2 => panic!("handler bug"),                    // panics
+                2 => panic!("handler bug"),                  // panics
                 _ => req.approve_with(None, Scope::Once, Some("auto".into())).map(|_| ()).map_err(|e| e.to_string()),
             }
         })
     }));
-    for detail in ["the approval handler returned without answering", "the approval handler failed: database unavailable", "the approval handler panicked"] {
+    for detail in [
+        "the approval handler returned without answering",
+        "the approval handler failed: database unavailable",
+        "the approval handler panicked",
+    ] {
         let d = g.confirm(del("/a")).await.unwrap();
         assert!(matches!(d, Decision::Cancelled { reason: CancelReason::ApprovalFailed, .. }), "{d:?}");
         // The detail is evidence: in the audit log, with who ended it.
         let id = d.request_id().unwrap();
         let recs = audit.records();
-        let notice = recs.iter().find(|r| r.request_id == Some(id) && r.decision.as_deref() == Some("approval-failed")).unwrap();
+        let notice =
+            recs.iter().find(|r| r.request_id == Some(id) && r.decision.as_deref() == Some("approval-failed")).unwrap();
         assert_eq!(notice.reason.as_deref(), Some(detail));
         assert_eq!(notice.responder.as_deref(), Some(HANDLER_RESPONDER));
     }
@@ -515,11 +584,17 @@ async fn handler_that_does_not_answer_or_fails_ends_the_request_as_approval_fail
 async fn failing_handler_ends_the_request_at_once_when_responders_are_restricted() {
     let runs = Arc::new(AtomicUsize::new(0));
     let g = gate_with(Gate::builder().authenticator(Arc::new(AllowedResponders(vec!["alice".into()]))), runs.clone());
-    let _guard = g.on_request(Arc::new(|_req: PendingRequest| Box::pin(async move { Err("RuntimeError: secret internals at 0x7f".to_owned()) })));
+    let _guard = g.on_request(Arc::new(|_req: PendingRequest| {
+        Box::pin(async move { Err("RuntimeError: secret internals at 0x7f".to_owned()) })
+    }));
     let started = tokio::time::Instant::now();
     let r = g.execute(del("/a").call_id("c1")).await;
     assert_eq!(r.status, ToolStatus::Cancelled, "{r:?}");
-    assert!(started.elapsed() < Duration::from_secs(1), "the request waited {:?} instead of ending at once", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the request waited {:?} instead of ending at once",
+        started.elapsed()
+    );
     assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::ApprovalFailed, .. })), "{r:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     // Issue 15.7: the model reads that the approval step failed, not that a person declined,
@@ -540,7 +615,9 @@ async fn handler_picks_up_requests_already_pending() {
     while g.pending().is_empty() {
         tokio::task::yield_now().await;
     }
-    let _guard = g.on_request(Arc::new(|req: PendingRequest| Box::pin(async move { req.approve().map(|_| ()).map_err(|e| e.to_string()) })));
+    let _guard = g.on_request(Arc::new(|req: PendingRequest| {
+        Box::pin(async move { req.approve().map(|_| ()).map_err(|e| e.to_string()) })
+    }));
     assert!(call.await.unwrap().unwrap().is_approved());
 }
 
@@ -556,7 +633,10 @@ async fn audit_jsonl_records_every_step() {
     let answer = async {
         let req = next_request(&mut sub).await;
         let _ = g.respond(ConfirmationResponse { tool: Some("x".into()), ..ConfirmationResponse::approve(&req) });
-        g.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": "/home/b"})).with_responder("alice")).unwrap();
+        g.respond(
+            ConfirmationResponse::approve(&req).with_arguments(json!({"path": "/home/b"})).with_responder("alice"),
+        )
+        .unwrap();
     };
     let (r, ()) = tokio::join!(exec, answer);
     assert_eq!(r.status, ToolStatus::Executed);
@@ -564,9 +644,22 @@ async fn audit_jsonl_records_every_step() {
     g.flush_audit();
     let recs = JsonlAuditSink::read(&path).unwrap();
     let kinds: Vec<_> = recs.iter().map(|r| r.kind).collect();
-    assert_eq!(kinds, [AuditKind::Request, AuditKind::ResponseRejected, AuditKind::Response, AuditKind::Outcome, AuditKind::Execution, AuditKind::Bypass, AuditKind::Execution]);
+    assert_eq!(
+        kinds,
+        [
+            AuditKind::Request,
+            AuditKind::ResponseRejected,
+            AuditKind::Response,
+            AuditKind::Outcome,
+            AuditKind::Execution,
+            AuditKind::Bypass,
+            AuditKind::Execution
+        ]
+    );
     let digest = display::arguments_digest(&json!({"path": "/home/a"}));
-    assert!(recs[..4].iter().all(|r| r.session_id.as_deref() == Some("s1") && r.tool.as_deref() == Some("delete_file") && r.arguments_digest.as_deref() == Some(digest.as_str())));
+    assert!(recs[..4].iter().all(|r| r.session_id.as_deref() == Some("s1")
+        && r.tool.as_deref() == Some("delete_file")
+        && r.arguments_digest.as_deref() == Some(digest.as_str())));
     assert_eq!(recs[0].arguments, Some(json!({"path": "/home/a"})));
     assert_eq!(recs[1].error_kind, Some(ErrorKind::Mismatch));
     assert_eq!(recs[2].edited_arguments, Some(json!({"path": "/home/b"})));
@@ -760,7 +853,31 @@ fn events_have_a_stable_json_form() {
 #[test]
 fn error_kinds_are_stable_strings() {
     let names: Vec<_> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
-    assert_eq!(names, ["unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor", "bad_signature", "unknown_key", "token_expired", "wrong_approver", "already_used", "not_pending", "config"]);
+    assert_eq!(
+        names,
+        [
+            "unknown_tool",
+            "invalid_tool",
+            "invalid_arguments",
+            "unknown_request",
+            "already_resolved",
+            "expired",
+            "edits_not_allowed",
+            "mismatch",
+            "malformed",
+            "unauthorized",
+            "closed",
+            "store",
+            "no_executor",
+            "bad_signature",
+            "unknown_key",
+            "token_expired",
+            "wrong_approver",
+            "already_used",
+            "not_pending",
+            "config"
+        ]
+    );
     for k in ErrorKind::ALL {
         assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
     }
@@ -770,10 +887,32 @@ fn error_kinds_are_stable_strings() {
 fn tool_registration_rejects_bad_definitions() {
     let g = Gate::new();
     assert_eq!(g.register(Tool::builder("").build()).unwrap_err().kind(), ErrorKind::InvalidTool);
-    assert_eq!(g.register(Tool::builder("x").parameters(json!({"type": "nope"})).build()).unwrap_err().kind(), ErrorKind::InvalidTool);
-    assert_eq!(g.register(Tool::builder("x").rule(ArgRule::PathOutside { pointer: "path".into(), prefixes: vec!["/tmp".into()] }).build()).unwrap_err().kind(), ErrorKind::InvalidTool);
-    assert_eq!(g.register(Tool::builder("x").rule(ArgRule::PathOutside { pointer: "/path".into(), prefixes: vec!["tmp".into()] }).build()).unwrap_err().kind(), ErrorKind::InvalidTool);
-    g.register_spec(ToolSpec::from_json(json!({"name": "ok", "approval": "required", "timeout_ms": 5})).unwrap()).unwrap();
+    assert_eq!(
+        g.register(Tool::builder("x").parameters(json!({"type": "nope"})).build()).unwrap_err().kind(),
+        ErrorKind::InvalidTool
+    );
+    assert_eq!(
+        g.register(
+            Tool::builder("x")
+                .rule(ArgRule::PathOutside { pointer: "path".into(), prefixes: vec!["/tmp".into()] })
+                .build()
+        )
+        .unwrap_err()
+        .kind(),
+        ErrorKind::InvalidTool
+    );
+    assert_eq!(
+        g.register(
+            Tool::builder("x")
+                .rule(ArgRule::PathOutside { pointer: "/path".into(), prefixes: vec!["tmp".into()] })
+                .build()
+        )
+        .unwrap_err()
+        .kind(),
+        ErrorKind::InvalidTool
+    );
+    g.register_spec(ToolSpec::from_json(json!({"name": "ok", "approval": "required", "timeout_ms": 5})).unwrap())
+        .unwrap();
     assert_eq!(g.tools()[0].name, "ok");
     assert!(g.unregister("ok"));
     assert!(g.tools().is_empty());

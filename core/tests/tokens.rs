@@ -33,7 +33,10 @@ async fn wait_pending(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
 }
 
 /// Starts `execute(del(path))` in a task and returns it with its pending request.
-async fn pending_delete(gate: &Gate, call: ToolCall) -> (tokio::task::JoinHandle<ToolResult>, Arc<ConfirmationRequest>) {
+async fn pending_delete(
+    gate: &Gate,
+    call: ToolCall,
+) -> (tokio::task::JoinHandle<ToolResult>, Arc<ConfirmationRequest>) {
     let before: Vec<_> = gate.pending().iter().map(|r| r.id).collect();
     let g = gate.clone();
     let task = tokio::spawn(async move { g.execute(call).await });
@@ -76,9 +79,15 @@ async fn a_token_approval_runs_the_stored_arguments_exactly_once() {
     let records = audit.records();
     let text = serde_json::to_string(&records).unwrap();
     assert!(!text.contains(&token), "a token must never be logged");
-    assert!(records.iter().any(|r| r.decision.as_deref() == Some("token-issued") && r.responder.as_deref() == Some("alice")));
+    assert!(
+        records
+            .iter()
+            .any(|r| r.decision.as_deref() == Some("token-issued") && r.responder.as_deref() == Some("alice"))
+    );
     assert!(records.iter().any(|r| r.kind == AuditKind::Response && r.responder.as_deref() == Some("alice")));
-    assert!(records.iter().any(|r| r.kind == AuditKind::ResponseRejected && r.error_kind == Some(ErrorKind::AlreadyUsed)));
+    assert!(
+        records.iter().any(|r| r.kind == AuditKind::ResponseRejected && r.error_kind == Some(ErrorKind::AlreadyUsed))
+    );
 }
 
 fn split(token: &str) -> (String, String, Value, String) {
@@ -115,7 +124,11 @@ async fn a_token_tampered_in_any_field_is_rejected_and_changes_nothing() {
         c[field] = value;
         let forged = join(&prefix, &kid, &c, &sig);
         let approver = if field == "apr" { "mallory" } else { "alice" };
-        assert_eq!(kind(gate.respond_token(&forged, TokenResponse::approve(approver))), ErrorKind::BadSignature, "{field}");
+        assert_eq!(
+            kind(gate.respond_token(&forged, TokenResponse::approve(approver))),
+            ErrorKind::BadSignature,
+            "{field}"
+        );
     }
     // The signature itself, one character off.
     let mut bad_sig = sig.clone().into_bytes();
@@ -290,7 +303,8 @@ async fn edits_travel_separately_and_are_validated_before_they_can_run() {
 
 #[tokio::test]
 async fn approvers_decide_who_may_approve_which_tool() {
-    let approvers = Approvers::new().allow("delete_file", ["alice"]).allow_all_tools(["root"]).forbid_self_approval(true);
+    let approvers =
+        Approvers::new().allow("delete_file", ["alice"]).allow_all_tools(["root"]).forbid_self_approval(true);
     let runs = Arc::new(AtomicUsize::new(0));
     let gate = remote_gate(Gate::builder().authenticator(Arc::new(approvers)), runs.clone());
 
@@ -299,7 +313,11 @@ async fn approvers_decide_who_may_approve_which_tool() {
     assert_eq!(kind(gate.respond_token(&bob, TokenResponse::approve("bob"))), ErrorKind::Unauthorized);
     // Plain responses go through the same check.
     assert_eq!(kind(gate.respond(ConfirmationResponse::approve(&r1).with_responder("bob"))), ErrorKind::Unauthorized);
-    assert_eq!(kind(gate.respond(ConfirmationResponse::approve(&r1))), ErrorKind::Unauthorized, "approvals must name a responder");
+    assert_eq!(
+        kind(gate.respond(ConfirmationResponse::approve(&r1))),
+        ErrorKind::Unauthorized,
+        "approvals must name a responder"
+    );
     // Anyone may refuse: that is the safe side.
     let alice = gate.issue_token(&r1.id, "alice").unwrap();
     gate.respond_token(&alice, TokenResponse::approve("alice")).unwrap();

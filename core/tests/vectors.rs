@@ -73,7 +73,20 @@ async fn flows() {
         let name = case["name"].as_str().unwrap();
         for k in obj_keys(case) {
             assert!(
-                ["name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps", "decision", "events_after"].contains(&k),
+                [
+                    "name",
+                    "tools",
+                    "gate",
+                    "subscribe",
+                    "call",
+                    "confirm_error",
+                    "expect_request",
+                    "request",
+                    "steps",
+                    "decision",
+                    "events_after"
+                ]
+                .contains(&k),
                 "{name}: unknown field {k}"
             );
         }

@@ -13,8 +13,8 @@
 
 use serde_json::{Value, json};
 use signoff::{
-    ConfirmationResponse, Gate, ResponseDecision, SqliteStore, TokenKeys, TokenResponse, Tool, ToolCall,
-    JsonlAuditSink, verify_chain,
+    ConfirmationResponse, Gate, JsonlAuditSink, ResponseDecision, SqliteStore, TokenKeys, TokenResponse, Tool,
+    ToolCall, verify_chain,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -54,8 +54,13 @@ fn server(dir: &Path) -> Gate {
                     let ledger = ledger.clone();
                     async move {
                         use std::io::Write;
-                        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&ledger).map_err(|e| e.to_string())?;
-                        writeln!(f, "paid {} EUR to {}", args["amount_eur"], args["to"].as_str().unwrap_or("?")).map_err(|e| e.to_string())?;
+                        let mut f = std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(&ledger)
+                            .map_err(|e| e.to_string())?;
+                        writeln!(f, "paid {} EUR to {}", args["amount_eur"], args["to"].as_str().unwrap_or("?"))
+                            .map_err(|e| e.to_string())?;
                         Ok(json!({"paid": args["amount_eur"], "to": args["to"]}))
                     }
                 })
@@ -79,7 +84,11 @@ async fn before_crash(dir: &Path) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    println!("server: the agent wants to run {} {}", request.tool, signoff::display::canonical_json(&request.arguments));
+    println!(
+        "server: the agent wants to run {} {}",
+        request.tool,
+        signoff::display::canonical_json(&request.arguments)
+    );
     let token = gate.issue_token(&request.id, "alice").expect("issue a token");
     println!("server: sent alice the link https://approve.example/#{}...", &token[..24]);
     // The link travels to alice's phone (here: a file).
@@ -109,7 +118,8 @@ async fn after_restart(dir: &Path) {
     // what comes back. Here the client can only present the token; the amount is not its to set.
     let mut claims = gate.inspect_token(&token).unwrap();
     claims.arguments_digest = "sha256:0000".into();
-    let forged = TokenKeys::parse("demo-1:bWFsbG9yeSdzIG93biBrZXkgLS0gbm90IHRoZSBzZXJ2ZXIncyEh").unwrap().sign(&mut claims);
+    let forged =
+        TokenKeys::parse("demo-1:bWFsbG9yeSdzIG93biBrZXkgLS0gbm90IHRoZSBzZXJ2ZXIncyEh").unwrap().sign(&mut claims);
     report_err("mallory presents a forged token", gate.respond_token(&forged, TokenResponse::approve("alice")));
     report_err("mallory presents alice's link", gate.respond_token(&token, TokenResponse::approve("mallory")));
     report_err(
@@ -131,7 +141,11 @@ async fn after_restart(dir: &Path) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    println!("server: request is {}; the model is told: {}", record.state.as_str(), record.result.as_ref().unwrap()["content"]);
+    println!(
+        "server: request is {}; the model is told: {}",
+        record.state.as_str(),
+        record.result.as_ref().unwrap()["content"]
+    );
     report_err("alice's link is used again", gate.respond_token(&token, TokenResponse::approve("alice")));
     gate.close();
 
