@@ -41,12 +41,12 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+mod dispatch;
 pub mod display;
 mod error;
 pub mod event;
 mod executor;
 mod gate;
-mod handler;
 pub mod json;
 pub mod policy;
 mod sqlite;
@@ -58,6 +58,7 @@ pub use audit::{
     AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind,
     ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
 };
+pub use dispatch::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
     CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Outcome,
@@ -68,7 +69,6 @@ pub use gate::{
     ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, NotRestored,
     PendingPage, Recovery, Subscription, ToolCall,
 };
-pub use handler::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
 pub use store::{

@@ -1,6 +1,19 @@
 //! Start-up recovery from a durable store.
 
-use super::*;
+use super::{Gate, Waiter, Waiting, lock, record_for};
+use crate::audit::{AuditKind, AuditRecord};
+use crate::display;
+use crate::error::{Error, Result};
+use crate::event::{CancelReason, ConfirmationRequest, Event, Outcome, now_ms};
+use crate::store::{RecordState, StateChange, StoredRecord};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// What [`Gate::recover`] found and did.
 #[derive(Debug, Clone, Default, Serialize)]

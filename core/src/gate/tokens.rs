@@ -1,7 +1,12 @@
 //! Remote approval with signed tokens: issue, inspect, respond.
 
-use super::*;
+use super::{Gate, lock, record_for};
+use crate::audit::{AuditKind, AuditRecord};
+use crate::error::{Error, Result};
+use crate::event::{ConfirmationResponse, Outcome, now_ms};
 use crate::token::fingerprint;
+use crate::token::{TokenClaims, TokenKeys, TokenResponse};
+use uuid::Uuid;
 
 impl Gate {
     /// Issues a signed approval token for a pending request, meant for `approver` only: the

@@ -1,0 +1,170 @@
+//! Configuring and building a [`Gate`].
+
+use super::{Gate, Inner, Tombstones};
+use crate::audit::{AuditKind, AuditRecord, AuditSink};
+use crate::error::Result;
+use crate::policy::Policy;
+use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenticator};
+use crate::token::TokenKeys;
+use crate::tool::Tool;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// Configures a [`Gate`].
+pub struct GateBuilder {
+    policy: Policy,
+    store: Option<Arc<dyn PendingStore>>,
+    authenticator: Option<Arc<dyn ResponseAuthenticator>>,
+    audit: Option<Arc<dyn AuditSink>>,
+    bus_capacity: usize,
+    deny_when_unobserved: bool,
+    remembered: usize,
+    tools: Vec<Tool>,
+    tokens: Option<TokenKeys>,
+    token_ttl: Option<Duration>,
+}
+
+impl Default for GateBuilder {
+    fn default() -> Self {
+        GateBuilder {
+            policy: Policy::default(),
+            store: None,
+            authenticator: None,
+            audit: None,
+            bus_capacity: 4096,
+            deny_when_unobserved: true,
+            remembered: 65_536,
+            tools: Vec::new(),
+            tokens: None,
+            token_ttl: None,
+        }
+    }
+}
+
+impl GateBuilder {
+    /// Replaces the whole policy.
+    pub fn policy(mut self, p: Policy) -> Self {
+        self.policy = p;
+        self
+    }
+    /// Replaces the keyword list.
+    pub fn keywords<I: IntoIterator<Item = S>, S: Into<String>>(mut self, k: I) -> Self {
+        self.policy.keywords = k.into_iter().map(Into::into).collect();
+        self
+    }
+    /// The approval timeout for tools that set none (60 s by default).
+    pub fn default_timeout(mut self, t: Duration) -> Self {
+        self.policy.default_timeout = t;
+        self
+    }
+    /// DEVELOPMENT ONLY: every call runs without approval. Announced on stderr and in the audit
+    /// log when the gate is built.
+    pub fn dangerously_disable_gating(mut self, yes: bool) -> Self {
+        self.policy.gating_disabled = yes;
+        self
+    }
+    /// Where pending requests are kept (in memory by default).
+    pub fn store(mut self, s: Arc<dyn PendingStore>) -> Self {
+        self.store = Some(s);
+        self
+    }
+    /// Who may answer (by default any in-process response that matches its request).
+    pub fn authenticator(mut self, a: Arc<dyn ResponseAuthenticator>) -> Self {
+        self.authenticator = Some(a);
+        self
+    }
+    /// Where audit records go (none by default).
+    pub fn audit(mut self, a: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(a);
+        self
+    }
+    /// How many events the bus buffers per subscriber before that subscriber is told it lagged.
+    pub fn bus_capacity(mut self, n: usize) -> Self {
+        self.bus_capacity = n.max(1);
+        self
+    }
+    /// With `true` (the default), a request published while nobody is subscribed, and every
+    /// request pending when the last subscriber goes away, is cancelled at once
+    /// ([`CancelReason::NoSubscribers`]). Set `false` when responses come from elsewhere (a
+    /// remote UI calling [`Gate::respond`] after listing [`Gate::pending`]): requests then wait
+    /// for their deadline.
+    pub fn deny_when_unobserved(mut self, yes: bool) -> Self {
+        self.deny_when_unobserved = yes;
+        self
+    }
+    /// How many resolved request ids are remembered to classify late responses (65,536).
+    pub fn remember_resolved(mut self, n: usize) -> Self {
+        self.remembered = n;
+        self
+    }
+    /// The keys approval tokens are signed and verified with (see [`Gate::issue_token`]).
+    /// Load them from configuration ([`TokenKeys::from_env`], [`TokenKeys::from_file`]) so
+    /// tokens stay valid across a restart.
+    pub fn tokens(mut self, keys: TokenKeys) -> Self {
+        self.tokens = Some(keys);
+        self
+    }
+    /// How long an issued token is valid (by default until its request's deadline; never
+    /// beyond it).
+    pub fn token_ttl(mut self, ttl: Duration) -> Self {
+        self.token_ttl = Some(ttl);
+        self
+    }
+    /// Registers a tool when the gate is built.
+    pub fn tool(mut self, t: Tool) -> Self {
+        self.tools.push(t);
+        self
+    }
+
+    /// Builds the gate; fails with `invalid_tool` if a tool given to [`tool`](Self::tool) is invalid.
+    pub fn build(self) -> Result<Gate> {
+        let (bus, _) = broadcast::channel(self.bus_capacity);
+        let store: Arc<dyn PendingStore> = self.store.unwrap_or_else(|| Arc::new(MemoryPendingStore::new()));
+        if let (Some(audit), Some(anchor)) = (&self.audit, store.clone().audit_anchor()) {
+            audit.set_anchor(anchor);
+        }
+        let gate = Gate {
+            inner: Arc::new(Inner {
+                policy: self.policy,
+                tools: RwLock::new(HashMap::default()),
+                bus,
+                store,
+                authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
+                audit: self.audit,
+                waiters: Mutex::new(HashMap::default()),
+                grants: Mutex::new(HashMap::new()),
+                tombstones: Mutex::new(Tombstones {
+                    map: HashMap::default(),
+                    tokens: HashMap::default(),
+                    order: VecDeque::new(),
+                    cap: self.remembered,
+                }),
+                closed: AtomicBool::new(false),
+                subscribers: AtomicUsize::new(0),
+                deny_when_unobserved: self.deny_when_unobserved,
+                tokens: self.tokens,
+                token_ttl: self.token_ttl,
+                requests_made: AtomicBool::new(false),
+                recovered: AtomicBool::new(false),
+                warned_unobserved: AtomicBool::new(false),
+            }),
+        };
+
+        for t in self.tools {
+            gate.register(t)?;
+        }
+        if gate.inner.policy.gating_disabled {
+            eprintln!("signoff: WARNING: gating is DISABLED on this gate; every tool call runs without approval");
+            gate.audit(|| {
+                let mut r = AuditRecord::new(AuditKind::Notice);
+                r.decision = Some("gating-disabled".into());
+                r.reason = Some("dangerously_disable_gating is on: every call runs without approval".into());
+                r
+            });
+        }
+        Ok(gate)
+    }
+}

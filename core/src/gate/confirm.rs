@@ -1,0 +1,146 @@
+//! The [`Confirm`] future: publish, wait for a decision or the deadline, cancel on drop.
+
+use super::{Gate, Prepared, Resolution, Waiting};
+use crate::error::Result;
+use crate::event::CancelReason;
+use crate::gate::{ApprovedBy, Decision, ToolCall};
+use crate::policy::CompiledTool;
+use crate::store::{RecordState, StateChange};
+use std::sync::Arc;
+
+impl Gate {
+    /// Asks for approval when the call needs it and waits for the decision.
+    ///
+    /// Returns at once, without touching the bus, when the call needs no approval. Otherwise
+    /// publishes a `confirmation-request` and waits until a person answers, the deadline
+    /// passes, the gate shuts down, every subscriber goes away, or this future is dropped;
+    /// every one of those except an explicit approval is a decision not to run.
+    ///
+    /// Errors (the call is refused, nothing is asked): `malformed` (arguments or metadata nested
+    /// deeper than [`json::MAX_NESTING`](crate::json::MAX_NESTING)), `unknown_tool`, `invalid_arguments`,
+    /// `store`.
+    pub fn confirm(&self, call: ToolCall) -> Confirm<'_> {
+        self.confirm_future(None, call, true)
+    }
+
+    /// `confirm` with the tool already looked up (used by `execute`).
+    pub(crate) fn confirm_tool(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Confirm<'_> {
+        self.confirm_future(Some(tool), call, false)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future returned by [`Gate::confirm`]. Lazy: nothing is checked or published until it
+    /// is first polled. Dropping it while its request is pending cancels the request
+    /// ([`CancelReason::Aborted`]), which denies.
+    #[must_use = "a confirmation does nothing unless awaited"]
+    pub struct Confirm<'a> {
+        gate: &'a Gate,
+        // `confirm` hands an approval to its caller (recorded as `released`); `execute` runs it.
+        hand_off: bool,
+        #[pin]
+        state: ConfirmState,
+    }
+
+    impl PinnedDrop for Confirm<'_> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let ConfirmStateProj::Waiting { waiting, .. } = this.state.project() {
+                this.gate.cancel(waiting.id, CancelReason::Aborted);
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Start and wait share storage: a pending confirmation carries only what the wait needs.
+    #[project = ConfirmStateProj]
+    enum ConfirmState {
+        Start { tool: Option<Arc<CompiledTool>>, call: Option<ToolCall> },
+        Waiting { waiting: Waiting, #[pin] sleep: Option<tokio::time::Sleep> },
+        Done,
+    }
+}
+
+impl Gate {
+    fn confirm_future(&self, tool: Option<Arc<CompiledTool>>, call: ToolCall, hand_off: bool) -> Confirm<'_> {
+        Confirm { gate: self, hand_off, state: ConfirmState::Start { tool, call: Some(call) } }
+    }
+
+    /// Waits for a request that is already published (a recovered one).
+    pub(super) fn resume(&self, waiting: Waiting) -> Confirm<'_> {
+        let sleep = tokio::time::sleep_until(waiting.deadline);
+        Confirm { gate: self, hand_off: false, state: ConfirmState::Waiting { waiting, sleep: Some(sleep) } }
+    }
+}
+
+impl std::future::Future for Confirm<'_> {
+    type Output = Result<Decision>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let mut this = self.project();
+        if let ConfirmStateProj::Start { tool, call } = this.state.as_mut().project() {
+            let (tool, call) = (tool.take(), call.take().expect("`Confirm` polled after completion"));
+            let prepared = match tool {
+                Some(t) => Ok(t),
+                None => this.gate.tool(&call.tool),
+            }
+            .and_then(|t| this.gate.prepare(t, call));
+            match prepared {
+                Err(e) => {
+                    this.state.set(ConfirmState::Done);
+                    return Poll::Ready(Err(e));
+                }
+                Ok(Prepared::Done(d)) => {
+                    this.state.set(ConfirmState::Done);
+                    return Poll::Ready(Ok(d));
+                }
+                Ok(Prepared::Wait(w)) => {
+                    let sleep = tokio::time::sleep_until(w.deadline);
+                    this.state.set(ConfirmState::Waiting { waiting: w, sleep: Some(sleep) });
+                }
+            }
+        }
+        let ConfirmStateProj::Waiting { waiting: w, mut sleep } = this.state.as_mut().project() else {
+            panic!("`Confirm` polled after completion");
+        };
+        let resolution = match std::pin::Pin::new(&mut w.rx).poll(cx) {
+            Poll::Ready(Ok(res)) => res,
+            // The sender is only ever dropped after sending; fail safe regardless.
+            Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
+            Poll::Pending => match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+                Some(Poll::Ready(())) => match this.gate.time_out(w.id) {
+                    Some(r) => r,
+                    // Someone claimed it just before the deadline (possibly on another thread)
+                    // and is about to send: stop the timer and wait for what they send.
+                    None => {
+                        sleep.set(None);
+                        match std::pin::Pin::new(&mut w.rx).poll(cx) {
+                            Poll::Ready(Ok(r)) => r,
+                            Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    }
+                },
+                _ => return Poll::Pending,
+            },
+        };
+        let (id, timeout_ms) = (w.id, w.timeout_ms);
+        // Resolved: leaving the Waiting state disarms the cancel-on-drop.
+        this.state.set(ConfirmState::Done);
+        Poll::Ready(Ok(match resolution {
+            Resolution::Approved { arguments, edited, scope, responder } => {
+                if *this.hand_off
+                    && let Err(e) = this.gate.inner.store.transition(&id, StateChange::to(RecordState::Released))
+                {
+                    eprintln!("signoff: could not record request {id} as released: {e}");
+                }
+                Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
+            }
+            Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },
+            Resolution::TimedOut => Decision::TimedOut { request_id: id, timeout_ms },
+            Resolution::Cancelled(reason) => Decision::Cancelled { request_id: Some(id), reason },
+        }))
+    }
+}

@@ -1,0 +1,641 @@
+//! The gate: decides, publishes, waits, and resolves every request exactly once.
+
+use crate::audit::{AuditKind, AuditRecord, AuditSink};
+use crate::display;
+use crate::error::{Error, Result};
+use crate::event::{
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationTimeout, Event, Outcome, ResponseDecision,
+    Scope, now_ms,
+};
+use crate::policy::{CompiledTool, Policy};
+use crate::store::{PendingCursor, PendingStore, RecordState, ResponseAuthenticator, StateChange, StoredRecord};
+use crate::token::TokenKeys;
+use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
+use rustc_hash::FxBuildHasher;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+use tokio::sync::{broadcast, oneshot};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+mod builder;
+mod bus;
+mod call;
+mod confirm;
+mod grants;
+mod recovery;
+mod respond;
+mod tokens;
+pub use builder::GateBuilder;
+pub use bus::{LAGGED_SNAPSHOT_LIMIT, Lagged, PendingPage, Subscription};
+pub use call::{ApprovedBy, DEFAULT_SESSION, Decision, ToolCall};
+pub use confirm::Confirm;
+pub use recovery::{NotRestored, Recovery};
+
+/// What resolved a waiter; sent through its oneshot.
+/// A response that passed every check, and the request it claimed.
+struct Claimed {
+    waiter: Waiter,
+    resolution: Resolution,
+}
+
+enum Resolution {
+    Approved { arguments: Value, edited: bool, scope: Scope, responder: Option<String> },
+    Denied { reason: Option<String>, responder: Option<String> },
+    TimedOut,
+    Cancelled(CancelReason),
+}
+
+pub(crate) enum Prepared {
+    Done(Decision),
+    Wait(Waiting),
+}
+
+/// A published request and the receiving end of its decision.
+pub(crate) struct Waiting {
+    id: Uuid,
+    rx: oneshot::Receiver<Resolution>,
+    deadline: Instant,
+    timeout_ms: u64,
+}
+
+struct Waiter {
+    tx: oneshot::Sender<Resolution>,
+    request: Arc<ConfirmationRequest>,
+    tool: Arc<CompiledTool>,
+    deadline: Instant,
+}
+
+/// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
+/// `unknown_request`. Bounded: the oldest are forgotten first.
+struct Tombstones {
+    map: HashMap<Uuid, Outcome, FxBuildHasher>,
+    /// Request id → fingerprint of the approval token that answered it.
+    tokens: HashMap<Uuid, String, FxBuildHasher>,
+    order: VecDeque<Uuid>,
+    cap: usize,
+}
+
+impl Tombstones {
+    fn add(&mut self, id: Uuid, o: Outcome) {
+        if self.cap == 0 {
+            return;
+        }
+        if let Some(existing) = self.map.get_mut(&id) {
+            *existing = o;
+            return;
+        }
+        if self.order.len() >= self.cap
+            && let Some(old) = self.order.pop_front()
+        {
+            self.map.remove(&old);
+            self.tokens.remove(&old);
+        }
+        self.map.insert(id, o);
+        self.order.push_back(id);
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) policy: Policy,
+    tools: RwLock<HashMap<String, Arc<CompiledTool>, FxBuildHasher>>,
+    bus: broadcast::Sender<Event>,
+    store: Arc<dyn PendingStore>,
+    authenticator: Arc<dyn ResponseAuthenticator>,
+    audit: Option<Arc<dyn AuditSink>>,
+    waiters: Mutex<HashMap<Uuid, Waiter, FxBuildHasher>>,
+    /// session id → tools granted for the rest of that session.
+    grants: Mutex<HashMap<String, HashSet<String>>>,
+    tombstones: Mutex<Tombstones>,
+    closed: AtomicBool,
+    subscribers: AtomicUsize,
+    deny_when_unobserved: bool,
+    tokens: Option<TokenKeys>,
+    token_ttl: Option<Duration>,
+    requests_made: AtomicBool,
+    recovered: AtomicBool,
+    /// The no-subscribers warning was printed.
+    warned_unobserved: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The approval gate. Cheap to clone: every clone is a handle to the same gate.
+#[derive(Clone)]
+pub struct Gate {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate").field("pending", &self.pending_count()).field("closed", &self.is_closed()).finish()
+    }
+}
+
+impl Gate {
+    /// A gate with default policy, in-memory store, no audit sink.
+    pub fn new() -> Self {
+        GateBuilder::default().build().expect("a gate without tools always builds")
+    }
+
+    /// Configures a gate.
+    pub fn builder() -> GateBuilder {
+        GateBuilder::default()
+    }
+
+    /// Registers (or replaces) a tool. Fails with `invalid_tool` for a bad definition.
+    pub fn register(&self, tool: Tool) -> Result<()> {
+        let compiled = Arc::new(self.inner.policy.compile(tool)?);
+        let name = compiled.name().to_owned();
+        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name, compiled);
+        Ok(())
+    }
+
+    /// Registers a tool from its serializable spec (no executor).
+    pub fn register_spec(&self, spec: ToolSpec) -> Result<()> {
+        self.register(Tool::from_spec(spec))
+    }
+
+    /// Removes a tool; later calls to it are `unknown_tool`.
+    pub fn unregister(&self, name: &str) -> bool {
+        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(name).is_some()
+    }
+
+    /// The specs of every registered tool, sorted by name.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        let mut v: Vec<_> =
+            self.inner.tools.read().unwrap_or_else(|e| e.into_inner()).values().map(|t| t.tool.spec.clone()).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub(crate) fn tool(&self, name: &str) -> Result<Arc<CompiledTool>> {
+        self.inner
+            .tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTool(name.to_owned()))
+    }
+
+    /// Whether a call would need approval right now, and why (no request is made).
+    pub fn evaluate(&self, call: &ToolCall) -> Result<crate::policy::Evaluation> {
+        let tool = self.tool(&call.tool)?;
+        crate::json::check(&call.arguments, "arguments")?;
+        tool.validate(&call.arguments, "original")?;
+        Ok(tool.evaluate(&call.arguments))
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// True when gating is disabled (development only).
+    pub fn gating_disabled(&self) -> bool {
+        self.inner.policy.gating_disabled
+    }
+
+    fn audit(&self, f: impl FnOnce() -> AuditRecord) {
+        if let Some(a) = &self.inner.audit {
+            a.record(f());
+        }
+    }
+
+    pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
+        crate::json::check(&call.arguments, "arguments")?;
+        crate::json::check(&call.metadata, "metadata")?;
+        tool.validate(&call.arguments, "original")?;
+        if tool.never_gated() {
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::NotGated)));
+        }
+        let eval = tool.evaluate(&call.arguments);
+        if !eval.required {
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::NotGated)));
+        }
+        if self.inner.policy.gating_disabled {
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::GatingDisabled)));
+        }
+        if !eval.forced_by_rule
+            && lock(&self.inner.grants).get(&call.session_id).is_some_and(|tools| tools.contains(&call.tool))
+        {
+            return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::SessionGrant)));
+        }
+
+        // A request is needed.
+        let spec = &tool.tool.spec;
+        let timeout = tool.timeout;
+        let created = now_ms();
+        let timeout_ms = timeout.as_millis().min(u64::MAX as u128) as u64;
+        let request = Arc::new(ConfirmationRequest {
+            id: Uuid::new_v4(),
+            prompt: match &tool.fixed_prompt {
+                Some(p) => p.clone(),
+                None => display::render_prompt(
+                    spec.prompt_template.as_deref().unwrap_or(DEFAULT_PROMPT),
+                    &spec.name,
+                    &spec.description,
+                    &call.arguments,
+                ),
+            },
+            display_arguments: display::display_arguments(&call.arguments),
+            arguments_digest: display::arguments_digest(&call.arguments),
+            tool: call.tool,
+            description: tool.description_display.clone(),
+            arguments: call.arguments,
+            session_id: call.session_id,
+            tool_call_id: call.call_id,
+            editable: spec.editable,
+            reasons: eval.reasons,
+            timeout_ms,
+            deadline_ms: created.saturating_add(timeout_ms),
+            created_at_ms: created,
+            metadata: call.metadata,
+        });
+        let id = request.id;
+
+        if self.is_closed() {
+            self.audit_outcome(&request, Outcome::Cancelled, Some(CancelReason::Shutdown), None, None);
+            return Ok(Prepared::Done(Decision::Cancelled { request_id: Some(id), reason: CancelReason::Shutdown }));
+        }
+
+        let deadline = Instant::now() + timeout;
+        let (tx, rx) = oneshot::channel();
+        if !self.inner.requests_made.load(Ordering::Relaxed) {
+            self.inner.requests_made.store(true, Ordering::Relaxed);
+            self.warn_if_unrecovered();
+        }
+        {
+            // The store makes the request visible (`pending`, `pending_request`): its waiter must
+            // exist by then, or a UI that lists it and answers at once would get `unknown_request`.
+            // Nothing takes the waiters lock while holding a store lock, so this cannot deadlock.
+            let mut waiters = lock(&self.inner.waiters);
+            self.inner.store.insert(request.clone())?;
+            waiters.insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
+        }
+        // From here on, dropping the `Confirm` future that holds this cancels the request.
+        let waiting = Waiting { id, rx, deadline, timeout_ms };
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Request, &request);
+            r.arguments = Some(request.arguments.clone());
+            r.reason = Some(request.reasons.join("; "));
+            r
+        });
+        self.publish(Event::ConfirmationRequest(request));
+        // The waiter was inserted before these checks, and `close` / the last subscriber's drop
+        // flip their flag before sweeping the waiters: one side or the other always sees it.
+        if self.is_closed() {
+            self.cancel(id, CancelReason::Shutdown);
+        } else if self.inner.deny_when_unobserved
+            && self.inner.subscribers.load(Ordering::SeqCst) == 0
+            && self.cancel(id, CancelReason::NoSubscribers)
+            && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed)
+        {
+            // A forgotten approver must not look like a silent denial (said once per gate).
+            eprintln!(
+                "signoff: a call to `{tool}` needs approval, but nothing is listening for confirmation requests, so \
+                 it was cancelled at once (no-subscribers) and did not run. Attach an approver before calling \
+                 (on_request, an event subscription, a console), or build the gate with \
+                 deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
+                tool = tool.name()
+            );
+        }
+        Ok(Prepared::Wait(waiting))
+    }
+
+    /// The first request on a durable store whose earlier requests were never recovered.
+    fn warn_if_unrecovered(&self) {
+        if self.inner.store.is_durable()
+            && !self.inner.recovered.load(Ordering::SeqCst)
+            && let Ok(left) = self.inner.store.unfinished()
+            && !left.is_empty()
+        {
+            eprintln!(
+                "signoff: the pending store holds {} unfinished request(s) from an earlier run that were not recovered; call Gate::recover() after registering tools, before the first call",
+                left.len()
+            );
+        }
+    }
+
+    /// The deadline passed: time the request out, unless a response claimed it first.
+    fn time_out(&self, id: Uuid) -> Option<Resolution> {
+        let w = self.claim(&id, Outcome::TimedOut)?;
+        let now = now_ms();
+        self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
+            id,
+            tool: w.request.tool.clone(),
+            session_id: w.request.session_id.clone(),
+            deadline_ms: w.request.deadline_ms,
+            at_ms: now,
+        })));
+        self.finish_local(w, Resolution::TimedOut, now);
+        Some(Resolution::TimedOut)
+    }
+
+    fn bypass(&self, tool: &CompiledTool, call: ToolCall, by: ApprovedBy) -> Decision {
+        self.audit(|| {
+            let mut r = AuditRecord::new(AuditKind::Bypass);
+            r.session_id = Some(call.session_id.clone());
+            r.tool = Some(tool.name().to_owned());
+            r.tool_call_id = call.call_id.clone();
+            r.arguments_digest = Some(display::arguments_digest(&call.arguments));
+            r.arguments = Some(call.arguments.clone());
+            r.decision = Some(
+                match by {
+                    ApprovedBy::NotGated => "not-gated",
+                    ApprovedBy::SessionGrant => "session-grant",
+                    ApprovedBy::GatingDisabled => "gating-disabled",
+                    ApprovedBy::Person => "person",
+                }
+                .into(),
+            );
+            r
+        });
+        let scope = if by == ApprovedBy::SessionGrant { Scope::Session } else { Scope::Once };
+        Decision::Approved { request_id: None, arguments: call.arguments, edited: false, by, scope, responder: None }
+    }
+
+    fn publish(&self, e: Event) {
+        let _ = self.inner.bus.send(e);
+    }
+
+    /// Publishes the resolved event, records the outcome and forgets the request. Called by
+    /// whoever removed the waiter from the map: exactly once per request.
+    fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64) {
+        // Approvals and denials were recorded by `apply` before the waiter learned of them.
+        let state = match &res {
+            Resolution::TimedOut => Some(RecordState::TimedOut),
+            Resolution::Cancelled(_) => Some(RecordState::Cancelled),
+            _ => None,
+        };
+        if let Some(state) = state
+            && let Err(e) = self.inner.store.transition(&w.request.id, StateChange::to(state))
+        {
+            eprintln!("signoff: could not record request {} as {}: {e}", w.request.id, state.as_str());
+        }
+        self.inner.store.remove(&w.request.id);
+        let (outcome, cancel, responder, reason, scope, edited) = match &res {
+            Resolution::Approved { edited, scope, responder, .. } => {
+                (Outcome::Approved, None, responder.clone(), None, *scope, *edited)
+            }
+            Resolution::Denied { reason, responder } => {
+                (Outcome::Denied, None, responder.clone(), reason.clone(), Scope::Once, false)
+            }
+            Resolution::TimedOut => (Outcome::TimedOut, None, None, None, Scope::Once, false),
+            Resolution::Cancelled(c) => (Outcome::Cancelled, Some(*c), None, None, Scope::Once, false),
+        };
+        if outcome == Outcome::Cancelled {
+            // Claimed as something else, then found the waiting task gone.
+            lock(&self.inner.tombstones).add(w.request.id, outcome);
+        }
+        self.audit_outcome(&w.request, outcome, cancel, responder.clone(), reason.clone());
+        self.publish(Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
+            id: w.request.id,
+            tool: w.request.tool.clone(),
+            session_id: w.request.session_id.clone(),
+            outcome,
+            cancel_reason: cancel,
+            responder,
+            reason,
+            scope,
+            edited,
+            at_ms,
+        })));
+    }
+
+    /// Removes a waiter: the one point where a request is claimed by whoever resolves it. The
+    /// tombstone is written under the same lock, so a concurrent response that finds the
+    /// waiter gone always learns why (`already_resolved` / `expired`, never `unknown_request`).
+    fn claim(&self, id: &Uuid, outcome: Outcome) -> Option<Waiter> {
+        self.claim_with(id, outcome, None)
+    }
+
+    /// [`claim`](Self::claim), consuming an approval token in the same step: of two concurrent
+    /// submissions of one token, exactly one claims and the other finds the token used.
+    fn claim_with(&self, id: &Uuid, outcome: Outcome, token: Option<&str>) -> Option<Waiter> {
+        let mut waiters = lock(&self.inner.waiters);
+        let w = waiters.remove(id)?;
+        let mut t = lock(&self.inner.tombstones);
+        t.add(*id, outcome);
+        if let Some(fp) = token
+            && t.map.contains_key(id)
+        {
+            t.tokens.insert(*id, fp.to_owned());
+        }
+        Some(w)
+    }
+
+    /// Cancels one pending request ([`CancelReason::Aborted`]): for a UI that is closed or a
+    /// host task that was cancelled. Returns whether it was still pending.
+    pub fn cancel_request(&self, id: &Uuid) -> bool {
+        self.cancel(*id, CancelReason::Aborted)
+    }
+
+    /// The approval step for a request failed before anyone decided (a handler raised, panicked
+    /// or returned without answering): the request ends as cancelled
+    /// ([`CancelReason::ApprovalFailed`]). This is signoff's own fail-safe, so the authenticator
+    /// is not asked (a gate that restricts responders must still end the request at once). The
+    /// detail goes to the audit log and stderr, never to the model. Returns whether it was
+    /// still pending (a concurrent answer may have won).
+    pub(crate) fn fail_approval(&self, id: &Uuid, detail: &str) -> bool {
+        let Some(w) = self.claim(id, Outcome::Cancelled) else { return false };
+        eprintln!(
+            "signoff: the approval step for request {id} (`{}`) failed: {detail}; the request is cancelled and the tool does not run",
+            w.request.tool
+        );
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Notice, &w.request);
+            r.decision = Some(CancelReason::ApprovalFailed.as_str().into());
+            r.responder = Some(crate::dispatch::HANDLER_RESPONDER.into());
+            r.reason = Some(detail.to_owned());
+            r
+        });
+        self.resolve(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms());
+        true
+    }
+
+    fn cancel(&self, id: Uuid, reason: CancelReason) -> bool {
+        match self.claim(&id, Outcome::Cancelled) {
+            Some(w) => {
+                self.resolve(w, Resolution::Cancelled(reason), now_ms());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delivers `res` to the waiter and reports the final state. Returns the reported outcome.
+    fn resolve(&self, w: Waiter, res: Resolution, at_ms: u64) -> Outcome {
+        let report = match &res {
+            Resolution::Approved { arguments: _, edited, scope, responder } => Resolution::Approved {
+                arguments: Value::Null,
+                edited: *edited,
+                scope: *scope,
+                responder: responder.clone(),
+            },
+            Resolution::Denied { reason, responder } => {
+                Resolution::Denied { reason: reason.clone(), responder: responder.clone() }
+            }
+            Resolution::TimedOut => Resolution::TimedOut,
+            Resolution::Cancelled(c) => Resolution::Cancelled(*c),
+        };
+        let Waiter { tx, request, tool, deadline } = w;
+        // Not listed as pending once its caller can see the decision (the rest of the
+        // bookkeeping follows in `finish_local`).
+        self.inner.store.remove(&request.id);
+        let (shell_tx, _) = oneshot::channel();
+        let shell = Waiter { tx: shell_tx, request, tool, deadline };
+        match tx.send(res) {
+            Ok(()) => {
+                let o = match &report {
+                    Resolution::Approved { .. } => Outcome::Approved,
+                    Resolution::Denied { .. } => Outcome::Denied,
+                    Resolution::TimedOut => Outcome::TimedOut,
+                    Resolution::Cancelled(_) => Outcome::Cancelled,
+                };
+                self.finish_local(shell, report, at_ms);
+                o
+            }
+            Err(_) => {
+                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted), at_ms);
+                Outcome::Cancelled
+            }
+        }
+    }
+
+    fn audit_outcome(
+        &self,
+        req: &ConfirmationRequest,
+        outcome: Outcome,
+        cancel: Option<CancelReason>,
+        responder: Option<String>,
+        reason: Option<String>,
+    ) {
+        self.audit(|| {
+            let mut r = record_for(AuditKind::Outcome, req);
+            r.decision = Some(outcome.as_str().into());
+            r.responder = responder;
+            r.reason = reason.or_else(|| cancel.map(|c| c.as_str().to_owned()));
+            r
+        });
+    }
+
+    fn cancel_where(&self, pred: impl Fn(&Waiter) -> bool, reason: CancelReason) -> usize {
+        let ids: Vec<Uuid> = lock(&self.inner.waiters).iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
+        let taken: Vec<Waiter> = ids.iter().filter_map(|id| self.claim(id, Outcome::Cancelled)).collect();
+        let n = taken.len();
+        for w in taken {
+            self.resolve(w, Resolution::Cancelled(reason), now_ms());
+        }
+        n
+    }
+
+    /// Shuts the gate down: every pending request is cancelled ([`CancelReason::Shutdown`]),
+    /// later requests are cancelled at once, later responses fail with `closed`, the pending
+    /// store is closed ([`PendingStore::close`]) and the audit sink is flushed. Idempotent.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.cancel_where(|_| true, CancelReason::Shutdown);
+        // The audit first: its head is anchored in the store, which must still be open.
+        if let Some(a) = &self.inner.audit {
+            a.flush();
+        }
+        // A durable store is released (file and lock), so a new gate can open it. A tool
+        // still running now cannot record its result: a restart reports it as interrupted.
+        self.inner.store.close();
+    }
+
+    /// True after [`close`](Self::close).
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Every pending request, oldest first. This copies the whole list: where many requests
+    /// may be pending (a UI, a re-sync), read it in pages with [`pending_page`](Self::pending_page).
+    pub fn pending(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.inner.store.list()
+    }
+
+    /// Up to `limit` pending requests (at least 1), oldest first, after `after` (from the oldest
+    /// when `None`); [`PendingPage::next`] continues. Each page costs O(limit), whatever is pending,
+    /// and paging neither skips nor repeats a request that stays pending; requests made while
+    /// paging appear on a later page.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let gate = signoff::Gate::new();
+    /// let mut after = None;
+    /// loop {
+    ///     let page = gate.pending_page(after.as_ref(), 500);
+    ///     for request in &page.requests { /* show it */ }
+    ///     match page.next { Some(next) => after = Some(next), None => break }
+    /// }
+    /// # });
+    /// ```
+    pub fn pending_page(&self, after: Option<&PendingCursor>, limit: usize) -> PendingPage {
+        let limit = limit.max(1);
+        let requests = self.inner.store.page(after, limit);
+        let next = if requests.len() == limit { requests.last().map(|r| PendingCursor::of(r)) } else { None };
+        PendingPage { requests, next }
+    }
+
+    /// One pending request.
+    pub fn pending_request(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.inner.store.get(id)
+    }
+
+    /// How many requests are pending.
+    pub fn pending_count(&self) -> usize {
+        self.inner.store.len()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn PendingStore> {
+        &self.inner.store
+    }
+
+    /// A request's stored record, in any state (durable stores keep them; the in-memory store
+    /// keeps nothing once a request resolves).
+    pub fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        self.inner.store.record(id)
+    }
+
+    pub(crate) fn audit_sink(&self) -> Option<Arc<dyn AuditSink>> {
+        self.inner.audit.clone()
+    }
+
+    /// Flushes the audit sink.
+    pub fn flush_audit(&self) {
+        if let Some(a) = &self.inner.audit {
+            a.flush();
+        }
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new()
+    }
+}
+
+fn decision_str(d: ResponseDecision) -> &'static str {
+    match d {
+        ResponseDecision::Approve => "approve",
+        ResponseDecision::Deny => "deny",
+    }
+}
+
+fn record_for(kind: AuditKind, req: &ConfirmationRequest) -> AuditRecord {
+    let mut r = AuditRecord::new(kind);
+    r.request_id = Some(req.id);
+    r.session_id = Some(req.session_id.clone());
+    r.tool = Some(req.tool.clone());
+    r.tool_call_id = req.tool_call_id.clone();
+    r.arguments_digest = Some(req.arguments_digest.clone());
+    r
+}

@@ -1,0 +1,220 @@
+//! Answering a pending request: every check a response passes before it counts.
+
+use super::{Claimed, Gate, Resolution, decision_str, lock, record_for};
+use crate::audit::{AuditKind, AuditRecord};
+use crate::error::{Error, Result};
+use crate::event::{CancelReason, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope, now_ms};
+use crate::store::{RecordState, StateChange};
+use std::sync::Arc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+impl Gate {
+    /// Answers a pending request.
+    ///
+    /// The first valid response wins; the request resolves and its `confirm` returns. A rejected
+    /// response leaves the request exactly as it was. Errors: `unknown_request`,
+    /// `already_resolved`, `expired`, `mismatch` (tool, digest or session differ from the
+    /// request), `unauthorized`, `edits_not_allowed`, `invalid_arguments` (edited arguments
+    /// fail the schema), `malformed` (e.g. edited arguments on a denial), `closed`.
+    pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
+        let claimed = match self.check_response(&response, None) {
+            Ok(c) => c,
+            Err(e) => {
+                self.audit_rejected(&response, &e);
+                return Err(e);
+            }
+        };
+        self.apply(claimed, response, None)
+    }
+
+    fn audit_rejected(&self, response: &ConfirmationResponse, e: &Error) {
+        self.audit(|| {
+            // Recorded against the request when it is known; the response's claims are in
+            // the error message.
+            let mut r = match self.inner.store.get(&response.id) {
+                Some(req) => record_for(AuditKind::ResponseRejected, &req),
+                None => {
+                    let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                    r.request_id = Some(response.id);
+                    r.session_id = response.session_id.clone();
+                    r.tool = response.tool.clone();
+                    r.arguments_digest = response.arguments_digest.clone();
+                    r
+                }
+            };
+            r.edited_arguments = response.arguments.clone();
+            r.decision = Some(decision_str(response.decision).into());
+            r.responder = response.responder.clone();
+            r.reason = Some(e.to_string());
+            r.error_kind = Some(e.kind());
+            r
+        });
+    }
+
+    /// Parses a JSON response (see [`ConfirmationResponse::from_json_str`]) and answers with it.
+    pub fn respond_json(&self, json: &str) -> Result<Outcome> {
+        match ConfirmationResponse::from_json_str(json) {
+            Ok(r) => self.respond(r),
+            Err(e) => {
+                self.audit(|| {
+                    let mut r = AuditRecord::new(AuditKind::ResponseRejected);
+                    r.reason = Some(e.to_string());
+                    r.error_kind = Some(e.kind());
+                    r
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks a response against its request and claims the request. Nothing is published or
+    /// changed unless this returns `Ok`.
+    pub(super) fn check_response(&self, resp: &ConfirmationResponse, token: Option<&str>) -> Result<Claimed> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let id = resp.id;
+        let (request, tool, deadline) = {
+            let waiters = lock(&self.inner.waiters);
+            match waiters.get(&id) {
+                Some(w) => (w.request.clone(), w.tool.clone(), w.deadline),
+                None => {
+                    drop(waiters);
+                    return Err(self.not_pending(id));
+                }
+            }
+        };
+        let mismatch = |field: &'static str, expected: &str, got: &str| Error::Mismatch {
+            id,
+            field,
+            expected: expected.to_owned(),
+            got: got.to_owned(),
+        };
+        if let Some(t) = &resp.tool
+            && *t != request.tool
+        {
+            return Err(mismatch("tool", &request.tool, t));
+        }
+        if let Some(d) = &resp.arguments_digest
+            && *d != request.arguments_digest
+        {
+            return Err(mismatch("arguments_digest", &request.arguments_digest, d));
+        }
+        if let Some(s) = &resp.session_id
+            && *s != request.session_id
+        {
+            return Err(mismatch("session_id", &request.session_id, s));
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Expired(id));
+        }
+        self.inner.authenticator.authenticate(&request, resp).map_err(|reason| Error::Unauthorized { id, reason })?;
+
+        if let Some(edit) = &resp.arguments {
+            crate::json::check(edit, "edited arguments")?;
+        }
+        let resolution = match resp.decision {
+            ResponseDecision::Deny => {
+                if resp.arguments.is_some() {
+                    return Err(Error::Malformed("a denial cannot carry edited arguments".into()));
+                }
+                if resp.scope == Scope::Session {
+                    return Err(Error::Malformed("scope \"session\" applies to approvals only".into()));
+                }
+                Resolution::Denied { reason: resp.reason.clone(), responder: resp.responder.clone() }
+            }
+            ResponseDecision::Approve => {
+                let (arguments, edited) = match &resp.arguments {
+                    Some(edit) if *edit != request.arguments => {
+                        if !request.editable {
+                            return Err(Error::EditsNotAllowed(request.tool.clone()));
+                        }
+                        tool.validate(edit, "edited")?;
+                        (edit.clone(), true)
+                    }
+                    _ => (request.arguments.clone(), false),
+                };
+                Resolution::Approved { arguments, edited, scope: resp.scope, responder: resp.responder.clone() }
+            }
+        };
+
+        // Claim the request: only one response can remove it.
+        let outcome = match resolution {
+            Resolution::Approved { .. } => Outcome::Approved,
+            _ => Outcome::Denied,
+        };
+        let Some(waiter) = self.claim_with(&id, outcome, token) else {
+            return Err(self.not_pending(id));
+        };
+        Ok(Claimed { waiter, resolution })
+    }
+
+    /// Publishes an accepted response and resolves its request.
+    pub(super) fn apply(
+        &self,
+        claimed: Claimed,
+        mut resp: ConfirmationResponse,
+        token: Option<&str>,
+    ) -> Result<Outcome> {
+        let Claimed { waiter, resolution } = claimed;
+        let id = resp.id;
+        // Record the answer before anyone acts on it.
+        let recorded = match &resolution {
+            Resolution::Approved { arguments, .. } => self.inner.store.transition(
+                &id,
+                StateChange {
+                    arguments: Some(arguments),
+                    responder: resp.responder.as_deref(),
+                    token,
+                    ..StateChange::to(RecordState::Approved)
+                },
+            ),
+            _ => self.inner.store.transition(
+                &id,
+                StateChange { responder: resp.responder.as_deref(), token, ..StateChange::to(RecordState::Denied) },
+            ),
+        };
+        if let Err(e) = recorded {
+            // Fail safe: an approval that could not be recorded does not count.
+            self.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
+            return Err(e);
+        }
+        let now = now_ms();
+        resp.at_ms.get_or_insert(now);
+        self.audit(|| {
+            let request = &waiter.request;
+            let mut r = record_for(AuditKind::Response, request);
+            r.decision = Some(decision_str(resp.decision).into());
+            r.responder = resp.responder.clone();
+            r.reason = resp.reason.clone();
+            if let Resolution::Approved { arguments, edited: true, .. } = &resolution {
+                r.arguments = Some(request.arguments.clone());
+                r.edited_arguments = Some(arguments.clone());
+                let rules = waiter.tool.evaluate(arguments);
+                if rules.forced_by_rule {
+                    r.reason = Some(format!("edited arguments match rules: {}", rules.reasons.join("; ")));
+                }
+            }
+            r
+        });
+        if let Resolution::Approved { scope: Scope::Session, .. } = &resolution {
+            self.grant(&waiter.request.session_id, &waiter.request.tool, resp.responder.clone());
+        }
+        self.publish(Event::ConfirmationResponse(Arc::new(resp)));
+        match self.resolve(waiter, resolution, now) {
+            Outcome::Cancelled => {
+                Err(Error::AlreadyResolved { id, outcome: "cancelled (the waiting task was gone)".into() })
+            }
+            o => Ok(o),
+        }
+    }
+
+    fn not_pending(&self, id: Uuid) -> Error {
+        match lock(&self.inner.tombstones).map.get(&id) {
+            Some(Outcome::TimedOut) => Error::Expired(id),
+            Some(o) => Error::AlreadyResolved { id, outcome: o.as_str().into() },
+            None => Error::UnknownRequest(id),
+        }
+    }
+}
