@@ -1,5 +1,7 @@
-//! Handler-style approvals: a function called for each request, answering through the
-//! request handle. The rules every binding shares live here: a handler that fails, panics or
+//! Handing requests to approvers: a handler run as a task per request
+//! ([`Gate::on_request`]), or an approver called in the publishing context
+//! ([`Gate::on_request_inline`]), each answering through a [`PendingRequest`]. The rules every
+//! binding shares live here: a handler that fails, panics or
 //! returns without answering ends its request as cancelled
 //! ([`CancelReason::ApprovalFailed`](crate::CancelReason::ApprovalFailed)): the tool does not run,
 //! the model is told the approval step failed (not that a person declined), and the failure's
@@ -7,12 +9,13 @@
 
 use crate::error::Result;
 use crate::event::{ConfirmationRequest, ConfirmationResponse, Event, Outcome, Scope};
-use crate::gate::Gate;
+use crate::gate::{Gate, Inner};
 use crate::store::PendingCursor;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use uuid::Uuid;
 
 /// The responder named in the audit record of a failed approval step (a handler that failed,
@@ -25,6 +28,23 @@ pub const HANDLER_RESPONDER: &str = "signoff:handler";
 pub struct PendingRequest {
     gate: Gate,
     request: Arc<ConfirmationRequest>,
+    /// Set on the handles given to inline approvers: the last clone to go away unanswered ends
+    /// the approval step as failed.
+    _duty: Option<Arc<Duty>>,
+}
+
+/// The obligation to answer, carried by the handles given to an inline approver.
+struct Duty {
+    gate: Weak<Inner>,
+    id: Uuid,
+}
+
+impl Drop for Duty {
+    fn drop(&mut self) {
+        if let Some(inner) = self.gate.upgrade() {
+            Gate { inner }.fail_approval(&self.id, "the approver let go of the request without answering");
+        }
+    }
 }
 
 impl std::fmt::Debug for PendingRequest {
@@ -36,7 +56,16 @@ impl std::fmt::Debug for PendingRequest {
 impl PendingRequest {
     /// A handle for `request` on `gate`.
     pub fn new(gate: Gate, request: Arc<ConfirmationRequest>) -> Self {
-        PendingRequest { gate, request }
+        PendingRequest { gate, request, _duty: None }
+    }
+
+    /// A handle that carries the obligation to answer: when its last clone is dropped while the
+    /// request is still pending, the approval step has failed
+    /// ([`CancelReason::ApprovalFailed`](crate::CancelReason::ApprovalFailed)). This is the handle
+    /// [`Gate::on_request_inline`] approvers receive.
+    pub fn with_duty(gate: Gate, request: Arc<ConfirmationRequest>) -> Self {
+        let duty = Arc::new(Duty { gate: Arc::downgrade(&gate.inner), id: request.id });
+        PendingRequest { gate, request, _duty: Some(duty) }
     }
 
     /// The request as shown.
@@ -64,6 +93,15 @@ impl PendingRequest {
         self.gate.respond(r)
     }
 
+    /// Ends the approval step as failed
+    /// ([`CancelReason::ApprovalFailed`](crate::CancelReason::ApprovalFailed)): the tool does not
+    /// run, the model is told the approval step failed, and `detail` goes to the audit log and
+    /// stderr only. For a host approver that raised or rejected. Returns whether it was still
+    /// pending.
+    pub fn fail(&self, detail: &str) -> bool {
+        self.gate.fail_approval(&self.request.id, detail)
+    }
+
     /// True while nobody has answered and it has not timed out or been cancelled.
     pub fn is_pending(&self) -> bool {
         self.gate.pending_request(&self.request.id).is_some()
@@ -74,6 +112,42 @@ impl PendingRequest {
 /// `Err(message)` means the handler failed.
 pub type RequestHandler =
     Arc<dyn Fn(PendingRequest) -> BoxFuture<'static, std::result::Result<(), String>> + Send + Sync>;
+
+/// An approver called in the publishing context ([`Gate::on_request_inline`]).
+pub type InlineApprover = Arc<dyn Fn(PendingRequest) + Send + Sync>;
+
+/// Keeps an inline approver attached; dropping it (or [`stop`](Self::stop)) detaches it. When it
+/// was the last approver, pending requests are cancelled
+/// ([`CancelReason::NoApprover`](crate::CancelReason::NoApprover)) on a gate built with
+/// `deny_when_unobserved(true)`.
+#[must_use = "the approver is detached when this guard is dropped"]
+pub struct ApproverGuard {
+    gate: Weak<Inner>,
+    id: u64,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl ApproverGuard {
+    /// Detaches the approver now (idempotent). Requests it already holds stay its to answer.
+    pub fn stop(&self) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(inner) = self.gate.upgrade() else { return };
+        {
+            let mut list = inner.inline.write().unwrap_or_else(|e| e.into_inner());
+            let kept: Vec<_> = list.iter().filter(|(id, _)| *id != self.id).cloned().collect();
+            *list = Arc::from(kept);
+        }
+        Gate::approver_left(inner);
+    }
+}
+
+impl Drop for ApproverGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
 
 /// Keeps a handler registered; dropping it (or calling [`stop`](Self::stop)) unregisters the
 /// handler, and with it its subscription.
@@ -95,6 +169,52 @@ impl Drop for HandlerGuard {
 }
 
 impl Gate {
+    /// Attaches an approver that the gate calls **in the publishing context**: inside the
+    /// `confirm` / `execute` poll that made the request (or inside `recover` for a restored one),
+    /// once per request, with a [`PendingRequest`] that carries the duty to answer. Requests
+    /// already pending are handed to it now, in this call.
+    ///
+    /// This is the fast path: an approver that answers before it returns (an automatic policy,
+    /// a binding answering a synchronous host callback) resolves the call with no task and no
+    /// thread hop. It **must not block**: a binding that runs host code asynchronously keeps the
+    /// handle, returns at once, and answers (or calls [`PendingRequest::fail`]) later. Fail-safe:
+    /// if it panics, or every clone of the handle is dropped while the request is pending, the
+    /// approval step has failed ([`CancelReason::ApprovalFailed`](crate::CancelReason::ApprovalFailed)).
+    ///
+    /// Counts as an approver (see [`Gate::subscribe`]) until the guard is dropped.
+    pub fn on_request_inline(&self, approver: impl Fn(PendingRequest) + Send + Sync + 'static) -> ApproverGuard {
+        let approver: InlineApprover = Arc::new(approver);
+        let id = self.inner.next_inline.fetch_add(1, Ordering::Relaxed);
+        self.inner.approvers.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut list = self.inner.inline.write().unwrap_or_else(|e| e.into_inner());
+            let mut v: Vec<_> = list.iter().cloned().collect();
+            v.push((id, approver.clone()));
+            *list = Arc::from(v);
+        }
+        self.for_each_pending(None, |req| self.call_inline(&approver, req));
+        ApproverGuard { gate: Arc::downgrade(&self.inner), id, stopped: Default::default() }
+    }
+
+    /// Hands a new request to every inline approver (no lock held).
+    pub(crate) fn dispatch_inline(&self, request: &Arc<ConfirmationRequest>) {
+        let list = self.inner.inline.read().unwrap_or_else(|e| e.into_inner()).clone();
+        for (_, approver) in list.iter() {
+            self.call_inline(approver, request.clone());
+        }
+    }
+
+    fn call_inline(&self, approver: &InlineApprover, request: Arc<ConfirmationRequest>) {
+        let id = request.id;
+        let handle = PendingRequest::with_duty(self.clone(), request);
+        // Kept until the approver has returned, so a panic is reported as one.
+        let keep = handle.clone();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| approver(handle))).is_err() {
+            self.fail_approval(&id, "the approver panicked");
+        }
+        drop(keep);
+    }
+
     /// Calls `handler` for every request from now on (and for every request already pending),
     /// each in its own task. When the handler's future completes while the request is still
     /// pending, the approval step has failed: the request is cancelled

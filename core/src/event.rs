@@ -271,8 +271,11 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CancelReason {
-    /// Nobody was subscribed to the bus, or every subscriber went away.
-    NoSubscribers,
+    /// No approver was attached when the request was made, or the last one went away
+    /// (observers do not count). Records written before this name read back from its old
+    /// name, `no-subscribers`.
+    #[serde(alias = "no-subscribers")]
+    NoApprover,
     /// The gate was shut down.
     Shutdown,
     /// The task waiting for the decision was cancelled (future dropped, abort signal, ...).
@@ -285,10 +288,10 @@ pub enum CancelReason {
 }
 
 impl CancelReason {
-    /// The stable kebab-case name, as in the JSON form, e.g. `"no-subscribers"`.
+    /// The stable kebab-case name, as in the JSON form, e.g. `"no-approver"`.
     pub fn as_str(self) -> &'static str {
         match self {
-            CancelReason::NoSubscribers => "no-subscribers",
+            CancelReason::NoApprover => "no-approver",
             CancelReason::Shutdown => "shutdown",
             CancelReason::Aborted => "aborted",
             CancelReason::SessionEnded => "session-ended",

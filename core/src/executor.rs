@@ -120,7 +120,7 @@ pub(crate) fn declined_text(tool: &str, d: &Decision) -> String {
         ),
         Decision::Cancelled { reason, .. } => {
             let why = match reason {
-                CancelReason::NoSubscribers => "no one was available to approve it",
+                CancelReason::NoApprover => "no one was available to approve it",
                 CancelReason::Shutdown => "the application is shutting down",
                 CancelReason::Aborted => "the request was aborted",
                 CancelReason::SessionEnded => "the session ended",

@@ -58,7 +58,7 @@ pub use audit::{
     AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind,
     ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
 };
-pub use dispatch::{HANDLER_RESPONDER, HandlerGuard, PendingRequest, RequestHandler};
+pub use dispatch::{ApproverGuard, HANDLER_RESPONDER, HandlerGuard, InlineApprover, PendingRequest, RequestHandler};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
     CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Outcome,
@@ -67,7 +67,7 @@ pub use event::{
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{
     ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, NotRestored,
-    PendingPage, Recovery, Subscription, ToolCall,
+    PendingPage, Recovery, Subscription, SubscriptionCloser, ToolCall,
 };
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
@@ -92,4 +92,6 @@ const _: () = {
     send::<Subscription>();
     send::<PendingRequest>();
     send::<HandlerGuard>();
+    send_sync::<ApproverGuard>();
+    send_sync::<SubscriptionCloser>();
 };

@@ -163,7 +163,7 @@ async fn no_subscriber_denies_at_once() {
     let g = gate();
     let r = g.execute(del("/x")).await;
     assert_eq!(r.status, ToolStatus::Cancelled);
-    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::NoSubscribers, .. })));
+    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::NoApprover, .. })));
     assert!(r.content.contains("no one was available") && r.content.contains("did not run"), "{}", r.content);
     assert!(g.pending().is_empty());
 }
@@ -185,7 +185,7 @@ async fn last_subscriber_leaving_denies_pending_requests() {
     assert_eq!(g.pending().len(), 1, "one subscriber is still there");
     drop(sub2);
     let d = call.await.unwrap().unwrap();
-    assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoSubscribers, .. }), "{d:?}");
+    assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoApprover, .. }), "{d:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -575,7 +575,7 @@ async fn handler_that_does_not_answer_or_fails_ends_the_request_as_approval_fail
     drop(guard);
     tokio::task::yield_now().await;
     let d = g.confirm(del("/a")).await.unwrap();
-    assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoSubscribers, .. }), "{d:?}");
+    assert!(matches!(d, Decision::Cancelled { reason: CancelReason::NoApprover, .. }), "{d:?}");
 }
 
 /// Issue 15.2: with responders restricted, a failing handler used to be refused as

@@ -86,9 +86,9 @@ impl GateBuilder {
         self.bus_capacity = n.max(1);
         self
     }
-    /// With `true` (the default), a request published while nobody is subscribed, and every
-    /// request pending when the last subscriber goes away, is cancelled at once
-    /// ([`CancelReason::NoSubscribers`]). Set `false` when responses come from elsewhere (a
+    /// With `true` (the default), a request made while no approver is attached (observers do
+    /// not count; see [`Gate::subscribe`]), and every request pending when the last approver goes
+    /// away, is cancelled at once ([`CancelReason::NoApprover`]). Set `false` when responses come from elsewhere (a
     /// remote UI calling [`Gate::respond`] after listing [`Gate::pending`]): requests then wait
     /// for their deadline.
     pub fn deny_when_unobserved(mut self, yes: bool) -> Self {
@@ -143,7 +143,10 @@ impl GateBuilder {
                     cap: self.remembered,
                 }),
                 closed: AtomicBool::new(false),
-                subscribers: AtomicUsize::new(0),
+                approvers: AtomicUsize::new(0),
+                subscriptions: Mutex::new(Vec::new()),
+                inline: RwLock::new(Arc::from(Vec::new())),
+                next_inline: std::sync::atomic::AtomicU64::new(0),
                 deny_when_unobserved: self.deny_when_unobserved,
                 tokens: self.tokens,
                 token_ttl: self.token_ttl,

@@ -15,7 +15,7 @@ use rustc_hash::FxBuildHasher;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::{broadcast, oneshot};
 use tokio::time::Instant;
@@ -30,7 +30,7 @@ mod recovery;
 mod respond;
 mod tokens;
 pub use builder::GateBuilder;
-pub use bus::{LAGGED_SNAPSHOT_LIMIT, Lagged, PendingPage, Subscription};
+pub use bus::{LAGGED_SNAPSHOT_LIMIT, Lagged, PendingPage, Subscription, SubscriptionCloser};
 pub use call::{ApprovedBy, DEFAULT_SESSION, Decision, ToolCall};
 pub use confirm::Confirm;
 pub use recovery::{NotRestored, Recovery};
@@ -111,13 +111,19 @@ pub(crate) struct Inner {
     grants: Mutex<HashMap<String, HashSet<String>>>,
     tombstones: Mutex<Tombstones>,
     closed: AtomicBool,
-    subscribers: AtomicUsize,
+    /// Approver subscriptions, handlers and inline approvers attached (observers do not count).
+    pub(crate) approvers: AtomicUsize,
+    /// Every live subscription's close signal, ended by `close`.
+    subscriptions: Mutex<Vec<Weak<bus::CloseSignal>>>,
+    /// Approvers called in the publishing context ([`Gate::on_request_inline`]).
+    pub(crate) inline: RwLock<Arc<[(u64, crate::dispatch::InlineApprover)]>>,
+    pub(crate) next_inline: std::sync::atomic::AtomicU64,
     deny_when_unobserved: bool,
     tokens: Option<TokenKeys>,
     token_ttl: Option<Duration>,
     requests_made: AtomicBool,
     recovered: AtomicBool,
-    /// The no-subscribers warning was printed.
+    /// The no-approver warning was printed.
     warned_unobserved: AtomicBool,
 }
 
@@ -287,21 +293,21 @@ impl Gate {
             r.reason = Some(request.reasons.join("; "));
             r
         });
-        self.publish(Event::ConfirmationRequest(request));
-        // The waiter was inserted before these checks, and `close` / the last subscriber's drop
-        // flip their flag before sweeping the waiters: one side or the other always sees it.
+        self.announce(&request);
+        // The waiter was inserted before these checks, and `close` / the last approver's
+        // departure flip their flag before sweeping the waiters: one side always sees it.
         if self.is_closed() {
             self.cancel(id, CancelReason::Shutdown);
         } else if self.inner.deny_when_unobserved
-            && self.inner.subscribers.load(Ordering::SeqCst) == 0
-            && self.cancel(id, CancelReason::NoSubscribers)
+            && !self.has_approver()
+            && self.cancel(id, CancelReason::NoApprover)
             && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed)
         {
             // A forgotten approver must not look like a silent denial (said once per gate).
             eprintln!(
-                "signoff: a call to `{tool}` needs approval, but nothing is listening for confirmation requests, so \
-                 it was cancelled at once (no-subscribers) and did not run. Attach an approver before calling \
-                 (on_request, an event subscription, a console), or build the gate with \
+                "signoff: a call to `{tool}` needs approval, but no approver is attached (observers do not count), \
+                 so it was cancelled at once (no-approver) and did not run. Attach an approver before calling \
+                 (on_request, on_request_inline, an event subscription, a console), or build the gate with \
                  deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
                 tool = tool.name()
             );
@@ -359,6 +365,18 @@ impl Gate {
         });
         let scope = if by == ApprovedBy::SessionGrant { Scope::Session } else { Scope::Once };
         Decision::Approved { request_id: None, arguments: call.arguments, edited: false, by, scope, responder: None }
+    }
+
+    /// Makes a new (or restored) request known: on the bus, then to every inline approver, in
+    /// this context. No lock is held.
+    fn announce(&self, request: &Arc<ConfirmationRequest>) {
+        self.publish(Event::ConfirmationRequest(request.clone()));
+        self.dispatch_inline(request);
+    }
+
+    /// At least one approver is attached.
+    fn has_approver(&self) -> bool {
+        self.inner.approvers.load(Ordering::SeqCst) > 0
     }
 
     fn publish(&self, e: Event) {
@@ -542,6 +560,8 @@ impl Gate {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.cancel_where(|_| true, CancelReason::Shutdown);
+        // Subscriptions end once they have delivered the cancellations above.
+        self.end_subscriptions();
         // The audit first: its head is anchored in the store, which must still be open.
         if let Some(a) = &self.inner.audit {
             a.flush();

@@ -4,7 +4,7 @@ use super::{Gate, Waiter, Waiting, lock, record_for};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::display;
 use crate::error::{Error, Result};
-use crate::event::{CancelReason, ConfirmationRequest, Event, Outcome, now_ms};
+use crate::event::{CancelReason, ConfirmationRequest, Outcome, now_ms};
 use crate::store::{RecordState, StateChange, StoredRecord};
 use serde::Serialize;
 use serde_json::Value;
@@ -117,12 +117,12 @@ impl Gate {
             }
         }
         for r in &report.restored {
-            self.publish(Event::ConfirmationRequest(r.clone()));
+            self.announce(r);
         }
         if self.is_closed() {
             self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::Shutdown);
-        } else if self.inner.deny_when_unobserved && self.inner.subscribers.load(Ordering::SeqCst) == 0 {
-            self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::NoSubscribers);
+        } else if self.inner.deny_when_unobserved && !self.has_approver() {
+            self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::NoApprover);
         }
         Ok(report)
     }

@@ -1,0 +1,256 @@
+//! Approvers and observers; inline dispatch; closable subscriptions; subscriptions ended by close.
+
+mod common;
+use common::*;
+use futures_util::FutureExt;
+use serde_json::json;
+use signoff::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn cancelled(d: &Decision) -> Option<CancelReason> {
+    match d {
+        Decision::Cancelled { reason, .. } => Some(*reason),
+        _ => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_observer_alone_is_no_approver_the_call_is_cancelled_at_once() {
+    let g = gate();
+    let mut watch = g.observe();
+    assert!(!watch.is_approver());
+    assert_eq!(g.approver_count(), 0);
+    let d = g.confirm(del("/home/a")).await.unwrap();
+    assert_eq!(cancelled(&d), Some(CancelReason::NoApprover));
+    // The observer saw all of it.
+    let events = drain(&mut watch).await;
+    assert!(matches!(events.first(), Some(Event::ConfirmationRequest(_))), "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, Event::ConfirmationResolved(r) if r.cancel_reason == Some(CancelReason::NoApprover))),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_observer_beside_an_approver_does_not_change_anything() {
+    let g = gate();
+    let _watch = g.observe();
+    let mut sub = g.subscribe();
+    assert_eq!(g.approver_count(), 1);
+    let call = g.confirm(del("/home/a"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::approve(&req)).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(d.unwrap().is_approved());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_approver_leaving_cancels_even_with_observers_left() {
+    let g = gate();
+    let _watch = g.observe();
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/home/a"));
+    let leave = async {
+        next_request(&mut sub).await;
+        drop(sub);
+    };
+    let (d, ()) = tokio::join!(call, leave);
+    assert_eq!(cancelled(&d.unwrap()), Some(CancelReason::NoApprover));
+    assert_eq!(g.approver_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_approver_answers_in_the_publishing_poll_with_no_task() {
+    let g = gate();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let _guard = g.on_request_inline(move |p| {
+        s.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(p.request().tool, "delete_file");
+        p.approve_with(None, Scope::Once, Some("policy".into())).unwrap();
+    });
+    assert_eq!(g.approver_count(), 1);
+    // Resolved within the first poll: no task ran, no thread was crossed.
+    let d = g.confirm(del("/home/a")).now_or_never().expect("decided in the first poll").unwrap();
+    match d {
+        Decision::Approved { by, responder, request_id, .. } => {
+            assert_eq!(by, ApprovedBy::Person);
+            assert_eq!(responder.as_deref(), Some("policy"));
+            assert!(request_id.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert_eq!(g.pending_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_approver_may_keep_the_handle_and_answer_later() {
+    let g = gate();
+    let held: Arc<Mutex<Option<PendingRequest>>> = Arc::default();
+    let h = held.clone();
+    let _guard = g.on_request_inline(move |p| *h.lock().unwrap() = Some(p));
+    let call = g.confirm(del("/home/a"));
+    let answer = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = held.lock().unwrap().take().expect("the approver got the request");
+        assert!(p.is_pending());
+        p.deny(Some("not today".into()), None).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(matches!(d.unwrap(), Decision::Denied { reason: Some(r), .. } if r == "not today"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_approver_that_lets_go_without_answering_fails_the_step_at_once() {
+    let g = gate();
+    let _guard = g.on_request_inline(|_p| {});
+    let d = g.confirm(del("/home/a")).now_or_never().expect("ended at once").unwrap();
+    assert_eq!(cancelled(&d), Some(CancelReason::ApprovalFailed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_approver_that_panics_fails_the_step_and_the_gate_lives_on() {
+    let g = gate();
+    let audit = Arc::new(MemoryAuditSink::default());
+    let g2 = gate_with(Gate::builder().audit(audit.clone()), Arc::default());
+    for gate in [&g, &g2] {
+        let _guard = gate.on_request_inline(|_p| panic!("approver bug"));
+        let d = gate.confirm(del("/home/a")).now_or_never().expect("ended at once").unwrap();
+        assert_eq!(cancelled(&d), Some(CancelReason::ApprovalFailed));
+    }
+    let notice = audit
+        .records()
+        .into_iter()
+        .find(|r| r.kind == AuditKind::Notice && r.decision.as_deref() == Some("approval-failed"))
+        .expect("a notice");
+    assert_eq!(notice.reason.as_deref(), Some("the approver panicked"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_failure_ends_at_once_even_when_responders_are_restricted() {
+    let g = gate_with(Gate::builder().authenticator(Arc::new(AllowedResponders(vec!["alice".into()]))), Arc::default());
+    let _guard = g.on_request_inline(|p| {
+        p.fail("the host approver raised");
+    });
+    let d = g.confirm(del("/home/a")).now_or_never().expect("ended at once").unwrap();
+    assert_eq!(cancelled(&d), Some(CancelReason::ApprovalFailed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_approver_attached_late_receives_what_is_already_pending() {
+    let g = gate_with(Gate::builder().deny_when_unobserved(false), Arc::default());
+    let call = g.confirm(del("/home/a"));
+    let attach = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(g.pending_count(), 1);
+        g.on_request_inline(|p| {
+            p.approve().unwrap();
+        })
+    };
+    let (d, _guard) = tokio::join!(call, attach);
+    assert!(d.unwrap().is_approved());
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_last_inline_approver_cancels_what_it_held() {
+    let g = gate();
+    let held: Arc<Mutex<Vec<PendingRequest>>> = Arc::default();
+    let h = held.clone();
+    let guard = g.on_request_inline(move |p| h.lock().unwrap().push(p));
+    let call = g.confirm(del("/home/a"));
+    let detach = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        drop(guard);
+    };
+    let (d, ()) = tokio::join!(call, detach);
+    assert_eq!(cancelled(&d.unwrap()), Some(CancelReason::NoApprover));
+    assert_eq!(g.approver_count(), 0);
+    // The handle it still holds can no longer answer.
+    let p = held.lock().unwrap().pop().unwrap();
+    assert_eq!(p.approve().unwrap_err().kind(), ErrorKind::AlreadyResolved);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closer_wakes_a_waiting_receiver_and_detaches_the_approver() {
+    let g = gate_with(Gate::builder().deny_when_unobserved(false), Arc::default());
+    let mut sub = g.subscribe();
+    let closer = sub.closer();
+    assert_eq!(g.approver_count(), 1);
+    let waiting = tokio::spawn(async move { sub.recv().await.is_none() });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    closer.close();
+    closer.close(); // idempotent
+    assert!(tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("woken").unwrap());
+    assert_eq!(g.approver_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_the_last_approver_subscription_cancels_pending_requests() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let closer = sub.closer();
+    let call = g.confirm(del("/home/a"));
+    let close = async {
+        next_request(&mut sub).await;
+        closer.close();
+        assert!(sub.recv().await.is_none(), "a closed subscription ends at once");
+    };
+    let (d, ()) = tokio::join!(call, close);
+    assert_eq!(cancelled(&d.unwrap()), Some(CancelReason::NoApprover));
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_ends_every_subscription_after_the_cancellations() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    let mut watch = g.observe();
+    let call = g.confirm(del("/home/a"));
+    let close = async {
+        next_request(&mut sub).await;
+        g.close();
+        let mut outcomes = Vec::new();
+        while let Some(e) = sub.recv().await {
+            if let Ok(Event::ConfirmationResolved(r)) = e {
+                outcomes.push(r.cancel_reason);
+            }
+        }
+        assert_eq!(outcomes, vec![Some(CancelReason::Shutdown)], "delivered, then ended");
+        let mut n = 0;
+        while watch.recv().await.is_some() {
+            n += 1;
+        }
+        assert!(n >= 2, "the observer saw the request and its end");
+        // Subscribing after the close ends at once.
+        assert!(g.subscribe().recv().await.is_none());
+    };
+    let (d, ()) = tokio::join!(call, close);
+    assert_eq!(cancelled(&d.unwrap()), Some(CancelReason::Shutdown));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_counts_as_an_approver_until_stopped() {
+    let g = gate();
+    let guard = g.on_request(Arc::new(|p: PendingRequest| {
+        async move {
+            p.approve().map(|_| ()).map_err(|e| e.to_string())
+        }
+        .boxed()
+    }));
+    assert_eq!(g.approver_count(), 1);
+    assert!(g.confirm(del("/home/a")).await.unwrap().is_approved());
+    guard.stop();
+    tokio::task::yield_now().await;
+    assert_eq!(g.approver_count(), 0);
+    assert_eq!(cancelled(&g.confirm(del("/home/b")).await.unwrap()), Some(CancelReason::NoApprover));
+}
+
+#[test]
+fn lagged_serializes_for_bindings() {
+    let l = Lagged { missed: 3, pending: vec![], more: None };
+    assert_eq!(serde_json::to_value(&l).unwrap(), json!({"missed": 3, "pending": [], "more": null}));
+}
