@@ -454,14 +454,17 @@ fn hashed_bytes(body: &[u8]) -> Vec<u8> {
 
 impl JsonlAuditSink {
     /// Opens (creating if needed) `path` for appending, continuing its hash chain.
-    pub fn open(path: impl AsRef<Path>) -> std::io::Result<Arc<Self>> {
+    ///
+    /// Errors: `io` when the file cannot be opened or read, or its directory does not exist.
+    pub fn open(path: impl AsRef<Path>) -> crate::Result<Arc<Self>> {
         Self::open_with(path, AuditOptions::default())
     }
 
     /// Opens with options (rotation).
-    pub fn open_with(path: impl AsRef<Path>, options: AuditOptions) -> std::io::Result<Arc<Self>> {
+    pub fn open_with(path: impl AsRef<Path>, options: AuditOptions) -> crate::Result<Arc<Self>> {
         let path = path.as_ref().to_path_buf();
-        let mut chain = Chain::open(&path, options)?;
+        let opening = |e: std::io::Error| crate::Error::io("cannot open the audit log", &path, &e);
+        let mut chain = Chain::open(&path, options).map_err(opening)?;
         let (tx, rx) = mpsc::channel::<Msg>();
         let failures = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let f2 = failures.clone();
@@ -511,7 +514,8 @@ impl JsonlAuditSink {
             }
             let _ = chain.file.flush();
             let _ = chain.save_anchor();
-        })?;
+        })
+        .map_err(|e| crate::Error::io("cannot start the writer thread of the audit log", &path, &e))?;
         Ok(Arc::new(JsonlAuditSink { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), failures, path }))
     }
 
@@ -526,11 +530,20 @@ impl JsonlAuditSink {
     }
 
     /// Reads a JSON Lines audit file back (one file; see [`verify_chain`] for rotated sets).
-    pub fn read(path: impl AsRef<Path>) -> std::io::Result<Vec<AuditRecord>> {
-        let text = std::fs::read_to_string(path)?;
+    ///
+    /// Errors: `io` when it cannot be read, `malformed` for a line that is not an audit record.
+    pub fn read(path: impl AsRef<Path>) -> crate::Result<Vec<AuditRecord>> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| crate::Error::io("cannot read the audit log", path, &e))?;
         text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(n, l)| {
+                serde_json::from_str(l).map_err(|e| {
+                    crate::Error::Malformed(format!("{} line {}: not an audit record: {e}", path.display(), n + 1))
+                })
+            })
             .collect()
     }
 }
@@ -649,8 +662,12 @@ impl ChainReport {
 ///
 /// A chain cut after any record is still a valid chain: see [`verify_chain_anchored`] for the
 /// check that catches records removed from the end.
-pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
-    verify(path.as_ref(), None)
+///
+/// Errors: `io` when the log cannot be read (a problem *in* the log is a finding of the report,
+/// not an error).
+pub fn verify_chain(path: impl AsRef<Path>) -> crate::Result<ChainReport> {
+    let path = path.as_ref();
+    verify(path, None).map_err(|e| crate::Error::io("cannot read the audit log", path, &e))
 }
 
 /// [`verify_chain`], and then against the head an [`AuditAnchor`] recorded: a log that ends
@@ -658,15 +675,16 @@ pub fn verify_chain(path: impl AsRef<Path>) -> std::io::Result<ChainReport> {
 /// the anchored `seq` has another hash is [`Edited`](ChainProblemKind::Edited). A log that goes
 /// on past the anchored head is fine (the anchor is saved after each batch of records, so it
 /// may lag the log by the records written since).
-pub fn verify_chain_anchored(path: impl AsRef<Path>, anchor: &dyn AuditAnchor) -> std::io::Result<ChainReport> {
-    let head = anchor.load_head().map_err(|e| std::io::Error::other(format!("cannot read the audit anchor: {e}")))?;
+pub fn verify_chain_anchored(path: impl AsRef<Path>, anchor: &dyn AuditAnchor) -> crate::Result<ChainReport> {
+    let head = anchor.load_head()?;
     verify_chain_against(path, head.as_ref())
 }
 
 /// [`verify_chain_anchored`] with the anchored head already read (`None`: no anchor recorded),
 /// for callers that report an unreadable anchor in their own terms before reading the log.
-pub fn verify_chain_against(path: impl AsRef<Path>, head: Option<&ChainHead>) -> std::io::Result<ChainReport> {
-    verify(path.as_ref(), head)
+pub fn verify_chain_against(path: impl AsRef<Path>, head: Option<&ChainHead>) -> crate::Result<ChainReport> {
+    let path = path.as_ref();
+    verify(path, head).map_err(|e| crate::Error::io("cannot read the audit log", path, &e))
 }
 
 fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainReport> {

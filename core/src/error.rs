@@ -49,11 +49,14 @@ pub enum ErrorKind {
     /// A feature was used without its configuration (e.g. tokens without keys), or the
     /// configuration is invalid.
     Config,
+    /// A file could not be read or written (an audit log, a key file): the path and the
+    /// operating system's reason are in the message.
+    Io,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 20] = [
+    pub const ALL: [ErrorKind; 21] = [
         ErrorKind::UnknownTool,
         ErrorKind::InvalidTool,
         ErrorKind::InvalidArguments,
@@ -74,6 +77,7 @@ impl ErrorKind {
         ErrorKind::AlreadyUsed,
         ErrorKind::NotPending,
         ErrorKind::Config,
+        ErrorKind::Io,
     ];
 
     /// The stable snake_case name of this kind, e.g. `"already_resolved"`.
@@ -99,6 +103,7 @@ impl ErrorKind {
             ErrorKind::AlreadyUsed => "already_used",
             ErrorKind::NotPending => "not_pending",
             ErrorKind::Config => "config",
+            ErrorKind::Io => "io",
         }
     }
 }
@@ -255,9 +260,19 @@ pub enum Error {
     /// key shorter than 32 bytes, an unreadable key file).
     #[error("configuration error: {0}")]
     Config(String),
+    /// A file could not be read or written: an audit log ([`JsonlAuditSink`](crate::JsonlAuditSink),
+    /// [`verify_chain`](crate::verify_chain)) or a key file. Carries what was being done, the path
+    /// and the operating system's reason.
+    #[error("{0}")]
+    Io(String),
 }
 
 impl Error {
+    /// An I/O failure on `path` while doing `what` (e.g. "cannot open the audit log").
+    pub fn io(what: &str, path: &std::path::Path, e: &std::io::Error) -> Self {
+        Error::Io(format!("{what} {}: {e}", path.display()))
+    }
+
     /// The stable classification of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -281,6 +296,7 @@ impl Error {
             Error::AlreadyUsed(_) => ErrorKind::AlreadyUsed,
             Error::NotPending { .. } => ErrorKind::NotPending,
             Error::Config(_) => ErrorKind::Config,
+            Error::Io(_) => ErrorKind::Io,
         }
     }
 }

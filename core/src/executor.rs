@@ -6,7 +6,9 @@ use crate::error::{Error, ErrorKind};
 use crate::event::CancelReason;
 use crate::gate::{Decision, Gate, ToolCall};
 use crate::store::{RecordState, StateChange};
+use crate::tool::ExecResult;
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -150,6 +152,40 @@ fn output_text(v: &Value) -> String {
     }
 }
 
+/// The tool's run, detached from its caller: polled in place (no task, no thread hop) while the
+/// caller waits; handed to the tokio runtime it started on if the caller's future is dropped, so
+/// a started tool always finishes and its result is recorded.
+struct Detached {
+    run: Option<BoxFuture<'static, ToolResult>>,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Detached {
+    fn new(run: BoxFuture<'static, ToolResult>) -> Self {
+        Detached { run: Some(run), runtime: tokio::runtime::Handle::try_current().ok() }
+    }
+}
+
+impl std::future::Future for Detached {
+    type Output = ToolResult;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<ToolResult> {
+        let run = self.run.as_mut().expect("`Detached` polled after completion");
+        let out = run.as_mut().poll(cx);
+        if out.is_ready() {
+            self.run = None;
+        }
+        out
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if let (Some(run), Some(rt)) = (self.run.take(), self.runtime.take()) {
+            rt.spawn(run);
+        }
+    }
+}
+
 impl Gate {
     /// Confirms a call and, if approved, runs its executor exactly once.
     ///
@@ -157,6 +193,14 @@ impl Gate {
     /// [`ToolStatus::Rejected`] result (checked before anyone is asked), a decision not to run
     /// gives `Denied` / `TimedOut` / `Cancelled`, and a failing or panicking executor gives
     /// `Failed`. `content` is always ready for the model.
+    ///
+    /// **Cancellation** (dropping this future; a cancelled task or an abort signal in the
+    /// bindings), the same in every language:
+    /// - while the call waits for a decision: its request is cancelled
+    ///   ([`CancelReason::Aborted`]) and the tool never runs;
+    /// - once the tool has started: the tool is not interrupted. It runs to the end on the runtime
+    ///   it started on, and its result is recorded (audit `execution`, store `done`); only the
+    ///   cancelled caller does not receive it.
     pub async fn execute(&self, call: ToolCall) -> ToolResult {
         let tool = match self.tool(&call.tool) {
             Ok(t) => t,
@@ -220,12 +264,34 @@ impl Gate {
             r.decision = Some(decision);
             return r;
         }
-        // The one execution that follows this decision.
-        let run = std::panic::AssertUnwindSafe(executor(arguments.clone())).catch_unwind().await;
-        let result = match run {
-            Ok(r) => r,
-            Err(_) => Err("the tool panicked".to_owned()),
+        // The one execution that follows this decision. Once started it runs to the end even if
+        // the caller stops waiting (see `execute`): the run owns what it needs and is handed to
+        // the runtime when the caller's future is dropped.
+        let gate = self.clone();
+        let run = async move {
+            let run = std::panic::AssertUnwindSafe(executor(arguments.clone())).catch_unwind().await;
+            let result = match run {
+                Ok(r) => r,
+                Err(_) => Err("the tool panicked".to_owned()),
+            };
+            gate.finish_execution(result, name, session, call_id, arguments, edited, request_id, decision)
         };
+        Detached::new(run.boxed()).await
+    }
+
+    /// Records a finished execution (audit `execution`, store `done`) and words its result.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_execution(
+        &self,
+        result: ExecResult,
+        name: String,
+        session: String,
+        call_id: Option<String>,
+        arguments: Value,
+        edited: bool,
+        request_id: Option<Uuid>,
+        decision: Decision,
+    ) -> ToolResult {
         if let Some(a) = self.audit_sink() {
             let mut r = AuditRecord::new(AuditKind::Execution);
             r.request_id = request_id;

@@ -254,3 +254,24 @@ fn lagged_serializes_for_bindings() {
     let l = Lagged { missed: 3, pending: vec![], more: None };
     assert_eq!(serde_json::to_value(&l).unwrap(), json!({"missed": 3, "pending": [], "more": null}));
 }
+
+#[test]
+fn decision_accessors_read_every_variant() {
+    let id = uuid::Uuid::new_v4();
+    let a = Decision::Approved {
+        request_id: Some(id),
+        arguments: json!({}),
+        edited: true,
+        by: ApprovedBy::Person,
+        scope: Scope::Session,
+        responder: Some("alice".into()),
+    };
+    assert_eq!((a.responder(), a.scope(), a.approved_by(), a.edited()), (Some("alice"), Scope::Session, Some(ApprovedBy::Person), true));
+    assert_eq!((a.reason(), a.cancel_reason(), a.timeout_ms()), (None, None, None));
+    let d = Decision::Denied { request_id: id, reason: Some("no".into()), responder: Some("bob".into()) };
+    assert_eq!((d.responder(), d.reason(), d.scope(), d.approved_by(), d.edited()), (Some("bob"), Some("no"), Scope::Once, None, false));
+    let t = Decision::TimedOut { request_id: id, timeout_ms: 5 };
+    assert_eq!((t.timeout_ms(), t.responder()), (Some(5), None));
+    let c = Decision::Cancelled { request_id: None, reason: CancelReason::Shutdown };
+    assert_eq!((c.cancel_reason(), c.request_id()), (Some(CancelReason::Shutdown), None));
+}

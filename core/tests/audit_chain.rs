@@ -246,3 +246,17 @@ fn no_anchor_means_the_chain_check_only() {
     let report = verify_chain_anchored(&log, &SqliteAnchorReader::new(&db)).unwrap();
     assert!(report.is_intact());
 }
+
+#[test]
+fn file_errors_are_signoff_errors_of_kind_io() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("audit.jsonl");
+    let Err(e) = JsonlAuditSink::open(&missing) else { panic!("opened a file in a missing directory") };
+    assert_eq!(e.kind(), ErrorKind::Io);
+    assert!(e.to_string().contains("no-such-dir"), "{e}");
+    assert_eq!(verify_chain(&missing).unwrap_err().kind(), ErrorKind::Io);
+    assert_eq!(JsonlAuditSink::read(&missing).unwrap_err().kind(), ErrorKind::Io);
+    let garbage = dir.path().join("garbage.jsonl");
+    std::fs::write(&garbage, "not json\n").unwrap();
+    assert_eq!(JsonlAuditSink::read(&garbage).unwrap_err().kind(), ErrorKind::Malformed);
+}

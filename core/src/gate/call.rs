@@ -139,6 +139,52 @@ impl Decision {
             Decision::Denied { request_id, .. } | Decision::TimedOut { request_id, .. } => Some(*request_id),
         }
     }
+    /// Who answered: the approver or the person who denied (when known).
+    pub fn responder(&self) -> Option<&str> {
+        match self {
+            Decision::Approved { responder, .. } | Decision::Denied { responder, .. } => responder.as_deref(),
+            _ => None,
+        }
+    }
+    /// The reason a person gave for a denial.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Decision::Denied { reason, .. } => reason.as_deref(),
+            _ => None,
+        }
+    }
+    /// Why the request was cancelled, for [`Decision::Cancelled`].
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        match self {
+            Decision::Cancelled { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
+    /// The approval's scope ([`Scope::Once`] for everything but an approval for the session).
+    pub fn scope(&self) -> Scope {
+        match self {
+            Decision::Approved { scope, .. } => *scope,
+            _ => Scope::Once,
+        }
+    }
+    /// Why an approved call may run.
+    pub fn approved_by(&self) -> Option<ApprovedBy> {
+        match self {
+            Decision::Approved { by, .. } => Some(*by),
+            _ => None,
+        }
+    }
+    /// True when a person changed the arguments before approving.
+    pub fn edited(&self) -> bool {
+        matches!(self, Decision::Approved { edited: true, .. })
+    }
+    /// How long the request waited, for [`Decision::TimedOut`].
+    pub fn timeout_ms(&self) -> Option<u64> {
+        match self {
+            Decision::TimedOut { timeout_ms, .. } => Some(*timeout_ms),
+            _ => None,
+        }
+    }
     /// The final outcome.
     pub fn outcome(&self) -> Outcome {
         match self {

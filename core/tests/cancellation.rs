@@ -1,0 +1,125 @@
+//! The one cancellation rule, the same in every language: cancelling `execute` while it waits for a
+//! decision cancels the request and the tool never runs; once the tool has started, it runs to the
+//! end and its result is recorded, and only the cancelled caller does not receive it.
+
+use serde_json::json;
+use signoff::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+struct Slow {
+    started: Arc<Notify>,
+    release: Arc<Notify>,
+    runs: Arc<AtomicUsize>,
+    finished: Arc<AtomicUsize>,
+}
+
+fn slow_gate(builder: GateBuilder) -> (Gate, Slow) {
+    let s = Slow {
+        started: Arc::new(Notify::new()),
+        release: Arc::new(Notify::new()),
+        runs: Arc::default(),
+        finished: Arc::default(),
+    };
+    let (started, release, runs, finished) = (s.started.clone(), s.release.clone(), s.runs.clone(), s.finished.clone());
+    let gate = builder
+        .tool(
+            Tool::builder("transfer")
+                .description("Transfers money")
+                .approval(ApprovalMode::Required)
+                .executor(move |_| {
+                    let (started, release, runs, finished) =
+                        (started.clone(), release.clone(), runs.clone(), finished.clone());
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        started.notify_one();
+                        release.notified().await;
+                        finished.fetch_add(1, Ordering::SeqCst);
+                        Ok(json!({"sent": true}))
+                    }
+                })
+                .build(),
+        )
+        .build()
+        .unwrap();
+    (gate, s)
+}
+
+#[tokio::test]
+async fn cancelled_while_waiting_for_a_decision_the_tool_never_runs() {
+    let audit = Arc::new(MemoryAuditSink::default());
+    let (gate, slow) = slow_gate(Gate::builder().audit(audit.clone()));
+    let mut sub = gate.observe();
+    let _approver = gate.subscribe();
+    let g = gate.clone();
+    let call = tokio::spawn(async move { g.execute(ToolCall::new("transfer", json!({}))).await });
+    let Some(Ok(Event::ConfirmationRequest(req))) = sub.recv().await else { panic!("a request") };
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    let resolved = loop {
+        if let Some(Ok(Event::ConfirmationResolved(r))) = sub.recv().await {
+            break r;
+        }
+    };
+    assert_eq!((resolved.outcome, resolved.cancel_reason), (Outcome::Cancelled, Some(CancelReason::Aborted)));
+    assert_eq!(gate.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::AlreadyResolved);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(slow.runs.load(Ordering::SeqCst), 0);
+    assert!(audit.records().iter().all(|r| r.kind != AuditKind::Execution));
+}
+
+#[tokio::test]
+async fn cancelled_while_the_tool_runs_the_tool_finishes_and_its_result_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = Arc::new(MemoryAuditSink::default());
+    let store = SqliteStore::open(dir.path().join("signoff.db")).unwrap();
+    let (gate, slow) = slow_gate(Gate::builder().audit(audit.clone()).store(store));
+    let _approver = gate.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    let g = gate.clone();
+    let call = tokio::spawn(async move { g.execute(ToolCall::new("transfer", json!({}))).await });
+    slow.started.notified().await;
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled(), "the caller was cancelled");
+    assert_eq!(slow.finished.load(Ordering::SeqCst), 0, "still running");
+    slow.release.notify_one();
+    // The tool finishes on the runtime and its result is recorded.
+    let record = loop {
+        if let Some(r) = audit.records().into_iter().find(|r| r.kind == AuditKind::Execution) {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(record.decision.as_deref(), Some("ok"));
+    let id = record.request_id.expect("the request");
+    let stored = gate.record(&id).expect("kept by the durable store");
+    assert_eq!(stored.state, RecordState::Done);
+    assert_eq!((slow.runs.load(Ordering::SeqCst), slow.finished.load(Ordering::SeqCst)), (1, 1));
+}
+
+#[tokio::test]
+async fn a_dropped_execute_future_detaches_the_running_tool_too() {
+    let (gate, slow) = slow_gate(Gate::builder());
+    let _approver = gate.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    {
+        let fut = gate.execute(ToolCall::new("transfer", json!({})));
+        tokio::pin!(fut);
+        tokio::select! {
+            _ = &mut fut => panic!("the tool is held"),
+            _ = slow.started.notified() => {}
+        }
+    } // dropped here, mid-run
+    slow.release.notify_one();
+    for _ in 0..200 {
+        if slow.finished.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!((slow.runs.load(Ordering::SeqCst), slow.finished.load(Ordering::SeqCst)), (1, 1));
+}
