@@ -469,53 +469,55 @@ impl JsonlAuditSink {
         let failures = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let f2 = failures.clone();
         let p2 = path.clone();
-        let thread = std::thread::Builder::new().name("signoff-audit".into()).spawn(move || {
-            let fail = |e: std::io::Error| {
-                f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                eprintln!("signoff: audit log {} write failed: {e}", p2.display());
-            };
-            while let Ok(first) = rx.recv() {
-                let mut next = Some(first);
-                let mut waiters = Vec::new();
-                // Write everything queued, then flush once.
-                while let Some(msg) = next.take() {
-                    match msg {
-                        Msg::Record(r) => {
-                            if let Err(e) = chain.write(r) {
-                                fail(e);
+        let thread = std::thread::Builder::new()
+            .name("signoff-audit".into())
+            .spawn(move || {
+                let fail = |e: std::io::Error| {
+                    f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    eprintln!("signoff: audit log {} write failed: {e}", p2.display());
+                };
+                while let Ok(first) = rx.recv() {
+                    let mut next = Some(first);
+                    let mut waiters = Vec::new();
+                    // Write everything queued, then flush once.
+                    while let Some(msg) = next.take() {
+                        match msg {
+                            Msg::Record(r) => {
+                                if let Err(e) = chain.write(r) {
+                                    fail(e);
+                                }
+                            }
+                            Msg::Flush(done) => waiters.push(done),
+                            Msg::Anchor(a) => {
+                                if let Err(e) = chain.set_anchor(a) {
+                                    fail(e);
+                                }
                             }
                         }
-                        Msg::Flush(done) => waiters.push(done),
-                        Msg::Anchor(a) => {
-                            if let Err(e) = chain.set_anchor(a) {
-                                fail(e);
-                            }
-                        }
+                        next = rx.try_recv().ok();
                     }
-                    next = rx.try_recv().ok();
-                }
-                if let Err(e) = chain.file.flush() {
-                    fail(e);
-                }
-                if let Err(e) = chain.maybe_rotate() {
-                    fail(e);
-                }
-                if let Err(e) = chain.save_anchor() {
-                    fail(e);
-                }
-                if !waiters.is_empty() {
-                    if let Err(e) = chain.file.get_ref().sync_data() {
+                    if let Err(e) = chain.file.flush() {
                         fail(e);
                     }
-                    for d in waiters {
-                        let _ = d.send(());
+                    if let Err(e) = chain.maybe_rotate() {
+                        fail(e);
+                    }
+                    if let Err(e) = chain.save_anchor() {
+                        fail(e);
+                    }
+                    if !waiters.is_empty() {
+                        if let Err(e) = chain.file.get_ref().sync_data() {
+                            fail(e);
+                        }
+                        for d in waiters {
+                            let _ = d.send(());
+                        }
                     }
                 }
-            }
-            let _ = chain.file.flush();
-            let _ = chain.save_anchor();
-        })
-        .map_err(|e| crate::Error::io("cannot start the writer thread of the audit log", &path, &e))?;
+                let _ = chain.file.flush();
+                let _ = chain.save_anchor();
+            })
+            .map_err(|e| crate::Error::io("cannot start the writer thread of the audit log", &path, &e))?;
         Ok(Arc::new(JsonlAuditSink { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), failures, path }))
     }
 

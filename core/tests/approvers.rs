@@ -28,7 +28,9 @@ async fn an_observer_alone_is_no_approver_the_call_is_cancelled_at_once() {
     let events = drain(&mut watch).await;
     assert!(matches!(events.first(), Some(Event::ConfirmationRequest(_))), "{events:?}");
     assert!(
-        events.iter().any(|e| matches!(e, Event::ConfirmationResolved(r) if r.cancel_reason == Some(CancelReason::NoApprover))),
+        events
+            .iter()
+            .any(|e| matches!(e, Event::ConfirmationResolved(r) if r.cancel_reason == Some(CancelReason::NoApprover))),
         "{events:?}"
     );
 }
@@ -236,10 +238,7 @@ async fn close_ends_every_subscription_after_the_cancellations() {
 async fn a_handler_counts_as_an_approver_until_stopped() {
     let g = gate();
     let guard = g.on_request(Arc::new(|p: PendingRequest| {
-        async move {
-            p.approve().map(|_| ()).map_err(|e| e.to_string())
-        }
-        .boxed()
+        async move { p.approve().map(|_| ()).map_err(|e| e.to_string()) }.boxed()
     }));
     assert_eq!(g.approver_count(), 1);
     assert!(g.confirm(del("/home/a")).await.unwrap().is_approved());
@@ -266,10 +265,16 @@ fn decision_accessors_read_every_variant() {
         scope: Scope::Session,
         responder: Some("alice".into()),
     };
-    assert_eq!((a.responder(), a.scope(), a.approved_by(), a.edited()), (Some("alice"), Scope::Session, Some(ApprovedBy::Person), true));
+    assert_eq!(
+        (a.responder(), a.scope(), a.approved_by(), a.edited()),
+        (Some("alice"), Scope::Session, Some(ApprovedBy::Person), true)
+    );
     assert_eq!((a.reason(), a.cancel_reason(), a.timeout_ms()), (None, None, None));
     let d = Decision::Denied { request_id: id, reason: Some("no".into()), responder: Some("bob".into()) };
-    assert_eq!((d.responder(), d.reason(), d.scope(), d.approved_by(), d.edited()), (Some("bob"), Some("no"), Scope::Once, None, false));
+    assert_eq!(
+        (d.responder(), d.reason(), d.scope(), d.approved_by(), d.edited()),
+        (Some("bob"), Some("no"), Scope::Once, None, false)
+    );
     let t = Decision::TimedOut { request_id: id, timeout_ms: 5 };
     assert_eq!((t.timeout_ms(), t.responder()), (Some(5), None));
     let c = Decision::Cancelled { request_id: None, reason: CancelReason::Shutdown };

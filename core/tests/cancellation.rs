@@ -123,3 +123,61 @@ async fn a_dropped_execute_future_detaches_the_running_tool_too() {
     }
     assert_eq!((slow.runs.load(Ordering::SeqCst), slow.finished.load(Ordering::SeqCst)), (1, 1));
 }
+
+/// tests/vectors/execute.json, as every runner runs it.
+#[tokio::test]
+async fn the_shared_execute_vectors() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/execute.json")).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for case in file["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let audit = Arc::new(MemoryAuditSink::default());
+        let (gate, slow) = slow_gate(Gate::builder().audit(audit.clone()));
+        let mut events = gate.observe();
+        let approver = gate.subscribe();
+        let _auto = case["approve"].as_bool().unwrap().then(|| {
+            gate.on_request_inline(|p| {
+                p.approve().unwrap();
+            })
+        });
+        let g = gate.clone();
+        let call = tokio::spawn(async move { g.execute(ToolCall::new("transfer", json!({}))).await });
+        match case["cancel"].as_str().unwrap() {
+            "while_waiting" => loop {
+                if let Some(Ok(Event::ConfirmationRequest(_))) = events.recv().await {
+                    break;
+                }
+            },
+            "while_running" => slow.started.notified().await,
+            other => panic!("{name}: cancel {other}"),
+        }
+        call.abort();
+        assert!(call.await.unwrap_err().is_cancelled(), "{name}");
+        slow.release.notify_one();
+        let resolved = loop {
+            if let Some(Ok(Event::ConfirmationResolved(r))) = events.recv().await {
+                break r;
+            }
+        };
+        let exp = &case["resolved"];
+        assert_eq!(json!(resolved.outcome), exp["outcome"], "{name}");
+        if let Some(reason) = exp.get("cancel_reason") {
+            assert_eq!(json!(resolved.cancel_reason), *reason, "{name}");
+        }
+        let want_finished = case["finished"].as_u64().unwrap() as usize;
+        for _ in 0..400 {
+            if slow.finished.load(Ordering::SeqCst) >= want_finished
+                && (case["execution"].is_null() || audit.records().iter().any(|r| r.kind == AuditKind::Execution))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(slow.runs.load(Ordering::SeqCst) as u64, case["runs"].as_u64().unwrap(), "{name}: runs");
+        assert_eq!(slow.finished.load(Ordering::SeqCst), want_finished, "{name}: finished");
+        let execution = audit.records().into_iter().find(|r| r.kind == AuditKind::Execution).and_then(|r| r.decision);
+        assert_eq!(json!(execution), case["execution"], "{name}: execution record");
+        drop(approver);
+    }
+}

@@ -875,7 +875,8 @@ fn error_kinds_are_stable_strings() {
             "wrong_approver",
             "already_used",
             "not_pending",
-            "config"
+            "config",
+            "io"
         ]
     );
     for k in ErrorKind::ALL {

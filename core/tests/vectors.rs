@@ -6,7 +6,6 @@ use common::{drain, next_request};
 use serde_json::{Value, json};
 use signoff::*;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn vectors(name: &str) -> Value {
@@ -19,19 +18,8 @@ fn obj_keys(v: &Value) -> Vec<&str> {
 }
 
 fn build_gate(tools: &Value, opts: &Value) -> Gate {
-    let mut b = Gate::builder();
-    for k in obj_keys(opts) {
-        let v = &opts[k];
-        b = match k {
-            "default_timeout_ms" => b.default_timeout(Duration::from_millis(v.as_u64().unwrap())),
-            "keywords" => b.keywords(v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned())),
-            "dangerously_disable_gating" => b.dangerously_disable_gating(v.as_bool().unwrap()),
-            "allowed_responders" => b.authenticator(Arc::new(AllowedResponders(
-                v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect(),
-            ))),
-            other => panic!("unknown gate option {other:?}"),
-        };
-    }
+    // The vectors' gate options are GateConfig options (tests/vectors/config.json).
+    let b = GateConfig::from_json(opts, Naming::Snake).unwrap().builder().unwrap();
     let g = b.build().unwrap();
     for t in tools.as_array().unwrap() {
         g.register_spec(ToolSpec::from_json(t.clone()).unwrap()).unwrap();
@@ -92,7 +80,12 @@ async fn flows() {
         }
         let g = build_gate(case.get("tools").unwrap_or(&file["tools"]), case.get("gate").unwrap_or(&json!({})));
         let call: ToolCall = serde_json::from_value(case["call"].clone()).unwrap();
-        let mut sub = case.get("subscribe").and_then(Value::as_bool).unwrap_or(true).then(|| g.subscribe());
+        let mut sub = match case.get("subscribe") {
+            None | Some(Value::Bool(true)) => Some(g.subscribe()),
+            Some(Value::Bool(false)) => None,
+            Some(v) if v == "observer" => Some(g.observe()),
+            Some(other) => panic!("{name}: subscribe {other}"),
+        };
         if let Some(kind) = case.get("confirm_error") {
             let e = g.confirm(call).await.unwrap_err();
             assert_eq!(json!(e.kind().as_str()), *kind, "{name}");

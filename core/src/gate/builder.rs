@@ -81,9 +81,11 @@ impl GateBuilder {
         self.audit = Some(a);
         self
     }
-    /// How many events the bus buffers per subscriber before that subscriber is told it lagged.
+    /// How many events the bus buffers per subscriber before that subscriber is told it lagged
+    /// (4,096; from 1 to [`MAX_BUS_CAPACITY`](crate::config::MAX_BUS_CAPACITY), else `build`
+    /// fails with `config`).
     pub fn bus_capacity(mut self, n: usize) -> Self {
-        self.bus_capacity = n.max(1);
+        self.bus_capacity = n;
         self
     }
     /// With `true` (the default), a request made while no approver is attached (observers do
@@ -119,8 +121,16 @@ impl GateBuilder {
         self
     }
 
-    /// Builds the gate; fails with `invalid_tool` if a tool given to [`tool`](Self::tool) is invalid.
+    /// Builds the gate; fails with `invalid_tool` if a tool given to [`tool`](Self::tool) is invalid,
+    /// `config` for a bus capacity out of range.
     pub fn build(self) -> Result<Gate> {
+        if !(1..=crate::config::MAX_BUS_CAPACITY).contains(&self.bus_capacity) {
+            return Err(crate::Error::Config(format!(
+                "bus capacity must be from 1 to {}, got {}",
+                crate::config::MAX_BUS_CAPACITY,
+                self.bus_capacity
+            )));
+        }
         let (bus, _) = broadcast::channel(self.bus_capacity);
         let store: Arc<dyn PendingStore> = self.store.unwrap_or_else(|| Arc::new(MemoryPendingStore::new()));
         if let (Some(audit), Some(anchor)) = (&self.audit, store.clone().audit_anchor()) {

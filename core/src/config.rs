@@ -1,0 +1,397 @@
+//! [`GateConfig`]: a gate's configuration as plain data, read and validated once here for every
+//! language. Python's keyword arguments, Node's options object and Swift's configuration record
+//! all arrive as the same JSON object and go through [`GateConfig::from_json`]; errors name the
+//! option as the caller spelled it (`bus_capacity` in Python, `busCapacity` in Node).
+
+use crate::error::{Error, Result};
+use crate::gate::{Gate, GateBuilder};
+use crate::store::{AllowedResponders, Approvers};
+use crate::token::TokenKeys;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most events a subscriber may buffer (`bus_capacity`): the bus allocates every slot up front.
+pub const MAX_BUS_CAPACITY: usize = 1 << 20;
+/// The most resolved request ids a gate remembers to classify late responses (`remember_resolved`).
+pub const MAX_REMEMBERED: usize = 10_000_000;
+/// The longest approval timeout or token lifetime: 30 days.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// How the caller spells option names, so errors use the caller's own terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// `default_timeout_ms` (Rust, Python, Swift's JSON form).
+    Snake,
+    /// `defaultTimeoutMs` (Node).
+    Camel,
+}
+
+/// Everything a gate can be configured with as data. Build one field by field, or read it from
+/// JSON with [`from_json`](Self::from_json); [`build`](Self::build) validates it once and opens the
+/// store and the audit log. Durations are milliseconds in the JSON form.
+///
+/// ```
+/// use signoff::{GateConfig, Naming};
+/// let config = GateConfig::from_json(&serde_json::json!({"default_timeout_ms": 30000}), Naming::Snake).unwrap();
+/// let gate = config.build().unwrap();
+/// assert_eq!(gate.policy().default_timeout.as_millis(), 30000);
+///
+/// let bad = GateConfig::from_json(&serde_json::json!({"busCapacity": 1e9}), Naming::Camel).unwrap_err();
+/// assert_eq!(bad.kind(), signoff::ErrorKind::Config);
+/// assert!(bad.to_string().contains("busCapacity"));
+/// ```
+#[derive(Clone, Default)]
+pub struct GateConfig {
+    /// The approval timeout for tools that set none (60 s).
+    pub default_timeout: Option<Duration>,
+    /// Replaces the keyword list that makes tools in the default mode ask.
+    pub keywords: Option<Vec<String>>,
+    /// Cancel requests at once when no approver is attached (default `true`).
+    pub deny_when_unobserved: Option<bool>,
+    /// DEVELOPMENT ONLY: every call runs without approval.
+    pub dangerously_disable_gating: bool,
+    /// Events buffered per subscriber before it lags (4,096; 1 to [`MAX_BUS_CAPACITY`]).
+    pub bus_capacity: Option<usize>,
+    /// Resolved ids remembered (65,536; 0 to [`MAX_REMEMBERED`]).
+    pub remember_resolved: Option<usize>,
+    /// Accept responses only from these responders.
+    pub allowed_responders: Option<Vec<String>>,
+    /// Who may approve which tools (exclusive with `allowed_responders`).
+    pub approvers: Option<Approvers>,
+    /// Refuse an approval from the request's own session (needs `approvers`, or makes one).
+    pub forbid_self_approval: bool,
+    /// Keep requests in this SQLite file.
+    pub store_path: Option<PathBuf>,
+    /// `synchronous = FULL` for the store (needs `store_path`).
+    pub synchronous_full: bool,
+    /// Append the audit chain to this JSON Lines file.
+    pub audit_path: Option<PathBuf>,
+    /// Rotate the audit log at this many bytes (needs `audit_path`; at least 1).
+    pub audit_rotate_bytes: Option<u64>,
+    /// Approval-token keys.
+    pub token_keys: Option<TokenKeys>,
+    /// How long an issued token is valid (needs `token_keys`).
+    pub token_ttl: Option<Duration>,
+}
+
+impl std::fmt::Debug for GateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateConfig")
+            .field("default_timeout", &self.default_timeout)
+            .field("store_path", &self.store_path)
+            .field("audit_path", &self.audit_path)
+            .field("token_keys", &self.token_keys.as_ref().map(|_| "redacted"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every option: its snake_case name and what it holds.
+const OPTIONS: [(&str, Kind); 15] = [
+    ("default_timeout_ms", Kind::Millis),
+    ("keywords", Kind::Strings),
+    ("deny_when_unobserved", Kind::Bool),
+    ("dangerously_disable_gating", Kind::Bool),
+    ("bus_capacity", Kind::Count { min: 1, max: MAX_BUS_CAPACITY as u64 }),
+    ("remember_resolved", Kind::Count { min: 0, max: MAX_REMEMBERED as u64 }),
+    ("allowed_responders", Kind::Strings),
+    ("approvers", Kind::ApproverMap),
+    ("forbid_self_approval", Kind::Bool),
+    ("store_path", Kind::Path),
+    ("synchronous_full", Kind::Bool),
+    ("audit_path", Kind::Path),
+    ("audit_rotate_bytes", Kind::Count { min: 1, max: 1 << 53 }),
+    ("token_keys", Kind::Keys),
+    ("token_ttl_ms", Kind::Millis),
+];
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Millis,
+    Strings,
+    Bool,
+    Count { min: u64, max: u64 },
+    Path,
+    ApproverMap,
+    Keys,
+}
+
+fn camel(snake: &str) -> String {
+    let mut out = String::with_capacity(snake.len());
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Naming {
+    fn name(self, snake: &str) -> String {
+        match self {
+            Naming::Snake => snake.to_owned(),
+            Naming::Camel => camel(snake),
+        }
+    }
+}
+
+fn squash(s: &str) -> String {
+    s.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+impl GateConfig {
+    /// Reads a configuration from a JSON object whose keys are spelled per `naming`; `null`
+    /// values mean "not set". Every mistake is a `config` error that names the option as the
+    /// caller spelled it: an unknown option (with a suggestion), a value of the wrong type, a
+    /// number that is negative, fractional, not finite or out of range (a bus capacity of 1e9
+    /// is refused here, never allocated), an option that needs another one, or two options that
+    /// exclude each other.
+    pub fn from_json(options: &Value, naming: Naming) -> Result<GateConfig> {
+        let Value::Object(map) = options else {
+            return Err(Error::Config("gate options must be an object".into()));
+        };
+        let mut c = GateConfig::default();
+        for (key, value) in map {
+            let Some((snake, kind)) = OPTIONS.iter().find(|(s, _)| naming.name(s) == *key) else {
+                return Err(unknown(key, naming));
+            };
+            if value.is_null() {
+                continue;
+            }
+            let name = key.as_str();
+            match (*snake, *kind) {
+                ("default_timeout_ms", _) => c.default_timeout = Some(millis(name, value)?),
+                ("token_ttl_ms", _) => c.token_ttl = Some(millis(name, value)?),
+                ("keywords", _) => c.keywords = Some(strings(name, value)?),
+                ("allowed_responders", _) => c.allowed_responders = Some(strings(name, value)?),
+                ("deny_when_unobserved", _) => c.deny_when_unobserved = Some(boolean(name, value)?),
+                ("dangerously_disable_gating", _) => c.dangerously_disable_gating = boolean(name, value)?,
+                ("forbid_self_approval", _) => c.forbid_self_approval = boolean(name, value)?,
+                ("synchronous_full", _) => c.synchronous_full = boolean(name, value)?,
+                ("bus_capacity", Kind::Count { min, max }) => {
+                    c.bus_capacity = Some(count(name, value, min, max)? as usize)
+                }
+                ("remember_resolved", Kind::Count { min, max }) => {
+                    c.remember_resolved = Some(count(name, value, min, max)? as usize)
+                }
+                ("audit_rotate_bytes", Kind::Count { min, max }) => {
+                    c.audit_rotate_bytes = Some(count(name, value, min, max)?)
+                }
+                ("store_path", _) => c.store_path = Some(path(name, value)?),
+                ("audit_path", _) => c.audit_path = Some(path(name, value)?),
+                ("approvers", _) => c.approvers = Some(approver_map(name, value)?),
+                ("token_keys", _) => {
+                    let text = value
+                        .as_str()
+                        .ok_or_else(|| wrong(name, "a string of `key_id:base64secret` entries", value))?;
+                    c.token_keys = Some(TokenKeys::parse(text).map_err(|e| Error::Config(format!("`{name}`: {e}")))?);
+                }
+                _ => unreachable!("every option is handled"),
+            }
+        }
+        c.check(naming)?;
+        Ok(c)
+    }
+
+    /// The rules between options, in the caller's names.
+    fn check(&self, naming: Naming) -> Result<()> {
+        let n = |s: &str| naming.name(s);
+        let needs = |what: &str, other: &str| Error::Config(format!("`{}` needs `{}`", n(what), n(other)));
+        if self.synchronous_full && self.store_path.is_none() {
+            return Err(needs("synchronous_full", "store_path"));
+        }
+        if self.audit_rotate_bytes.is_some() && self.audit_path.is_none() {
+            return Err(needs("audit_rotate_bytes", "audit_path"));
+        }
+        if self.token_ttl.is_some() && self.token_keys.is_none() {
+            return Err(needs("token_ttl_ms", "token_keys"));
+        }
+        if self.allowed_responders.is_some() && (self.approvers.is_some() || self.forbid_self_approval) {
+            return Err(Error::Config(format!(
+                "pass either `{}` or `{}` (with `{}`): both decide who may answer",
+                n("allowed_responders"),
+                n("approvers"),
+                n("forbid_self_approval")
+            )));
+        }
+        for (what, d) in [("default_timeout_ms", self.default_timeout), ("token_ttl_ms", self.token_ttl)] {
+            if let Some(d) = d
+                && (d.is_zero() || d > MAX_TIMEOUT)
+            {
+                return Err(Error::Config(format!(
+                    "`{}` must be from 1 ms to 30 days, got {} ms",
+                    n(what),
+                    d.as_millis()
+                )));
+            }
+        }
+        if let Some(b) = self.bus_capacity
+            && !(1..=MAX_BUS_CAPACITY).contains(&b)
+        {
+            return Err(Error::Config(format!(
+                "`{}` must be from 1 to {MAX_BUS_CAPACITY}, got {b}",
+                n("bus_capacity")
+            )));
+        }
+        if let Some(r) = self.remember_resolved
+            && r > MAX_REMEMBERED
+        {
+            return Err(Error::Config(format!(
+                "`{}` must be at most {MAX_REMEMBERED}, got {r}",
+                n("remember_resolved")
+            )));
+        }
+        if self.audit_rotate_bytes == Some(0) {
+            return Err(Error::Config(format!("`{}` must be at least 1", n("audit_rotate_bytes"))));
+        }
+        Ok(())
+    }
+
+    /// Validates (Rust names) and turns the configuration into a builder, opening the store and
+    /// the audit log. Add tools, or an authenticator of your own, before building.
+    ///
+    /// Errors: `config` for an invalid combination or value, `store` when the database cannot be
+    /// opened (another gate holds it, or it is not a signoff database), `io` when the audit log
+    /// cannot be opened.
+    pub fn builder(&self) -> Result<GateBuilder> {
+        self.check(Naming::Snake)?;
+        let mut b = Gate::builder().dangerously_disable_gating(self.dangerously_disable_gating);
+        if let Some(t) = self.default_timeout {
+            b = b.default_timeout(t);
+        }
+        if let Some(k) = &self.keywords {
+            b = b.keywords(k.clone());
+        }
+        if let Some(d) = self.deny_when_unobserved {
+            b = b.deny_when_unobserved(d);
+        }
+        if let Some(n) = self.bus_capacity {
+            b = b.bus_capacity(n);
+        }
+        if let Some(n) = self.remember_resolved {
+            b = b.remember_resolved(n);
+        }
+        if let Some(who) = &self.allowed_responders {
+            b = b.authenticator(Arc::new(AllowedResponders(who.clone())));
+        }
+        if self.approvers.is_some() || self.forbid_self_approval {
+            let a = self.approvers.clone().unwrap_or_default();
+            let a = if self.forbid_self_approval { a.forbid_self_approval(true) } else { a };
+            b = b.authenticator(Arc::new(a));
+        }
+        if let Some(keys) = &self.token_keys {
+            b = b.tokens(keys.clone());
+        }
+        if let Some(ttl) = self.token_ttl {
+            b = b.token_ttl(ttl);
+        }
+        if let Some(p) = &self.store_path {
+            let options = crate::SqliteOptions { synchronous_full: self.synchronous_full };
+            b = b.store(crate::SqliteStore::open_with(p, options)?);
+        }
+        if let Some(p) = &self.audit_path {
+            let options = crate::AuditOptions { rotate_bytes: self.audit_rotate_bytes };
+            b = b.audit(crate::JsonlAuditSink::open_with(p, options)?);
+        }
+        Ok(b)
+    }
+
+    /// Validates and builds the gate (see [`builder`](Self::builder)).
+    pub fn build(&self) -> Result<Gate> {
+        self.builder()?.build()
+    }
+}
+
+fn unknown(key: &str, naming: Naming) -> Error {
+    let names: Vec<String> = OPTIONS.iter().map(|(s, _)| naming.name(s)).collect();
+    let close = names
+        .iter()
+        .find(|n| squash(n) == squash(key))
+        .or_else(|| names.iter().min_by_key(|n| edit_distance(n, key)).filter(|n| edit_distance(n, key) <= 3));
+    match close {
+        Some(s) => Error::Config(format!("unknown gate option `{key}` (did you mean `{s}`?)")),
+        None => Error::Config(format!("unknown gate option `{key}`; the options are: {}", names.join(", "))),
+    }
+}
+
+fn wrong(name: &str, expected: &str, got: &Value) -> Error {
+    let got = match got {
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::Bool(b) => format!("{b}"),
+        Value::Array(_) => "a list".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+        Value::Null => "null".to_owned(),
+    };
+    Error::Config(format!("`{name}` must be {expected}, got {got}"))
+}
+
+fn count(name: &str, v: &Value, min: u64, max: u64) -> Result<u64> {
+    let expected = format!("a whole number from {min} to {max}");
+    let n = match v {
+        Value::Number(n) => match (n.as_u64(), n.as_f64()) {
+            (Some(u), _) => Some(u),
+            (None, Some(f)) if f.fract() == 0.0 && f >= 0.0 && f <= max as f64 => Some(f as u64),
+            _ => None,
+        },
+        _ => None,
+    };
+    match n {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(wrong(name, &expected, v)),
+    }
+}
+
+fn millis(name: &str, v: &Value) -> Result<Duration> {
+    let max = MAX_TIMEOUT.as_millis() as u64;
+    let ms = count(name, v, 1, max)
+        .map_err(|_| wrong(name, &format!("a whole number of milliseconds from 1 to {max} (30 days)"), v))?;
+    Ok(Duration::from_millis(ms))
+}
+
+fn boolean(name: &str, v: &Value) -> Result<bool> {
+    v.as_bool().ok_or_else(|| wrong(name, "true or false", v))
+}
+
+fn strings(name: &str, v: &Value) -> Result<Vec<String>> {
+    let list = v.as_array().ok_or_else(|| wrong(name, "a list of strings", v))?;
+    list.iter().map(|s| s.as_str().map(str::to_owned).ok_or_else(|| wrong(name, "a list of strings", v))).collect()
+}
+
+fn path(name: &str, v: &Value) -> Result<PathBuf> {
+    match v.as_str() {
+        Some(s) if !s.is_empty() => Ok(PathBuf::from(s)),
+        _ => Err(wrong(name, "a non-empty path", v)),
+    }
+}
+
+fn approver_map(name: &str, v: &Value) -> Result<Approvers> {
+    let expected = "an object mapping tool names (or \"*\" for every tool) to lists of approvers";
+    let map = v.as_object().ok_or_else(|| wrong(name, expected, v))?;
+    let mut a = Approvers::new();
+    for (tool, who) in map {
+        let who = strings(&format!("{name}.{tool}"), who)?;
+        a = if tool == "*" { a.allow_all_tools(who) } else { a.allow(tool.clone(), who) };
+    }
+    Ok(a)
+}

@@ -1,0 +1,101 @@
+//! GateConfig: one validation for every language; the shared vectors in tests/vectors/config.json.
+
+use serde_json::{Value, json};
+use signoff::*;
+
+fn vectors() -> Vec<Value> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/config.json")).unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["cases"].as_array().unwrap().clone()
+}
+
+fn camel_keys(v: &Value) -> Value {
+    let Value::Object(m) = v else { return v.clone() };
+    let camel = |k: &str| {
+        let mut out = String::new();
+        let mut up = false;
+        for c in k.chars() {
+            if c == '_' {
+                up = true;
+            } else if up {
+                out.extend(c.to_uppercase());
+                up = false;
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    // Only the option names are camelCased, not the tool names inside `approvers`.
+    Value::Object(m.iter().map(|(k, v)| (camel(k), v.clone())).collect())
+}
+
+#[test]
+fn the_shared_config_vectors_hold_in_both_namings() {
+    let cases = vectors();
+    assert!(cases.len() >= 20);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        for naming in [Naming::Snake, Naming::Camel] {
+            let options = if naming == Naming::Camel { camel_keys(&case["options"]) } else { case["options"].clone() };
+            let result = GateConfig::from_json(&options, naming).and_then(|c| c.build());
+            match case.get("error").and_then(Value::as_str) {
+                None => {
+                    let gate = result.unwrap_or_else(|e| panic!("{name} ({naming:?}): {e}"));
+                    gate.close();
+                }
+                Some(kind) => {
+                    let e = result.err().unwrap_or_else(|| panic!("{name} ({naming:?}): built"));
+                    assert_eq!(e.kind().as_str(), kind, "{name} ({naming:?}): {e}");
+                    let mention = case["mentions"].as_str().unwrap();
+                    let mention = if naming == Naming::Camel {
+                        camel_keys(&json!({mention: 0})).as_object().unwrap().keys().next().unwrap().clone()
+                    } else {
+                        mention.to_owned()
+                    };
+                    assert!(e.to_string().contains(&mention), "{name} ({naming:?}): {e} should name {mention}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_config_takes_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = json!({
+        "default_timeout_ms": 1234,
+        "keywords": ["zap"],
+        "store_path": dir.path().join("s.db").to_str().unwrap(),
+        "synchronous_full": true,
+        "audit_path": dir.path().join("audit.jsonl").to_str().unwrap(),
+        "audit_rotate_bytes": 100000,
+    });
+    let gate = GateConfig::from_json(&options, Naming::Snake).unwrap().build().unwrap();
+    assert_eq!(gate.policy().default_timeout.as_millis(), 1234);
+    assert_eq!(gate.policy().keywords, vec!["zap".to_owned()]);
+    // The store holds the database: a second gate on it is refused until this one closes.
+    let again = GateConfig::from_json(&options, Naming::Snake).unwrap();
+    assert_eq!(again.build().unwrap_err().kind(), ErrorKind::Store);
+    gate.close();
+    again.build().unwrap().close();
+    assert!(dir.path().join("audit.jsonl").exists());
+}
+
+#[test]
+fn an_audit_log_that_cannot_be_opened_is_an_io_error() {
+    let options = json!({"audit_path": "/nonexistent-dir/signoff/audit.jsonl"});
+    let e = GateConfig::from_json(&options, Naming::Snake).unwrap().build().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+}
+
+#[test]
+fn the_builder_refuses_an_absurd_bus_capacity_instead_of_aborting() {
+    for n in [0, usize::MAX, 1_000_000_000] {
+        assert_eq!(Gate::builder().bus_capacity(n).build().unwrap_err().kind(), ErrorKind::Config);
+    }
+}
+
+#[test]
+fn options_must_be_an_object() {
+    assert_eq!(GateConfig::from_json(&json!([1]), Naming::Snake).unwrap_err().kind(), ErrorKind::Config);
+}
