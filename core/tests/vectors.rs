@@ -111,6 +111,7 @@ async fn flows() {
         }
         let mut events = Vec::new();
         let mut cancelled = false;
+        let mut token = String::new();
         for step in case["steps"].as_array().unwrap() {
             if let Some(r) = step.get("respond") {
                 let resp = ConfirmationResponse::from_json(bind(r.clone(), &req)).unwrap();
@@ -133,6 +134,30 @@ async fn flows() {
                 cancelled = true;
             } else if let Some(s) = step.get("end_session") {
                 g.end_session(s.as_str().unwrap());
+            } else if let Some(who) = step.get("issue_token") {
+                match (g.issue_token(&req.id, who.as_str().unwrap()), step.get("error")) {
+                    (Ok(t), None) => token = t,
+                    (Err(e), Some(k)) => assert_eq!(json!(e.kind().as_str()), *k, "{name}: {e}"),
+                    (res, _) => panic!("{name}: step {step} gave {res:?}"),
+                }
+            } else if step.get("tamper_token").is_some() {
+                let mut parts: Vec<String> = token.split('.').map(str::to_owned).collect();
+                let first = if parts[3].starts_with('A') { "B" } else { "A" };
+                parts[3].replace_range(0..1, first);
+                token = parts.join(".");
+            } else if let Some(kid) = step.get("rekey_token") {
+                let mut parts: Vec<&str> = token.split('.').collect();
+                parts[1] = kid.as_str().unwrap();
+                token = parts.join(".");
+            } else if let Some(ms) = step.get("sleep_ms") {
+                std::thread::sleep(Duration::from_millis(ms.as_u64().unwrap()));
+            } else if let Some(r) = step.get("respond_token") {
+                let tr: TokenResponse = serde_json::from_value(r.clone()).unwrap();
+                match (g.respond_token(&token, tr), step.get("error"), step.get("outcome")) {
+                    (Err(e), Some(k), None) => assert_eq!(json!(e.kind().as_str()), *k, "{name}: {e}"),
+                    (Ok(o), None, Some(exp)) => assert_eq!(json!(o.as_str()), *exp, "{name}"),
+                    (res, ..) => panic!("{name}: step {step} gave {res:?}"),
+                }
             } else {
                 panic!("{name}: unknown step {step}");
             }
