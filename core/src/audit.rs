@@ -108,6 +108,66 @@ impl AuditRecord {
             hash: None,
         }
     }
+
+    /// A record of `kind` about a request: its id, session, tool, call id and argument digest.
+    pub fn about(kind: AuditKind, request: &crate::ConfirmationRequest) -> Self {
+        let mut r = AuditRecord::new(kind);
+        r.request_id = Some(request.id);
+        r.session_id = Some(request.session_id.clone());
+        r.tool = Some(request.tool.clone());
+        r.tool_call_id = request.tool_call_id.clone();
+        r.arguments_digest = Some(request.arguments_digest.clone());
+        r
+    }
+
+    /// A record of `kind` about a call that made no request (a bypass, an execution): session,
+    /// tool, call id and the arguments' digest.
+    pub fn about_call(kind: AuditKind, session: &str, tool: &str, call_id: Option<&str>, arguments: &Value) -> Self {
+        let mut r = AuditRecord::new(kind);
+        r.session_id = Some(session.to_owned());
+        r.tool = Some(tool.to_owned());
+        r.tool_call_id = call_id.map(str::to_owned);
+        r.arguments_digest = Some(crate::display::arguments_digest(arguments));
+        r
+    }
+
+    /// A [`Notice`](AuditKind::Notice): something the gate itself reports (`decision` names it).
+    pub fn notice(decision: &str, reason: impl Into<String>) -> Self {
+        AuditRecord::new(AuditKind::Notice).with_decision(decision).with_reason(reason)
+    }
+
+    /// A [`Grant`](AuditKind::Grant) change for a session's tool (`granted` / `revoked`).
+    pub fn grant(session: &str, tool: &str, decision: &str) -> Self {
+        let mut r = AuditRecord::new(AuditKind::Grant).with_decision(decision);
+        r.session_id = Some(session.to_owned());
+        r.tool = Some(tool.to_owned());
+        r
+    }
+
+    /// Sets `decision`.
+    pub fn with_decision(mut self, decision: &str) -> Self {
+        self.decision = Some(decision.to_owned());
+        self
+    }
+
+    /// Sets `reason`.
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// Sets `responder` (when known).
+    pub fn with_responder(mut self, responder: Option<String>) -> Self {
+        self.responder = responder;
+        self
+    }
+
+    /// Sets the error kind and message of a refusal.
+    pub fn with_error(mut self, e: &crate::Error) -> Self {
+        self.error_kind = Some(e.kind());
+        self.reason = Some(e.to_string());
+        self
+    }
 }
 
 /// Where audit records go. `record` must not block for long: it is called on the gate's paths.
@@ -243,10 +303,7 @@ impl Chain {
                         anchored.hash
                     );
                     eprintln!("signoff: {msg}");
-                    let mut r = AuditRecord::new(AuditKind::Notice);
-                    r.decision = Some("audit-truncated".into());
-                    r.reason = Some(msg);
-                    self.write(r)?;
+                    self.write(AuditRecord::notice("audit-truncated", msg))?;
                     self.unanchored = true;
                 }
             }

@@ -293,13 +293,9 @@ impl Gate {
         decision: Decision,
     ) -> ToolResult {
         if let Some(a) = self.audit_sink() {
-            let mut r = AuditRecord::new(AuditKind::Execution);
+            let mut r = AuditRecord::about_call(AuditKind::Execution, &session, &name, call_id.as_deref(), &arguments)
+                .with_decision(if result.is_ok() { "ok" } else { "error" });
             r.request_id = request_id;
-            r.session_id = Some(session);
-            r.tool = Some(name.clone());
-            r.tool_call_id = call_id.clone();
-            r.arguments_digest = Some(display::arguments_digest(&arguments));
-            r.decision = Some(if result.is_ok() { "ok" } else { "error" }.into());
             r.reason = result.as_ref().err().cloned();
             a.record(r);
         }

@@ -1,7 +1,7 @@
 //! Configuring and building a [`Gate`].
 
 use super::{Gate, Inner, Tombstones};
-use crate::audit::{AuditKind, AuditRecord, AuditSink};
+use crate::audit::{AuditRecord, AuditSink};
 use crate::error::Result;
 use crate::policy::Policy;
 use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenticator};
@@ -172,10 +172,10 @@ impl GateBuilder {
         if gate.inner.policy.gating_disabled {
             eprintln!("signoff: WARNING: gating is DISABLED on this gate; every tool call runs without approval");
             gate.audit(|| {
-                let mut r = AuditRecord::new(AuditKind::Notice);
-                r.decision = Some("gating-disabled".into());
-                r.reason = Some("dangerously_disable_gating is on: every call runs without approval".into());
-                r
+                AuditRecord::notice(
+                    "gating-disabled",
+                    "dangerously_disable_gating is on: every call runs without approval",
+                )
             });
         }
         Ok(gate)

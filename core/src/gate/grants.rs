@@ -1,21 +1,14 @@
 //! Session grants: "approve for the session" and its revocation.
 
 use super::{Gate, lock};
-use crate::audit::{AuditKind, AuditRecord};
+use crate::audit::AuditRecord;
 use crate::event::CancelReason;
 use std::collections::HashSet;
 
 impl Gate {
     pub(super) fn grant(&self, session: &str, tool: &str, responder: Option<String>) {
         lock(&self.inner.grants).entry(session.to_owned()).or_default().insert(tool.to_owned());
-        self.audit(|| {
-            let mut r = AuditRecord::new(AuditKind::Grant);
-            r.session_id = Some(session.to_owned());
-            r.tool = Some(tool.to_owned());
-            r.decision = Some("granted".into());
-            r.responder = responder;
-            r
-        });
+        self.audit(|| AuditRecord::grant(session, tool, "granted").with_responder(responder));
     }
 
     /// Revokes a session grant. Returns whether one existed.
@@ -29,13 +22,7 @@ impl Gate {
             removed
         };
         if removed {
-            self.audit(|| {
-                let mut r = AuditRecord::new(AuditKind::Grant);
-                r.session_id = Some(session_id.to_owned());
-                r.tool = Some(tool.to_owned());
-                r.decision = Some("revoked".into());
-                r
-            });
+            self.audit(|| AuditRecord::grant(session_id, tool, "revoked"));
         }
         removed
     }
@@ -55,14 +42,7 @@ impl Gate {
             lock(&self.inner.grants).remove(session_id).map(|t| t.into_iter().collect()).unwrap_or_default();
         tools.sort();
         for t in tools {
-            self.audit(|| {
-                let mut r = AuditRecord::new(AuditKind::Grant);
-                r.session_id = Some(session_id.to_owned());
-                r.tool = Some(t);
-                r.decision = Some("revoked".into());
-                r.reason = Some("session ended".into());
-                r
-            });
+            self.audit(|| AuditRecord::grant(session_id, &t, "revoked").with_reason("session ended"));
         }
         self.cancel_where(|w| w.request.session_id == session_id, CancelReason::SessionEnded)
     }

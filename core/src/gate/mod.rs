@@ -288,7 +288,7 @@ impl Gate {
         // From here on, dropping the `Confirm` future that holds this cancels the request.
         let waiting = Waiting { id, rx, deadline, timeout_ms };
         self.audit(|| {
-            let mut r = record_for(AuditKind::Request, &request);
+            let mut r = AuditRecord::about(AuditKind::Request, &request);
             r.arguments = Some(request.arguments.clone());
             r.reason = Some(request.reasons.join("; "));
             r
@@ -346,21 +346,21 @@ impl Gate {
 
     fn bypass(&self, tool: &CompiledTool, call: ToolCall, by: ApprovedBy) -> Decision {
         self.audit(|| {
-            let mut r = AuditRecord::new(AuditKind::Bypass);
-            r.session_id = Some(call.session_id.clone());
-            r.tool = Some(tool.name().to_owned());
-            r.tool_call_id = call.call_id.clone();
-            r.arguments_digest = Some(display::arguments_digest(&call.arguments));
+            let by = match by {
+                ApprovedBy::NotGated => "not-gated",
+                ApprovedBy::SessionGrant => "session-grant",
+                ApprovedBy::GatingDisabled => "gating-disabled",
+                ApprovedBy::Person => "person",
+            };
+            let mut r = AuditRecord::about_call(
+                AuditKind::Bypass,
+                &call.session_id,
+                tool.name(),
+                call.call_id.as_deref(),
+                &call.arguments,
+            )
+            .with_decision(by);
             r.arguments = Some(call.arguments.clone());
-            r.decision = Some(
-                match by {
-                    ApprovedBy::NotGated => "not-gated",
-                    ApprovedBy::SessionGrant => "session-grant",
-                    ApprovedBy::GatingDisabled => "gating-disabled",
-                    ApprovedBy::Person => "person",
-                }
-                .into(),
-            );
             r
         });
         let scope = if by == ApprovedBy::SessionGrant { Scope::Session } else { Scope::Once };
@@ -468,11 +468,10 @@ impl Gate {
             w.request.tool
         );
         self.audit(|| {
-            let mut r = record_for(AuditKind::Notice, &w.request);
-            r.decision = Some(CancelReason::ApprovalFailed.as_str().into());
-            r.responder = Some(crate::dispatch::HANDLER_RESPONDER.into());
-            r.reason = Some(detail.to_owned());
-            r
+            AuditRecord::about(AuditKind::Notice, &w.request)
+                .with_decision(CancelReason::ApprovalFailed.as_str())
+                .with_responder(Some(crate::dispatch::HANDLER_RESPONDER.into()))
+                .with_reason(detail)
         });
         self.resolve(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms());
         true
@@ -536,9 +535,8 @@ impl Gate {
         reason: Option<String>,
     ) {
         self.audit(|| {
-            let mut r = record_for(AuditKind::Outcome, req);
-            r.decision = Some(outcome.as_str().into());
-            r.responder = responder;
+            let mut r =
+                AuditRecord::about(AuditKind::Outcome, req).with_decision(outcome.as_str()).with_responder(responder);
             r.reason = reason.or_else(|| cancel.map(|c| c.as_str().to_owned()));
             r
         });
@@ -648,14 +646,4 @@ fn decision_str(d: ResponseDecision) -> &'static str {
         ResponseDecision::Approve => "approve",
         ResponseDecision::Deny => "deny",
     }
-}
-
-fn record_for(kind: AuditKind, req: &ConfirmationRequest) -> AuditRecord {
-    let mut r = AuditRecord::new(kind);
-    r.request_id = Some(req.id);
-    r.session_id = Some(req.session_id.clone());
-    r.tool = Some(req.tool.clone());
-    r.tool_call_id = req.tool_call_id.clone();
-    r.arguments_digest = Some(req.arguments_digest.clone());
-    r
 }

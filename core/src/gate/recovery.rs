@@ -1,6 +1,6 @@
 //! Start-up recovery from a durable store.
 
-use super::{Gate, Waiter, Waiting, lock, record_for};
+use super::{Gate, Waiter, Waiting, lock};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::display;
 use crate::error::{Error, Result};
@@ -141,7 +141,7 @@ impl Gate {
         self.inner.store.transition(&request.id, StateChange { result: note, ..StateChange::to(state) })?;
         lock(&self.inner.tombstones).add(request.id, outcome);
         self.audit(|| {
-            let mut r = record_for(AuditKind::Outcome, request);
+            let mut r = AuditRecord::about(AuditKind::Outcome, request);
             describe(&mut r);
             r
         });

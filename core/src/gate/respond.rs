@@ -1,6 +1,6 @@
 //! Answering a pending request: every check a response passes before it counts.
 
-use super::{Claimed, Gate, Resolution, decision_str, lock, record_for};
+use super::{Claimed, Gate, Resolution, decision_str, lock};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::error::{Error, Result};
 use crate::event::{CancelReason, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope, now_ms};
@@ -33,7 +33,7 @@ impl Gate {
             // Recorded against the request when it is known; the response's claims are in
             // the error message.
             let mut r = match self.inner.store.get(&response.id) {
-                Some(req) => record_for(AuditKind::ResponseRejected, &req),
+                Some(req) => AuditRecord::about(AuditKind::ResponseRejected, &req),
                 None => {
                     let mut r = AuditRecord::new(AuditKind::ResponseRejected);
                     r.request_id = Some(response.id);
@@ -44,11 +44,7 @@ impl Gate {
                 }
             };
             r.edited_arguments = response.arguments.clone();
-            r.decision = Some(decision_str(response.decision).into());
-            r.responder = response.responder.clone();
-            r.reason = Some(e.to_string());
-            r.error_kind = Some(e.kind());
-            r
+            r.with_decision(decision_str(response.decision)).with_responder(response.responder.clone()).with_error(e)
         });
     }
 
@@ -57,12 +53,7 @@ impl Gate {
         match ConfirmationResponse::from_json_str(json) {
             Ok(r) => self.respond(r),
             Err(e) => {
-                self.audit(|| {
-                    let mut r = AuditRecord::new(AuditKind::ResponseRejected);
-                    r.reason = Some(e.to_string());
-                    r.error_kind = Some(e.kind());
-                    r
-                });
+                self.audit(|| AuditRecord::new(AuditKind::ResponseRejected).with_error(&e));
                 Err(e)
             }
         }
@@ -184,9 +175,9 @@ impl Gate {
         resp.at_ms.get_or_insert(now);
         self.audit(|| {
             let request = &waiter.request;
-            let mut r = record_for(AuditKind::Response, request);
-            r.decision = Some(decision_str(resp.decision).into());
-            r.responder = resp.responder.clone();
+            let mut r = AuditRecord::about(AuditKind::Response, request)
+                .with_decision(decision_str(resp.decision))
+                .with_responder(resp.responder.clone());
             r.reason = resp.reason.clone();
             if let Resolution::Approved { arguments, edited: true, .. } = &resolution {
                 r.arguments = Some(request.arguments.clone());

@@ -1,6 +1,6 @@
 //! Remote approval with signed tokens: issue, inspect, respond.
 
-use super::{Gate, lock, record_for};
+use super::{Gate, lock};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationResponse, Outcome, now_ms};
@@ -40,11 +40,10 @@ impl Gate {
         };
         let token = keys.sign(&mut claims);
         self.audit(|| {
-            let mut r = record_for(AuditKind::Notice, &request);
-            r.decision = Some("token-issued".into());
-            r.responder = Some(claims.approver.clone());
-            r.reason = Some(format!("key {}, expires at {} (epoch ms)", claims.key_id, claims.expires_at_ms));
-            r
+            AuditRecord::about(AuditKind::Notice, &request)
+                .with_decision("token-issued")
+                .with_responder(Some(claims.approver.clone()))
+                .with_reason(format!("key {}, expires at {} (epoch ms)", claims.key_id, claims.expires_at_ms))
         });
         Ok(token)
     }
@@ -71,17 +70,15 @@ impl Gate {
         let result = self.respond_token_inner(token, response, &mut known);
         if let Err(e) = &result {
             self.audit(|| {
-                let mut r = match known.and_then(|id| self.inner.store.get(&id)) {
-                    Some(req) => record_for(AuditKind::ResponseRejected, &req),
+                let r = match known.and_then(|id| self.inner.store.get(&id)) {
+                    Some(req) => AuditRecord::about(AuditKind::ResponseRejected, &req),
                     None => {
                         let mut r = AuditRecord::new(AuditKind::ResponseRejected);
                         r.request_id = known;
                         r
                     }
                 };
-                r.reason = Some(format!("approval token: {e}"));
-                r.error_kind = Some(e.kind());
-                r
+                r.with_error(e).with_reason(format!("approval token: {e}"))
             });
         }
         result
