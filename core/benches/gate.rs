@@ -91,6 +91,17 @@ fn benches(c: &mut Criterion) {
         })
     });
 
+    // The same, with an approver the core calls in the publishing poll: no task, no wake-up.
+    let g = gate();
+    let _inline = g.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    group.bench_function("round_trip_inline", |b| {
+        b.iter_custom(|iters| {
+            timed_in_chunks(&rt, iters, || ToolCall::new("delete_file", args.clone()), |c| g.confirm(c))
+        })
+    });
+
     // 1,000 requests pending at once, then all approved.
     let g = gate();
     group.throughput(Throughput::Elements(1000));

@@ -1,4 +1,6 @@
-//! A tight round-trip loop for profilers: `cargo run --release -p signoff --example profile_round_trip`.
+//! A tight round-trip loop for profilers: `cargo run --release -p signoff --example profile_round_trip [N] [inline]`.
+//! With `inline`, the approver is an inline one (called in the publishing poll); otherwise a
+//! subscriber task answers.
 use serde_json::json;
 use signoff::{ConfirmationResponse, Event, Gate, Tool, ToolCall};
 fn main() {
@@ -13,15 +15,23 @@ fn main() {
             )
             .build()
             .unwrap();
-        let mut sub = g.subscribe();
-        let g2 = g.clone();
-        tokio::spawn(async move {
-            while let Some(Ok(e)) = sub.recv().await {
-                if let Event::ConfirmationRequest(r) = e {
-                    g2.respond(ConfirmationResponse::approve(&r)).unwrap();
-                }
-            }
+        let inline = std::env::args().nth(2).as_deref() == Some("inline");
+        let _guard = inline.then(|| {
+            g.on_request_inline(|p| {
+                p.approve().unwrap();
+            })
         });
+        if !inline {
+            let mut sub = g.subscribe();
+            let g2 = g.clone();
+            tokio::spawn(async move {
+                while let Some(Ok(e)) = sub.recv().await {
+                    if let Event::ConfirmationRequest(r) = e {
+                        g2.respond(ConfirmationResponse::approve(&r)).unwrap();
+                    }
+                }
+            });
+        }
         let args = json!({"path": "/tmp/a"});
         let t = std::time::Instant::now();
         for _ in 0..n {

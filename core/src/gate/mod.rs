@@ -333,13 +333,15 @@ impl Gate {
     fn time_out(&self, id: Uuid) -> Option<Resolution> {
         let w = self.claim(&id, Outcome::TimedOut)?;
         let now = now_ms();
-        self.publish(Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
-            id,
-            tool: w.request.tool.clone(),
-            session_id: w.request.session_id.clone(),
-            deadline_ms: w.request.deadline_ms,
-            at_ms: now,
-        })));
+        self.publish_with(|| {
+            Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
+                id,
+                tool: w.request.tool.clone(),
+                session_id: w.request.session_id.clone(),
+                deadline_ms: w.request.deadline_ms,
+                at_ms: now,
+            }))
+        });
         self.finish_local(w, Resolution::TimedOut, now);
         Some(Resolution::TimedOut)
     }
@@ -383,6 +385,13 @@ impl Gate {
         let _ = self.inner.bus.send(e);
     }
 
+    /// Publishes the event `make` builds, building it only when someone subscribes.
+    fn publish_with(&self, make: impl FnOnce() -> Event) {
+        if self.inner.bus.receiver_count() > 0 {
+            self.publish(make());
+        }
+    }
+
     /// Publishes the resolved event, records the outcome and forgets the request. Called by
     /// whoever removed the waiter from the map: exactly once per request.
     fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64) {
@@ -413,18 +422,20 @@ impl Gate {
             lock(&self.inner.tombstones).add(w.request.id, outcome);
         }
         self.audit_outcome(&w.request, outcome, cancel, responder.clone(), reason.clone());
-        self.publish(Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
-            id: w.request.id,
-            tool: w.request.tool.clone(),
-            session_id: w.request.session_id.clone(),
-            outcome,
-            cancel_reason: cancel,
-            responder,
-            reason,
-            scope,
-            edited,
-            at_ms,
-        })));
+        self.publish_with(|| {
+            Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
+                id: w.request.id,
+                tool: w.request.tool.clone(),
+                session_id: w.request.session_id.clone(),
+                outcome,
+                cancel_reason: cancel,
+                responder,
+                reason,
+                scope,
+                edited,
+                at_ms,
+            }))
+        });
     }
 
     /// Removes a waiter: the one point where a request is claimed by whoever resolves it. The

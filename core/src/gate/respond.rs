@@ -192,7 +192,7 @@ impl Gate {
         if let Resolution::Approved { scope: Scope::Session, .. } = &resolution {
             self.grant(&waiter.request.session_id, &waiter.request.tool, resp.responder.clone());
         }
-        self.publish(Event::ConfirmationResponse(Arc::new(resp)));
+        self.publish_with(|| Event::ConfirmationResponse(Arc::new(resp)));
         match self.resolve(waiter, resolution, now) {
             Outcome::Cancelled => {
                 Err(Error::AlreadyResolved { id, outcome: "cancelled (the waiting task was gone)".into() })
