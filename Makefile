@@ -27,12 +27,13 @@ help:
 test: lint test-rust test-python test-node test-swift
 	@echo "make test: all suites passed"
 
-# Format and lints, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
+# Format, lints and the core's API docs, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
 # functions are only reachable from JavaScript, so its lib is linted without the test harness.
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --exclude signoff-node -- -D warnings
 	$(CARGO) clippy --locked -p signoff-node --lib -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff
 
 test-rust:
 	$(CARGO) test --locked -p signoff -p signoff-examples

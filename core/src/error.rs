@@ -2,110 +2,78 @@
 
 use uuid::Uuid;
 
-/// Stable, machine-readable error kinds. The string form ([`ErrorKind::as_str`]) is part of the
-/// public contract: bindings expose it as an exception class, an error `code` or an enum case, and
-/// the shared test vectors in `tests/vectors/*.json` name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The call names a tool that is not registered.
-    UnknownTool,
-    /// A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
-    InvalidTool,
-    /// Arguments (original or edited) do not satisfy the tool's JSON Schema.
-    InvalidArguments,
-    /// A response names a request id the gate has never seen (or has long forgotten).
-    UnknownRequest,
-    /// A response arrived for a request that has already been resolved.
-    AlreadyResolved,
-    /// A response arrived after the request's deadline.
-    Expired,
-    /// A response carried edited arguments for a tool that does not allow edits.
-    EditsNotAllowed,
-    /// A response names another tool, argument digest or session than the request it answers.
-    Mismatch,
-    /// A payload could not be parsed or is missing required fields.
-    Malformed,
-    /// The response authenticator refused the response.
-    Unauthorized,
-    /// The gate has been shut down.
-    Closed,
-    /// The pending-request store failed.
-    Store,
-    /// `execute` was asked to run a tool that has no executor.
-    NoExecutor,
-    /// An approval token's signature does not verify: it was tampered with or forged.
-    BadSignature,
-    /// An approval token names a key id the gate does not hold.
-    UnknownKey,
-    /// An approval token is past its expiry.
-    TokenExpired,
-    /// An approval token was presented by someone other than the approver it was issued to.
-    WrongApprover,
-    /// An approval token was already used (tokens are single use).
-    AlreadyUsed,
-    /// An approval token names a request that is not pending (resolved, expired, or unknown).
-    NotPending,
-    /// A feature was used without its configuration (e.g. tokens without keys), or the
-    /// configuration is invalid.
-    Config,
-    /// A file could not be read or written (an audit log, a key file): the path and the
-    /// operating system's reason are in the message.
-    Io,
+/// Declares [`ErrorKind`] from one list: the enum, [`ErrorKind::ALL`] and [`ErrorKind::as_str`]
+/// cannot drift apart (a kind is added in exactly one place).
+macro_rules! error_kinds {
+    ($($(#[$doc:meta])* $kind:ident = $name:literal,)*) => {
+        /// Stable, machine-readable error kinds. The string form ([`ErrorKind::as_str`]) is part of
+        /// the public contract: bindings expose it as an exception class, an error `code` or an
+        /// enum case, and the shared test vectors in `tests/vectors/*.json` name it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ErrorKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in declaration order.
+            pub const ALL: [ErrorKind; [$($name,)*].len()] = [$(ErrorKind::$kind,)*];
+
+            /// The stable snake_case name of this kind, e.g. `"already_resolved"`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorKind::$kind => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl ErrorKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 21] = [
-        ErrorKind::UnknownTool,
-        ErrorKind::InvalidTool,
-        ErrorKind::InvalidArguments,
-        ErrorKind::UnknownRequest,
-        ErrorKind::AlreadyResolved,
-        ErrorKind::Expired,
-        ErrorKind::EditsNotAllowed,
-        ErrorKind::Mismatch,
-        ErrorKind::Malformed,
-        ErrorKind::Unauthorized,
-        ErrorKind::Closed,
-        ErrorKind::Store,
-        ErrorKind::NoExecutor,
-        ErrorKind::BadSignature,
-        ErrorKind::UnknownKey,
-        ErrorKind::TokenExpired,
-        ErrorKind::WrongApprover,
-        ErrorKind::AlreadyUsed,
-        ErrorKind::NotPending,
-        ErrorKind::Config,
-        ErrorKind::Io,
-    ];
-
-    /// The stable snake_case name of this kind, e.g. `"already_resolved"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::UnknownTool => "unknown_tool",
-            ErrorKind::InvalidTool => "invalid_tool",
-            ErrorKind::InvalidArguments => "invalid_arguments",
-            ErrorKind::UnknownRequest => "unknown_request",
-            ErrorKind::AlreadyResolved => "already_resolved",
-            ErrorKind::Expired => "expired",
-            ErrorKind::EditsNotAllowed => "edits_not_allowed",
-            ErrorKind::Mismatch => "mismatch",
-            ErrorKind::Malformed => "malformed",
-            ErrorKind::Unauthorized => "unauthorized",
-            ErrorKind::Closed => "closed",
-            ErrorKind::Store => "store",
-            ErrorKind::NoExecutor => "no_executor",
-            ErrorKind::BadSignature => "bad_signature",
-            ErrorKind::UnknownKey => "unknown_key",
-            ErrorKind::TokenExpired => "token_expired",
-            ErrorKind::WrongApprover => "wrong_approver",
-            ErrorKind::AlreadyUsed => "already_used",
-            ErrorKind::NotPending => "not_pending",
-            ErrorKind::Config => "config",
-            ErrorKind::Io => "io",
-        }
-    }
+error_kinds! {
+    /// The call names a tool that is not registered.
+    UnknownTool = "unknown_tool",
+    /// A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
+    InvalidTool = "invalid_tool",
+    /// Arguments (original or edited) do not satisfy the tool's JSON Schema.
+    InvalidArguments = "invalid_arguments",
+    /// A response names a request id the gate has never seen (or has long forgotten).
+    UnknownRequest = "unknown_request",
+    /// A response arrived for a request that has already been resolved.
+    AlreadyResolved = "already_resolved",
+    /// A response arrived after the request's deadline.
+    Expired = "expired",
+    /// A response carried edited arguments for a tool that does not allow edits.
+    EditsNotAllowed = "edits_not_allowed",
+    /// A response names another tool, argument digest or session than the request it answers.
+    Mismatch = "mismatch",
+    /// A payload could not be parsed or is missing required fields.
+    Malformed = "malformed",
+    /// The response authenticator refused the response.
+    Unauthorized = "unauthorized",
+    /// The gate has been shut down.
+    Closed = "closed",
+    /// The pending-request store failed.
+    Store = "store",
+    /// `execute` was asked to run a tool that has no executor.
+    NoExecutor = "no_executor",
+    /// An approval token's signature does not verify: it was tampered with or forged.
+    BadSignature = "bad_signature",
+    /// An approval token names a key id the gate does not hold.
+    UnknownKey = "unknown_key",
+    /// An approval token is past its expiry.
+    TokenExpired = "token_expired",
+    /// An approval token was presented by someone other than the approver it was issued to.
+    WrongApprover = "wrong_approver",
+    /// An approval token was already used (tokens are single use).
+    AlreadyUsed = "already_used",
+    /// An approval token names a request that is not pending (resolved, expired, or unknown).
+    NotPending = "not_pending",
+    /// A feature was used without its configuration (e.g. tokens without keys), or the
+    /// configuration is invalid.
+    Config = "config",
+    /// A file could not be read or written (an audit log, a key file): the path and the
+    /// operating system's reason are in the message.
+    Io = "io",
 }
 
 impl std::fmt::Display for ErrorKind {

@@ -90,7 +90,7 @@ impl GateBuilder {
     }
     /// With `true` (the default), a request made while no approver is attached (observers do
     /// not count; see [`Gate::subscribe`]), and every request pending when the last approver goes
-    /// away, is cancelled at once ([`CancelReason::NoApprover`]). Set `false` when responses come from elsewhere (a
+    /// away, is cancelled at once ([`CancelReason::NoApprover`](crate::CancelReason::NoApprover)). Set `false` when responses come from elsewhere (a
     /// remote UI calling [`Gate::respond`] after listing [`Gate::pending`]): requests then wait
     /// for their deadline.
     pub fn deny_when_unobserved(mut self, yes: bool) -> Self {

@@ -70,7 +70,7 @@ pub enum ApprovedBy {
     GatingDisabled,
 }
 
-/// The gate's answer to [`Gate::confirm`]: run (with these arguments) or do not run.
+/// The gate's answer to [`Gate::confirm`](crate::Gate::confirm): run (with these arguments) or do not run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum Decision {

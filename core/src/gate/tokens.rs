@@ -12,7 +12,7 @@ impl Gate {
     /// Issues a signed approval token for a pending request, meant for `approver` only: the
     /// link a remote UI (browser, phone, chat) answers with through
     /// [`respond_token`](Self::respond_token). It expires at the request's deadline, or sooner
-    /// with [`GateBuilder::token_ttl`]. The token is never written to the audit log (its
+    /// with [`GateBuilder::token_ttl`](crate::GateBuilder::token_ttl). The token is never written to the audit log (its
     /// issue is, with the approver).
     ///
     /// Errors: `config` (the gate has no [`TokenKeys`]), `malformed` (empty approver),
