@@ -10,17 +10,22 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 struct Counting;
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
+// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged;
+// the counter is bookkeeping only, so `System`'s guarantees carry over.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `l`; passed through as is.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        // SAFETY: `p` was allocated by `System` (through `alloc`/`realloc` above) with layout `l`.
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
+        // SAFETY: `p` was allocated by `System` with layout `l`; the caller upholds `realloc`'s contract for `n`.
         unsafe { System.realloc(p, l, n) }
     }
 }
