@@ -22,9 +22,9 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How the caller spells option names, so errors use the caller's own terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Naming {
-    /// `default_timeout_ms` (Rust, Python, Swift's JSON form).
+    /// `default_timeout_ms` (Rust, Python).
     Snake,
-    /// `defaultTimeoutMs` (Node).
+    /// `defaultTimeoutMs` (Node, Swift).
     Camel,
 }
 
@@ -167,6 +167,15 @@ impl GateConfig {
     /// is refused here, never allocated), an option that needs another one, or two options that
     /// exclude each other.
     pub fn from_json(options: &Value, naming: Naming) -> Result<GateConfig> {
+        let c = Self::read_json(options, naming)?;
+        c.validate(naming)?;
+        Ok(c)
+    }
+
+    /// [`from_json`](Self::from_json) without the rules between options, for a binding that
+    /// adds fields the JSON cannot carry (a `TokenKeys` or an `Approvers` object with a callback)
+    /// and then calls [`validate`](Self::validate) itself.
+    pub fn read_json(options: &Value, naming: Naming) -> Result<GateConfig> {
         let Value::Object(map) = options else {
             return Err(Error::Config("gate options must be an object".into()));
         };
@@ -209,12 +218,11 @@ impl GateConfig {
                 _ => unreachable!("every option is handled"),
             }
         }
-        c.check(naming)?;
         Ok(c)
     }
 
-    /// The rules between options, in the caller's names.
-    fn check(&self, naming: Naming) -> Result<()> {
+    /// Checks the rules between options and every range, naming options per `naming`.
+    pub fn validate(&self, naming: Naming) -> Result<()> {
         let n = |s: &str| naming.name(s);
         let needs = |what: &str, other: &str| Error::Config(format!("`{}` needs `{}`", n(what), n(other)));
         if self.synchronous_full && self.store_path.is_none() {
@@ -274,7 +282,7 @@ impl GateConfig {
     /// opened (another gate holds it, or it is not a signoff database), `io` when the audit log
     /// cannot be opened.
     pub fn builder(&self) -> Result<GateBuilder> {
-        self.check(Naming::Snake)?;
+        self.validate(Naming::Snake)?;
         let mut b = Gate::builder().dangerously_disable_gating(self.dangerously_disable_gating);
         if let Some(t) = self.default_timeout {
             b = b.default_timeout(t);

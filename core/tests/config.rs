@@ -99,3 +99,13 @@ fn the_builder_refuses_an_absurd_bus_capacity_instead_of_aborting() {
 fn options_must_be_an_object() {
     assert_eq!(GateConfig::from_json(&json!([1]), Naming::Snake).unwrap_err().kind(), ErrorKind::Config);
 }
+
+#[test]
+fn a_binding_can_add_objects_and_then_validate() {
+    // token_ttl_ms needs token keys: read first, add the keys object, then validate.
+    let mut c = GateConfig::read_json(&json!({"tokenTtlMs": 1000}), Naming::Camel).unwrap();
+    assert_eq!(c.validate(Naming::Camel).unwrap_err().kind(), ErrorKind::Config);
+    c.token_keys = Some(TokenKeys::new("k1", Secret::generate()).unwrap());
+    c.validate(Naming::Camel).unwrap();
+    c.build().unwrap().close();
+}
