@@ -36,5 +36,13 @@ let package = Package(
             dependencies: ["Signoff"],
             path: "Tests/SignoffTests"
         ),
+        // A child process for the recovery-after-a-crash tests in Tests/SignoffTests (macOS): it
+        // leaves requests in a durable store and is killed. Not a product; `swift test` builds it
+        // next to the test bundle (the tests skip themselves where it is not built).
+        .executableTarget(
+            name: "SignoffCrashHelper",
+            dependencies: ["Signoff"],
+            path: "Tests/SignoffCrashHelper"
+        ),
     ]
 )

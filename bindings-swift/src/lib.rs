@@ -26,9 +26,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 mod error;
+mod remote;
 mod types;
 
 pub use error::{CallbackError, ErrorKind, SignoffError, error_kind_name};
+pub use remote::*;
 pub use types::*;
 
 uniffi::setup_scaffolding!();
@@ -105,7 +107,7 @@ impl PendingRequest {
 
     /// Approves it as shown, once.
     pub fn approve(&self) -> Result<Outcome, SignoffError> {
-        Ok(self.inner.approve()?.into())
+        Ok(self.inner.approve()?)
     }
 
     /// Approves, optionally with edited arguments (JSON text), for this call or the session.
@@ -117,13 +119,13 @@ impl PendingRequest {
         responder: Option<String>,
     ) -> Result<Outcome, SignoffError> {
         let args = arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?;
-        Ok(self.inner.approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?.into())
+        Ok(self.inner.approve_with(args, scope.unwrap_or_default(), responder)?)
     }
 
     /// Denies, with an optional reason the model will read.
     #[uniffi::method(default(reason = None, responder = None))]
     pub fn deny(&self, reason: Option<String>, responder: Option<String>) -> Result<Outcome, SignoffError> {
-        Ok(self.inner.deny(reason, responder)?.into())
+        Ok(self.inner.deny(reason, responder)?)
     }
 
     /// True while nobody has answered and it has not timed out or been cancelled.
@@ -286,6 +288,13 @@ pub struct Subscription {
     closed: watch::Sender<bool>,
 }
 
+impl Subscription {
+    fn new(inner: core::Subscription) -> Arc<Self> {
+        let (closed, _) = watch::channel(false);
+        Arc::new(Subscription { inner: tokio::sync::Mutex::new(Some(inner)), closed })
+    }
+}
+
 #[uniffi::export]
 impl Subscription {
     /// The next event, in order; nil when closed or the gate is gone.
@@ -329,7 +338,9 @@ impl Subscription {
 // ---------------------------------------------------------------------------------------------
 // gate
 
-/// Options for a new gate. nil fields take the core's defaults.
+/// Options for `Gate(options:)`, a gate kept in memory, taken as given. nil fields take the
+/// core's defaults. `Gate.open(config:)` takes every option (`GateConfig`) and has the core check
+/// them.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct GateOptions {
     /// The approval timeout for tools that set none (core default: 60 s).
@@ -354,6 +365,26 @@ pub struct GateOptions {
     pub dangerously_disable_gating: bool,
 }
 
+/// The core's builder for `options` (`Gate(options:)`).
+fn builder(options: GateOptions) -> core::GateBuilder {
+    let mut b = core::Gate::builder()
+        .deny_when_unobserved(options.deny_when_unobserved)
+        .dangerously_disable_gating(options.dangerously_disable_gating);
+    if let Some(t) = options.default_timeout_ms {
+        b = b.default_timeout(Duration::from_millis(t));
+    }
+    if let Some(k) = options.keywords {
+        b = b.keywords(k);
+    }
+    if let Some(n) = options.bus_capacity {
+        b = b.bus_capacity(n as usize);
+    }
+    if let Some(r) = options.allowed_responders {
+        b = b.authenticator(Arc::new(core::AllowedResponders(r)));
+    }
+    b
+}
+
 /// The approval gate.
 #[derive(uniffi::Object)]
 pub struct Gate {
@@ -372,27 +403,13 @@ impl Gate {
 
 #[uniffi::export]
 impl Gate {
-    /// A gate. `GateOptions()` (the default) is the core's default policy.
+    /// A gate kept in memory. `GateOptions()` (the default) is the core's default policy. For a
+    /// durable store, an audit log, approval tokens, approver rules or options checked by the
+    /// core, use `Gate.open(config:)`.
     #[uniffi::constructor(default(options))]
     pub fn new(options: GateOptions) -> Arc<Self> {
-        let mut b = core::Gate::builder().deny_when_unobserved(options.deny_when_unobserved);
-        if let Some(t) = options.default_timeout_ms {
-            b = b.default_timeout(Duration::from_millis(t));
-        }
-        if let Some(k) = options.keywords {
-            b = b.keywords(k);
-        }
-        if let Some(n) = options.bus_capacity {
-            b = b.bus_capacity(n as usize);
-        }
-        if let Some(r) = options.allowed_responders {
-            b = b.authenticator(Arc::new(core::AllowedResponders(r)));
-        }
-        if options.dangerously_disable_gating {
-            b = b.dangerously_disable_gating(true);
-        }
         // Building only fails when registering tools passed to the builder; none are.
-        Arc::new(Gate { inner: b.build().expect("a gate without tools always builds") })
+        Arc::new(Gate { inner: builder(options).build().expect("a gate without tools always builds") })
     }
 
     /// Registers (or replaces) a tool without an executor (confirm-only).
@@ -427,7 +444,7 @@ impl Gate {
 
     /// Whether a call would need approval right now, and why (no request is made).
     pub fn evaluate(&self, call: ToolCall) -> Result<Evaluation, SignoffError> {
-        Ok(self.inner.evaluate(&call.into_core()?)?.into())
+        Ok(self.inner.evaluate(&call.into_core()?)?)
     }
 
     /// Starts a confirmation: asks for approval when the call needs it. The Swift extension's
@@ -459,12 +476,12 @@ impl Gate {
     /// request as it was. Errors: `unknownRequest`, `alreadyResolved`, `expired`, `mismatch`,
     /// `unauthorized`, `editsNotAllowed`, `invalidArguments`, `malformed`, `closed`.
     pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome, SignoffError> {
-        Ok(self.inner.respond(response.into_core()?)?.into())
+        Ok(self.inner.respond(response.into_core()?)?)
     }
 
     /// Answers with a JSON `confirmation-response` (e.g. from a remote UI).
     pub fn respond_json(&self, json: String) -> Result<Outcome, SignoffError> {
-        Ok(self.inner.respond_json(&json)?.into())
+        Ok(self.inner.respond_json(&json)?)
     }
 
     /// Approves `request` as shown (bound to its id, tool, digest and session), optionally with
@@ -479,7 +496,7 @@ impl Gate {
     ) -> Result<Outcome, SignoffError> {
         let pending = core::PendingRequest::new(self.inner.clone(), Arc::new(request.into_core()?));
         let args = arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?;
-        Ok(pending.approve_with(args, scope.map(Into::into).unwrap_or_default(), responder)?.into())
+        Ok(pending.approve_with(args, scope.unwrap_or_default(), responder)?)
     }
 
     /// Denies `request` (bound to what was shown), with an optional reason the model will read.
@@ -491,14 +508,20 @@ impl Gate {
         responder: Option<String>,
     ) -> Result<Outcome, SignoffError> {
         let pending = core::PendingRequest::new(self.inner.clone(), Arc::new(request.into_core()?));
-        Ok(pending.deny(reason, responder)?.into())
+        Ok(pending.deny(reason, responder)?)
     }
 
-    /// Subscribes to the bus from now on. Subscribe before confirming: with
-    /// `denyWhenUnobserved` a request nobody listens to is cancelled at once.
+    /// Subscribes to the bus from now on, as an approver (someone who shows requests to a person
+    /// and answers them). Subscribe before confirming: with `denyWhenUnobserved` a request with no
+    /// approver attached is cancelled at once (`noApprover`).
     pub fn subscribe(&self) -> Arc<Subscription> {
-        let (closed, _) = watch::channel(false);
-        Arc::new(Subscription { inner: tokio::sync::Mutex::new(Some(self.inner.subscribe())), closed })
+        Subscription::new(self.inner.subscribe())
+    }
+
+    /// Watches the bus from now on without being an approver (a log, a display that never
+    /// answers): it sees every event, but never keeps a request waiting for nobody.
+    pub fn observe(&self) -> Arc<Subscription> {
+        Subscription::new(self.inner.observe())
     }
 
     /// Calls `handler` for every request from now on (and every request already pending), each
@@ -567,8 +590,10 @@ impl Gate {
         self.inner.is_closed()
     }
 
+    /// How many approvers are attached: approver subscriptions and handlers (observers do not
+    /// count).
     pub fn subscriber_count(&self) -> u64 {
-        self.inner.subscriber_count() as u64
+        self.inner.approver_count() as u64
     }
 
     pub fn gating_disabled(&self) -> bool {

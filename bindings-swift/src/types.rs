@@ -7,6 +7,12 @@ use signoff as core;
 use std::sync::Arc;
 use uuid::Uuid;
 
+// Core types exposed as they are: each `#[uniffi::remote(...)]` below mirrors the core's
+// definition (uniffi generates the FFI code for the core type; the mirror itself is not emitted).
+pub use signoff::{
+    ApprovalMode, ApprovedBy, CancelReason, Evaluation, Outcome, ResponseDecision, Scope, ToolSource, ToolStatus,
+};
+
 // ---------------------------------------------------------------------------------------------
 // helpers
 
@@ -45,7 +51,7 @@ fn detail(e: core::Error) -> String {
     }
 }
 
-fn to_json(v: &Value) -> String {
+pub(crate) fn to_json(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
@@ -64,7 +70,7 @@ fn metadata_from(s: &Option<String>) -> Result<Value, SignoffError> {
 // tools
 
 /// Whether calls to a tool need a person's approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum ApprovalMode {
     /// Decided by the gate's policy (keywords, destructive, external source).
     Default,
@@ -74,51 +80,13 @@ pub enum ApprovalMode {
     NotRequired,
 }
 
-impl From<core::ApprovalMode> for ApprovalMode {
-    fn from(m: core::ApprovalMode) -> Self {
-        match m {
-            core::ApprovalMode::Default => ApprovalMode::Default,
-            core::ApprovalMode::Required => ApprovalMode::Required,
-            core::ApprovalMode::NotRequired => ApprovalMode::NotRequired,
-        }
-    }
-}
-
-impl From<ApprovalMode> for core::ApprovalMode {
-    fn from(m: ApprovalMode) -> Self {
-        match m {
-            ApprovalMode::Default => core::ApprovalMode::Default,
-            ApprovalMode::Required => core::ApprovalMode::Required,
-            ApprovalMode::NotRequired => core::ApprovalMode::NotRequired,
-        }
-    }
-}
-
 /// Where a tool comes from.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum ToolSource {
     /// Shipped with the application.
     BuiltIn,
     /// Provided by an external server, e.g. an MCP server.
     External { server: String },
-}
-
-impl From<core::ToolSource> for ToolSource {
-    fn from(s: core::ToolSource) -> Self {
-        match s {
-            core::ToolSource::BuiltIn => ToolSource::BuiltIn,
-            core::ToolSource::External { server } => ToolSource::External { server },
-        }
-    }
-}
-
-impl From<ToolSource> for core::ToolSource {
-    fn from(s: ToolSource) -> Self {
-        match s {
-            ToolSource::BuiltIn => core::ToolSource::BuiltIn,
-            ToolSource::External { server } => core::ToolSource::External { server },
-        }
-    }
 }
 
 /// A rule on a call's arguments; when it holds, the call needs approval. `pointer` is a JSON
@@ -210,8 +178,8 @@ impl From<core::ToolSpec> for ToolSpec {
     fn from(s: core::ToolSpec) -> Self {
         ToolSpec {
             parameters_json: Some(to_json(&s.parameters)),
-            approval: Some(s.approval.into()),
-            source: Some(s.source.into()),
+            approval: Some(s.approval),
+            source: Some(s.source),
             rules: s.rules.into_iter().map(Into::into).collect(),
             name: s.name,
             description: s.description,
@@ -234,12 +202,12 @@ impl ToolSpec {
         }
         spec.description = self.description;
         if let Some(a) = self.approval {
-            spec.approval = a.into();
+            spec.approval = a;
         }
         spec.prompt_template = self.prompt_template;
         spec.editable = self.editable;
         if let Some(s) = self.source {
-            spec.source = s.into();
+            spec.source = s;
         }
         spec.read_only = self.read_only;
         spec.destructive = self.destructive;
@@ -298,7 +266,7 @@ impl ToolCall {
 }
 
 /// Why a call may run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum ApprovedBy {
     /// The policy does not gate this call.
     NotGated,
@@ -310,19 +278,8 @@ pub enum ApprovedBy {
     GatingDisabled,
 }
 
-impl From<core::ApprovedBy> for ApprovedBy {
-    fn from(b: core::ApprovedBy) -> Self {
-        match b {
-            core::ApprovedBy::NotGated => ApprovedBy::NotGated,
-            core::ApprovedBy::Person => ApprovedBy::Person,
-            core::ApprovedBy::SessionGrant => ApprovedBy::SessionGrant,
-            core::ApprovedBy::GatingDisabled => ApprovedBy::GatingDisabled,
-        }
-    }
-}
-
 /// How far an approval reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum Scope {
     /// This call only.
     Once,
@@ -330,29 +287,11 @@ pub enum Scope {
     Session,
 }
 
-impl From<core::Scope> for Scope {
-    fn from(s: core::Scope) -> Self {
-        match s {
-            core::Scope::Once => Scope::Once,
-            core::Scope::Session => Scope::Session,
-        }
-    }
-}
-
-impl From<Scope> for core::Scope {
-    fn from(s: Scope) -> Self {
-        match s {
-            Scope::Once => core::Scope::Once,
-            Scope::Session => core::Scope::Session,
-        }
-    }
-}
-
 /// Why a request was cancelled (the tool does not run in any case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum CancelReason {
-    /// Nobody was subscribed, or every subscriber went away.
-    NoSubscribers,
+    /// No approver was attached, or the last one went away (observers do not count).
+    NoApprover,
     /// The gate was shut down.
     Shutdown,
     /// The waiting task was cancelled.
@@ -365,59 +304,13 @@ pub enum CancelReason {
     ApprovalFailed,
 }
 
-impl From<core::CancelReason> for CancelReason {
-    fn from(c: core::CancelReason) -> Self {
-        match c {
-            core::CancelReason::NoSubscribers => CancelReason::NoSubscribers,
-            core::CancelReason::Shutdown => CancelReason::Shutdown,
-            core::CancelReason::Aborted => CancelReason::Aborted,
-            core::CancelReason::SessionEnded => CancelReason::SessionEnded,
-            core::CancelReason::ApprovalFailed => CancelReason::ApprovalFailed,
-        }
-    }
-}
-
-impl From<CancelReason> for core::CancelReason {
-    fn from(c: CancelReason) -> Self {
-        match c {
-            CancelReason::NoSubscribers => core::CancelReason::NoSubscribers,
-            CancelReason::Shutdown => core::CancelReason::Shutdown,
-            CancelReason::Aborted => core::CancelReason::Aborted,
-            CancelReason::SessionEnded => core::CancelReason::SessionEnded,
-            CancelReason::ApprovalFailed => core::CancelReason::ApprovalFailed,
-        }
-    }
-}
-
 /// How a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum Outcome {
     Approved,
     Denied,
     TimedOut,
     Cancelled,
-}
-
-impl From<core::Outcome> for Outcome {
-    fn from(o: core::Outcome) -> Self {
-        match o {
-            core::Outcome::Approved => Outcome::Approved,
-            core::Outcome::Denied => Outcome::Denied,
-            core::Outcome::TimedOut => Outcome::TimedOut,
-            core::Outcome::Cancelled => Outcome::Cancelled,
-        }
-    }
-}
-
-impl From<Outcome> for core::Outcome {
-    fn from(o: Outcome) -> Self {
-        match o {
-            Outcome::Approved => core::Outcome::Approved,
-            Outcome::Denied => core::Outcome::Denied,
-            Outcome::TimedOut => core::Outcome::TimedOut,
-            Outcome::Cancelled => core::Outcome::Cancelled,
-        }
-    }
 }
 
 /// The gate's answer to a confirmation: run (with these arguments) or do not run.
@@ -448,8 +341,8 @@ impl From<core::Decision> for Decision {
                 request_id: request_id.map(|u| u.to_string()),
                 arguments_json: to_json(&arguments),
                 edited,
-                by: by.into(),
-                scope: scope.into(),
+                by,
+                scope,
                 responder,
             },
             core::Decision::Denied { request_id, reason, responder } => {
@@ -459,7 +352,7 @@ impl From<core::Decision> for Decision {
                 Decision::TimedOut { request_id: request_id.to_string(), timeout_ms }
             }
             core::Decision::Cancelled { request_id, reason } => {
-                Decision::Cancelled { request_id: request_id.map(|u| u.to_string()), reason: reason.into() }
+                Decision::Cancelled { request_id: request_id.map(|u| u.to_string()), reason }
             }
         }
     }
@@ -492,7 +385,7 @@ impl Decision {
 }
 
 /// Whether a call would need approval right now, and why.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct Evaluation {
     pub required: bool,
     /// At least one argument rule holds: session grants do not apply.
@@ -500,14 +393,8 @@ pub struct Evaluation {
     pub reasons: Vec<String>,
 }
 
-impl From<core::Evaluation> for Evaluation {
-    fn from(e: core::Evaluation) -> Self {
-        Evaluation { required: e.required, forced_by_rule: e.forced_by_rule, reasons: e.reasons }
-    }
-}
-
 /// What became of an executed call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum ToolStatus {
     /// The tool ran and returned a value.
     Executed,
@@ -521,19 +408,6 @@ pub enum ToolStatus {
     Cancelled,
     /// Refused before anyone was asked (unknown tool, invalid arguments, no executor).
     Rejected,
-}
-
-impl From<core::ToolStatus> for ToolStatus {
-    fn from(s: core::ToolStatus) -> Self {
-        match s {
-            core::ToolStatus::Executed => ToolStatus::Executed,
-            core::ToolStatus::Failed => ToolStatus::Failed,
-            core::ToolStatus::Denied => ToolStatus::Denied,
-            core::ToolStatus::TimedOut => ToolStatus::TimedOut,
-            core::ToolStatus::Cancelled => ToolStatus::Cancelled,
-            core::ToolStatus::Rejected => ToolStatus::Rejected,
-        }
-    }
 }
 
 /// The result of one call, in the model's terms: `content` is the text to hand back to the
@@ -567,10 +441,10 @@ impl From<core::ToolResult> for ToolResult {
             is_error: r.is_error(),
             call_id: r.call_id,
             tool: r.tool,
-            status: r.status.into(),
+            status: r.status,
             output_json: r.output.as_ref().map(to_json),
             error: r.error,
-            error_kind: r.error_kind.map(Into::into),
+            error_kind: r.error_kind,
             arguments_json: r.arguments.as_ref().map(to_json),
             edited: r.edited,
             request_id: r.request_id.map(|u| u.to_string()),
@@ -651,28 +525,10 @@ impl ConfirmationRequest {
 }
 
 /// A person's decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum ResponseDecision {
     Approve,
     Deny,
-}
-
-impl From<core::ResponseDecision> for ResponseDecision {
-    fn from(d: core::ResponseDecision) -> Self {
-        match d {
-            core::ResponseDecision::Approve => ResponseDecision::Approve,
-            core::ResponseDecision::Deny => ResponseDecision::Deny,
-        }
-    }
-}
-
-impl From<ResponseDecision> for core::ResponseDecision {
-    fn from(d: ResponseDecision) -> Self {
-        match d {
-            ResponseDecision::Approve => core::ResponseDecision::Approve,
-            ResponseDecision::Deny => core::ResponseDecision::Deny,
-        }
-    }
 }
 
 /// A person's answer to a request (the core's `ConfirmationResponse`). `tool`,
@@ -706,8 +562,8 @@ impl From<&core::ConfirmationResponse> for ConfirmationResponse {
     fn from(r: &core::ConfirmationResponse) -> Self {
         ConfirmationResponse {
             id: r.id.to_string(),
-            decision: r.decision.into(),
-            scope: r.scope.into(),
+            decision: r.decision,
+            scope: r.scope,
             arguments_json: r.arguments.as_ref().map(to_json),
             reason: r.reason.clone(),
             responder: r.responder.clone(),
@@ -723,9 +579,9 @@ impl ConfirmationResponse {
     pub(crate) fn into_core(self) -> Result<core::ConfirmationResponse, SignoffError> {
         Ok(core::ConfirmationResponse {
             id: request_id(&self.id)?,
-            decision: self.decision.into(),
+            decision: self.decision,
             arguments: self.arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?,
-            scope: self.scope.into(),
+            scope: self.scope,
             reason: self.reason,
             responder: self.responder,
             tool: self.tool,
@@ -805,11 +661,11 @@ impl From<core::Event> for GateEvent {
                     id: r.id.to_string(),
                     tool: r.tool.clone(),
                     session_id: r.session_id.clone(),
-                    outcome: r.outcome.into(),
-                    cancel_reason: r.cancel_reason.map(Into::into),
+                    outcome: r.outcome,
+                    cancel_reason: r.cancel_reason,
                     responder: r.responder.clone(),
                     reason: r.reason.clone(),
-                    scope: r.scope.into(),
+                    scope: r.scope,
                     edited: r.edited,
                     at_ms: r.at_ms,
                 },
@@ -871,11 +727,11 @@ impl GateEvent {
                     id: parse_uuid("resolved id", &r.id)?,
                     tool: r.tool,
                     session_id: r.session_id,
-                    outcome: r.outcome.into(),
-                    cancel_reason: r.cancel_reason.map(Into::into),
+                    outcome: r.outcome,
+                    cancel_reason: r.cancel_reason,
                     responder: r.responder,
                     reason: r.reason,
-                    scope: r.scope.into(),
+                    scope: r.scope,
                     edited: r.edited,
                     at_ms: r.at_ms,
                 }))

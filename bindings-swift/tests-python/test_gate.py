@@ -203,7 +203,7 @@ def test_error_kind_names_cover_the_core():
         "unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved",
         "expired", "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store",
         "no_executor", "bad_signature", "unknown_key", "token_expired", "wrong_approver", "already_used",
-        "not_pending", "config",
+        "not_pending", "config", "io",
     }
 
 
@@ -441,7 +441,7 @@ async def test_cancel_after_decision_keeps_decision():
 async def test_no_subscribers_cancels():
     gate = gate_with_delete()
     d = await gate.confirm_cancellable(call()).wait()
-    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_SUBSCRIBERS
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_APPROVER
     # the last subscriber going away cancels what is pending
     sub = gate.subscribe()
     p = gate.confirm_cancellable(call())
@@ -450,7 +450,7 @@ async def test_no_subscribers_cancels():
     sub.close()
     assert sub.is_closed() and gate.subscriber_count() == 0
     d = await p.wait()
-    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_SUBSCRIBERS
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_APPROVER
     assert await sub.next() is None
 
 
@@ -629,7 +629,7 @@ async def test_foreign_handler_approves():
     assert not reg.is_active()
     # without the handler (its subscription is gone) nobody observes: cancelled
     d2 = await gate.confirm_cancellable(call()).wait()
-    assert isinstance(d2, so.Decision.CANCELLED) and d2.reason == so.CancelReason.NO_SUBSCRIBERS
+    assert isinstance(d2, so.Decision.CANCELLED) and d2.reason == so.CancelReason.NO_APPROVER
 
 
 async def resolved_for(sub, request_id):

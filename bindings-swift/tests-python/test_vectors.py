@@ -40,7 +40,7 @@ OUTCOME = {so.Outcome.APPROVED: "approved", so.Outcome.DENIED: "denied", so.Outc
            so.Outcome.CANCELLED: "cancelled"}
 BY = {so.ApprovedBy.PERSON: "person", so.ApprovedBy.NOT_GATED: "not-gated", so.ApprovedBy.SESSION_GRANT: "session-grant",
       so.ApprovedBy.GATING_DISABLED: "gating-disabled"}
-CANCEL = {so.CancelReason.NO_SUBSCRIBERS: "no-subscribers", so.CancelReason.SHUTDOWN: "shutdown",
+CANCEL = {so.CancelReason.NO_APPROVER: "no-approver", so.CancelReason.SHUTDOWN: "shutdown",
           so.CancelReason.ABORTED: "aborted", so.CancelReason.SESSION_ENDED: "session-ended",
           so.CancelReason.APPROVAL_FAILED: "approval-failed"}
 
@@ -129,16 +129,50 @@ CASE_FIELDS = ["name", "tools", "gate", "subscribe", "call", "confirm_error", "e
                "decision", "events_after"]
 
 
-def gate_options(opts, what):
-    strict(opts, ["default_timeout_ms", "keywords", "dangerously_disable_gating", "allowed_responders",
-                  "deny_when_unobserved"], f"{what}.gate")
-    return so.GateOptions(
-        default_timeout_ms=opts.get("default_timeout_ms"),
-        keywords=opts.get("keywords"),
-        dangerously_disable_gating=opts.get("dangerously_disable_gating", False),
-        allowed_responders=opts.get("allowed_responders"),
-        deny_when_unobserved=opts.get("deny_when_unobserved", True),
-    )
+# The gate options of the vectors (the core's GateConfig JSON, snake_case) and the JSON type each
+# one has in Swift's `GateConfig` record; a value of another type cannot be written in Swift.
+CONFIG_FIELDS = {
+    "default_timeout_ms": "u64", "keywords": "strings", "deny_when_unobserved": "bool",
+    "dangerously_disable_gating": "bool", "bus_capacity": "u64", "remember_resolved": "u64",
+    "allowed_responders": "strings", "approvers": "approvers", "forbid_self_approval": "bool",
+    "store_path": "string", "synchronous_full": "bool", "audit_path": "string", "audit_rotate_bytes": "u64",
+    "token_keys": "string", "token_ttl_ms": "u64",
+}
+U64_MAX = 2**64 - 1
+
+
+def swift_value(kind, v):
+    """`v` as the Swift field of `kind` holds it, or raise TypeError when Swift cannot hold it
+    (a compile error there)."""
+    ok = {
+        "u64": lambda: (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= U64_MAX)
+        or (isinstance(v, float) and v.is_integer() and 0 <= v <= U64_MAX),
+        "bool": lambda: isinstance(v, bool),
+        "string": lambda: isinstance(v, str),
+        "strings": lambda: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "approvers": lambda: isinstance(v, dict)
+        and all(isinstance(w, list) and all(isinstance(x, str) for x in w) for w in v.values()),
+    }[kind]()
+    if not ok:
+        raise TypeError(f"{v!r} is not a Swift {kind}")
+    return int(v) if kind == "u64" else v
+
+
+def gate_config(opts, what):
+    """The typed `GateConfig` for the vector's options. TypeError when an option cannot be written
+    in Swift at all (an unknown name, a value of another type): the compiler refuses it there."""
+    fields = {}
+    for k, v in opts.items():
+        if k not in CONFIG_FIELDS:
+            raise TypeError(f"{what}: GateConfig has no field {k!r}")
+        if v is not None:
+            fields[k] = swift_value(CONFIG_FIELDS[k], v)
+    return so.GateConfig(**fields)
+
+
+def camel(snake):
+    head, *rest = snake.split("_")
+    return head + "".join(w.capitalize() for w in rest)
 
 
 def tool_call(c, what):
@@ -173,12 +207,13 @@ async def no_event(sub, seconds=0.1):
 async def test_flow(case):
     name = case["name"]
     strict(case, CASE_FIELDS, name)
-    gate = so.Gate(gate_options(case.get("gate", {}), name))
+    gate = so.Gate.open(config=gate_config(case.get("gate", {}), name))
     for t in case.get("tools", FLOWS.get("tools", [])):
         # through the typed ToolSpec record, as a Swift app registers tools
         gate.register_tool(so.tool_spec_from_json(json.dumps(t)))
     subscribe = case.get("subscribe", True)
-    sub = gate.subscribe() if subscribe else None
+    assert subscribe in (True, False, "observer"), f"{name}: subscribe {subscribe!r}"
+    sub = gate.observe() if subscribe == "observer" else gate.subscribe() if subscribe else None
     pending = gate.confirm_cancellable(tool_call(case["call"], name))
 
     if "confirm_error" in case:
@@ -206,6 +241,7 @@ async def test_flow(case):
         assert "request" not in case and "events_after" not in case or subscribe, name
 
     cancelled_here = False
+    token = None
     steps = case.get("steps", [])
     if steps:
         assert req is not None, f"{name}: steps but no request was received"
@@ -225,8 +261,41 @@ async def test_flow(case):
                 outcome = gate.respond_json(body)
                 assert OUTCOME[outcome] == step["outcome"], what
             continue
+        if action in ("issue_token", "respond_token"):
+            strict(step, [action, "error", "outcome"], what)
+            if action == "issue_token":
+                assert "outcome" not in step, what
+                issue = lambda: gate.issue_token(req.id, step[action])  # noqa: E731
+            else:
+                tr = step[action]
+                strict(tr, ["approver", "decision", "reason", "scope", "arguments"], f"{what}.respond_token")
+                decision = {"approve": so.ResponseDecision.APPROVE, "deny": so.ResponseDecision.DENY}[tr["decision"]]
+                scope = {None: None, "once": so.Scope.ONCE, "session": so.Scope.SESSION}[tr.get("scope")]
+                arguments = json.dumps(tr["arguments"]) if "arguments" in tr else None
+                issue = lambda: gate.respond_token(  # noqa: E731
+                    token, tr["approver"], decision, arguments_json=arguments, scope=scope, reason=tr.get("reason"))
+            if "error" in step:
+                with pytest.raises(so.SignoffError) as e:
+                    issue()
+                assert kind(e.value) == step["error"], f"{what}: {e.value}"
+            elif action == "issue_token":
+                token = issue()
+            else:
+                assert OUTCOME[issue()] == step["outcome"], what
+            continue
         strict(step, [action], what)
-        if action == "wait_past_deadline":
+        if action == "tamper_token":
+            assert step[action] is True and token is not None, what
+            parts = token.split(".")
+            parts[3] = ("B" if parts[3][0] == "A" else "A") + parts[3][1:]
+            token = ".".join(parts)
+        elif action == "rekey_token":
+            parts = token.split(".")
+            parts[1] = step[action]
+            token = ".".join(parts)
+        elif action == "sleep_ms":
+            await asyncio.sleep(step[action] / 1000)
+        elif action == "wait_past_deadline":
             assert step[action] is True
             delay = req.deadline_ms / 1000 - time.time() + 0.05
             await asyncio.sleep(max(delay, 0))
@@ -288,3 +357,111 @@ async def test_flow(case):
             if ev.is_resolved() and ev.resolved.id == req.id:
                 break
         assert seen == case["events_after"], name
+
+
+# --------------------------------------------------------------------------------------------
+# config.json
+
+CONFIG = load("config.json")
+strict(CONFIG, ["cases", "description"], "config.json")
+
+
+@pytest.mark.parametrize("case", CONFIG["cases"], ids=lambda c: c["name"])
+def test_config(case):
+    name = case["name"]
+    strict(case, ["name", "options", "error", "mentions"], name)
+    try:
+        config = gate_config(case["options"], name)
+    except TypeError as e:
+        # Not expressible in Swift (an option GateConfig does not have, or a value of another type):
+        # the compiler refuses it, before the core could. Only a configuration error may be such.
+        assert case.get("error") == "config", f"{name}: a valid configuration cannot be written in Swift: {e}"
+        return
+    if "error" not in case:
+        so.Gate.open(config=config).close()
+        return
+    with pytest.raises(so.SignoffError) as e:
+        so.Gate.open(config=config)
+    assert kind(e.value) == case["error"], f"{name}: {e.value}"
+    if "mentions" in case:
+        # Named as Swift spells the option.
+        assert camel(case["mentions"]) in str(e.value), f"{name}: {e.value}"
+
+
+# --------------------------------------------------------------------------------------------
+# execute.json
+
+EXECUTE = load("execute.json")
+strict(EXECUTE, ["cases", "description"], "execute.json")
+
+
+class Transfer(so.ToolExecutor):
+    """Counts a run, signals that it started, waits to be released, counts a finish."""
+
+    def __init__(self):
+        self.runs = self.finished = 0
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def execute(self, arguments_json):
+        self.runs += 1
+        self.started.set()
+        await self.release.wait()
+        self.finished += 1
+        return json.dumps({"sent": True})
+
+
+class ApproveAll(so.ApprovalHandler):
+    async def handle(self, request):
+        request.approve()
+
+
+@pytest.mark.parametrize("case", EXECUTE["cases"], ids=lambda c: c["name"])
+@async_test
+async def test_execute_cancellation(case, tmp_path):
+    name = case["name"]
+    strict(case, ["name", "approve", "cancel", "runs", "finished", "resolved", "execution"], name)
+    log = tmp_path / "audit.jsonl"
+    gate = so.Gate.open(config=so.GateConfig(audit_path=str(log)))
+    tool = Transfer()
+    gate.register_executable_tool(so.ToolSpec(name="transfer", approval=so.ApprovalMode.REQUIRED), tool)
+    watch = gate.observe()
+    approver = gate.on_request(ApproveAll()) if case["approve"] else gate.subscribe()
+    handle = gate.execute_cancellable(so.ToolCall(tool="transfer"))
+    assert case["cancel"] in ("while_waiting", "while_running"), name
+    if case["cancel"] == "while_waiting":
+        for _ in range(500):
+            if gate.pending_count() == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert gate.pending_count() == 1, name
+    else:
+        await asyncio.wait_for(tool.started.wait(), 5)
+    handle.cancel()  # the Swift extension's task cancellation
+    assert await handle.wait() is None, f"{name}: the cancelled caller still got a result"
+    tool.release.set()
+    resolved = None
+    while resolved is None:
+        ev = await asyncio.wait_for(watch.next(), 5)
+        if ev.is_resolved():
+            resolved = ev.resolved
+    expected = dict(case["resolved"])
+    strict(expected, ["outcome", "cancel_reason"], f"{name}.resolved")
+    assert OUTCOME[resolved.outcome] == expected["outcome"], name
+    if "cancel_reason" in expected:
+        assert CANCEL[resolved.cancel_reason] == expected["cancel_reason"], name
+    for _ in range(300):
+        if tool.finished >= case["finished"] and (case["execution"] is None or "execution" in log.read_text()):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    await gate.flush_audit()
+    assert (tool.runs, tool.finished) == (case["runs"], case["finished"]), name
+    executions = [r for r in map(json.loads, log.read_text().splitlines()) if r["kind"] == "execution"]
+    if case["execution"] is None:
+        assert executions == [], name
+    else:
+        assert [r["decision"] for r in executions] == [case["execution"]], name
+    approver.stop() if case["approve"] else approver.close()
+    watch.close()
+    gate.close()

@@ -297,7 +297,7 @@ extension SignoffError {
              .AlreadyResolved(let m), .Expired(let m), .EditsNotAllowed(let m), .Mismatch(let m),
              .Malformed(let m), .Unauthorized(let m), .Closed(let m), .Store(let m), .NoExecutor(let m),
              .BadSignature(let m), .UnknownKey(let m), .TokenExpired(let m), .WrongApprover(let m),
-             .AlreadyUsed(let m), .NotPending(let m), .Config(let m):
+             .AlreadyUsed(let m), .NotPending(let m), .Config(let m), .Io(let m):
             return m
         }
     }
@@ -328,13 +328,21 @@ extension ErrorKind {
 // The generated file declares these conformances only for Swift 6 compilers; declare them for
 // Swift 5.9 / 5.10 too (every field is itself a Sendable value type).
 #if !compiler(>=6)
+extension ChainHead: Sendable {}
+extension ChainProblem: Sendable {}
+extension ChainReport: Sendable {}
 extension ConfirmationRequest: Sendable {}
 extension ConfirmationResolved: Sendable {}
 extension ConfirmationResponse: Sendable {}
 extension ConfirmationTimeout: Sendable {}
 extension Evaluation: Sendable {}
+extension GateConfig: Sendable {}
 extension GateOptions: Sendable {}
+extension NotRestored: Sendable {}
 extension PendingPage: Sendable {}
+extension Recovery: Sendable {}
+extension StoredRecord: Sendable {}
+extension TokenClaims: Sendable {}
 extension ToolCall: Sendable {}
 extension ToolResult: Sendable {}
 extension ToolSpec: Sendable {}
@@ -342,10 +350,12 @@ extension ApprovalMode: Sendable {}
 extension ApprovedBy: Sendable {}
 extension ArgRule: Sendable {}
 extension CancelReason: Sendable {}
+extension ChainProblemKind: Sendable {}
 extension Decision: Sendable {}
 extension ErrorKind: Sendable {}
 extension GateEvent: Sendable {}
 extension Outcome: Sendable {}
+extension RecordState: Sendable {}
 extension ResponseDecision: Sendable {}
 extension Scope: Sendable {}
 extension ToolSource: Sendable {}

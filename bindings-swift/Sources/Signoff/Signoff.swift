@@ -586,6 +586,24 @@ fileprivate struct FfiConverterString: FfiConverter {
     }
 }
 
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterData: FfiConverterRustBuffer {
+    typealias SwiftType = Data
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Data {
+        let len: Int32 = try readInt(&buf)
+        return Data(try readBytes(&buf, count: Int(len)))
+    }
+
+    public static func write(_ value: Data, into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        writeBytes(&buf, value)
+    }
+}
+
 
 
 
@@ -892,6 +910,12 @@ public protocol GateProtocol: AnyObject, Sendable {
     func isClosed()  -> Bool
     
     /**
+     * Watches the bus from now on without being an approver (a log, a display that never
+     * answers): it sees every event, but never keeps a request waiting for nobody.
+     */
+    func observe()  -> Subscription
+    
+    /**
      * Calls `handler` for every request from now on (and every request already pending), each
      * concurrently. A handler that returns without answering, or throws, ends its request at once
      * as cancelled (`approvalFailed`); the error's text never reaches the model.
@@ -948,11 +972,16 @@ public protocol GateProtocol: AnyObject, Sendable {
     func revokeGrant(sessionId: String, tool: String)  -> Bool
     
     /**
-     * Subscribes to the bus from now on. Subscribe before confirming: with
-     * `denyWhenUnobserved` a request nobody listens to is cancelled at once.
+     * Subscribes to the bus from now on, as an approver (someone who shows requests to a person
+     * and answers them). Subscribe before confirming: with `denyWhenUnobserved` a request with no
+     * approver attached is cancelled at once (`noApprover`).
      */
     func subscribe()  -> Subscription
     
+    /**
+     * How many approvers are attached: approver subscriptions and handlers (observers do not
+     * count).
+     */
     func subscriberCount()  -> UInt64
     
     /**
@@ -964,6 +993,60 @@ public protocol GateProtocol: AnyObject, Sendable {
      * Removes a tool; later calls to it are `unknownTool`.
      */
     func unregisterTool(name: String)  -> Bool
+    
+    /**
+     * Waits until every audit record so far is written and synced (off the calling thread).
+     * `close()` flushes too.
+     */
+    func flushAudit() async 
+    
+    /**
+     * Verifies a token's key and signature and returns what it claims (e.g. to show which
+     * request a link is for). Expiry, approver and the request's state are checked by
+     * `respondToken`. Errors: `config`, `malformed`, `unknownKey`, `badSignature`.
+     */
+    func inspectToken(token: String) throws  -> TokenClaims
+    
+    /**
+     * Issues a signed approval token for pending request `requestId`, meant for `approver` only:
+     * the link a remote UI (browser, phone, chat) answers with through `respondToken`. It binds
+     * the request's tool, argument digest and session, and expires at the request's deadline
+     * (or sooner with `tokenTtlMs`). Treat it as a credential: the gate never logs it.
+     * Errors: `config` (no token keys), `malformed` (empty approver), `notPending`,
+     * `unknownRequest` (an id that is not a UUID).
+     */
+    func issueToken(requestId: String, approver: String) throws  -> String
+    
+    /**
+     * A request's stored record in any state (with the tool's result once `done`), or nil. Only
+     * a durable store keeps records once a request resolves. Errors: `unknownRequest` for an id
+     * that is not a UUID.
+     */
+    func record(requestId: String) throws  -> StoredRecord?
+    
+    /**
+     * Picks up what an earlier process left in the durable store. Call it once, after
+     * registering tools and before the first call. A pending request whose deadline has not
+     * passed waits again until that same deadline and is published again (subscribe first, or
+     * open with `denyWhenUnobserved: false`: otherwise it is cancelled at once, as new requests
+     * are); when approved, the gate runs its tool's executor once and stores the result. One
+     * whose deadline passed is resolved as timed out. One that was approved or executing is
+     * marked `interrupted` and never run again. A request pending when a gate was closed was
+     * cancelled by `close()`, so it is not restored. Errors: `config` (called twice, or after the
+     * first request), `store`.
+     */
+    func recover() throws  -> Recovery
+    
+    /**
+     * Answers the token's request, presented by `approver` (whom your server authenticated; it
+     * must be the token's approver). An approval runs exactly the arguments stored with the
+     * request; `argumentsJson` is an edit (editable tools only), validated like any other. A
+     * token answers once; a rejected one changes nothing (and is audited). Errors, in the order
+     * checked: `closed`, `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`,
+     * `wrongApprover`, `alreadyUsed`, `notPending`, then what `respond` checks (`unauthorized`
+     * from `approvers`, `editsNotAllowed`, `invalidArguments`).
+     */
+    func respondToken(token: String, approver: String, decision: ResponseDecision, argumentsJson: String?, scope: Scope?, reason: String?) throws  -> Outcome
     
 }
 /**
@@ -1009,7 +1092,9 @@ open class Gate: GateProtocol, @unchecked Sendable {
         return try! rustCall { uniffi_signoff_ffi_fn_clone_gate(self.handle, $0) }
     }
     /**
-     * A gate. `GateOptions()` (the default) is the core's default policy.
+     * A gate kept in memory. `GateOptions()` (the default) is the core's default policy. For a
+     * durable store, an audit log, approval tokens, approver rules or options checked by the
+     * core, use `Gate.open(config:)`.
      */
 public convenience init(options: GateOptions = GateOptions()) {
     let handle =
@@ -1031,6 +1116,24 @@ public convenience init(options: GateOptions = GateOptions()) {
         try! rustCall { uniffi_signoff_ffi_fn_free_gate(handle, $0) }
     }
 
+    
+    /**
+     * A gate configured with everything Python and Node offer (a durable store, the audit log,
+     * approval tokens, approver rules, ...), validated by the core (see `GateConfig`). `keys`
+     * passes token keys as an object instead of `config.tokenKeys` (not both). Call `recover()`
+     * next when using a store. Errors: `config` (an invalid option, with its name), `store` (the
+     * database cannot be opened, or another gate has it open), `io` (the audit log cannot be
+     * opened).
+     */
+public static func `open`(config: GateConfig = GateConfig(), keys: TokenKeys? = nil)throws  -> Gate  {
+    return try  FfiConverterTypeGate_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_gate_open(
+        FfiConverterTypeGateConfig_lower(config),
+        FfiConverterOptionTypeTokenKeys.lower(keys),uniffiCallStatus
+    )
+})
+}
     
 
     
@@ -1193,6 +1296,19 @@ open func isClosed() -> Bool  {
 }
     
     /**
+     * Watches the bus from now on without being an approver (a log, a display that never
+     * answers): it sees every event, but never keeps a request waiting for nobody.
+     */
+open func observe() -> Subscription  {
+    return try!  FfiConverterTypeSubscription_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_observe(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Calls `handler` for every request from now on (and every request already pending), each
      * concurrently. A handler that returns without answering, or throws, ends its request at once
      * as cancelled (`approvalFailed`); the error's text never reaches the model.
@@ -1327,8 +1443,9 @@ open func revokeGrant(sessionId: String, tool: String) -> Bool  {
 }
     
     /**
-     * Subscribes to the bus from now on. Subscribe before confirming: with
-     * `denyWhenUnobserved` a request nobody listens to is cancelled at once.
+     * Subscribes to the bus from now on, as an approver (someone who shows requests to a person
+     * and answers them). Subscribe before confirming: with `denyWhenUnobserved` a request with no
+     * approver attached is cancelled at once (`noApprover`).
      */
 open func subscribe() -> Subscription  {
     return try!  FfiConverterTypeSubscription_lift(try! rustCall() {
@@ -1339,6 +1456,10 @@ open func subscribe() -> Subscription  {
 })
 }
     
+    /**
+     * How many approvers are attached: approver subscriptions and handlers (observers do not
+     * count).
+     */
 open func subscriberCount() -> UInt64  {
     return try!  FfiConverterUInt64.lift(try! rustCall() {
         uniffiCallStatus in
@@ -1369,6 +1490,120 @@ open func unregisterTool(name: String) -> Bool  {
     uniffi_signoff_ffi_fn_method_gate_unregister_tool(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(name),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Waits until every audit record so far is written and synced (off the calling thread).
+     * `close()` flushes too.
+     */
+open func flushAudit()async   {
+    return
+        try!  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_signoff_ffi_fn_method_gate_flush_audit(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_signoff_ffi_rust_future_poll_void,
+            completeFunc: ffi_signoff_ffi_rust_future_complete_void,
+            freeFunc: ffi_signoff_ffi_rust_future_free_void,
+            liftFunc: { $0 },
+            errorHandler: nil
+            
+        )
+}
+    
+    /**
+     * Verifies a token's key and signature and returns what it claims (e.g. to show which
+     * request a link is for). Expiry, approver and the request's state are checked by
+     * `respondToken`. Errors: `config`, `malformed`, `unknownKey`, `badSignature`.
+     */
+open func inspectToken(token: String)throws  -> TokenClaims  {
+    return try  FfiConverterTypeTokenClaims_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_inspect_token(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(token),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Issues a signed approval token for pending request `requestId`, meant for `approver` only:
+     * the link a remote UI (browser, phone, chat) answers with through `respondToken`. It binds
+     * the request's tool, argument digest and session, and expires at the request's deadline
+     * (or sooner with `tokenTtlMs`). Treat it as a credential: the gate never logs it.
+     * Errors: `config` (no token keys), `malformed` (empty approver), `notPending`,
+     * `unknownRequest` (an id that is not a UUID).
+     */
+open func issueToken(requestId: String, approver: String)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_issue_token(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(requestId),
+        FfiConverterString.lower(approver),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A request's stored record in any state (with the tool's result once `done`), or nil. Only
+     * a durable store keeps records once a request resolves. Errors: `unknownRequest` for an id
+     * that is not a UUID.
+     */
+open func record(requestId: String)throws  -> StoredRecord?  {
+    return try  FfiConverterOptionTypeStoredRecord.lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_record(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(requestId),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Picks up what an earlier process left in the durable store. Call it once, after
+     * registering tools and before the first call. A pending request whose deadline has not
+     * passed waits again until that same deadline and is published again (subscribe first, or
+     * open with `denyWhenUnobserved: false`: otherwise it is cancelled at once, as new requests
+     * are); when approved, the gate runs its tool's executor once and stores the result. One
+     * whose deadline passed is resolved as timed out. One that was approved or executing is
+     * marked `interrupted` and never run again. A request pending when a gate was closed was
+     * cancelled by `close()`, so it is not restored. Errors: `config` (called twice, or after the
+     * first request), `store`.
+     */
+open func recover()throws  -> Recovery  {
+    return try  FfiConverterTypeRecovery_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_recover(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Answers the token's request, presented by `approver` (whom your server authenticated; it
+     * must be the token's approver). An approval runs exactly the arguments stored with the
+     * request; `argumentsJson` is an edit (editable tools only), validated like any other. A
+     * token answers once; a rejected one changes nothing (and is audited). Errors, in the order
+     * checked: `closed`, `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`,
+     * `wrongApprover`, `alreadyUsed`, `notPending`, then what `respond` checks (`unauthorized`
+     * from `approvers`, `editsNotAllowed`, `invalidArguments`).
+     */
+open func respondToken(token: String, approver: String, decision: ResponseDecision, argumentsJson: String? = nil, scope: Scope? = nil, reason: String? = nil)throws  -> Outcome  {
+    return try  FfiConverterTypeOutcome_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_respond_token(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(token),
+        FfiConverterString.lower(approver),
+        FfiConverterTypeResponseDecision_lower(decision),
+        FfiConverterOptionString.lower(argumentsJson),
+        FfiConverterOptionTypeScope.lower(scope),
+        FfiConverterOptionString.lower(reason),uniffiCallStatus
     )
 })
 }
@@ -2238,6 +2473,174 @@ public func FfiConverterTypePendingRequest_lower(_ value: PendingRequest) -> UIn
 
 
 /**
+ * A token signing key (the core's `Secret`: at least 32 bytes, zeroed when released). Its bytes
+ * stay in Rust; load it from configuration (`fromBase64`, or `TokenKeys.parse` / `fromEnv` /
+ * `fromFile`) so tokens stay valid across a restart.
+ */
+public protocol SecretProtocol: AnyObject, Sendable {
+    
+    /**
+     * The base64 form, to store in configuration (this reveals the key).
+     */
+    func toBase64()  -> String
+    
+}
+/**
+ * A token signing key (the core's `Secret`: at least 32 bytes, zeroed when released). Its bytes
+ * stay in Rust; load it from configuration (`fromBase64`, or `TokenKeys.parse` / `fromEnv` /
+ * `fromFile`) so tokens stay valid across a restart.
+ */
+open class Secret: SecretProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_signoff_ffi_fn_clone_secret(self.handle, $0) }
+    }
+    /**
+     * Raw key bytes (at least 32). Errors: `config`.
+     */
+public convenience init(bytes: Data)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_secret_new(
+        FfiConverterData.lower(bytes),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_signoff_ffi_fn_free_secret(handle, $0) }
+    }
+
+    
+    /**
+     * Base64 key material (standard or URL-safe, padded or not). Errors: `config`.
+     */
+public static func fromBase64(text: String)throws  -> Secret  {
+    return try  FfiConverterTypeSecret_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_secret_from_base64(
+        FfiConverterString.lower(text),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * 32 random bytes from the operating system (tests and development).
+     */
+public static func generate() -> Secret  {
+    return try!  FfiConverterTypeSecret_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_secret_generate(uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * The base64 form, to store in configuration (this reveals the key).
+     */
+open func toBase64() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_secret_to_base64(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSecret: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = Secret
+
+    public static func lift(_ handle: UInt64) throws -> Secret {
+        return Secret(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: Secret) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Secret {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: Secret, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSecret_lift(_ handle: UInt64) throws -> Secret {
+    return try FfiConverterTypeSecret.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSecret_lower(_ value: Secret) -> UInt64 {
+    return FfiConverterTypeSecret.lower(value)
+}
+
+
+
+
+
+
+/**
  * A stream of the gate's events (`Gate.subscribe`). `next()` returns nil once the subscription
  * is closed or the gate is gone. `close()` (or dropping it) unsubscribes; when the last
  * subscriber of a gate with `denyWhenUnobserved` goes away, every pending request is cancelled.
@@ -2398,6 +2801,247 @@ public func FfiConverterTypeSubscription_lift(_ handle: UInt64) throws -> Subscr
 #endif
 public func FfiConverterTypeSubscription_lower(_ value: Subscription) -> UInt64 {
     return FfiConverterTypeSubscription.lower(value)
+}
+
+
+
+
+
+
+/**
+ * The keys a gate signs and verifies approval tokens with (the core's `TokenKeys`): the current
+ * key signs, older keys still verify tokens issued before a rotation. Immutable: `rotate` and
+ * `withVerifyOnly` return new key sets.
+ */
+public protocol TokenKeysProtocol: AnyObject, Sendable {
+    
+    /**
+     * The id of the key new tokens are signed with.
+     */
+    func currentKeyId()  -> String
+    
+    /**
+     * Every key id, current first.
+     */
+    func keyIds()  -> [String]
+    
+    /**
+     * A new key set where `keyId` is the current key; these keys keep verifying.
+     */
+    func rotate(keyId: String, secret: Secret) throws  -> TokenKeys
+    
+    /**
+     * A new key set with a key that verifies but does not sign (a retired key). Errors: `config`
+     * (a duplicate or bad key id).
+     */
+    func withVerifyOnly(keyId: String, secret: Secret) throws  -> TokenKeys
+    
+}
+/**
+ * The keys a gate signs and verifies approval tokens with (the core's `TokenKeys`): the current
+ * key signs, older keys still verify tokens issued before a rotation. Immutable: `rotate` and
+ * `withVerifyOnly` return new key sets.
+ */
+open class TokenKeys: TokenKeysProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_signoff_ffi_fn_clone_tokenkeys(self.handle, $0) }
+    }
+    /**
+     * One key, which signs and verifies. Key ids are 1-64 characters of `[A-Za-z0-9_-]`.
+     * Errors: `config`.
+     */
+public convenience init(keyId: String, secret: Secret)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_tokenkeys_new(
+        FfiConverterString.lower(keyId),
+        FfiConverterTypeSecret_lower(secret),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_signoff_ffi_fn_free_tokenkeys(handle, $0) }
+    }
+
+    
+    /**
+     * The configuration format from an environment variable. Errors: `config`.
+     */
+public static func fromEnv(name: String)throws  -> TokenKeys  {
+    return try  FfiConverterTypeTokenKeys_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_tokenkeys_from_env(
+        FfiConverterString.lower(name),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The configuration format from a file (e.g. a mounted secret). Errors: `config`.
+     */
+public static func fromFile(path: String)throws  -> TokenKeys  {
+    return try  FfiConverterTypeTokenKeys_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_tokenkeys_from_file(
+        FfiConverterString.lower(path),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The configuration format: `key_id:base64secret` entries separated by commas or newlines,
+     * current key first; blank lines and `#` comments are ignored. Errors: `config`.
+     */
+public static func parse(text: String)throws  -> TokenKeys  {
+    return try  FfiConverterTypeTokenKeys_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_constructor_tokenkeys_parse(
+        FfiConverterString.lower(text),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * The id of the key new tokens are signed with.
+     */
+open func currentKeyId() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_tokenkeys_current_key_id(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Every key id, current first.
+     */
+open func keyIds() -> [String]  {
+    return try!  FfiConverterSequenceString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_tokenkeys_key_ids(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A new key set where `keyId` is the current key; these keys keep verifying.
+     */
+open func rotate(keyId: String, secret: Secret)throws  -> TokenKeys  {
+    return try  FfiConverterTypeTokenKeys_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_tokenkeys_rotate(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(keyId),
+        FfiConverterTypeSecret_lower(secret),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A new key set with a key that verifies but does not sign (a retired key). Errors: `config`
+     * (a duplicate or bad key id).
+     */
+open func withVerifyOnly(keyId: String, secret: Secret)throws  -> TokenKeys  {
+    return try  FfiConverterTypeTokenKeys_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_tokenkeys_with_verify_only(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(keyId),
+        FfiConverterTypeSecret_lower(secret),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTokenKeys: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = TokenKeys
+
+    public static func lift(_ handle: UInt64) throws -> TokenKeys {
+        return TokenKeys(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: TokenKeys) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TokenKeys {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: TokenKeys, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenKeys_lift(_ handle: UInt64) throws -> TokenKeys {
+    return try FfiConverterTypeTokenKeys.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenKeys_lower(_ value: TokenKeys) -> UInt64 {
+    return FfiConverterTypeTokenKeys.lower(value)
 }
 
 
@@ -2637,6 +3281,279 @@ public func FfiConverterTypeToolExecutor_lower(_ value: ToolExecutor) -> UInt64 
 }
 
 
+
+
+/**
+ * The newest record of a hash chain, as an anchor (the store) recorded it.
+ */
+public struct ChainHead: Equatable, Hashable {
+    /**
+     * The record's position (from 0).
+     */
+    public var seq: UInt64
+    /**
+     * The record's hash.
+     */
+    public var hash: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The record's position (from 0).
+         */seq: UInt64, 
+        /**
+         * The record's hash.
+         */hash: String) {
+        self.seq = seq
+        self.hash = hash
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ChainHead: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChainHead: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChainHead {
+        return
+            try ChainHead(
+                seq: FfiConverterUInt64.read(from: &buf), 
+                hash: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ChainHead, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.seq, into: &buf)
+        FfiConverterString.write(value.hash, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainHead_lift(_ buf: RustBuffer) throws -> ChainHead {
+    return try FfiConverterTypeChainHead.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainHead_lower(_ value: ChainHead) -> RustBuffer {
+    return FfiConverterTypeChainHead.lower(value)
+}
+
+
+/**
+ * The first problem in an audit chain.
+ */
+public struct ChainProblem: Equatable, Hashable {
+    public var kind: ChainProblemKind
+    /**
+     * The file the record is in.
+     */
+    public var file: String
+    /**
+     * 1-based line number in `file`.
+     */
+    public var line: UInt64
+    /**
+     * The record's `seq`, when readable.
+     */
+    public var seq: UInt64?
+    /**
+     * In words.
+     */
+    public var message: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(kind: ChainProblemKind, 
+        /**
+         * The file the record is in.
+         */file: String, 
+        /**
+         * 1-based line number in `file`.
+         */line: UInt64, 
+        /**
+         * The record's `seq`, when readable.
+         */seq: UInt64?, 
+        /**
+         * In words.
+         */message: String) {
+        self.kind = kind
+        self.file = file
+        self.line = line
+        self.seq = seq
+        self.message = message
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ChainProblem: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChainProblem: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChainProblem {
+        return
+            try ChainProblem(
+                kind: FfiConverterTypeChainProblemKind.read(from: &buf), 
+                file: FfiConverterString.read(from: &buf), 
+                line: FfiConverterUInt64.read(from: &buf), 
+                seq: FfiConverterOptionUInt64.read(from: &buf), 
+                message: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ChainProblem, into buf: inout [UInt8]) {
+        FfiConverterTypeChainProblemKind.write(value.kind, into: &buf)
+        FfiConverterString.write(value.file, into: &buf)
+        FfiConverterUInt64.write(value.line, into: &buf)
+        FfiConverterOptionUInt64.write(value.seq, into: &buf)
+        FfiConverterString.write(value.message, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainProblem_lift(_ buf: RustBuffer) throws -> ChainProblem {
+    return try FfiConverterTypeChainProblem.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainProblem_lower(_ value: ChainProblem) -> RustBuffer {
+    return FfiConverterTypeChainProblem.lower(value)
+}
+
+
+/**
+ * What `verifyAuditChain(path:storePath:)` checked and found.
+ */
+public struct ChainReport: Equatable, Hashable {
+    /**
+     * No problem found.
+     */
+    public var intact: Bool
+    /**
+     * The files checked, oldest first (rotated files, then the log itself).
+     */
+    public var files: [String]
+    /**
+     * Records checked (up to the first problem).
+     */
+    public var records: UInt64
+    /**
+     * The last good record's hash (the chain head).
+     */
+    public var head: String
+    /**
+     * The first problem, if any.
+     */
+    public var problem: ChainProblem?
+    /**
+     * The anchored head the log was checked against; nil when none was (no `storePath`, or a
+     * store that anchored nothing), in which case records cut from the end would not show.
+     */
+    public var anchor: ChainHead?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * No problem found.
+         */intact: Bool, 
+        /**
+         * The files checked, oldest first (rotated files, then the log itself).
+         */files: [String], 
+        /**
+         * Records checked (up to the first problem).
+         */records: UInt64, 
+        /**
+         * The last good record's hash (the chain head).
+         */head: String, 
+        /**
+         * The first problem, if any.
+         */problem: ChainProblem?, 
+        /**
+         * The anchored head the log was checked against; nil when none was (no `storePath`, or a
+         * store that anchored nothing), in which case records cut from the end would not show.
+         */anchor: ChainHead?) {
+        self.intact = intact
+        self.files = files
+        self.records = records
+        self.head = head
+        self.problem = problem
+        self.anchor = anchor
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ChainReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChainReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChainReport {
+        return
+            try ChainReport(
+                intact: FfiConverterBool.read(from: &buf), 
+                files: FfiConverterSequenceString.read(from: &buf), 
+                records: FfiConverterUInt64.read(from: &buf), 
+                head: FfiConverterString.read(from: &buf), 
+                problem: FfiConverterOptionTypeChainProblem.read(from: &buf), 
+                anchor: FfiConverterOptionTypeChainHead.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ChainReport, into buf: inout [UInt8]) {
+        FfiConverterBool.write(value.intact, into: &buf)
+        FfiConverterSequenceString.write(value.files, into: &buf)
+        FfiConverterUInt64.write(value.records, into: &buf)
+        FfiConverterString.write(value.head, into: &buf)
+        FfiConverterOptionTypeChainProblem.write(value.problem, into: &buf)
+        FfiConverterOptionTypeChainHead.write(value.anchor, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainReport_lift(_ buf: RustBuffer) throws -> ChainReport {
+    return try FfiConverterTypeChainReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainReport_lower(_ value: ChainReport) -> RustBuffer {
+    return FfiConverterTypeChainReport.lower(value)
+}
 
 
 /**
@@ -3108,7 +4025,232 @@ public func FfiConverterTypeEvaluation_lower(_ value: Evaluation) -> RustBuffer 
 
 
 /**
- * Options for a new gate. nil fields take the core's defaults.
+ * Everything a gate can be configured with, for `Gate.open(config:keys:)`: the core's
+ * `GateConfig`, with the option names Python (`Gate(store_path=...)`) and Node
+ * (`new Gate({ storePath })`) use. nil or false options are not set (the core's defaults). The
+ * core validates it, as for Python and Node: every mistake is a `config` error that names the
+ * option as Swift spells it (`busCapacity`): a value out of range (a zero or absurd bus
+ * capacity, a timeout of 0 ms or beyond 30 days), an option that needs another one
+ * (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`, `tokenTtlMs` needs
+ * token keys), or two that exclude each other (`allowedResponders` and `approvers` /
+ * `forbidSelfApproval`).
+ */
+public struct GateConfig: Equatable, Hashable {
+    /**
+     * The approval timeout for tools that set none (60,000; 1 ms to 30 days).
+     */
+    public var defaultTimeoutMs: UInt64?
+    /**
+     * Replaces the keyword list that makes tools in the default mode ask.
+     */
+    public var keywords: [String]?
+    /**
+     * Cancel a request at once when no approver is attached (no approver subscription or
+     * handler; observers do not count), and every pending request when the last one goes away.
+     * Remotely approved gates (tokens, a store) set false.
+     */
+    public var denyWhenUnobserved: Bool
+    /**
+     * DEVELOPMENT ONLY: every call runs without approval.
+     */
+    public var dangerouslyDisableGating: Bool
+    /**
+     * Events buffered per subscriber before it lags (4,096; 1 to 1,048,576).
+     */
+    public var busCapacity: UInt64?
+    /**
+     * Resolved request ids remembered to tell a late answer from an unknown one (65,536).
+     */
+    public var rememberResolved: UInt64?
+    /**
+     * Accept responses only from these responders (the core's `AllowedResponders`).
+     */
+    public var allowedResponders: [String]?
+    /**
+     * Who may approve which tools (the core's `Approvers`): tool name → approvers, `"*"` for
+     * every tool. Approvals must then name their `responder`; denials are accepted from anyone.
+     */
+    public var approvers: [String: [String]]?
+    /**
+     * Refuse an approval whose responder is the request's own session id (`Approvers`).
+     */
+    public var forbidSelfApproval: Bool
+    /**
+     * Keep requests and their states in this SQLite file (the core's `SqliteStore`; its
+     * directory must exist): pending requests survive the process (`recover()`). One gate per
+     * file: a second opener fails with `store` until the first is closed.
+     */
+    public var storePath: String?
+    /**
+     * Every state change of the store also waits for the disk (survives power loss; slower).
+     */
+    public var synchronousFull: Bool
+    /**
+     * Append every request, answer, outcome and execution to this hash-chained JSON Lines file
+     * (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
+     * chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
+     */
+    public var auditPath: String?
+    /**
+     * Rotate the audit log at this many bytes: `<path>.1`, `<path>.2`, ... one chain.
+     */
+    public var auditRotateBytes: UInt64?
+    /**
+     * Approval-token keys in the configuration format (`key_id:base64secret` entries, current
+     * first), e.g. from the environment; or pass a `TokenKeys` as `Gate.open`'s `keys`.
+     */
+    public var tokenKeys: String?
+    /**
+     * How long an issued token is valid, in milliseconds (never beyond its request's deadline).
+     */
+    public var tokenTtlMs: UInt64?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The approval timeout for tools that set none (60,000; 1 ms to 30 days).
+         */defaultTimeoutMs: UInt64? = nil, 
+        /**
+         * Replaces the keyword list that makes tools in the default mode ask.
+         */keywords: [String]? = nil, 
+        /**
+         * Cancel a request at once when no approver is attached (no approver subscription or
+         * handler; observers do not count), and every pending request when the last one goes away.
+         * Remotely approved gates (tokens, a store) set false.
+         */denyWhenUnobserved: Bool = true, 
+        /**
+         * DEVELOPMENT ONLY: every call runs without approval.
+         */dangerouslyDisableGating: Bool = false, 
+        /**
+         * Events buffered per subscriber before it lags (4,096; 1 to 1,048,576).
+         */busCapacity: UInt64? = nil, 
+        /**
+         * Resolved request ids remembered to tell a late answer from an unknown one (65,536).
+         */rememberResolved: UInt64? = nil, 
+        /**
+         * Accept responses only from these responders (the core's `AllowedResponders`).
+         */allowedResponders: [String]? = nil, 
+        /**
+         * Who may approve which tools (the core's `Approvers`): tool name → approvers, `"*"` for
+         * every tool. Approvals must then name their `responder`; denials are accepted from anyone.
+         */approvers: [String: [String]]? = nil, 
+        /**
+         * Refuse an approval whose responder is the request's own session id (`Approvers`).
+         */forbidSelfApproval: Bool = false, 
+        /**
+         * Keep requests and their states in this SQLite file (the core's `SqliteStore`; its
+         * directory must exist): pending requests survive the process (`recover()`). One gate per
+         * file: a second opener fails with `store` until the first is closed.
+         */storePath: String? = nil, 
+        /**
+         * Every state change of the store also waits for the disk (survives power loss; slower).
+         */synchronousFull: Bool = false, 
+        /**
+         * Append every request, answer, outcome and execution to this hash-chained JSON Lines file
+         * (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
+         * chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
+         */auditPath: String? = nil, 
+        /**
+         * Rotate the audit log at this many bytes: `<path>.1`, `<path>.2`, ... one chain.
+         */auditRotateBytes: UInt64? = nil, 
+        /**
+         * Approval-token keys in the configuration format (`key_id:base64secret` entries, current
+         * first), e.g. from the environment; or pass a `TokenKeys` as `Gate.open`'s `keys`.
+         */tokenKeys: String? = nil, 
+        /**
+         * How long an issued token is valid, in milliseconds (never beyond its request's deadline).
+         */tokenTtlMs: UInt64? = nil) {
+        self.defaultTimeoutMs = defaultTimeoutMs
+        self.keywords = keywords
+        self.denyWhenUnobserved = denyWhenUnobserved
+        self.dangerouslyDisableGating = dangerouslyDisableGating
+        self.busCapacity = busCapacity
+        self.rememberResolved = rememberResolved
+        self.allowedResponders = allowedResponders
+        self.approvers = approvers
+        self.forbidSelfApproval = forbidSelfApproval
+        self.storePath = storePath
+        self.synchronousFull = synchronousFull
+        self.auditPath = auditPath
+        self.auditRotateBytes = auditRotateBytes
+        self.tokenKeys = tokenKeys
+        self.tokenTtlMs = tokenTtlMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GateConfig: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGateConfig: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GateConfig {
+        return
+            try GateConfig(
+                defaultTimeoutMs: FfiConverterOptionUInt64.read(from: &buf), 
+                keywords: FfiConverterOptionSequenceString.read(from: &buf), 
+                denyWhenUnobserved: FfiConverterBool.read(from: &buf), 
+                dangerouslyDisableGating: FfiConverterBool.read(from: &buf), 
+                busCapacity: FfiConverterOptionUInt64.read(from: &buf), 
+                rememberResolved: FfiConverterOptionUInt64.read(from: &buf), 
+                allowedResponders: FfiConverterOptionSequenceString.read(from: &buf), 
+                approvers: FfiConverterOptionDictionaryStringSequenceString.read(from: &buf), 
+                forbidSelfApproval: FfiConverterBool.read(from: &buf), 
+                storePath: FfiConverterOptionString.read(from: &buf), 
+                synchronousFull: FfiConverterBool.read(from: &buf), 
+                auditPath: FfiConverterOptionString.read(from: &buf), 
+                auditRotateBytes: FfiConverterOptionUInt64.read(from: &buf), 
+                tokenKeys: FfiConverterOptionString.read(from: &buf), 
+                tokenTtlMs: FfiConverterOptionUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GateConfig, into buf: inout [UInt8]) {
+        FfiConverterOptionUInt64.write(value.defaultTimeoutMs, into: &buf)
+        FfiConverterOptionSequenceString.write(value.keywords, into: &buf)
+        FfiConverterBool.write(value.denyWhenUnobserved, into: &buf)
+        FfiConverterBool.write(value.dangerouslyDisableGating, into: &buf)
+        FfiConverterOptionUInt64.write(value.busCapacity, into: &buf)
+        FfiConverterOptionUInt64.write(value.rememberResolved, into: &buf)
+        FfiConverterOptionSequenceString.write(value.allowedResponders, into: &buf)
+        FfiConverterOptionDictionaryStringSequenceString.write(value.approvers, into: &buf)
+        FfiConverterBool.write(value.forbidSelfApproval, into: &buf)
+        FfiConverterOptionString.write(value.storePath, into: &buf)
+        FfiConverterBool.write(value.synchronousFull, into: &buf)
+        FfiConverterOptionString.write(value.auditPath, into: &buf)
+        FfiConverterOptionUInt64.write(value.auditRotateBytes, into: &buf)
+        FfiConverterOptionString.write(value.tokenKeys, into: &buf)
+        FfiConverterOptionUInt64.write(value.tokenTtlMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGateConfig_lift(_ buf: RustBuffer) throws -> GateConfig {
+    return try FfiConverterTypeGateConfig.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGateConfig_lower(_ value: GateConfig) -> RustBuffer {
+    return FfiConverterTypeGateConfig.lower(value)
+}
+
+
+/**
+ * Options for `Gate(options:)`, a gate kept in memory, taken as given. nil fields take the
+ * core's defaults. `Gate.open(config:)` takes every option (`GateConfig`) and has the core check
+ * them.
  */
 public struct GateOptions: Equatable, Hashable {
     /**
@@ -3221,6 +4363,71 @@ public func FfiConverterTypeGateOptions_lower(_ value: GateOptions) -> RustBuffe
 
 
 /**
+ * A stored pending request `Gate.recover()` cancelled instead of restoring (never run).
+ */
+public struct NotRestored: Equatable, Hashable {
+    public var request: ConfirmationRequest
+    /**
+     * Why: its tool is not registered or has no executor, or its stored arguments no longer
+     * match their digest or the tool's schema.
+     */
+    public var reason: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(request: ConfirmationRequest, 
+        /**
+         * Why: its tool is not registered or has no executor, or its stored arguments no longer
+         * match their digest or the tool's schema.
+         */reason: String) {
+        self.request = request
+        self.reason = reason
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension NotRestored: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeNotRestored: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> NotRestored {
+        return
+            try NotRestored(
+                request: FfiConverterTypeConfirmationRequest.read(from: &buf), 
+                reason: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: NotRestored, into buf: inout [UInt8]) {
+        FfiConverterTypeConfirmationRequest.write(value.request, into: &buf)
+        FfiConverterString.write(value.reason, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNotRestored_lift(_ buf: RustBuffer) throws -> NotRestored {
+    return try FfiConverterTypeNotRestored.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeNotRestored_lower(_ value: NotRestored) -> RustBuffer {
+    return FfiConverterTypeNotRestored.lower(value)
+}
+
+
+/**
  * One page of pending requests (`Gate.pendingPage(after:limit:)`).
  */
 public struct PendingPage: Equatable, Hashable {
@@ -3286,6 +4493,371 @@ public func FfiConverterTypePendingPage_lift(_ buf: RustBuffer) throws -> Pendin
 #endif
 public func FfiConverterTypePendingPage_lower(_ value: PendingPage) -> RustBuffer {
     return FfiConverterTypePendingPage.lower(value)
+}
+
+
+/**
+ * What `Gate.recover()` found and did.
+ */
+public struct Recovery: Equatable, Hashable {
+    /**
+     * Still pending: waiting again until their original deadlines, and published again. When
+     * one is approved, the gate runs its tool's executor once and stores the result
+     * (`Gate.record(requestId:)`).
+     */
+    public var restored: [ConfirmationRequest]
+    /**
+     * Their deadline passed while the process was down: resolved as timed out.
+     */
+    public var timedOut: [ConfirmationRequest]
+    /**
+     * Approved or executing when the process stopped: now `interrupted`, never run again (the
+     * records as they were found).
+     */
+    public var interrupted: [StoredRecord]
+    /**
+     * Pending, but cancelled instead of restored.
+     */
+    public var notRestored: [NotRestored]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Still pending: waiting again until their original deadlines, and published again. When
+         * one is approved, the gate runs its tool's executor once and stores the result
+         * (`Gate.record(requestId:)`).
+         */restored: [ConfirmationRequest], 
+        /**
+         * Their deadline passed while the process was down: resolved as timed out.
+         */timedOut: [ConfirmationRequest], 
+        /**
+         * Approved or executing when the process stopped: now `interrupted`, never run again (the
+         * records as they were found).
+         */interrupted: [StoredRecord], 
+        /**
+         * Pending, but cancelled instead of restored.
+         */notRestored: [NotRestored]) {
+        self.restored = restored
+        self.timedOut = timedOut
+        self.interrupted = interrupted
+        self.notRestored = notRestored
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension Recovery: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRecovery: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Recovery {
+        return
+            try Recovery(
+                restored: FfiConverterSequenceTypeConfirmationRequest.read(from: &buf), 
+                timedOut: FfiConverterSequenceTypeConfirmationRequest.read(from: &buf), 
+                interrupted: FfiConverterSequenceTypeStoredRecord.read(from: &buf), 
+                notRestored: FfiConverterSequenceTypeNotRestored.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: Recovery, into buf: inout [UInt8]) {
+        FfiConverterSequenceTypeConfirmationRequest.write(value.restored, into: &buf)
+        FfiConverterSequenceTypeConfirmationRequest.write(value.timedOut, into: &buf)
+        FfiConverterSequenceTypeStoredRecord.write(value.interrupted, into: &buf)
+        FfiConverterSequenceTypeNotRestored.write(value.notRestored, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecovery_lift(_ buf: RustBuffer) throws -> Recovery {
+    return try FfiConverterTypeRecovery.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecovery_lower(_ value: Recovery) -> RustBuffer {
+    return FfiConverterTypeRecovery.lower(value)
+}
+
+
+/**
+ * A request as the durable store keeps it (`Gate.record(requestId:)`).
+ */
+public struct StoredRecord: Equatable, Hashable {
+    /**
+     * The request as it was published.
+     */
+    public var request: ConfirmationRequest
+    /**
+     * Where it is now.
+     */
+    public var state: RecordState
+    /**
+     * No further change will happen.
+     */
+    public var isFinal: Bool
+    /**
+     * The arguments approved to run (JSON text), once approved.
+     */
+    public var argumentsJson: String?
+    /**
+     * Who answered.
+     */
+    public var responder: String?
+    /**
+     * SHA-256 (hex) of the approval token that answered, if one did (never the token).
+     */
+    public var tokenFingerprint: String?
+    /**
+     * `done`: the tool's result in the core's JSON form; `interrupted`, `cancelled`: a note.
+     */
+    public var resultJson: String?
+    /**
+     * `done`: the tool's result.
+     */
+    public var toolResult: ToolResult?
+    /**
+     * When the state last changed (epoch ms).
+     */
+    public var updatedAtMs: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The request as it was published.
+         */request: ConfirmationRequest, 
+        /**
+         * Where it is now.
+         */state: RecordState, 
+        /**
+         * No further change will happen.
+         */isFinal: Bool, 
+        /**
+         * The arguments approved to run (JSON text), once approved.
+         */argumentsJson: String?, 
+        /**
+         * Who answered.
+         */responder: String?, 
+        /**
+         * SHA-256 (hex) of the approval token that answered, if one did (never the token).
+         */tokenFingerprint: String?, 
+        /**
+         * `done`: the tool's result in the core's JSON form; `interrupted`, `cancelled`: a note.
+         */resultJson: String?, 
+        /**
+         * `done`: the tool's result.
+         */toolResult: ToolResult?, 
+        /**
+         * When the state last changed (epoch ms).
+         */updatedAtMs: UInt64) {
+        self.request = request
+        self.state = state
+        self.isFinal = isFinal
+        self.argumentsJson = argumentsJson
+        self.responder = responder
+        self.tokenFingerprint = tokenFingerprint
+        self.resultJson = resultJson
+        self.toolResult = toolResult
+        self.updatedAtMs = updatedAtMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension StoredRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeStoredRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> StoredRecord {
+        return
+            try StoredRecord(
+                request: FfiConverterTypeConfirmationRequest.read(from: &buf), 
+                state: FfiConverterTypeRecordState.read(from: &buf), 
+                isFinal: FfiConverterBool.read(from: &buf), 
+                argumentsJson: FfiConverterOptionString.read(from: &buf), 
+                responder: FfiConverterOptionString.read(from: &buf), 
+                tokenFingerprint: FfiConverterOptionString.read(from: &buf), 
+                resultJson: FfiConverterOptionString.read(from: &buf), 
+                toolResult: FfiConverterOptionTypeToolResult.read(from: &buf), 
+                updatedAtMs: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: StoredRecord, into buf: inout [UInt8]) {
+        FfiConverterTypeConfirmationRequest.write(value.request, into: &buf)
+        FfiConverterTypeRecordState.write(value.state, into: &buf)
+        FfiConverterBool.write(value.isFinal, into: &buf)
+        FfiConverterOptionString.write(value.argumentsJson, into: &buf)
+        FfiConverterOptionString.write(value.responder, into: &buf)
+        FfiConverterOptionString.write(value.tokenFingerprint, into: &buf)
+        FfiConverterOptionString.write(value.resultJson, into: &buf)
+        FfiConverterOptionTypeToolResult.write(value.toolResult, into: &buf)
+        FfiConverterUInt64.write(value.updatedAtMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStoredRecord_lift(_ buf: RustBuffer) throws -> StoredRecord {
+    return try FfiConverterTypeStoredRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStoredRecord_lower(_ value: StoredRecord) -> RustBuffer {
+    return FfiConverterTypeStoredRecord.lower(value)
+}
+
+
+/**
+ * What a verified approval token says (`Gate.inspectToken`).
+ */
+public struct TokenClaims: Equatable, Hashable {
+    /**
+     * The request the token answers (also the token's nonce).
+     */
+    public var requestId: RequestId
+    /**
+     * The request's tool.
+     */
+    public var tool: String
+    /**
+     * `sha256:<hex>` of the canonical JSON of the request's arguments.
+     */
+    public var argumentsDigest: String
+    /**
+     * The request's session.
+     */
+    public var sessionId: String
+    /**
+     * The only approver who may present this token.
+     */
+    public var approver: String
+    /**
+     * When it was issued (epoch ms).
+     */
+    public var issuedAtMs: UInt64
+    /**
+     * When it stops being accepted (epoch ms): the request's deadline, or sooner with
+     * `tokenTtlMs`.
+     */
+    public var expiresAtMs: UInt64
+    /**
+     * The id of the key that signed it.
+     */
+    public var keyId: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The request the token answers (also the token's nonce).
+         */requestId: RequestId, 
+        /**
+         * The request's tool.
+         */tool: String, 
+        /**
+         * `sha256:<hex>` of the canonical JSON of the request's arguments.
+         */argumentsDigest: String, 
+        /**
+         * The request's session.
+         */sessionId: String, 
+        /**
+         * The only approver who may present this token.
+         */approver: String, 
+        /**
+         * When it was issued (epoch ms).
+         */issuedAtMs: UInt64, 
+        /**
+         * When it stops being accepted (epoch ms): the request's deadline, or sooner with
+         * `tokenTtlMs`.
+         */expiresAtMs: UInt64, 
+        /**
+         * The id of the key that signed it.
+         */keyId: String) {
+        self.requestId = requestId
+        self.tool = tool
+        self.argumentsDigest = argumentsDigest
+        self.sessionId = sessionId
+        self.approver = approver
+        self.issuedAtMs = issuedAtMs
+        self.expiresAtMs = expiresAtMs
+        self.keyId = keyId
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TokenClaims: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTokenClaims: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TokenClaims {
+        return
+            try TokenClaims(
+                requestId: FfiConverterTypeRequestId.read(from: &buf), 
+                tool: FfiConverterString.read(from: &buf), 
+                argumentsDigest: FfiConverterString.read(from: &buf), 
+                sessionId: FfiConverterString.read(from: &buf), 
+                approver: FfiConverterString.read(from: &buf), 
+                issuedAtMs: FfiConverterUInt64.read(from: &buf), 
+                expiresAtMs: FfiConverterUInt64.read(from: &buf), 
+                keyId: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TokenClaims, into buf: inout [UInt8]) {
+        FfiConverterTypeRequestId.write(value.requestId, into: &buf)
+        FfiConverterString.write(value.tool, into: &buf)
+        FfiConverterString.write(value.argumentsDigest, into: &buf)
+        FfiConverterString.write(value.sessionId, into: &buf)
+        FfiConverterString.write(value.approver, into: &buf)
+        FfiConverterUInt64.write(value.issuedAtMs, into: &buf)
+        FfiConverterUInt64.write(value.expiresAtMs, into: &buf)
+        FfiConverterString.write(value.keyId, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenClaims_lift(_ buf: RustBuffer) throws -> TokenClaims {
+    return try FfiConverterTypeTokenClaims.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenClaims_lower(_ value: TokenClaims) -> RustBuffer {
+    return FfiConverterTypeTokenClaims.lower(value)
 }
 
 
@@ -4049,9 +5621,9 @@ public func FfiConverterTypeCallbackError_lower(_ value: CallbackError) -> RustB
 public enum CancelReason: Equatable, Hashable {
     
     /**
-     * Nobody was subscribed, or every subscriber went away.
+     * No approver was attached, or the last one went away (observers do not count).
      */
-    case noSubscribers
+    case noApprover
     /**
      * The gate was shut down.
      */
@@ -4091,7 +5663,7 @@ public struct FfiConverterTypeCancelReason: FfiConverterRustBuffer {
         let variant: Int32 = try readInt(&buf)
         switch variant {
         
-        case 1: return .noSubscribers
+        case 1: return .noApprover
         
         case 2: return .shutdown
         
@@ -4109,7 +5681,7 @@ public struct FfiConverterTypeCancelReason: FfiConverterRustBuffer {
         switch value {
         
         
-        case .noSubscribers:
+        case .noApprover:
             writeInt(&buf, Int32(1))
         
         
@@ -4145,6 +5717,99 @@ public func FfiConverterTypeCancelReason_lift(_ buf: RustBuffer) throws -> Cance
 #endif
 public func FfiConverterTypeCancelReason_lower(_ value: CancelReason) -> RustBuffer {
     return FfiConverterTypeCancelReason.lower(value)
+}
+
+
+
+/**
+ * What is wrong with an audit chain: a record `edited` (or a later one chained to another
+ * version of it), records `missing`, a record `reordered`, a line that is not a chained record
+ * (`malformed`), or records cut from the end (`truncated`: the log ends before the head its
+ * store anchored).
+ */
+
+public enum ChainProblemKind: Equatable, Hashable {
+    
+    case edited
+    case missing
+    case reordered
+    case malformed
+    case truncated
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension ChainProblemKind: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChainProblemKind: FfiConverterRustBuffer {
+    typealias SwiftType = ChainProblemKind
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChainProblemKind {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .edited
+        
+        case 2: return .missing
+        
+        case 3: return .reordered
+        
+        case 4: return .malformed
+        
+        case 5: return .truncated
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: ChainProblemKind, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .edited:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .missing:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .reordered:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .malformed:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .truncated:
+            writeInt(&buf, Int32(5))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainProblemKind_lift(_ buf: RustBuffer) throws -> ChainProblemKind {
+    return try FfiConverterTypeChainProblemKind.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChainProblemKind_lower(_ value: ChainProblemKind) -> RustBuffer {
+    return FfiConverterTypeChainProblemKind.lower(value)
 }
 
 
@@ -4308,18 +5973,57 @@ public func FfiConverterTypeDecision_lower(_ value: Decision) -> RustBuffer {
 
 public enum ErrorKind: Equatable, Hashable {
     
+    /**
+     * The call names a tool that is not registered.
+     */
     case unknownTool
+    /**
+     * A tool definition is invalid (bad schema, empty name, bad rule).
+     */
     case invalidTool
+    /**
+     * Arguments (original or edited) do not satisfy the tool's JSON Schema.
+     */
     case invalidArguments
+    /**
+     * A response names a request id the gate has never seen (or has long forgotten).
+     */
     case unknownRequest
+    /**
+     * A response arrived for a request that has already been resolved.
+     */
     case alreadyResolved
+    /**
+     * A response arrived after the request's deadline.
+     */
     case expired
+    /**
+     * A response carried edited arguments for a tool that does not allow edits.
+     */
     case editsNotAllowed
+    /**
+     * A response names another tool, argument digest or session than its request.
+     */
     case mismatch
+    /**
+     * A payload could not be parsed or is missing required fields.
+     */
     case malformed
+    /**
+     * The response authenticator refused the response.
+     */
     case unauthorized
+    /**
+     * The gate has been shut down.
+     */
     case closed
+    /**
+     * The pending-request store failed.
+     */
     case store
+    /**
+     * `execute` was asked to run a tool that has no executor.
+     */
     case noExecutor
     /**
      * An approval token's signature does not verify (tampered with or forged).
@@ -4349,6 +6053,10 @@ public enum ErrorKind: Equatable, Hashable {
      * A feature was used without its configuration, or the configuration is invalid.
      */
     case config
+    /**
+     * A file could not be read or written (an audit log, a key file).
+     */
+    case io
 
 
 
@@ -4409,6 +6117,8 @@ public struct FfiConverterTypeErrorKind: FfiConverterRustBuffer {
         case 19: return .notPending
         
         case 20: return .config
+        
+        case 21: return .io
         
         default: throw UniffiInternalError.unexpectedEnumCase
         }
@@ -4496,6 +6206,10 @@ public struct FfiConverterTypeErrorKind: FfiConverterRustBuffer {
         
         case .config:
             writeInt(&buf, Int32(20))
+        
+        
+        case .io:
+            writeInt(&buf, Int32(21))
         
         }
     }
@@ -4724,6 +6438,157 @@ public func FfiConverterTypeOutcome_lift(_ buf: RustBuffer) throws -> Outcome {
 #endif
 public func FfiConverterTypeOutcome_lower(_ value: Outcome) -> RustBuffer {
     return FfiConverterTypeOutcome.lower(value)
+}
+
+
+
+/**
+ * Where a request is in its life (durable stores): `pending → approved → executing → done`, or
+ * `pending → denied | timedOut | cancelled`, or `pending → approved → released` (a `confirm`
+ * caller took the approval and runs the tool itself). `interrupted`: found approved or
+ * executing after a restart; reported, never run again.
+ */
+
+public enum RecordState: Equatable, Hashable {
+    
+    /**
+     * Waiting for a person.
+     */
+    case pending
+    /**
+     * A person approved; the tool has not started.
+     */
+    case approved
+    /**
+     * The tool is running (recorded before it starts).
+     */
+    case executing
+    /**
+     * The tool ran; the result is stored.
+     */
+    case done
+    /**
+     * Approved and handed to a `confirm` caller, which runs the tool itself.
+     */
+    case released
+    /**
+     * A person declined.
+     */
+    case denied
+    /**
+     * Nobody answered before the deadline (also deadlines that passed while the process was
+     * down).
+     */
+    case timedOut
+    /**
+     * Cancelled before anyone answered (including by `close()`: a gate that shuts down cancels
+     * what is pending).
+     */
+    case cancelled
+    /**
+     * Found approved or executing after a restart: the tool may or may not have run; never run
+     * again.
+     */
+    case interrupted
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension RecordState: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRecordState: FfiConverterRustBuffer {
+    typealias SwiftType = RecordState
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RecordState {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .pending
+        
+        case 2: return .approved
+        
+        case 3: return .executing
+        
+        case 4: return .done
+        
+        case 5: return .released
+        
+        case 6: return .denied
+        
+        case 7: return .timedOut
+        
+        case 8: return .cancelled
+        
+        case 9: return .interrupted
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: RecordState, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .pending:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .approved:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .executing:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .done:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .released:
+            writeInt(&buf, Int32(5))
+        
+        
+        case .denied:
+            writeInt(&buf, Int32(6))
+        
+        
+        case .timedOut:
+            writeInt(&buf, Int32(7))
+        
+        
+        case .cancelled:
+            writeInt(&buf, Int32(8))
+        
+        
+        case .interrupted:
+            writeInt(&buf, Int32(9))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecordState_lift(_ buf: RustBuffer) throws -> RecordState {
+    return try FfiConverterTypeRecordState.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecordState_lower(_ value: RecordState) -> RustBuffer {
+    return FfiConverterTypeRecordState.lower(value)
 }
 
 
@@ -4981,6 +6846,11 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
      */
     case Config(message: String
     )
+    /**
+     * A file could not be read or written (an audit log, a key file).
+     */
+    case Io(message: String
+    )
 
     
     /**
@@ -5077,6 +6947,9 @@ public struct FfiConverterTypeSignoffError: FfiConverterRustBuffer {
             message: try FfiConverterString.read(from: &buf)
             )
         case 20: return .Config(
+            message: try FfiConverterString.read(from: &buf)
+            )
+        case 21: return .Io(
             message: try FfiConverterString.read(from: &buf)
             )
 
@@ -5188,6 +7061,11 @@ public struct FfiConverterTypeSignoffError: FfiConverterRustBuffer {
         
         case let .Config(message):
             writeInt(&buf, Int32(20))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .Io(message):
+            writeInt(&buf, Int32(21))
             FfiConverterString.write(message, into: &buf)
             
         }
@@ -5477,6 +7355,102 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeTokenKeys: FfiConverterRustBuffer {
+    typealias SwiftType = TokenKeys?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeTokenKeys.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeTokenKeys.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeChainHead: FfiConverterRustBuffer {
+    typealias SwiftType = ChainHead?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeChainHead.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeChainHead.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeChainProblem: FfiConverterRustBuffer {
+    typealias SwiftType = ChainProblem?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeChainProblem.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeChainProblem.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeStoredRecord: FfiConverterRustBuffer {
+    typealias SwiftType = StoredRecord?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeStoredRecord.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeStoredRecord.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeToolResult: FfiConverterRustBuffer {
     typealias SwiftType = ToolResult?
 
@@ -5717,6 +7691,30 @@ fileprivate struct FfiConverterOptionSequenceTypeToolResult: FfiConverterRustBuf
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionDictionaryStringSequenceString: FfiConverterRustBuffer {
+    typealias SwiftType = [String: [String]]?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterDictionaryStringSequenceString.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterDictionaryStringSequenceString.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
     typealias SwiftType = [String]
 
@@ -5759,6 +7757,56 @@ fileprivate struct FfiConverterSequenceTypeConfirmationRequest: FfiConverterRust
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeConfirmationRequest.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeNotRestored: FfiConverterRustBuffer {
+    typealias SwiftType = [NotRestored]
+
+    public static func write(_ value: [NotRestored], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeNotRestored.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [NotRestored] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [NotRestored]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeNotRestored.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeStoredRecord: FfiConverterRustBuffer {
+    typealias SwiftType = [StoredRecord]
+
+    public static func write(_ value: [StoredRecord], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeStoredRecord.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [StoredRecord] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [StoredRecord]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeStoredRecord.read(from: &buf))
         }
         return seq
     }
@@ -5863,6 +7911,72 @@ fileprivate struct FfiConverterSequenceTypeArgRule: FfiConverterRustBuffer {
         return seq
     }
 }
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterDictionaryStringSequenceString: FfiConverterRustBuffer {
+    public static func write(_ value: [String: [String]], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for (key, value) in value {
+            FfiConverterString.write(key, into: &buf)
+            FfiConverterSequenceString.write(value, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [String: [String]] {
+        let len: Int32 = try readInt(&buf)
+        var dict = [String: [String]]()
+        dict.reserveCapacity(Int(len))
+        for _ in 0..<len {
+            let key = try FfiConverterString.read(from: &buf)
+            let value = try FfiConverterSequenceString.read(from: &buf)
+            dict[key] = value
+        }
+        return dict
+    }
+}
+
+
+public typealias RequestId = String
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRequestId: FfiConverter {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RequestId {
+        return try FfiConverterString.read(from: &buf)
+    }
+
+    public static func write(_ value: RequestId, into buf: inout [UInt8]) {
+        return FfiConverterString.write(value, into: &buf)
+    }
+
+    public static func lift(_ value: RustBuffer) throws -> RequestId {
+        return try FfiConverterString.lift(value)
+    }
+
+    public static func lower(_ value: RequestId) -> RustBuffer {
+        return FfiConverterString.lower(value)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRequestId_lift(_ value: RustBuffer) throws -> RequestId {
+    return try FfiConverterTypeRequestId.lift(value)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRequestId_lower(_ value: RequestId) -> RustBuffer {
+    return FfiConverterTypeRequestId.lower(value)
+}
+
 private let UNIFFI_RUST_FUTURE_POLL_READY: Int8 = 0
 private let UNIFFI_RUST_FUTURE_POLL_WAKE: Int8 = 1
 
@@ -6014,6 +8128,26 @@ public func errorKindName(kind: ErrorKind) -> String  {
 })
 }
 /**
+ * Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+ * (`<path>.1`, `<path>.2`, ...) then `path`, as one chain, reporting the first edited, missing,
+ * reordered or malformed record. With `storePath` (the store of the gate that wrote the log,
+ * once that gate is closed) also against the head anchored there (the core's
+ * `verify_chain_against` with the head a `SqliteAnchorReader` reads): records cut from the end
+ * are `truncated`, a replaced anchored record `edited`. Without it, a log cut after any record
+ * is still a valid chain. Errors: `store` when the database cannot be read (missing, not a
+ * database, or locked by a gate that has it open), `io` when the log cannot be read (e.g. it
+ * does not exist).
+ */
+public func verifyAuditChain(path: String, storePath: String? = nil)throws  -> ChainReport  {
+    return try  FfiConverterTypeChainReport_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_func_verify_audit_chain(
+        FfiConverterString.lower(path),
+        FfiConverterOptionString.lower(storePath),uniffiCallStatus
+    )
+})
+}
+/**
  * An approval bound to `request` (id, tool, digest, session), as the core builds it.
  */
 public func approveResponse(request: ConfirmationRequest)throws  -> ConfirmationResponse  {
@@ -6111,6 +8245,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_func_error_kind_name() != 5734) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_func_verify_audit_chain() != 46536) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_func_approve_response() != 54883) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -6171,6 +8308,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_is_closed() != 3416) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_gate_observe() != 36246) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_gate_on_request() != 23647) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -6201,16 +8341,34 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_revoke_grant() != 5052) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_subscribe() != 63602) {
+    if (uniffi_signoff_ffi_checksum_method_gate_subscribe() != 4290) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_subscriber_count() != 38036) {
+    if (uniffi_signoff_ffi_checksum_method_gate_subscriber_count() != 43459) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_tools() != 20951) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_unregister_tool() != 9270) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_flush_audit() != 18880) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_inspect_token() != 29855) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_issue_token() != 11640) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_record() != 1383) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_recover() != 47967) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_respond_token() != 64715) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_handlerregistration_is_active() != 51214) {
@@ -6273,7 +8431,46 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_toolexecutor_execute() != 32989) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_constructor_gate_new() != 11081) {
+    if (uniffi_signoff_ffi_checksum_method_secret_to_base64() != 22360) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_tokenkeys_current_key_id() != 38458) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_tokenkeys_key_ids() != 60715) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_tokenkeys_rotate() != 40311) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_tokenkeys_with_verify_only() != 52062) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_gate_new() != 54791) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_gate_open() != 7433) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_secret_from_base64() != 4197) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_secret_generate() != 4692) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_secret_new() != 40656) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_tokenkeys_from_env() != 42289) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_tokenkeys_from_file() != 57428) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_tokenkeys_new() != 19577) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_constructor_tokenkeys_parse() != 22474) {
         return InitializationResult.apiChecksumMismatch
     }
 

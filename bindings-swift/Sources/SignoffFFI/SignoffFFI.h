@@ -308,6 +308,11 @@ void uniffi_signoff_ffi_fn_free_gate(uint64_t handle, RustCallStatus *_Nonnull o
 uint64_t uniffi_signoff_ffi_fn_constructor_gate_new(RustBuffer options, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_GATE_OPEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_GATE_OPEN
+uint64_t uniffi_signoff_ffi_fn_constructor_gate_open(RustBuffer config, RustBuffer keys, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVE
 RustBuffer uniffi_signoff_ffi_fn_method_gate_approve(uint64_t ptr, RustBuffer request, RustBuffer arguments_json, RustBuffer scope, RustBuffer responder, RustCallStatus *_Nonnull out_status
@@ -366,6 +371,11 @@ RustBuffer uniffi_signoff_ffi_fn_method_gate_grants(uint64_t ptr, RustBuffer ses
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_IS_CLOSED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_IS_CLOSED
 int8_t uniffi_signoff_ffi_fn_method_gate_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_OBSERVE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_OBSERVE
+uint64_t uniffi_signoff_ffi_fn_method_gate_observe(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ON_REQUEST
@@ -436,6 +446,36 @@ RustBuffer uniffi_signoff_ffi_fn_method_gate_tools(uint64_t ptr, RustCallStatus 
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_UNREGISTER_TOOL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_UNREGISTER_TOOL
 int8_t uniffi_signoff_ffi_fn_method_gate_unregister_tool(uint64_t ptr, RustBuffer name, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_FLUSH_AUDIT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_FLUSH_AUDIT
+uint64_t uniffi_signoff_ffi_fn_method_gate_flush_audit(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_INSPECT_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_INSPECT_TOKEN
+RustBuffer uniffi_signoff_ffi_fn_method_gate_inspect_token(uint64_t ptr, RustBuffer token, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ISSUE_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ISSUE_TOKEN
+RustBuffer uniffi_signoff_ffi_fn_method_gate_issue_token(uint64_t ptr, RustBuffer request_id, RustBuffer approver, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RECORD
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RECORD
+RustBuffer uniffi_signoff_ffi_fn_method_gate_record(uint64_t ptr, RustBuffer request_id, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RECOVER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RECOVER
+RustBuffer uniffi_signoff_ffi_fn_method_gate_recover(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_TOKEN
+RustBuffer uniffi_signoff_ffi_fn_method_gate_respond_token(uint64_t ptr, RustBuffer token, RustBuffer approver, RustBuffer decision, RustBuffer arguments_json, RustBuffer scope, RustBuffer reason, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_HANDLERREGISTRATION
@@ -613,6 +653,87 @@ void uniffi_signoff_ffi_fn_init_callback_vtable_toolexecutor(const UniffiVTableC
 uint64_t uniffi_signoff_ffi_fn_method_toolexecutor_execute(uint64_t ptr, RustBuffer arguments_json
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SECRET
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SECRET
+uint64_t uniffi_signoff_ffi_fn_clone_secret(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_SECRET
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_SECRET
+void uniffi_signoff_ffi_fn_free_secret(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_SECRET_FROM_BASE64
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_SECRET_FROM_BASE64
+uint64_t uniffi_signoff_ffi_fn_constructor_secret_from_base64(RustBuffer text, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_SECRET_GENERATE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_SECRET_GENERATE
+uint64_t uniffi_signoff_ffi_fn_constructor_secret_generate(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_SECRET_NEW
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_SECRET_NEW
+uint64_t uniffi_signoff_ffi_fn_constructor_secret_new(RustBuffer bytes, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SECRET_TO_BASE64
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SECRET_TO_BASE64
+RustBuffer uniffi_signoff_ffi_fn_method_secret_to_base64(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_TOKENKEYS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_TOKENKEYS
+uint64_t uniffi_signoff_ffi_fn_clone_tokenkeys(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_TOKENKEYS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_TOKENKEYS
+void uniffi_signoff_ffi_fn_free_tokenkeys(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_FROM_ENV
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_FROM_ENV
+uint64_t uniffi_signoff_ffi_fn_constructor_tokenkeys_from_env(RustBuffer name, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_FROM_FILE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_FROM_FILE
+uint64_t uniffi_signoff_ffi_fn_constructor_tokenkeys_from_file(RustBuffer path, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_NEW
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_NEW
+uint64_t uniffi_signoff_ffi_fn_constructor_tokenkeys_new(RustBuffer key_id, uint64_t secret, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_PARSE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_TOKENKEYS_PARSE
+uint64_t uniffi_signoff_ffi_fn_constructor_tokenkeys_parse(RustBuffer text, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_CURRENT_KEY_ID
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_CURRENT_KEY_ID
+RustBuffer uniffi_signoff_ffi_fn_method_tokenkeys_current_key_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_KEY_IDS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_KEY_IDS
+RustBuffer uniffi_signoff_ffi_fn_method_tokenkeys_key_ids(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_ROTATE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_ROTATE
+uint64_t uniffi_signoff_ffi_fn_method_tokenkeys_rotate(uint64_t ptr, RustBuffer key_id, uint64_t secret, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_WITH_VERIFY_ONLY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOKENKEYS_WITH_VERIFY_ONLY
+uint64_t uniffi_signoff_ffi_fn_method_tokenkeys_with_verify_only(uint64_t ptr, RustBuffer key_id, uint64_t secret, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SIGNOFFERROR_KIND
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SIGNOFFERROR_KIND
 RustBuffer uniffi_signoff_ffi_fn_method_signofferror_kind(RustBuffer ptr, RustCallStatus *_Nonnull out_status
@@ -636,6 +757,11 @@ RustBuffer uniffi_signoff_ffi_fn_method_decision_request_id(RustBuffer ptr, Rust
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_ERROR_KIND_NAME
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_ERROR_KIND_NAME
 RustBuffer uniffi_signoff_ffi_fn_func_error_kind_name(RustBuffer kind, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_VERIFY_AUDIT_CHAIN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_VERIFY_AUDIT_CHAIN
+RustBuffer uniffi_signoff_ffi_fn_func_verify_audit_chain(RustBuffer path, RustBuffer store_path, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_APPROVE_RESPONSE
@@ -939,6 +1065,12 @@ uint16_t uniffi_signoff_ffi_checksum_func_error_kind_name(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_VERIFY_AUDIT_CHAIN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_VERIFY_AUDIT_CHAIN
+uint16_t uniffi_signoff_ffi_checksum_func_verify_audit_chain(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_APPROVE_RESPONSE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_APPROVE_RESPONSE
 uint16_t uniffi_signoff_ffi_checksum_func_approve_response(void
@@ -1059,6 +1191,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_is_closed(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_OBSERVE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_OBSERVE
+uint16_t uniffi_signoff_ffi_checksum_method_gate_observe(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ON_REQUEST
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ON_REQUEST
 uint16_t uniffi_signoff_ffi_checksum_method_gate_on_request(void
@@ -1140,6 +1278,42 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_tools(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_UNREGISTER_TOOL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_UNREGISTER_TOOL
 uint16_t uniffi_signoff_ffi_checksum_method_gate_unregister_tool(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_FLUSH_AUDIT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_FLUSH_AUDIT
+uint16_t uniffi_signoff_ffi_checksum_method_gate_flush_audit(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_INSPECT_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_INSPECT_TOKEN
+uint16_t uniffi_signoff_ffi_checksum_method_gate_inspect_token(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ISSUE_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ISSUE_TOKEN
+uint16_t uniffi_signoff_ffi_checksum_method_gate_issue_token(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RECORD
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RECORD
+uint16_t uniffi_signoff_ffi_checksum_method_gate_record(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RECOVER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RECOVER
+uint16_t uniffi_signoff_ffi_checksum_method_gate_recover(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN
+uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_token(void
     
 );
 #endif
@@ -1263,9 +1437,87 @@ uint16_t uniffi_signoff_ffi_checksum_method_toolexecutor_execute(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SECRET_TO_BASE64
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SECRET_TO_BASE64
+uint16_t uniffi_signoff_ffi_checksum_method_secret_to_base64(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_CURRENT_KEY_ID
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_CURRENT_KEY_ID
+uint16_t uniffi_signoff_ffi_checksum_method_tokenkeys_current_key_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_KEY_IDS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_KEY_IDS
+uint16_t uniffi_signoff_ffi_checksum_method_tokenkeys_key_ids(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_ROTATE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_ROTATE
+uint16_t uniffi_signoff_ffi_checksum_method_tokenkeys_rotate(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_WITH_VERIFY_ONLY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOKENKEYS_WITH_VERIFY_ONLY
+uint16_t uniffi_signoff_ffi_checksum_method_tokenkeys_with_verify_only(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_GATE_NEW
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_GATE_NEW
 uint16_t uniffi_signoff_ffi_checksum_constructor_gate_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_GATE_OPEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_GATE_OPEN
+uint16_t uniffi_signoff_ffi_checksum_constructor_gate_open(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_SECRET_FROM_BASE64
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_SECRET_FROM_BASE64
+uint16_t uniffi_signoff_ffi_checksum_constructor_secret_from_base64(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_SECRET_GENERATE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_SECRET_GENERATE
+uint16_t uniffi_signoff_ffi_checksum_constructor_secret_generate(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_SECRET_NEW
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_SECRET_NEW
+uint16_t uniffi_signoff_ffi_checksum_constructor_secret_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_FROM_ENV
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_FROM_ENV
+uint16_t uniffi_signoff_ffi_checksum_constructor_tokenkeys_from_env(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_FROM_FILE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_FROM_FILE
+uint16_t uniffi_signoff_ffi_checksum_constructor_tokenkeys_from_file(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_NEW
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_NEW
+uint16_t uniffi_signoff_ffi_checksum_constructor_tokenkeys_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_PARSE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_CONSTRUCTOR_TOKENKEYS_PARSE
+uint16_t uniffi_signoff_ffi_checksum_constructor_tokenkeys_parse(void
     
 );
 #endif

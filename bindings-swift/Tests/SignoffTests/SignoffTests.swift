@@ -155,12 +155,13 @@ final class SignoffTests: XCTestCase {
         let all: [ErrorKind] = [
             .unknownTool, .invalidTool, .invalidArguments, .unknownRequest, .alreadyResolved, .expired,
             .editsNotAllowed, .mismatch, .malformed, .unauthorized, .closed, .store, .noExecutor,
-            .badSignature, .unknownKey, .tokenExpired, .wrongApprover, .alreadyUsed, .notPending, .config,
+            .badSignature, .unknownKey, .tokenExpired, .wrongApprover, .alreadyUsed, .notPending, .config, .io,
         ]
         XCTAssertEqual(all.map(\.name), [
             "unknown_tool", "invalid_tool", "invalid_arguments", "unknown_request", "already_resolved", "expired",
             "edits_not_allowed", "mismatch", "malformed", "unauthorized", "closed", "store", "no_executor",
             "bad_signature", "unknown_key", "token_expired", "wrong_approver", "already_used", "not_pending", "config",
+            "io",
         ])
     }
 
@@ -403,7 +404,7 @@ final class SignoffTests: XCTestCase {
     func testNoSubscribersCancels() async throws {
         let gate = try gateWithDelete()
         guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }
-        XCTAssertEqual(reason, .noSubscribers)
+        XCTAssertEqual(reason, .noApprover)
         let sub = gate.subscribe()
         let pending = try gate.confirmCancellable(call: makeCall())
         _ = try await nextRequest(sub)
@@ -412,7 +413,7 @@ final class SignoffTests: XCTestCase {
         XCTAssertTrue(sub.isClosed())
         XCTAssertEqual(gate.subscriberCount(), 0)
         guard case .cancelled(_, let reason2) = try await pending.wait() else { return XCTFail() }
-        XCTAssertEqual(reason2, .noSubscribers)
+        XCTAssertEqual(reason2, .noApprover)
         let after = await sub.next()
         XCTAssertNil(after)
     }
@@ -632,7 +633,7 @@ final class SignoffTests: XCTestCase {
         registration.stop()
         XCTAssertFalse(registration.isActive())
         guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }
-        XCTAssertEqual(reason, .noSubscribers)
+        XCTAssertEqual(reason, .noApprover)
     }
 
     func testClosureHandler() async throws {

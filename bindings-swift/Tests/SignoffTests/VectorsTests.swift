@@ -63,7 +63,7 @@ private func byName(_ b: ApprovedBy) -> String {
 
 private func cancelName(_ c: CancelReason) -> String {
     switch c {
-    case .noSubscribers: return "no-subscribers"
+    case .noApprover: return "no-approver"
     case .shutdown: return "shutdown"
     case .aborted: return "aborted"
     case .sessionEnded: return "session-ended"
@@ -176,22 +176,23 @@ final class VectorsTests: XCTestCase {
         let name = c["name"] as? String ?? "?"
         try strict(c, ["name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps",
                        "decision", "events_after"], name)
-        let g = c["gate"] as? [String: Any] ?? [:]
-        try strict(g, ["default_timeout_ms", "keywords", "dangerously_disable_gating", "allowed_responders",
-                       "deny_when_unobserved"], "\(name).gate")
-        let gate = Gate(options: GateOptions(
-            defaultTimeoutMs: (g["default_timeout_ms"] as? NSNumber)?.uint64Value,
-            keywords: g["keywords"] as? [String],
-            denyWhenUnobserved: g["deny_when_unobserved"] as? Bool ?? true,
-            allowedResponders: g["allowed_responders"] as? [String],
-            dangerouslyDisableGating: g["dangerously_disable_gating"] as? Bool ?? false
-        ))
+        guard let config = gateConfig(c["gate"] as? [String: Any] ?? [:]) else {
+            throw fail("\(name): gate options Swift's GateConfig cannot express")
+        }
+        let gate = try Gate.open(config: config)
         for tool in c["tools"] as? [Any] ?? sharedTools {
             // through the typed ToolSpec record, as an app registers tools
             try gate.registerTool(spec: try toolSpecFromJson(json: try text(tool)))
         }
-        let subscribe = c["subscribe"] as? Bool ?? true
-        let sub = subscribe ? gate.subscribe() : nil
+        let sub: Subscription?
+        switch c["subscribe"] ?? true {
+        case let mode as String where mode == "observer":
+            sub = gate.observe()
+        case let flag as Bool:
+            sub = flag ? gate.subscribe() : nil
+        default:
+            throw fail("\(name): subscribe \(String(describing: c["subscribe"]))")
+        }
         let callObject = try XCTUnwrap(c["call"] as? [String: Any])
         try strict(callObject, ["tool", "arguments", "session_id", "call_id", "metadata"], "\(name).call")
         let call = ToolCall(
@@ -233,6 +234,7 @@ final class VectorsTests: XCTestCase {
         }
 
         var cancelled = false
+        var token: String?
         let steps = c["steps"] as? [[String: Any]] ?? []
         if !steps.isEmpty && request == nil { throw fail("\(name): steps but no request") }
         for (i, step) in steps.enumerated() {
@@ -272,6 +274,60 @@ final class VectorsTests: XCTestCase {
             case "end_session":
                 try strict(step, [action], what)
                 _ = gate.endSession(sessionId: try XCTUnwrap(step[action] as? String))
+            case "issue_token":
+                try strict(step, [action, "error"], what)
+                do {
+                    let approver = try XCTUnwrap(step[action] as? String)
+                    token = try gate.issueToken(requestId: try XCTUnwrap(request).id, approver: approver)
+                    XCTAssertNil(step["error"], "\(what): issued")
+                } catch let error as SignoffError {
+                    XCTAssertEqual(error.kindName, step["error"] as? String, "\(what): \(error.message)")
+                }
+            case "respond_token":
+                try strict(step, [action, "error", "outcome"], what)
+                let tr = try XCTUnwrap(step[action] as? [String: Any])
+                try strict(tr, ["approver", "decision", "reason", "scope", "arguments"], "\(what).respond_token")
+                let decision: ResponseDecision
+                switch tr["decision"] as? String {
+                case "approve": decision = .approve
+                case "deny": decision = .deny
+                default: throw fail("\(what): decision \(String(describing: tr["decision"]))")
+                }
+                let scope: Scope?
+                switch tr["scope"] as? String {
+                case nil: scope = nil
+                case "once": scope = .once
+                case "session": scope = .session
+                default: throw fail("\(what): scope \(String(describing: tr["scope"]))")
+                }
+                do {
+                    let outcome = try gate.respondToken(
+                        token: try XCTUnwrap(token),
+                        approver: try XCTUnwrap(tr["approver"] as? String),
+                        decision: decision,
+                        argumentsJson: try tr["arguments"].map(text),
+                        scope: scope,
+                        reason: tr["reason"] as? String
+                    )
+                    XCTAssertEqual(outcomeName(outcome), step["outcome"] as? String, what)
+                    XCTAssertNil(step["error"], "\(what): accepted")
+                } catch let error as SignoffError {
+                    XCTAssertEqual(error.kindName, step["error"] as? String, "\(what): \(error.message)")
+                }
+            case "tamper_token":
+                try strict(step, [action], what)
+                var parts = try XCTUnwrap(token).components(separatedBy: ".")
+                let replacement = parts[3].first == "A" ? "B" : "A"
+                parts[3] = replacement + parts[3].dropFirst()
+                token = parts.joined(separator: ".")
+            case "rekey_token":
+                try strict(step, [action], what)
+                var parts = try XCTUnwrap(token).components(separatedBy: ".")
+                parts[1] = try XCTUnwrap(step[action] as? String)
+                token = parts.joined(separator: ".")
+            case "sleep_ms":
+                try strict(step, [action], what)
+                await pause(ms: try XCTUnwrap(step[action] as? NSNumber).uint64Value)
             default:
                 throw fail("\(what): unknown step \(action)")
             }
@@ -306,4 +362,174 @@ final class VectorsTests: XCTestCase {
             XCTAssertEqual(try events.map(eventType), expectedEvents, name)
         }
     }
+
+    // MARK: config.json
+
+    func testConfig() throws {
+        let file = try load("config.json")
+        try strict(file, ["cases", "description"], "config.json")
+        let cases = try XCTUnwrap(file["cases"] as? [[String: Any]])
+        XCTAssertFalse(cases.isEmpty)
+        for c in cases {
+            let name = c["name"] as? String ?? "?"
+            try strict(c, ["name", "options", "error", "mentions"], name)
+            guard let config = gateConfig(try XCTUnwrap(c["options"] as? [String: Any])) else {
+                // Not expressible in Swift (an option GateConfig does not have, or a value of
+                // another type): the compiler refuses it before the core could.
+                XCTAssertEqual(c["error"] as? String, "config", "\(name): a valid configuration Swift cannot write")
+                continue
+            }
+            do {
+                try Gate.open(config: config).close()
+                XCTAssertNil(c["error"], "\(name): accepted")
+            } catch let error as SignoffError {
+                XCTAssertEqual(error.kindName, c["error"] as? String, "\(name): \(error.message)")
+                if let mentions = c["mentions"] as? String {
+                    // Named as Swift spells the option.
+                    XCTAssertTrue(error.message.contains(camelCase(mentions)), "\(name): \(error.message)")
+                }
+            }
+        }
+    }
+
+    // MARK: execute.json
+
+    func testExecuteCancellation() async throws {
+        let file = try load("execute.json")
+        try strict(file, ["cases", "description"], "execute.json")
+        let cases = try XCTUnwrap(file["cases"] as? [[String: Any]])
+        XCTAssertFalse(cases.isEmpty)
+        for c in cases {
+            let name = c["name"] as? String ?? "?"
+            try strict(c, ["name", "approve", "cancel", "runs", "finished", "resolved", "execution"], name)
+            let log = FileManager.default.temporaryDirectory
+                .appendingPathComponent("signoff-execute-\(UUID().uuidString).jsonl").path
+            defer { try? FileManager.default.removeItem(atPath: log) }
+            let gate = try Gate.open(config: GateConfig(auditPath: log))
+            let transfer = Transfer()
+            try gate.registerTool(ToolSpec(name: "transfer", approval: .required), executeJson: { _ in
+                await transfer.start()
+                while !(await transfer.isReleased()) { try? await Task.sleep(nanoseconds: 5_000_000) }
+                await transfer.finish()
+                return #"{"sent":true}"#
+            })
+            let watch = gate.observe()
+            var registration: HandlerRegistration?
+            var approver: Subscription?
+            if c["approve"] as? Bool == true {
+                registration = gate.onRequest { pending in _ = try pending.approve() }
+            } else {
+                approver = gate.subscribe()  // an approver that never answers
+            }
+            let task = Task { try await gate.execute(ToolCall(tool: "transfer")) }
+            switch c["cancel"] as? String {
+            case "while_waiting":
+                await waitUntil({ gate.pendingCount() == 1 }, seconds: 5)
+            case "while_running":
+                let deadline = Date().addingTimeInterval(5)
+                while await transfer.counts().runs == 0 && Date() < deadline { await pause(ms: 5) }
+            default:
+                throw fail("\(name): cancel \(String(describing: c["cancel"]))")
+            }
+            task.cancel()  // the caller stops waiting
+            do {
+                _ = try await task.value
+                XCTFail("\(name): the cancelled caller still got a result")
+            } catch is CancellationError {}
+            await transfer.release()
+            let resolved = try await firstResolved(watch)
+            let expected = try XCTUnwrap(c["resolved"] as? [String: Any])
+            try strict(expected, ["outcome", "cancel_reason"], "\(name).resolved")
+            XCTAssertEqual(outcomeName(resolved.outcome), expected["outcome"] as? String, name)
+            if let reason = expected["cancel_reason"] as? String {
+                XCTAssertEqual(resolved.cancelReason.map(cancelName), reason, name)
+            }
+            let finished = try XCTUnwrap(c["finished"] as? NSNumber).intValue
+            let deadline = Date().addingTimeInterval(3)
+            while await transfer.counts().finished < finished && Date() < deadline { await pause(ms: 10) }
+            await pause(ms: 50)
+            await gate.flushAudit()
+            let counts = await transfer.counts()
+            XCTAssertEqual(counts.runs, try XCTUnwrap(c["runs"] as? NSNumber).intValue, name)
+            XCTAssertEqual(counts.finished, finished, name)
+            let lines = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n") ?? []
+            let executions = lines.compactMap { parse(String($0)) as? [String: Any] }
+                .filter { $0["kind"] as? String == "execution" }
+                .compactMap { $0["decision"] as? String }
+            XCTAssertEqual(executions, (c["execution"] as? String).map { [$0] } ?? [], name)
+            registration?.stop()
+            approver?.close()
+            watch.close()
+            gate.close()
+        }
+    }
+}
+
+/// The `transfer` tool of execute.json: counts a run, waits until released, counts a finish.
+private actor Transfer {
+    private var runs = 0
+    private var finished = 0
+    private var released = false
+    func start() { runs += 1 }
+    func finish() { finished += 1 }
+    func release() { released = true }
+    func isReleased() -> Bool { released }
+    func counts() -> (runs: Int, finished: Int) { (runs, finished) }
+}
+
+private func firstResolved(_ sub: Subscription) async throws -> ConfirmationResolved {
+    while true {
+        if case .resolved(let resolved) = try await nextEvent(sub) { return resolved }
+    }
+}
+
+private func camelCase(_ snake: String) -> String {
+    let words = snake.split(separator: "_").map(String.init)
+    return (words.first ?? "") + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+}
+
+private func isBool(_ value: Any) -> Bool {
+    guard let number = value as? NSNumber else { return false }
+    return CFGetTypeID(number) == CFBooleanGetTypeID()
+}
+
+/// A JSON number as a `UInt64` option holds it, or nil (negative, fractional, too large, or not a
+/// number: not a value Swift can write there).
+private func u64(_ value: Any) -> UInt64? {
+    guard let number = value as? NSNumber, !isBool(number) else { return nil }
+    let d = number.doubleValue
+    guard d >= 0, d.rounded() == d, d < 18_446_744_073_709_551_616.0 else { return nil }
+    return number.uint64Value
+}
+
+private func bool(_ value: Any) -> Bool? {
+    isBool(value) ? value as? Bool : nil
+}
+
+/// The typed `GateConfig` for a vector's gate options (the core's GateConfig JSON), or nil when an
+/// option cannot be written in Swift at all (a name `GateConfig` does not have, or a value of
+/// another type): the compiler refuses those.
+private func gateConfig(_ options: [String: Any]) -> GateConfig? {
+    var c = GateConfig()
+    for (key, value) in options where !(value is NSNull) {
+        switch key {
+        case "default_timeout_ms": guard let v = u64(value) else { return nil }; c.defaultTimeoutMs = v
+        case "keywords": guard let v = value as? [String] else { return nil }; c.keywords = v
+        case "deny_when_unobserved": guard let v = bool(value) else { return nil }; c.denyWhenUnobserved = v
+        case "dangerously_disable_gating": guard let v = bool(value) else { return nil }; c.dangerouslyDisableGating = v
+        case "bus_capacity": guard let v = u64(value) else { return nil }; c.busCapacity = v
+        case "remember_resolved": guard let v = u64(value) else { return nil }; c.rememberResolved = v
+        case "allowed_responders": guard let v = value as? [String] else { return nil }; c.allowedResponders = v
+        case "approvers": guard let v = value as? [String: [String]] else { return nil }; c.approvers = v
+        case "forbid_self_approval": guard let v = bool(value) else { return nil }; c.forbidSelfApproval = v
+        case "store_path": guard let v = value as? String else { return nil }; c.storePath = v
+        case "synchronous_full": guard let v = bool(value) else { return nil }; c.synchronousFull = v
+        case "audit_path": guard let v = value as? String else { return nil }; c.auditPath = v
+        case "audit_rotate_bytes": guard let v = u64(value) else { return nil }; c.auditRotateBytes = v
+        case "token_keys": guard let v = value as? String else { return nil }; c.tokenKeys = v
+        case "token_ttl_ms": guard let v = u64(value) else { return nil }; c.tokenTtlMs = v
+        default: return nil
+        }
+    }
+    return c
 }
