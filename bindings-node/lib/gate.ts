@@ -364,7 +364,12 @@ export class Gate extends EventEmitter {
   #abortSeq = 0
   readonly #signals = new Map<number, AbortSignal>()
   #handlerOn = false
+  /** Listener runs of the current handler whose promises have not settled. */
   #inFlight = 0
+  /** Bumped when the handler stops with runs in flight: their later settling is ignored. */
+  #handlerGen = 0
+  /** Depth of `#run` calling the request listeners (a removal made then is a listener's own). */
+  #calling = 0
   #pump?: NativeSubscription
   #closing?: Promise<void>
   /** The executor wrappers handed to the addon, which only holds them weakly. */
@@ -932,9 +937,12 @@ export class Gate extends EventEmitter {
   /**
    * Shuts the gate down: every pending request is cancelled (`shutdown`; the tools do not run),
    * later calls are cancelled at once, later answers fail with `closed`, the audit log is
-   * flushed, a durable store is closed (another gate may open the file; a tool still running
-   * cannot record its result, and a restart reports it `interrupted`), and the gate's native
-   * resources are released (nothing keeps the process alive).
+   * flushed, a durable store is closed (another gate may open the file), and the gate's native
+   * resources are released (nothing keeps the process alive). A tool still running is
+   * abandoned: its call resolves at once as `failed` ("the gate was closed before the tool
+   * finished, so its result is unknown"; the tool did start, so the model is not told it did not
+   * run), whatever its executor does later; with a durable store, a restart reports it
+   * `interrupted`.
    * Event streams end after delivering the final events. Idempotent.
    */
   close(): Promise<void> {
@@ -952,8 +960,14 @@ export class Gate extends EventEmitter {
 
   // ---- listeners -----------------------------------------------------------------------------
   // EventEmitter semantics, plus: the first `confirmation-request` listener starts the core's
-  // handler driver (`Gate::on_request`), the last one stops it once its requests have settled;
-  // the first listener of another event type subscribes to the bus, the last one unsubscribes.
+  // handler driver (`Gate::on_request`). Removing the last one stops it:
+  // - at once when it is removed from outside the listeners (`off()` while a listener's promise
+  //   is pending): the requests it was handling end now instead of waiting for their deadline,
+  //   `no-approver` (the core's reason when nobody is left who can answer) when it was the last
+  //   approver, else `approval-failed`;
+  // - once the pending listeners have settled when a listener removes itself while it is being
+  //   called (`once()`, or `off()` inside the listener), so that it can still answer.
+  // The first listener of another event type subscribes to the bus, the last one unsubscribes.
   // An event name a gate never emits is refused (`malformed`, listing the names): a typo'd
   // request listener would leave requests unobserved, and so cancelled at once. EventEmitter's
   // own events (`newListener`, `removeListener`, `error`, `events.errorMonitor`) are accepted, so
@@ -997,27 +1011,26 @@ export class Gate extends EventEmitter {
   override off(event: string | symbol, listener: (...args: any[]) => void): this {
     checkEvent(event, 'off', errorMonitor)
     checkListener(listener, 'off')
-    super.off(event, listener)
-    queueMicrotask(() => this.#unlistening(event))
+    const abandon = this.#removesLastRequestListener(event, () => super.off(event, listener))
+    queueMicrotask(() => this.#unlistening(event, abandon))
     return this
   }
   override removeListener(event: string | symbol, listener: (...args: any[]) => void): this {
     checkEvent(event, 'removeListener', errorMonitor)
     checkListener(listener, 'removeListener')
-    super.removeListener(event, listener)
-    queueMicrotask(() => this.#unlistening(event))
+    const abandon = this.#removesLastRequestListener(event, () => super.removeListener(event, listener))
+    queueMicrotask(() => this.#unlistening(event, abandon))
     return this
   }
   override removeAllListeners(event?: string | symbol): this {
     // Not `super.removeAllListeners(undefined)`: EventEmitter removes everything only when
     // called without an argument.
-    if (event === undefined) super.removeAllListeners()
-    else {
-      checkEvent(event, 'removeAllListeners', errorMonitor)
-      super.removeAllListeners(event)
-    }
+    if (event !== undefined) checkEvent(event, 'removeAllListeners', errorMonitor)
+    const abandon = this.#removesLastRequestListener(event ?? REQUEST, () =>
+      event === undefined ? super.removeAllListeners() : super.removeAllListeners(event),
+    )
     queueMicrotask(() => {
-      this.#unlistening(REQUEST)
+      this.#unlistening(REQUEST, abandon)
       this.#unlistening('lagged')
     })
     return this
@@ -1035,9 +1048,20 @@ export class Gate extends EventEmitter {
     }
   }
 
-  #unlistening(event: string | symbol): void {
+  /**
+   * Runs `remove`; true when it removed the last `confirmation-request` listener from outside
+   * the listeners' own calls (then the runs in flight are abandoned: see `#unlistening`).
+   */
+  #removesLastRequestListener(event: string | symbol, remove: () => void): boolean {
+    const before = this.listenerCount(REQUEST)
+    remove()
+    return event === REQUEST && this.#calling === 0 && before > 0 && this.listenerCount(REQUEST) === 0
+  }
+
+  #unlistening(event: string | symbol, abandon = false): void {
     if (event === REQUEST) {
-      this.#maybeStopHandler()
+      if (abandon && this.#handlerOn && this.listenerCount(REQUEST) === 0) this.#stopHandler()
+      else this.#maybeStopHandler()
     } else if (BUS_EVENTS.has(event)) {
       for (const e of BUS_EVENTS) if (this.listenerCount(e) > 0) return
       this.#stopPump()
@@ -1045,10 +1069,21 @@ export class Gate extends EventEmitter {
   }
 
   #maybeStopHandler(): void {
-    if (this.#handlerOn && this.#inFlight === 0 && this.listenerCount(REQUEST) === 0) {
-      this.#handlerOn = false
-      if (!this.#native.isClosed) this.#native.setRequestHandler(null)
+    if (this.#handlerOn && this.#inFlight === 0 && this.listenerCount(REQUEST) === 0) this.#stopHandler()
+  }
+
+  /**
+   * Stops the core's handler driver. Runs still in flight are abandoned: the addon ends the
+   * requests they were handling at once (`no-approver` when the driver was the gate's last
+   * approver, else `approval-failed`), and their listeners settling later changes nothing.
+   */
+  #stopHandler(): void {
+    this.#handlerOn = false
+    if (this.#inFlight > 0) {
+      this.#inFlight = 0
+      this.#handlerGen++
     }
+    if (!this.#native.isClosed) this.#native.setRequestHandler(null)
   }
 
   /** Runs the `confirmation-request` listeners for requests the core hands over. */
@@ -1064,23 +1099,29 @@ export class Gate extends EventEmitter {
     let failed = false
     let failure: unknown
     let waits: PromiseLike<unknown>[] | undefined
-    for (const l of listeners) {
-      try {
-        const r = l.call(this, req)
-        if (isThenable(r)) (waits ??= []).push(r)
-      } catch (e) {
-        if (!failed) {
-          failed = true
-          failure = e
+    this.#calling++
+    try {
+      for (const l of listeners) {
+        try {
+          const r = l.call(this, req)
+          if (isThenable(r)) (waits ??= []).push(r)
+        } catch (e) {
+          if (!failed) {
+            failed = true
+            failure = e
+          }
         }
       }
+    } finally {
+      this.#calling--
     }
     if (!waits) return failed ? describe(failure) : null
     this.#inFlight++
+    const gen = this.#handlerGen
     if (waits.length === 1 && !failed) {
       waits[0]!.then(
-        () => this.#finish(token, false, undefined),
-        (e: unknown) => this.#finish(token, true, e),
+        () => this.#finish(token, gen, false, undefined),
+        (e: unknown) => this.#finish(token, gen, true, e),
       )
       return undefined
     }
@@ -1091,12 +1132,14 @@ export class Gate extends EventEmitter {
           failure = r.reason
         }
       }
-      this.#finish(token, failed, failure)
+      this.#finish(token, gen, failed, failure)
     })
     return undefined
   }
 
-  #finish(token: number, failed: boolean, failure: unknown): void {
+  #finish(token: number, gen: number, failed: boolean, failure: unknown): void {
+    // Abandoned when the handler stopped (the last listener was removed): its request has ended.
+    if (gen !== this.#handlerGen) return
     this.#inFlight--
     // If no listener answered, the core now ends the request as cancelled (approval-failed).
     this.#native.finishRequest(token, failed ? describe(failure) : undefined)

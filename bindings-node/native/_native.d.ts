@@ -135,7 +135,9 @@ export declare class NativeGate {
   /**
    * Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
    * log is flushed and a durable store closed (its file lock released) off the JavaScript
-   * thread, then the request handler and the threadsafe function are released. Returns `undefined` when done at once, else a promise.
+   * thread, then the request handler and the threadsafe function are released, and tools still
+   * running are abandoned (their calls resolve `failed`: the gate was closed before the tool
+   * finished). Returns `undefined` when done at once, else a promise.
    */
   close(): undefined | Promise<void>
   /** Waits until every audit record so far is durable (off the JavaScript thread). */
@@ -206,7 +208,7 @@ export declare class NativeTokenKeys {
 export type ApprovedByKind = 'not-gated' | 'person' | 'session-grant' | 'gating-disabled'
 
 /** Why a request was cancelled. */
-export type CancelReasonKind = 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed'
+export type CancelReasonKind = 'no-approver' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed'
 
 /** The first problem in an audit chain (the core's `ChainProblem`). */
 export interface ChainProblemData {
@@ -351,7 +353,7 @@ export declare function defaultKeywords(): Array<string>
 export declare function defaultSession(): string
 
 /** The stable machine-readable code of a `SignoffError`: the core's `ErrorKind` names. */
-export type ErrorCode = 'unknown_tool' | 'invalid_tool' | 'invalid_arguments' | 'unknown_request' | 'already_resolved' | 'expired' | 'edits_not_allowed' | 'mismatch' | 'malformed' | 'unauthorized' | 'closed' | 'store' | 'no_executor' | 'bad_signature' | 'unknown_key' | 'token_expired' | 'wrong_approver' | 'already_used' | 'not_pending' | 'config'
+export type ErrorCode = 'unknown_tool' | 'invalid_tool' | 'invalid_arguments' | 'unknown_request' | 'already_resolved' | 'expired' | 'edits_not_allowed' | 'mismatch' | 'malformed' | 'unauthorized' | 'closed' | 'store' | 'no_executor' | 'bad_signature' | 'unknown_key' | 'token_expired' | 'wrong_approver' | 'already_used' | 'not_pending' | 'config' | 'io'
 
 /** Every error code, from the core's `ErrorKind::ALL`, in declaration order. */
 export declare function errorCodes(): Array<string>

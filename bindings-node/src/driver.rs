@@ -24,7 +24,7 @@
 //! unfinished, the threadsafe function stays referenced (as for a confirmation in flight).
 
 use crate::handler;
-use napi::{Env, Status, sys};
+use napi::{Env, JsValue, Status, sys};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
@@ -97,12 +97,19 @@ pub(crate) fn current_abort_id() -> Option<u32> {
     CURRENT_TASK.with(|c| c.get()).and_then(|(_, a)| a)
 }
 
+/// A gate's threadsafe function. A copy is only used while the `Shared::tsfn` read lock it was
+/// read under is held, or by the one who took it out of `Shared::tsfn` under the write lock (to
+/// release it): see `Shared::notify`, `JsState::after_drive` and `JsState::release`.
 #[derive(Clone, Copy)]
 struct Tsfn(sys::napi_threadsafe_function);
-// SAFETY: napi_call_threadsafe_function may be called from any thread; the handle is only used
-// while it is present in `Shared::tsfn`, which is cleared (under the write lock) before the
-// function is released and when Node finalizes it.
+// SAFETY: the handle is an opaque pointer to Node's thread-safe function object, which N-API
+// documents as callable (`napi_call_threadsafe_function`) from any thread until it is released;
+// the calls that must be made on the JavaScript thread (ref, unref, release) are only made there
+// (`JsState` is `!Send`). It is only used while present in `Shared::tsfn`, which is emptied under
+// the write lock before the function is released, and when Node finalizes it, so no thread can
+// use it afterwards.
 unsafe impl Send for Tsfn {}
+// SAFETY: as for `Send`: sharing `&Tsfn` only gives out copies of the handle, used as above.
 unsafe impl Sync for Tsfn {}
 
 /// The part of a gate's executor that other threads touch.
@@ -141,7 +148,10 @@ impl Shared {
         }
         let guard = self.tsfn.read().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = *guard {
-            // SAFETY: see `Tsfn`. Non-blocking: the queue is unbounded and we never wait.
+            // SAFETY: `t` is live: it is in `Shared::tsfn` and we hold the read lock, so it cannot
+            // be released or finalized (both empty the slot under the write lock first) during the
+            // call. Callable from any thread; non-blocking, so it never waits (the queue is
+            // unbounded); the data pointer is unused (`tsfn_call_js` ignores it).
             unsafe {
                 sys::napi_call_threadsafe_function(
                     t.0,
@@ -366,6 +376,8 @@ impl JsState {
         }
         let mut deferred = std::ptr::null_mut();
         let mut promise = std::ptr::null_mut();
+        // SAFETY: `env` is the env of the native call running now, on its JavaScript thread; the
+        // out-pointers are live locals.
         check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) })?;
         match self.tasks.borrow_mut().get_mut(&id) {
             Some(t) => t.deferred = Some(deferred),
@@ -536,6 +548,10 @@ impl JsState {
         if want_ref != self.refed.get() {
             let guard = self.shared.tsfn.read().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = *guard {
+                // SAFETY: on the JavaScript thread (`JsState` is `!Send`), with `env`, the env of
+                // the native call running now, which created the function; `t` is live: it is in
+                // `Shared::tsfn` and we hold the read lock, so it cannot be released or finalized
+                // during the call.
                 unsafe {
                     if want_ref {
                         sys::napi_ref_threadsafe_function(env.raw(), t.0);
@@ -558,10 +574,11 @@ impl JsState {
             return;
         }
         handler::stop(self, Some(env));
-        handler::drop_runs(self);
         // Executor calls not made yet fail ("the tool's result was lost"); later ones at once.
         let remote = self.shared.remote.lock().unwrap_or_else(|e| e.into_inner()).take();
         drop(remote);
+        // Executor calls still running are abandoned: their calls resolve (`failed`) now.
+        crate::tools::abandon(self.shared.gate_id);
         // Subscriptions waiting for events end once the gate is released: wake every task.
         let ids: Vec<TaskId> = self.tasks.borrow().keys().copied().collect();
         for id in ids {
@@ -569,6 +586,12 @@ impl JsState {
         }
         let taken = self.shared.tsfn.write().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(t) = taken {
+            // SAFETY: on the JavaScript thread, with the env of the call (or finalizer) running
+            // now. `t` was taken out of `Shared::tsfn` under the write lock, so no other thread
+            // can use it any more, and it is released exactly once (it is gone from the slot); it
+            // was live until then (Node's finalizer empties the slot first). This thread holds
+            // the only acquisition (the one `napi_create_threadsafe_function` made), so `abort`
+            // makes Node finalize it.
             unsafe {
                 if self.refed.replace(false) {
                     sys::napi_unref_threadsafe_function(env.raw(), t.0);
@@ -603,18 +626,27 @@ impl JsState {
 /// A task vanished between its first drive and its promise (it cannot: only finishing removes a
 /// task, and that is caught above). Settle the promise rather than leak it.
 fn unreachable_settle(env: &Env, deferred: sys::napi_deferred) {
-    let err = crate::errors::js_error(env.raw(), "closed", "the call was lost");
+    let err = crate::errors::js_error(env, "closed", "the call was lost");
+    // SAFETY: `deferred` was just made by `napi_create_promise` with this env (the env of the
+    // call running now) and was stored nowhere, so this settles it exactly once; `err` is a
+    // handle of the current scope.
     unsafe { sys::napi_reject_deferred(env.raw(), deferred, err) };
 }
 
-/// Resolves or rejects a task's promise.
+/// Resolves or rejects a task's promise. `deferred` must be the task's own, unsettled: it is
+/// settled (and freed by Node) here, once.
 fn settle_deferred(env: &Env, deferred: sys::napi_deferred, settle: Settle) {
     match settle(env) {
+        // SAFETY: `deferred` was made by `napi_create_promise` on this thread (tasks never leave
+        // it), so by `env`, the env of the call running now; it is settled once, because it was
+        // taken with its task out of the task map, which is the only place it was kept. `v` is a
+        // handle of the current scope.
         Ok(v) => unsafe {
             sys::napi_resolve_deferred(env.raw(), deferred, v);
         },
         Err(e) => {
             let err = crate::errors::error_value(env, e);
+            // SAFETY: as above, with `err`, a handle of the current scope.
             unsafe {
                 sys::napi_reject_deferred(env.raw(), deferred, err);
             }
@@ -626,7 +658,9 @@ pub(crate) fn check(status: sys::napi_status) -> napi::Result<()> {
     if status == sys::Status::napi_ok { Ok(()) } else { Err(napi::Error::from_status(Status::from(status))) }
 }
 
-unsafe extern "C" fn tsfn_call_js(env: sys::napi_env, _cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+/// Node calls this on the JavaScript thread for each queued call (`env` is null while the function
+/// is being torn down). It dereferences none of its pointers: `context` is the gate's id.
+extern "C" fn tsfn_call_js(env: sys::napi_env, _cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     if env.is_null() {
         return;
     }
@@ -639,8 +673,17 @@ unsafe extern "C" fn tsfn_call_js(env: sys::napi_env, _cb: sys::napi_value, cont
     }
 }
 
+/// Node is done with the function (released, or its env torn down): make sure nobody calls it
+/// again.
+///
+/// # Safety
+///
+/// `data` must be the `finalize_data` of [`create_tsfn`], and this must be its only use: Node
+/// calls a thread-safe function's finalizer exactly once.
 unsafe extern "C" fn tsfn_finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // Node is done with the function: make sure nobody calls it again.
+    // SAFETY: `data` is the `Box<Weak<Shared>>` that `create_tsfn` leaked with `Box::into_raw` as
+    // this function's finalize data, and Node calls this finalizer once, so the box is taken back
+    // exactly once.
     let shared = unsafe { Box::from_raw(data as *mut std::sync::Weak<Shared>) };
     if let Some(s) = shared.upgrade() {
         s.tsfn.write().unwrap_or_else(|e| e.into_inner()).take();
@@ -648,13 +691,15 @@ unsafe extern "C" fn tsfn_finalize(_env: sys::napi_env, data: *mut c_void, _hint
 }
 
 fn create_tsfn(env: &Env, shared: &Arc<Shared>) -> napi::Result<Tsfn> {
-    let name = "signoff";
-    let mut resource_name = std::ptr::null_mut();
-    check(unsafe {
-        sys::napi_create_string_utf8(env.raw(), name.as_ptr().cast(), name.len() as isize, &mut resource_name)
-    })?;
+    let resource_name = env.create_string("signoff")?.raw();
     let finalize_data = Box::into_raw(Box::new(Arc::downgrade(shared))) as *mut c_void;
     let mut tsfn = std::ptr::null_mut();
+    // SAFETY: `env` is the env of the native call running now, on its JavaScript thread.
+    // No JavaScript function (null) is allowed because `tsfn_call_js` is given; `resource_name`
+    // is a string handle of the current scope; queue size 0 (unbounded) and 1 initial thread (the
+    // one acquisition `JsState::release` gives up). `finalize_data` is a leaked box that only
+    // `tsfn_finalize` (called once by Node) or the failure branch below takes back; the context
+    // is the gate's id, an integer never dereferenced. `tsfn` is a live local.
     let status = unsafe {
         sys::napi_create_threadsafe_function(
             env.raw(),
@@ -671,10 +716,20 @@ fn create_tsfn(env: &Env, shared: &Arc<Shared>) -> napi::Result<Tsfn> {
         )
     };
     if status != sys::Status::napi_ok {
+        // SAFETY: creation failed, so there is no function and Node never calls its finalizer:
+        // the box leaked above is still ours, and is taken back once, here.
         drop(unsafe { Box::from_raw(finalize_data as *mut std::sync::Weak<Shared>) });
         return Err(napi::Error::from_status(Status::from(status)));
     }
     // Never keeps the process alive unless a confirmation is in flight (see `after_drive`).
-    check(unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) })?;
+    // SAFETY: on the JavaScript thread that created `tsfn` just above, with the same env; nothing
+    // else has it yet.
+    let unref = check(unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) });
+    if let Err(e) = unref {
+        // SAFETY: as above; released once (it is dropped here, never stored), which makes Node
+        // finalize it (and `tsfn_finalize` take back `finalize_data`).
+        unsafe { sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort) };
+        return Err(e);
+    }
     Ok(Tsfn(tsfn))
 }

@@ -50,7 +50,7 @@ string_enum!(
 );
 string_enum!(
     #[doc = "Why a request was cancelled."]
-    CancelReasonKind("kebab-case") <=> CancelReason { NoSubscribers, Shutdown, Aborted, SessionEnded, ApprovalFailed }
+    CancelReasonKind("kebab-case") <=> CancelReason { NoApprover, Shutdown, Aborted, SessionEnded, ApprovalFailed }
 );
 string_enum!(
     #[doc = "How far an approval reaches."]
@@ -302,11 +302,7 @@ fn write_event(out: &mut Vec<u8>, event: &Event) {
 }
 
 pub(crate) fn js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
-    let mut v = std::ptr::null_mut();
-    crate::driver::check(unsafe {
-        sys::napi_create_string_utf8(env.raw(), s.as_ptr().cast(), s.len() as isize, &mut v)
-    })?;
-    Ok(v)
+    Ok(env.create_string(s)?.raw())
 }
 
 /// Parses the core's stable JSON form of an event (strictly: a repeated key, deep nesting or a
@@ -502,7 +498,7 @@ impl NativeSubscription {
         });
         let (id, v) = state.run(env, fut, false, None, false)?;
         self.waiting.set(Some(id));
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+        v.into_unknown(env)
     }
 
     /// Unsubscribes. A pending `next` resolves `null`.
@@ -529,9 +525,7 @@ impl NativeSubscription {
 
 fn items_to_js(env: &Env, items: Option<Vec<Item>>) -> Result<sys::napi_value> {
     let Some(items) = items else {
-        let mut null = std::ptr::null_mut();
-        unsafe { sys::napi_get_null(env.raw(), &mut null) };
-        return Ok(null);
+        return Ok(Null.into_unknown(env)?.raw());
     };
     let mut out = Vec::with_capacity(512 * items.len());
     out.push(b'[');

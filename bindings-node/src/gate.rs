@@ -239,9 +239,7 @@ pub struct NativeGate {
 }
 
 fn undefined(env: &Env) -> Result<sys::napi_value> {
-    let mut u = std::ptr::null_mut();
-    crate::driver::check(unsafe { sys::napi_get_undefined(env.raw(), &mut u) })?;
-    Ok(u)
+    Ok(().into_unknown(env)?.raw())
 }
 
 impl ObjectFinalize for NativeGate {
@@ -264,7 +262,7 @@ impl NativeGate {
         aborted: Option<bool>,
     ) -> Result<Unknown<'env>> {
         let (_, v) = self.state.run(env, fut, keepalive, abort_id, aborted.unwrap_or(false))?;
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+        v.into_unknown(env)
     }
 }
 
@@ -714,7 +712,7 @@ impl NativeGate {
 
     #[napi(getter)]
     pub fn subscriber_count(&self) -> u32 {
-        self.state.gate.subscriber_count() as u32
+        self.state.gate.approver_count() as u32
     }
 
     #[napi(getter)]
@@ -782,28 +780,34 @@ impl NativeGate {
 
     /// Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
     /// log is flushed and a durable store closed (its file lock released) off the JavaScript
-    /// thread, then the request handler and the threadsafe function are released. Returns `undefined` when done at once, else a promise.
+    /// thread, then the request handler and the threadsafe function are released, and tools still
+    /// running are abandoned (their calls resolve `failed`: the gate was closed before the tool
+    /// finished). Returns `undefined` when done at once, else a promise.
     #[napi(ts_return_type = "undefined | Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
         let gate = self.state.gate.clone();
         let weak = Rc::downgrade(&self.state);
-        let done = move |env: &Env| -> Result<sys::napi_value> {
+        // Marked while the task is polled, inside the call driving it (not when its promise is
+        // settled, which may be after that call returned): that call then releases the gate's
+        // resources before it returns, even when nothing calls into the gate afterwards.
+        let mark = move || {
             if let Some(s) = weak.upgrade() {
                 s.mark_closed();
             }
-            undefined(env)
         };
         let fut: TaskFuture = if self.state.is_released() {
-            Box::pin(async move { Box::new(done) as Settle })
+            Box::pin(async move { Box::new(undefined) as Settle })
         } else if self.has_audit || self.durable {
             Box::pin(async move {
                 let _ = tokio::task::spawn_blocking(move || gate.close()).await;
-                Box::new(done) as Settle
+                mark();
+                Box::new(undefined) as Settle
             })
         } else {
             Box::pin(async move {
                 gate.close();
-                Box::new(done) as Settle
+                mark();
+                Box::new(undefined) as Settle
             })
         };
         self.run(env, fut, true, None, None)

@@ -185,8 +185,13 @@ pub(crate) fn start(state: &Rc<JsState>, env: &Env, dispatch: sys::napi_value) -
     // Weak: the facade keeps the function alive, so a gate nobody references can be collected
     // (its request listeners with it) instead of being rooted here.
     let mut r = std::ptr::null_mut();
+    // SAFETY: `env` is the env of the native call running now, on the gate's JavaScript thread;
+    // `dispatch` is an argument of that call (a handle of its scope); `r` is a live local.
     crate::driver::check(unsafe { sys::napi_create_reference(env.raw(), dispatch, 0, &mut r) })?;
     if let Some(old) = state.handler.dispatch.replace(Some(r)) {
+        // SAFETY: `old` was made by `napi_create_reference` above in an earlier call on this
+        // thread (a gate never leaves its thread, so with this env); it was just taken out of
+        // `dispatch`, its only holder, so it is deleted exactly once.
         unsafe { sys::napi_delete_reference(env.raw(), old) };
     }
     if state.handler.guard.borrow().is_none() {
@@ -202,23 +207,35 @@ pub(crate) fn start(state: &Rc<JsState>, env: &Env, dispatch: sys::napi_value) -
     Ok(())
 }
 
-/// Stops the core's handler driver (dropping its subscription) and forgets the dispatch function.
-/// Listener runs still in flight report normally; the core decides what their result means.
+/// Stops the core's handler driver and forgets the dispatch function and the listener runs in
+/// flight (the last request listener was removed, or the gate is released).
+///
+/// In this order, on the JavaScript thread, before returning:
+/// 1. The driver task is aborted *and dropped* (the local runtime only drops an aborted task when
+///    it is next driven, which may be never: the task holds a clone of the core's gate, so its
+///    store, audit log, thread and files would stay open). Its bus subscription goes with it: when
+///    it was the last approver, the core cancels what is pending (`no-approver`), as for a request
+///    nobody can answer.
+/// 2. Every run still waiting for its listeners is abandoned: the core's handler future for it
+///    completes with "the request listener was removed, or the gate closed, before it finished",
+///    which ends a request still pending as `approval-failed` (the core's rule for a handler that
+///    finished without answering). A listener that settles later changes nothing.
 pub(crate) fn stop(state: &Rc<JsState>, env: Option<&Env>) {
     state.shared.handler.active.store(false, Ordering::SeqCst);
     let guard = state.handler.guard.borrow_mut().take();
     drop(guard);
+    crate::run_local();
     state.shared.handler.clear();
-    let dispatch = state.handler.dispatch.borrow_mut().take();
-    if let (Some(d), Some(env)) = (dispatch, env) {
-        unsafe { sys::napi_delete_reference(env.raw(), d) };
-    }
-}
-
-/// Forgets every listener run (the gate is released): each reports failure to the core.
-pub(crate) fn drop_runs(state: &Rc<JsState>) {
     let runs = std::mem::take(&mut *state.handler.runs.borrow_mut());
     drop(runs);
+    crate::run_local();
+    let dispatch = state.handler.dispatch.borrow_mut().take();
+    if let (Some(d), Some(env)) = (dispatch, env) {
+        // SAFETY: `d` was made by `napi_create_reference` in `start`, on this thread (so with
+        // `env`, the env of the call or finalizer running now); it was just taken out of
+        // `dispatch`, its only holder, so it is deleted exactly once.
+        unsafe { sys::napi_delete_reference(env.raw(), d) };
+    }
 }
 
 /// Reports that the listeners of run `token` have settled (`error`: the first failure).
@@ -258,11 +275,16 @@ fn call_dispatch(env: &Env, state: &Rc<JsState>, items: Vec<(Arc<ConfirmationReq
     let dispatch = *state.handler.dispatch.borrow();
     let mut f = std::ptr::null_mut();
     let usable = dispatch.is_some_and(|d| {
+        // SAFETY: `d` is live (only `start` and `stop` delete one, after taking it out of
+        // `dispatch`, where it was read just now) and was made on this thread, so with `env`, the
+        // env of the call running now; `f` is a live local. A collected function (the reference
+        // is weak) gives null, checked below.
         let status = unsafe { sys::napi_get_reference_value(raw, d, &mut f) };
         status == sys::Status::napi_ok && !f.is_null()
     });
-    let mut undefined = std::ptr::null_mut();
-    unsafe { sys::napi_get_undefined(raw, &mut undefined) };
+    let undefined = ().into_unknown(env).map(|u| u.raw());
+    let usable = usable && undefined.is_ok();
+    let undefined = undefined.unwrap_or(std::ptr::null_mut());
     for (req, completion) in items {
         let mut cell = CompletionCell(Some(completion));
         if !usable {
@@ -275,7 +297,7 @@ fn call_dispatch(env: &Env, state: &Rc<JsState>, items: Vec<(Arc<ConfirmationReq
         let rest = serde_json::to_string(&RequestRest::of(&req)).unwrap_or_default();
         let argv = (|| -> Result<[sys::napi_value; 5]> {
             Ok([
-                unsafe { f64::to_napi_value(raw, token as f64)? },
+                (token as f64).into_unknown(env)?.raw(),
                 js_string(env, &req.id.to_string())?,
                 js_string(env, &req.tool)?,
                 js_string(env, &args)?,
@@ -288,24 +310,37 @@ fn call_dispatch(env: &Env, state: &Rc<JsState>, items: Vec<(Arc<ConfirmationReq
         };
         state.handler.runs.borrow_mut().insert(token, cell);
         let mut out = std::ptr::null_mut();
+        // SAFETY: on the JavaScript thread, with `env`, the env of the call running now; `f` (a
+        // function: the facade only registers functions, and napi refuses anything else with a
+        // status) and `undefined` are handles of the current scope, which keeps them alive even
+        // if a listener removes the dispatcher meanwhile; `argv` holds exactly `argv.len()` handles
+        // of this scope and outlives the call; `out` is a live local.
         let status = unsafe { sys::napi_call_function(raw, undefined, f, argv.len(), argv.as_ptr(), &mut out) };
         if status != sys::Status::napi_ok {
             // The dispatcher itself failed (it never should): this run fails safe.
-            let msg = errors::clear_exception(raw)
-                .map(|e| errors::describe(raw, e))
+            let msg = errors::clear_exception(env)
+                .map(|e| errors::describe(env, e))
                 .unwrap_or_else(|| format!("status {status}"));
             finish(state, token, Some(format!("the request dispatcher failed: {msg}")));
             continue;
         }
         // `undefined`: listeners still running (finishRequest follows); `null`: all returned;
         // a string: the first failure.
-        let mut ty = 0;
-        unsafe { sys::napi_typeof(raw, out, &mut ty) };
-        if ty == sys::ValueType::napi_null {
-            finish(state, token, None);
-        } else if ty == sys::ValueType::napi_string {
-            let msg = unsafe { String::from_napi_value(raw, out) }.unwrap_or_default();
-            finish(state, token, Some(msg));
+        let Ok(out) = out.into_unknown(env) else {
+            finish(state, token, Some("the request dispatcher's result could not be read".into()));
+            continue;
+        };
+        match out.get_type() {
+            Ok(ValueType::Null) => finish(state, token, None),
+            Ok(ValueType::String) => {
+                let msg = out
+                    .coerce_to_string()
+                    .and_then(|s| s.into_utf8())
+                    .and_then(|s| s.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                finish(state, token, Some(msg));
+            }
+            _ => {}
         }
     }
 }

@@ -88,8 +88,25 @@ impl Future for UntilIdle {
     }
 }
 
+thread_local! {
+    /// `run_local` is running on this thread (it must not be entered again: a runtime cannot be
+    /// driven from inside itself).
+    static IN_LOCAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs the local runtime's ready tasks (and those they make ready) to completion or their next
-/// wait. Returns without blocking.
+/// wait. Returns without blocking. Called from inside a run (a task dropping what stops the
+/// handler), it does nothing: the outer run reaches what was made ready.
 pub(crate) fn run_local() {
+    if IN_LOCAL.with(|f| f.replace(true)) {
+        return;
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_LOCAL.with(|f| f.set(false));
+        }
+    }
+    let _reset = Reset;
     LOCAL.with(|rt| rt.block_on(UntilIdle(false)));
 }

@@ -9,7 +9,7 @@ use crate::errors;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::{Result, ToNapiValue};
-use napi::{Env, sys};
+use napi::{Env, JsValue, sys};
 use napi_derive::napi;
 use serde_json::Value;
 use signoff::{ExecResult, Executor};
@@ -33,6 +33,9 @@ thread_local! {
 pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared>) -> Result<(u64, Executor)> {
     // Weak: the facade keeps its executor functions alive as long as the gate is referenced.
     let mut r = std::ptr::null_mut();
+    // SAFETY: `env` is the env of the native call running now (`register`), on the gate's
+    // JavaScript thread; `func` is an argument of that call (a handle of its scope); `r` is a
+    // live local.
     driver::check(unsafe { sys::napi_create_reference(env.raw(), func, 0, &mut r) })?;
     let id = NEXT_EXECUTOR.with(|n| {
         let id = n.get();
@@ -60,11 +63,32 @@ pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared
 /// Forgets an executor function.
 pub(crate) fn release(env: &Env, id: u64) {
     if let Some(r) = EXECUTORS.with(|m| m.borrow_mut().remove(&id)) {
+        // SAFETY: `r` was made by `napi_create_reference` in `executor_for` on this thread
+        // (`EXECUTORS` is thread-local), so with `env`, the env of the call or finalizer running
+        // now; it was just removed from `EXECUTORS`, its only holder, so it is deleted once.
         unsafe { sys::napi_delete_reference(env.raw(), r) };
     }
 }
 
 const LOST: &str = "the tool's result was lost";
+
+/// What a call reads when its gate was closed while its tool was running: the tool started (the
+/// model must not be told it did not run), and what it did is unknown.
+const ABANDONED: &str = "the gate was closed before the tool finished, so its result is unknown";
+
+/// The gate was closed: its executions still running are abandoned (a late result is ignored), so
+/// the calls waiting for them resolve now instead of keeping the gate (and the process) waiting
+/// on a promise that may never settle.
+pub(crate) fn abandon(gate_id: u64) {
+    let abandoned: Vec<oneshot::Sender<ExecResult>> = SETTLES.with(|s| {
+        let mut s = s.borrow_mut();
+        let tokens: Vec<u64> = s.iter().filter(|(_, (_, g))| *g == gate_id).map(|(t, _)| *t).collect();
+        tokens.into_iter().filter_map(|t| s.remove(&t)).map(|(tx, _)| tx).collect()
+    });
+    for tx in abandoned {
+        let _ = tx.send(Err(ABANDONED.into()));
+    }
+}
 
 /// A task of the gate's that makes an executor call queued from another thread, on the
 /// JavaScript thread, and hands its result back.
@@ -73,11 +97,7 @@ pub(crate) fn remote_call(call: RemoteCall) -> TaskFuture {
         let RemoteCall { executor, args, done } = call;
         let result = call_executor(executor, args).await;
         let _ = done.send(result);
-        Box::new(|env: &Env| {
-            let mut u = std::ptr::null_mut();
-            driver::check(unsafe { sys::napi_get_undefined(env.raw(), &mut u) })?;
-            Ok(u)
-        }) as Settle
+        Box::new(|env: &Env| Ok(().into_unknown(env)?.raw())) as Settle
     })
 }
 
@@ -100,31 +120,39 @@ fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
     let (tx, rx) = oneshot::channel();
     SETTLES.with(|s| s.borrow_mut().insert(token, (tx, gate_id)));
     let abort_id = driver::current_abort_id();
+    // The env of the JavaScript call driving the task that polls this (see `driver::drive`):
+    // valid until that call returns, which is after this function returns.
+    let env = Env::from_raw(env);
+    let raw = env.raw();
     let called = (|| -> std::result::Result<(), String> {
         let mut f = std::ptr::null_mut();
-        if unsafe { sys::napi_get_reference_value(env, func_ref, &mut f) } != sys::Status::napi_ok || f.is_null() {
+        // SAFETY: `func_ref` is live (only `release` deletes one, after removing it from
+        // `EXECUTORS`, where it was read just now) and was made on this thread (`EXECUTORS` is
+        // thread-local), so with `raw`, the env of the call running now; `f` is a live local. A
+        // collected function (the reference is weak) gives null, checked here.
+        if unsafe { sys::napi_get_reference_value(raw, func_ref, &mut f) } != sys::Status::napi_ok || f.is_null() {
             return Err("the executor function is gone".into());
         }
-        let text = args.to_string();
-        let mut js_args = std::ptr::null_mut();
-        unsafe { sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut js_args) };
-        let js_token = unsafe { f64::to_napi_value(env, token as f64) }.map_err(|e| e.reason.clone())?;
+        let reason = |e: napi::Error| e.reason;
+        let js_args = env.create_string(args.to_string()).map_err(reason)?.raw();
+        let js_token = (token as f64).into_unknown(&env).map_err(reason)?.raw();
         let js_abort = match abort_id {
-            Some(a) => unsafe { u32::to_napi_value(env, a) }.map_err(|e| e.reason.clone())?,
-            None => {
-                let mut u = std::ptr::null_mut();
-                unsafe { sys::napi_get_undefined(env, &mut u) };
-                u
-            }
-        };
+            Some(a) => a.into_unknown(&env),
+            None => ().into_unknown(&env),
+        }
+        .map_err(reason)?
+        .raw();
         let argv = [js_args, js_token, js_abort];
-        let mut undefined = std::ptr::null_mut();
-        unsafe { sys::napi_get_undefined(env, &mut undefined) };
+        let undefined = ().into_unknown(&env).map_err(reason)?.raw();
         let mut out = std::ptr::null_mut();
-        let status = unsafe { sys::napi_call_function(env, undefined, f, 3, argv.as_ptr(), &mut out) };
+        // SAFETY: on the JavaScript thread, with the env of the call running now; `f` (a
+        // function: the facade only registers functions, and napi refuses anything else with a
+        // status) and `undefined` are handles of the current scope; `argv` holds exactly
+        // `argv.len()` handles of this scope and outlives the call; `out` is a live local.
+        let status = unsafe { sys::napi_call_function(raw, undefined, f, argv.len(), argv.as_ptr(), &mut out) };
         if status != sys::Status::napi_ok {
-            return Err(errors::clear_exception(env)
-                .map(|e| errors::describe(env, e))
+            return Err(errors::clear_exception(&env)
+                .map(|e| errors::describe(&env, e))
                 .unwrap_or_else(|| format!("calling the executor failed (status {status})")));
         }
         Ok(())

@@ -1,0 +1,197 @@
+// Lifecycle: what close(), garbage collection and removing the last request listener release,
+// and that none of it leaves the process unable to exit or a call waiting for its deadline.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Gate } from '../dist/index.mjs'
+
+const entry = fileURLToPath(new URL('../dist/index.mjs', import.meta.url))
+
+/** Runs `source` as an ES module in a child `node`; fails if it has not exited within `timeoutMs`. */
+function run(source, { timeoutMs = 20_000, args = [] } = {}) {
+  return new Promise((resolve, reject) => {
+    const t0 = Date.now()
+    const child = spawn(process.execPath, [...args, '--input-type=module', '-e', source], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.stderr.on('data', (d) => (err += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`the child did not exit within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
+    }, timeoutMs)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, out, err, ms: Date.now() - t0 })
+    })
+  })
+}
+
+/** Resolves `p`, or rejects once `ms` have passed. */
+function within(p, ms, what) {
+  let timer
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
+  })
+  return Promise.race([p, late]).finally(() => clearTimeout(timer))
+}
+
+test('close() with an approved tool whose promise never settles: the call resolves and the process exits', async () => {
+  const r = await run(`
+import { Gate } from ${JSON.stringify(entry)}
+const gate = new Gate({ defaultTimeoutMs: 600000 })
+let started
+const running = new Promise((resolve) => (started = resolve))
+gate.register({
+  name: 'delete_file',
+  parameters: { type: 'object' },
+  execute: () => {
+    started()
+    return new Promise(() => {}) // never settles
+  },
+})
+gate.on('confirmation-request', (req) => req.approve())
+const call = gate.execute({ tool: 'delete_file', arguments: {} })
+await running
+await gate.close()
+console.log('closed')
+// A top-level await that never settles would exit with code 13: the call must resolve.
+const result = await call
+console.log('result', result.status, JSON.stringify(result.content))
+`)
+  assert.equal(r.code, 0, `exit code ${r.code} (${r.signal})\nstdout: ${r.out}\nstderr: ${r.err}`)
+  assert.match(r.out, /closed/)
+  // The tool started, so the model is not told it did not run: it failed, its result unknown.
+  assert.match(r.out, /result failed .*gate was closed before the tool finished/)
+})
+
+test('a gate with a request listener dropped without close() is released once collected', async () => {
+  const r = await run(
+    `
+import { Gate } from ${JSON.stringify(entry)}
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+const dir = mkdtempSync(join(tmpdir(), 'signoff-gc-'))
+const counts = () => ({ threads: readdirSync('/proc/self/task').length, fds: readdirSync('/proc/self/fd').length })
+async function collect() {
+  for (let i = 0; i < 6; i++) {
+    globalThis.gc()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+// Each gate has a durable store (a file and its lock) and an audit log (a file and a writer thread).
+function open(name) {
+  const gate = new Gate({ storePath: join(dir, name + '.db'), auditPath: join(dir, name + '.jsonl') })
+  gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: () => 'ran' })
+  gate.on('confirmation-request', (req) => req.approve())
+  return gate
+}
+// Warm up (the addon's runtime and its threads), closing normally.
+const warm = open('warm')
+console.log('warm', (await warm.execute({ tool: 'delete_file', arguments: {} })).status)
+await warm.close()
+await collect()
+
+// Dropped without close(): once collected, its database may be opened again in this process.
+open('same')
+await collect()
+try {
+  const again = open('same')
+  console.log('reopened', (await again.execute({ tool: 'delete_file', arguments: {} })).status)
+} catch (e) {
+  console.log('reopen failed', e.code, e.message)
+}
+await collect()
+
+const before = counts()
+for (let i = 0; i < 50; i++) open('g' + i)
+await collect()
+const after = counts()
+console.log('counts', JSON.stringify({ before, after }))
+rmSync(dir, { recursive: true, force: true })
+// Nothing else: the process must exit by itself.
+`,
+    { args: ['--expose-gc'] },
+  )
+  assert.equal(r.code, 0, `exit code ${r.code} (${r.signal})\nstdout: ${r.out}\nstderr: ${r.err}`)
+  assert.match(r.out, /warm executed/)
+  assert.match(r.out, /reopened executed/, r.out)
+  const { before, after } = JSON.parse(/counts (.*)/.exec(r.out)[1])
+  // 50 leaked gates would keep 50 audit threads and 150+ file descriptors.
+  assert.ok(after.threads <= before.threads + 1, `threads grew: ${JSON.stringify({ before, after })}`)
+  assert.ok(after.fds <= before.fds + 2, `file descriptors grew: ${JSON.stringify({ before, after })}`)
+})
+
+function gate(options = {}) {
+  const g = new Gate({ defaultTimeoutMs: 600_000, ...options })
+  const ran = []
+  g.register({ name: 'delete_file', parameters: { type: 'object' }, execute: () => ran.push(1) })
+  return { gate: g, ran }
+}
+
+test('off() of the last request listener while its async handler is pending ends the request at once (no-approver)', async () => {
+  const { gate: g, ran } = gate()
+  let handled
+  const seen = new Promise((resolve) => (handled = resolve))
+  let release
+  let late
+  const l = (req) => {
+    handled(req)
+    return new Promise((resolve) => (release = resolve)).then(() => {
+      try {
+        req.approve()
+        late = 'approved'
+      } catch (e) {
+        late = e.code
+      }
+    })
+  }
+  g.on('confirmation-request', l)
+  const call = g.execute({ tool: 'delete_file', arguments: {} })
+  const req = await seen
+  g.off('confirmation-request', l)
+  const r = await within(call, 5000, 'execute')
+  assert.equal(r.status, 'cancelled')
+  // Nobody is left who can answer: the core's reason for that (`no-approver`, formerly
+  // `no-subscribers`), the same as a call made with no listener.
+  assert.equal(r.decision.cancelReason, 'no-approver')
+  assert.deepEqual(ran, [])
+  assert.equal(req.isPending(), false)
+  // The removed listener settling later changes nothing (its answer is refused).
+  release()
+  await sleep(5)
+  assert.equal(late, 'already_resolved')
+  assert.equal(g.subscriberCount, 0)
+  // A listener added again handles the next request.
+  g.on('confirmation-request', (q) => q.approve())
+  assert.equal((await g.confirm({ tool: 'delete_file', arguments: {} })).outcome, 'approved')
+  await g.close()
+})
+
+test('off() of the last request listener while another approver remains: the request it handled ends at once', async () => {
+  const { gate: g } = gate()
+  // An event stream can answer the requests it yields: it is an approver too.
+  const stream = g.events()
+  let handled
+  const seen = new Promise((resolve) => (handled = resolve))
+  const l = (req) => {
+    handled(req)
+    return new Promise(() => {}) // never settles
+  }
+  g.on('confirmation-request', l)
+  const call = g.confirm({ tool: 'delete_file', arguments: {} })
+  await seen
+  g.off('confirmation-request', l)
+  const d = await within(call, 5000, 'confirm')
+  assert.equal(d.outcome, 'cancelled')
+  // Someone else could still answer, so the request was not left without an approver: the
+  // approval step (the listener holding it) was abandoned before it answered.
+  assert.equal(d.cancelReason, 'approval-failed')
+  stream.close()
+  await g.close()
+})
