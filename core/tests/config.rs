@@ -109,3 +109,27 @@ fn a_binding_can_add_objects_and_then_validate() {
     c.validate(Naming::Camel).unwrap();
     c.build().unwrap().close();
 }
+
+#[test]
+fn a_gate_dropped_without_close_releases_its_store_and_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = json!({
+        "store_path": dir.path().join("s.db").to_str().unwrap(),
+        "audit_path": dir.path().join("audit.jsonl").to_str().unwrap(),
+    });
+    let threads = || std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
+    let before = threads();
+    for _ in 0..20 {
+        let gate = GateConfig::from_json(&options, Naming::Snake).unwrap().build().unwrap();
+        let _sub = gate.subscribe();
+        drop(gate); // no close()
+    }
+    // Reopening works (the store's lock was released) and no writer thread was left behind.
+    let gate = GateConfig::from_json(&options, Naming::Snake).unwrap().build().unwrap();
+    gate.close();
+    if before > 0 {
+        // (Other tests in this binary run concurrently and may hold a writer thread each.)
+        assert!(threads() <= before + 5, "threads grew from {before} to {}", threads());
+    }
+    assert!(verify_chain(dir.path().join("audit.jsonl")).unwrap().is_intact());
+}
