@@ -7,22 +7,22 @@
 //! strict JSON, cancel-on-drop) is the core's.
 //!
 //! Async: every core future runs on this library's own multi-thread tokio runtime; what the
-//! foreign side awaits is runtime-agnostic (a `watch` channel, a broadcast receiver), so uniffi's
-//! `tokio` feature is not needed. Foreign callbacks (handler, executor) are async foreign trait
-//! methods: calling one only starts a Swift `Task` / Python coroutine and returns, so no tokio
-//! worker is ever blocked on foreign code.
+//! foreign side awaits is runtime-agnostic (a `watch` channel, the core's `Subscription`), so
+//! uniffi's `tokio` feature is not needed. Foreign callbacks (handler, executor) are async foreign
+//! trait methods: calling one only starts a Swift `Task` / Python coroutine and returns, so no
+//! tokio worker is ever blocked on foreign code.
 //!
 //! Cancellation: uniffi does not propagate Swift task cancellation into Rust futures, so each
 //! long wait is a spawned task behind a handle (`PendingConfirmation`, `PendingExecution`,
 //! `PendingBatch`) with `cancel()`; cancelling (or dropping the handle) drops the core future,
-//! which the core turns into `cancelled(aborted)`. The Swift extension calls `cancel()` from
-//! `withTaskCancellationHandler`.
+//! and the core's rule applies: a call still waiting for a decision has its request cancelled
+//! (`aborted`) and never runs; a tool that has started runs to the end on this runtime and its
+//! result is recorded. The Swift extension calls `cancel()` from `withTaskCancellationHandler`.
 
 use futures_util::FutureExt;
 use signoff as core;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 use tokio::sync::watch;
 
 mod error;
@@ -57,7 +57,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
 /// and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
 /// text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
-/// error is the tool's failure, reported to the model. Runs at most once per approved call.
+/// error is the tool's failure, reported to the model. Runs at most once per approved call; once
+/// started it runs to the end even when the caller is cancelled (its result is recorded).
 #[uniffi::export(with_foreign)]
 #[async_trait::async_trait]
 pub trait ToolExecutor: Send + Sync {
@@ -232,8 +233,10 @@ impl PendingConfirmation {
 }
 
 /// An execution in flight (`Gate.executeCancellable`). `wait()` returns the result, or nil when
-/// it was cancelled first (the pending confirmation is cancelled; the tool does not start, or
-/// its executor is dropped if it had started).
+/// it was cancelled first. Cancelling follows the core's rule (`Gate::execute`): while the call
+/// waits for a decision, its request is cancelled (`aborted`) and the tool never runs; once the
+/// tool has started, it is not interrupted: it runs to the end and its result is recorded (audit
+/// `execution`, store `done`); only this handle does not receive it.
 #[derive(uniffi::Object)]
 pub struct PendingExecution {
     task: Cancellable<core::ToolResult>,
@@ -279,111 +282,40 @@ impl PendingBatch {
 // ---------------------------------------------------------------------------------------------
 // subscription
 
-/// A stream of the gate's events (`Gate.subscribe`). `next()` returns nil once the subscription
-/// is closed or the gate is gone. `close()` (or dropping it) unsubscribes; when the last
-/// subscriber of a gate with `denyWhenUnobserved` goes away, every pending request is cancelled.
+/// A stream of the gate's events (`Gate.subscribe`, `Gate.observe`): the core's `Subscription`.
+/// `next()` returns nil once the subscription is closed, and after the gate closes (once it has
+/// delivered the events published before). `close()` (or dropping it) detaches it: when it was
+/// the last approver of a gate with `denyWhenUnobserved`, every pending request is cancelled.
 #[derive(uniffi::Object)]
 pub struct Subscription {
-    inner: tokio::sync::Mutex<Option<core::Subscription>>,
-    closed: watch::Sender<bool>,
+    inner: tokio::sync::Mutex<core::Subscription>,
+    closer: core::SubscriptionCloser,
 }
 
 impl Subscription {
     fn new(inner: core::Subscription) -> Arc<Self> {
-        let (closed, _) = watch::channel(false);
-        Arc::new(Subscription { inner: tokio::sync::Mutex::new(Some(inner)), closed })
+        Arc::new(Subscription { closer: inner.closer(), inner: tokio::sync::Mutex::new(inner) })
     }
 }
 
 #[uniffi::export]
 impl Subscription {
-    /// The next event, in order; nil when closed or the gate is gone.
+    /// The next event, in order; nil once closed (a `next()` waiting meanwhile returns nil at once).
     pub async fn next(&self) -> Option<GateEvent> {
-        let mut closed = self.closed.subscribe();
-        if *closed.borrow() {
-            return None;
-        }
-        let mut guard = self.inner.lock().await;
-        let sub = guard.as_mut()?;
-        let item = tokio::select! {
-            biased;
-            _ = closed.wait_for(|c| *c) => None,
-            item = sub.recv() => Some(item),
-        };
-        match item {
-            Some(Some(Ok(event))) => Some(event.into()),
-            Some(Some(Err(lagged))) => Some(lagged.into()),
-            // Closed while waiting, or the gate is gone: unsubscribe now.
-            _ => {
-                *guard = None;
-                None
-            }
-        }
+        Some(match self.inner.lock().await.recv().await? {
+            Ok(event) => event.into(),
+            Err(lagged) => lagged.into(),
+        })
     }
 
-    /// Unsubscribes now. Idempotent.
+    /// Ends the subscription now (idempotent), from any thread.
     pub fn close(&self) {
-        self.closed.send_replace(true);
-        if let Ok(mut g) = self.inner.try_lock() {
-            *g = None;
-        }
-        // Otherwise a `next()` holds the lock: it sees `closed` and drops the subscription.
-    }
-
-    pub fn is_closed(&self) -> bool {
-        *self.closed.borrow()
+        self.closer.close();
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // gate
-
-/// Options for `Gate(options:)`, a gate kept in memory, taken as given. nil fields take the
-/// core's defaults. `Gate.open(config:)` takes every option (`GateConfig`) and has the core check
-/// them.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct GateOptions {
-    /// The approval timeout for tools that set none (core default: 60 s).
-    #[uniffi(default = None)]
-    pub default_timeout_ms: Option<u64>,
-    /// Replaces the policy's keyword list.
-    #[uniffi(default = None)]
-    pub keywords: Option<Vec<String>>,
-    /// With true (the default), a request nobody is subscribed to is cancelled at once, and so
-    /// is every pending request when the last subscriber goes away.
-    #[uniffi(default = true)]
-    pub deny_when_unobserved: bool,
-    /// Events buffered per subscriber before it is told it lagged (core default: 4096).
-    #[uniffi(default = None)]
-    pub bus_capacity: Option<u32>,
-    /// Accept responses only from these responders (the core's `AllowedResponders`); others
-    /// fail with `unauthorized`.
-    #[uniffi(default = None)]
-    pub allowed_responders: Option<Vec<String>>,
-    /// DEVELOPMENT ONLY: every call runs without approval.
-    #[uniffi(default = false)]
-    pub dangerously_disable_gating: bool,
-}
-
-/// The core's builder for `options` (`Gate(options:)`).
-fn builder(options: GateOptions) -> core::GateBuilder {
-    let mut b = core::Gate::builder()
-        .deny_when_unobserved(options.deny_when_unobserved)
-        .dangerously_disable_gating(options.dangerously_disable_gating);
-    if let Some(t) = options.default_timeout_ms {
-        b = b.default_timeout(Duration::from_millis(t));
-    }
-    if let Some(k) = options.keywords {
-        b = b.keywords(k);
-    }
-    if let Some(n) = options.bus_capacity {
-        b = b.bus_capacity(n as usize);
-    }
-    if let Some(r) = options.allowed_responders {
-        b = b.authenticator(Arc::new(core::AllowedResponders(r)));
-    }
-    b
-}
 
 /// The approval gate.
 #[derive(uniffi::Object)]
@@ -403,13 +335,12 @@ impl Gate {
 
 #[uniffi::export]
 impl Gate {
-    /// A gate kept in memory. `GateOptions()` (the default) is the core's default policy. For a
-    /// durable store, an audit log, approval tokens, approver rules or options checked by the
-    /// core, use `Gate.open(config:)`.
-    #[uniffi::constructor(default(options))]
-    pub fn new(options: GateOptions) -> Arc<Self> {
-        // Building only fails when registering tools passed to the builder; none are.
-        Arc::new(Gate { inner: builder(options).build().expect("a gate without tools always builds") })
+    /// A gate with the core's defaults, kept in memory. Any other option (a timeout, keywords,
+    /// `denyWhenUnobserved`, a store, an audit log, token keys, ...) goes through
+    /// `Gate.open(config:keys:)`, which the core checks.
+    #[uniffi::constructor]
+    pub fn new() -> Arc<Self> {
+        Arc::new(Gate { inner: core::Gate::new() })
     }
 
     /// Registers (or replaces) a tool without an executor (confirm-only).
@@ -592,7 +523,7 @@ impl Gate {
 
     /// How many approvers are attached: approver subscriptions and handlers (observers do not
     /// count).
-    pub fn subscriber_count(&self) -> u64 {
+    pub fn approver_count(&self) -> u64 {
         self.inner.approver_count() as u64
     }
 

@@ -5,8 +5,9 @@
 //! the chain and its anchor) is the core's.
 
 use crate::error::{SignoffError, config};
-use crate::types::{ConfirmationRequest, ToolResult, parse_value, to_json};
+use crate::types::{ConfirmationRequest, RequestId, ToolResult, parse_value};
 use crate::{Gate, runtime};
+use serde_json::Value;
 use signoff as core;
 use signoff::AuditAnchor;
 use std::collections::HashMap;
@@ -16,14 +17,6 @@ pub use signoff::{ChainHead, ChainProblemKind, RecordState, TokenClaims};
 
 // ---------------------------------------------------------------------------------------------
 // tokens
-
-/// A request id (a UUID) in its string form, as every other id crosses the FFI.
-type RequestId = uuid::Uuid;
-uniffi::custom_type!(RequestId, String, {
-    remote,
-    lower: |id| id.to_string(),
-    try_lift: |s| Ok(uuid::Uuid::parse_str(&s)?),
-});
 
 /// A token signing key (the core's `Secret`: at least 32 bytes, zeroed when released). Its bytes
 /// stay in Rust; load it from configuration (`fromBase64`, or `TokenKeys.parse` / `fromEnv` /
@@ -146,15 +139,15 @@ pub struct TokenClaims {
 // ---------------------------------------------------------------------------------------------
 // configuration
 
-/// Everything a gate can be configured with, for `Gate.open(config:keys:)`: the core's
-/// `GateConfig`, with the option names Python (`Gate(store_path=...)`) and Node
-/// (`new Gate({ storePath })`) use. nil or false options are not set (the core's defaults). The
-/// core validates it, as for Python and Node: every mistake is a `config` error that names the
-/// option as Swift spells it (`busCapacity`): a value out of range (a zero or absurd bus
-/// capacity, a timeout of 0 ms or beyond 30 days), an option that needs another one
-/// (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`, `tokenTtlMs` needs
-/// token keys), or two that exclude each other (`allowedResponders` and `approvers` /
-/// `forbidSelfApproval`).
+/// Everything a gate can be configured with, for `Gate.open(config:keys:)` (the only configured
+/// path; `Gate()` is the core's defaults): the core's `GateConfig`, with the option names Python
+/// (`Gate(store_path=...)`) and Node (`new Gate({ storePath })`) use. nil or false options are not
+/// set (the core's defaults). The core validates it, as for Python and Node: every mistake is a
+/// `config` error that names the option as Swift spells it (`busCapacity`): a value out of range
+/// (a zero or absurd bus capacity, a timeout of 0 ms or beyond 30 days), an option that needs
+/// another one (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`,
+/// `tokenTtlMs` needs token keys), or two that exclude each other (`allowedResponders` and
+/// `approvers` / `forbidSelfApproval`).
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct GateConfig {
     /// The approval timeout for tools that set none (60,000; 1 ms to 30 days).
@@ -212,17 +205,13 @@ pub struct GateConfig {
     pub token_ttl_ms: Option<u64>,
 }
 
-/// Stands in for a `TokenKeys` object while the core checks the options (so that `tokenTtlMs`
-/// sees keys configured); replaced before the gate is built, never used.
-const KEYS_PLACEHOLDER: &str = "placeholder:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
-
 impl GateConfig {
-    /// The core's configuration, read from the options' JSON form with Swift's (camelCase) names.
+    /// The core's configuration: the options read from their JSON form with Swift's (camelCase)
+    /// names, the `keys` object added, then the rules between options checked, all by the core.
     fn into_core(self, keys: Option<Arc<TokenKeys>>) -> Result<core::GateConfig, SignoffError> {
         if keys.is_some() && self.token_keys.is_some() {
             return Err(config("token keys given twice: `tokenKeys` in the configuration and `keys`"));
         }
-        let token_keys = self.token_keys.or_else(|| keys.as_ref().map(|_| KEYS_PLACEHOLDER.to_owned()));
         let v = serde_json::json!({
             "defaultTimeoutMs": self.default_timeout_ms,
             "keywords": self.keywords,
@@ -237,13 +226,14 @@ impl GateConfig {
             "synchronousFull": self.synchronous_full,
             "auditPath": self.audit_path,
             "auditRotateBytes": self.audit_rotate_bytes,
-            "tokenKeys": token_keys,
+            "tokenKeys": self.token_keys,
             "tokenTtlMs": self.token_ttl_ms,
         });
-        let mut c = core::GateConfig::from_json(&v, core::Naming::Camel)?;
+        let mut c = core::GateConfig::read_json(&v, core::Naming::Camel)?;
         if let Some(k) = keys {
             c.token_keys = Some(k.inner.clone());
         }
+        c.validate(core::Naming::Camel)?;
         Ok(c)
     }
 }
@@ -313,10 +303,10 @@ impl From<core::StoredRecord> for StoredRecord {
             request: (&*r.request).into(),
             state: r.state,
             is_final: r.state.is_final(),
-            arguments_json: r.arguments.as_ref().map(to_json),
+            arguments_json: r.arguments.as_ref().map(Value::to_string),
             responder: r.responder,
             token_fingerprint: r.token,
-            result_json: r.result.as_ref().map(to_json),
+            result_json: r.result.as_ref().map(Value::to_string),
             tool_result,
             updated_at_ms: r.updated_at_ms,
         }
@@ -462,12 +452,13 @@ pub fn verify_audit_chain(path: String, store_path: Option<String>) -> Result<Ch
 
 #[uniffi::export]
 impl Gate {
-    /// A gate configured with everything Python and Node offer (a durable store, the audit log,
-    /// approval tokens, approver rules, ...), validated by the core (see `GateConfig`). `keys`
-    /// passes token keys as an object instead of `config.tokenKeys` (not both). Call `recover()`
-    /// next when using a store. Errors: `config` (an invalid option, with its name), `store` (the
-    /// database cannot be opened, or another gate has it open), `io` (the audit log cannot be
-    /// opened).
+    /// A gate configured with everything Python and Node offer (a timeout, keywords, a durable
+    /// store, the audit log, approval tokens, approver rules, ...), validated by the core (see
+    /// `GateConfig`): the one configured path (`Gate()` is the core's defaults and cannot fail).
+    /// `keys` passes token keys as an object instead of `config.tokenKeys` (not both). Call
+    /// `recover()` next when using a store. Errors: `config` (an invalid option, with its name),
+    /// `store` (the database cannot be opened, or another gate has it open), `io` (the audit log
+    /// cannot be opened).
     // (A bare `config`, the record's own default, must come last in `default(...)`.)
     #[uniffi::constructor(default(keys = None, config))]
     pub fn open(config: GateConfig, keys: Option<Arc<TokenKeys>>) -> Result<Arc<Self>, SignoffError> {

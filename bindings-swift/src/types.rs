@@ -10,8 +10,18 @@ use uuid::Uuid;
 // Core types exposed as they are: each `#[uniffi::remote(...)]` below mirrors the core's
 // definition (uniffi generates the FFI code for the core type; the mirror itself is not emitted).
 pub use signoff::{
-    ApprovalMode, ApprovedBy, CancelReason, Evaluation, Outcome, ResponseDecision, Scope, ToolSource, ToolStatus,
+    ApprovalMode, ApprovedBy, CancelReason, ConfirmationResolved, ConfirmationTimeout, Evaluation, Outcome,
+    ResponseDecision, Scope, ToolSource, ToolStatus,
 };
+
+/// A request id (a UUID) in its string form, as every id crosses the FFI; text that is not a UUID
+/// is `malformed`.
+pub type RequestId = Uuid;
+uniffi::custom_type!(RequestId, String, {
+    remote,
+    lower: |id| id.to_string(),
+    try_lift: |s| Ok(parse_uuid("a request id", &s)?),
+});
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -51,12 +61,8 @@ fn detail(e: core::Error) -> String {
     }
 }
 
-pub(crate) fn to_json(v: &Value) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
-}
-
 fn opt_json(v: &Value) -> Option<String> {
-    if v.is_null() { None } else { Some(to_json(v)) }
+    if v.is_null() { None } else { Some(v.to_string()) }
 }
 
 fn metadata_from(s: &Option<String>) -> Result<Value, SignoffError> {
@@ -100,18 +106,16 @@ pub enum ArgRule {
     Contains { pointer: String, substring: String },
 }
 
-fn values_json(v: &[Value]) -> String {
-    to_json(&Value::Array(v.to_vec()))
-}
-
 impl From<core::ArgRule> for ArgRule {
     fn from(r: core::ArgRule) -> Self {
         match r {
             core::ArgRule::PathOutside { pointer, prefixes } => ArgRule::PathOutside { pointer, prefixes },
             core::ArgRule::GreaterThan { pointer, value } => ArgRule::GreaterThan { pointer, value },
-            core::ArgRule::OneOf { pointer, values } => ArgRule::OneOf { pointer, values_json: values_json(&values) },
+            core::ArgRule::OneOf { pointer, values } => {
+                ArgRule::OneOf { pointer, values_json: Value::from(values).to_string() }
+            }
             core::ArgRule::NotOneOf { pointer, values } => {
-                ArgRule::NotOneOf { pointer, values_json: values_json(&values) }
+                ArgRule::NotOneOf { pointer, values_json: Value::from(values).to_string() }
             }
             core::ArgRule::Contains { pointer, substring } => ArgRule::Contains { pointer, substring },
         }
@@ -177,7 +181,7 @@ pub struct ToolSpec {
 impl From<core::ToolSpec> for ToolSpec {
     fn from(s: core::ToolSpec) -> Self {
         ToolSpec {
-            parameters_json: Some(to_json(&s.parameters)),
+            parameters_json: Some(s.parameters.to_string()),
             approval: Some(s.approval),
             source: Some(s.source),
             rules: s.rules.into_iter().map(Into::into).collect(),
@@ -339,7 +343,7 @@ impl From<core::Decision> for Decision {
         match d {
             core::Decision::Approved { request_id, arguments, edited, by, scope, responder } => Decision::Approved {
                 request_id: request_id.map(|u| u.to_string()),
-                arguments_json: to_json(&arguments),
+                arguments_json: arguments.to_string(),
                 edited,
                 by,
                 scope,
@@ -358,21 +362,34 @@ impl From<core::Decision> for Decision {
     }
 }
 
+impl Decision {
+    /// The core's decision, for its accessors. The arguments and request ids are left out: no
+    /// accessor but `request_id` reads them, and a `Decision` made up on the Swift side may hold
+    /// text that is no JSON or no UUID.
+    fn core(&self) -> core::Decision {
+        let id = Uuid::nil();
+        match self.clone() {
+            Decision::Approved { edited, by, scope, responder, .. } => {
+                core::Decision::Approved { request_id: None, arguments: Value::Null, edited, by, scope, responder }
+            }
+            Decision::Denied { reason, responder, .. } => core::Decision::Denied { request_id: id, reason, responder },
+            Decision::TimedOut { timeout_ms, .. } => core::Decision::TimedOut { request_id: id, timeout_ms },
+            Decision::Cancelled { reason, .. } => core::Decision::Cancelled { request_id: None, reason },
+        }
+    }
+}
+
+/// The core's `Decision` accessors.
 #[uniffi::export]
 impl Decision {
     /// True only for `approved`.
     pub fn is_approved(&self) -> bool {
-        matches!(self, Decision::Approved { .. })
+        self.core().is_approved()
     }
 
     /// The final outcome.
     pub fn outcome(&self) -> Outcome {
-        match self {
-            Decision::Approved { .. } => Outcome::Approved,
-            Decision::Denied { .. } => Outcome::Denied,
-            Decision::TimedOut { .. } => Outcome::TimedOut,
-            Decision::Cancelled { .. } => Outcome::Cancelled,
-        }
+        self.core().outcome()
     }
 
     /// The confirmation request this decision answers, if one was made (and is known).
@@ -381,6 +398,41 @@ impl Decision {
             Decision::Approved { request_id, .. } | Decision::Cancelled { request_id, .. } => request_id.clone(),
             Decision::Denied { request_id, .. } | Decision::TimedOut { request_id, .. } => Some(request_id.clone()),
         }
+    }
+
+    /// Who answered: the approver, or the person who denied (when known).
+    pub fn responder(&self) -> Option<String> {
+        self.core().responder().map(str::to_owned)
+    }
+
+    /// The reason a person gave for a denial.
+    pub fn reason(&self) -> Option<String> {
+        self.core().reason().map(str::to_owned)
+    }
+
+    /// Why the request was cancelled (`cancelled` only).
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        self.core().cancel_reason()
+    }
+
+    /// The approval's scope: `once` for everything but an approval for the session.
+    pub fn scope(&self) -> Scope {
+        self.core().scope()
+    }
+
+    /// Why an approved call may run (`approved` only).
+    pub fn approved_by(&self) -> Option<ApprovedBy> {
+        self.core().approved_by()
+    }
+
+    /// True when a person changed the arguments before approving.
+    pub fn edited(&self) -> bool {
+        self.core().edited()
+    }
+
+    /// How long the request waited (`timedOut` only).
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.core().timeout_ms()
     }
 }
 
@@ -442,10 +494,10 @@ impl From<core::ToolResult> for ToolResult {
             call_id: r.call_id,
             tool: r.tool,
             status: r.status,
-            output_json: r.output.as_ref().map(to_json),
+            output_json: r.output.as_ref().map(Value::to_string),
             error: r.error,
             error_kind: r.error_kind,
-            arguments_json: r.arguments.as_ref().map(to_json),
+            arguments_json: r.arguments.as_ref().map(Value::to_string),
             edited: r.edited,
             request_id: r.request_id.map(|u| u.to_string()),
             decision: r.decision.map(Into::into),
@@ -486,7 +538,7 @@ impl From<&core::ConfirmationRequest> for ConfirmationRequest {
             id: r.id.to_string(),
             tool: r.tool.clone(),
             description: r.description.clone(),
-            arguments_json: to_json(&r.arguments),
+            arguments_json: r.arguments.to_string(),
             display_arguments: r.display_arguments.clone(),
             prompt: r.prompt.clone(),
             arguments_digest: r.arguments_digest.clone(),
@@ -564,7 +616,7 @@ impl From<&core::ConfirmationResponse> for ConfirmationResponse {
             id: r.id.to_string(),
             decision: r.decision,
             scope: r.scope,
-            arguments_json: r.arguments.as_ref().map(to_json),
+            arguments_json: r.arguments.as_ref().map(Value::to_string),
             reason: r.reason.clone(),
             responder: r.responder.clone(),
             tool: r.tool.clone(),
@@ -593,25 +645,29 @@ impl ConfirmationResponse {
 }
 
 /// Sent when a request's deadline passes with no answer.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct ConfirmationTimeout {
-    pub id: String,
+    pub id: RequestId,
     pub tool: String,
     pub session_id: String,
+    /// The request's deadline (epoch ms).
     pub deadline_ms: u64,
+    /// When the timeout was detected (epoch ms).
     pub at_ms: u64,
 }
 
 /// The final event of every request.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct ConfirmationResolved {
-    pub id: String,
+    pub id: RequestId,
     pub tool: String,
     pub session_id: String,
     pub outcome: Outcome,
+    /// Why it was cancelled (outcome `cancelled` only).
     pub cancel_reason: Option<CancelReason>,
     /// Who decided (approved or denied only).
     pub responder: Option<String>,
+    /// The reason given with a denial.
     pub reason: Option<String>,
     pub scope: Scope,
     /// The person changed the arguments.
@@ -647,29 +703,8 @@ impl From<core::Event> for GateEvent {
         match e {
             core::Event::ConfirmationRequest(r) => GateEvent::Request { request: (&*r).into() },
             core::Event::ConfirmationResponse(r) => GateEvent::Response { response: (&*r).into() },
-            core::Event::ConfirmationTimeout(t) => GateEvent::Timeout {
-                timeout: ConfirmationTimeout {
-                    id: t.id.to_string(),
-                    tool: t.tool.clone(),
-                    session_id: t.session_id.clone(),
-                    deadline_ms: t.deadline_ms,
-                    at_ms: t.at_ms,
-                },
-            },
-            core::Event::ConfirmationResolved(r) => GateEvent::Resolved {
-                resolved: ConfirmationResolved {
-                    id: r.id.to_string(),
-                    tool: r.tool.clone(),
-                    session_id: r.session_id.clone(),
-                    outcome: r.outcome,
-                    cancel_reason: r.cancel_reason,
-                    responder: r.responder.clone(),
-                    reason: r.reason.clone(),
-                    scope: r.scope,
-                    edited: r.edited,
-                    at_ms: r.at_ms,
-                },
-            },
+            core::Event::ConfirmationTimeout(t) => GateEvent::Timeout { timeout: (*t).clone() },
+            core::Event::ConfirmationResolved(r) => GateEvent::Resolved { resolved: (*r).clone() },
         }
     }
 }
@@ -713,29 +748,8 @@ impl GateEvent {
         Ok(match self {
             GateEvent::Request { request } => core::Event::ConfirmationRequest(Arc::new(request.into_core()?)),
             GateEvent::Response { response } => core::Event::ConfirmationResponse(Arc::new(response.into_core()?)),
-            GateEvent::Timeout { timeout: t } => {
-                core::Event::ConfirmationTimeout(Arc::new(core::ConfirmationTimeout {
-                    id: parse_uuid("timeout id", &t.id)?,
-                    tool: t.tool,
-                    session_id: t.session_id,
-                    deadline_ms: t.deadline_ms,
-                    at_ms: t.at_ms,
-                }))
-            }
-            GateEvent::Resolved { resolved: r } => {
-                core::Event::ConfirmationResolved(Arc::new(core::ConfirmationResolved {
-                    id: parse_uuid("resolved id", &r.id)?,
-                    tool: r.tool,
-                    session_id: r.session_id,
-                    outcome: r.outcome,
-                    cancel_reason: r.cancel_reason,
-                    responder: r.responder,
-                    reason: r.reason,
-                    scope: r.scope,
-                    edited: r.edited,
-                    at_ms: r.at_ms,
-                }))
-            }
+            GateEvent::Timeout { timeout } => core::Event::ConfirmationTimeout(Arc::new(timeout)),
+            GateEvent::Resolved { resolved } => core::Event::ConfirmationResolved(Arc::new(resolved)),
             GateEvent::Lagged { .. } => {
                 return Err(malformed("event", "`lagged` is a subscriber notice, not a bus event"));
             }
@@ -753,7 +767,7 @@ pub fn event_from_json(json: String) -> Result<GateEvent, SignoffError> {
 /// The stable JSON form of an event (`lagged` has none: `malformed`).
 #[uniffi::export]
 pub fn event_to_json(event: GateEvent) -> Result<String, SignoffError> {
-    Ok(to_json(&event.into_core()?.to_json()))
+    Ok(event.into_core()?.to_json().to_string())
 }
 
 /// Parses a response from JSON (a `"type": "confirmation-response"` field is accepted; unknown

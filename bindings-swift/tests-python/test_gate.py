@@ -69,7 +69,7 @@ async def events_until_resolved(sub, request_id):
 
 
 def gate_with_delete(**opts):
-    gate = so.Gate(so.GateOptions(**opts)) if opts else so.Gate()
+    gate = so.Gate.open(config=so.GateConfig(**opts)) if opts else so.Gate()
     gate.register_tool(delete_spec())
     return gate
 
@@ -124,6 +124,36 @@ async def test_deny_with_reason():
     assert d.reason == "not that file" and d.responder == "bob" and d.request_id == req.id
     kinds = [ev_kind(e) for e in await events_until_resolved(sub, req.id)]
     assert kinds == ["response", "resolved"]
+
+
+@async_test
+async def test_decision_accessors_are_the_cores():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    gate.approve(req, scope=so.Scope.SESSION, responder="alice")
+    d = await p.wait()
+    # In Python a variant's fields shadow the enum's methods of the same name, so they are called
+    # through the class here; Swift calls them on the value (`decision.responder()`).
+    D = so.Decision
+    assert D.is_approved(d) and D.outcome(d) == so.Outcome.APPROVED and D.request_id(d) == req.id
+    assert D.responder(d) == "alice" and D.scope(d) == so.Scope.SESSION and D.approved_by(d) == so.ApprovedBy.PERSON
+    assert D.reason(d) is None and D.cancel_reason(d) is None and D.timeout_ms(d) is None and D.edited(d) is False
+    # Every variant, also made up on the Swift side (ids that are no UUIDs, arguments that are no
+    # JSON): the accessors never fail.
+    denied = D.DENIED(request_id="r1", reason="no", responder="bob")
+    assert (D.outcome(denied), D.request_id(denied), D.reason(denied), D.responder(denied)) == (
+        so.Outcome.DENIED, "r1", "no", "bob")
+    assert D.scope(denied) == so.Scope.ONCE and D.approved_by(denied) is None and not D.is_approved(denied)
+    timed_out = D.TIMED_OUT(request_id="r2", timeout_ms=5)
+    assert (D.outcome(timed_out), D.timeout_ms(timed_out), D.responder(timed_out)) == (so.Outcome.TIMED_OUT, 5, None)
+    cancelled = D.CANCELLED(request_id=None, reason=so.CancelReason.ABORTED)
+    assert D.cancel_reason(cancelled) == so.CancelReason.ABORTED and D.request_id(cancelled) is None
+    assert D.outcome(cancelled) == so.Outcome.CANCELLED and D.reason(cancelled) is None
+    made_up = D.APPROVED(request_id="x", arguments_json="not json", edited=True, by=so.ApprovedBy.SESSION_GRANT,
+                         scope=so.Scope.ONCE, responder=None)
+    assert D.edited(made_up) and D.request_id(made_up) == "x" and D.approved_by(made_up) == so.ApprovedBy.SESSION_GRANT
 
 
 @async_test
@@ -446,9 +476,9 @@ async def test_no_subscribers_cancels():
     sub = gate.subscribe()
     p = gate.confirm_cancellable(call())
     await next_request(sub)
-    assert gate.subscriber_count() == 1
+    assert gate.approver_count() == 1
     sub.close()
-    assert sub.is_closed() and gate.subscriber_count() == 0
+    assert gate.approver_count() == 0
     d = await p.wait()
     assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_APPROVER
     assert await sub.next() is None
@@ -492,7 +522,36 @@ async def test_event_stream_order_and_close():
     await asyncio.sleep(0.05)
     other.close()
     assert await asyncio.wait_for(waiter, 2) is None
-    assert gate.subscriber_count() == 1
+    assert gate.approver_count() == 1
+
+
+@async_test
+async def test_observers_are_not_approvers_and_subscriptions_end_with_the_gate():
+    gate = gate_with_delete()
+    watch = gate.observe()
+    assert gate.approver_count() == 0
+    d = await gate.confirm_cancellable(call()).wait()  # only an observer: nobody can approve
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.NO_APPROVER
+    assert (await next_event(watch)).is_request()  # but it saw the request
+    sub = gate.subscribe()
+    assert gate.approver_count() == 1
+    watch.close()
+    watch.close()  # idempotent
+    assert gate.approver_count() == 1 and await watch.next() is None  # an observer detaches no approver
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    late = gate.subscribe()
+    gate.close()
+    # A subscription delivers what was published before the close, then ends.
+    kinds = []
+    while (ev := await asyncio.wait_for(sub.next(), 2)) is not None:
+        kinds.append(ev_kind(ev))
+    assert kinds == ["resolved"]
+    assert await asyncio.wait_for(late.next(), 2) is not None  # the same cancellation ...
+    assert await asyncio.wait_for(late.next(), 2) is None  # ... then the end
+    assert await asyncio.wait_for(gate.subscribe().next(), 2) is None  # subscribed after the close
+    d = await p.wait()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.SHUTDOWN and d.request_id == req.id
 
 
 @async_test
@@ -675,7 +734,7 @@ async def test_foreign_handler_that_throws_fails_the_approval():
 async def test_throwing_handler_with_allowed_responders_fails_at_once():
     # The handler's failure is not a response: the authenticator (only "alice" may answer) does
     # not hold it back, so the call ends at once instead of waiting for its deadline.
-    gate = so.Gate(so.GateOptions(allowed_responders=["alice"]))
+    gate = so.Gate.open(config=so.GateConfig(allowed_responders=["alice"]))
     ex = Exec(lambda a: "ran")
     gate.register_executable_tool(delete_spec(timeout_ms=5000), ex)
     reg = gate.on_request(Raises())
@@ -1024,15 +1083,28 @@ def test_defaults_match_the_core():
     assert spec.approval == so.ApprovalMode.DEFAULT and spec.source.is_built_in()
     c = so.ToolCall(tool="x")
     assert c.arguments_json == "{}" and c.session_id == "default"
-    assert so.GateOptions().deny_when_unobserved is True
+    assert so.GateConfig().deny_when_unobserved is True
     assert not gate.gating_disabled()
-    dev = so.Gate(so.GateOptions(dangerously_disable_gating=True))
+    dev = so.Gate.open(config=so.GateConfig(dangerously_disable_gating=True))
     assert dev.gating_disabled()
+
+
+def test_one_configuration_path_checked_by_the_core():
+    # Gate() cannot fail; every option goes through Gate.open(config:), which the core checks.
+    # A bus capacity of 4e9 would make the core's builder allocate billions of slots: refused.
+    for bad in (4_000_000_000, 0, 2**64 - 1):
+        with pytest.raises(so.SignoffError.Config, match="busCapacity"):
+            so.Gate.open(config=so.GateConfig(bus_capacity=bad))
+    with pytest.raises(so.SignoffError.Config, match="defaultTimeoutMs"):
+        so.Gate.open(config=so.GateConfig(default_timeout_ms=0))
+    assert not hasattr(so, "GateOptions")
+    gate = so.Gate.open(config=so.GateConfig(bus_capacity=1))
+    assert not gate.is_closed() and so.Gate().approver_count() == 0
 
 
 @async_test
 async def test_keywords_and_default_timeout_options():
-    gate = so.Gate(so.GateOptions(keywords=["frobnicate"], default_timeout_ms=100))
+    gate = so.Gate.open(config=so.GateConfig(keywords=["frobnicate"], default_timeout_ms=100))
     gate.register_tool(so.ToolSpec(name="frobnicate_it"))
     gate.register_tool(so.ToolSpec(name="delete_file"))
     assert gate.evaluate(call("frobnicate_it", {})).required
@@ -1054,6 +1126,13 @@ def test_event_json_round_trip():
     assert json.loads(so.event_to_json(ev)) == resolved
     with pytest.raises(so.SignoffError.Malformed):
         so.event_from_json(json.dumps({"type": "nope"}))
+    for bad_id in ("nope", "", rid + "x"):  # an event made up with an id that is no UUID
+        bad = so.GateEvent.RESOLVED(resolved=so.ConfirmationResolved(**dict(vars(ev.resolved), id=bad_id)))
+        with pytest.raises(so.SignoffError.Malformed, match="not a UUID"):
+            so.event_to_json(bad)
+        with pytest.raises(so.SignoffError.Malformed, match="not a UUID"):
+            so.event_to_json(so.GateEvent.TIMEOUT(timeout=so.ConfirmationTimeout(
+                id=bad_id, tool="t", session_id="s", deadline_ms=1, at_ms=2)))
     with pytest.raises(so.SignoffError.Malformed):
         so.event_to_json(so.GateEvent.LAGGED(missed=1, pending=[]))
     with pytest.raises(so.SignoffError.Malformed):

@@ -16,7 +16,8 @@ HANDWRITTEN = (HERE.parent / "Sources" / "Signoff" / "Signoff+Swift.swift").read
 DECLARATIONS = [
     # objects and their methods
     (r"open class Gate: GateProtocol, @unchecked Sendable", "Gate"),
-    (r"public convenience init\(options: GateOptions = GateOptions\(\)\)", "Gate(options:) / Gate()"),
+    (r"public convenience init\(\) \{", "Gate()"),
+    (r"open func approverCount\(\) -> UInt64", "tests"),
     (r"open func confirmCancellable\(call: ToolCall\)throws\s+-> PendingConfirmation", "Gate.confirm"),
     (r"open func executeCancellable\(call: ToolCall\)throws\s+-> PendingExecution", "Gate.execute"),
     (r"open func executeBatchCancellable\(calls: \[ToolCall\]\)throws\s+-> PendingBatch", "Gate.executeBatch"),
@@ -47,6 +48,17 @@ DECLARATIONS = [
     (r"case denied\(requestId: String, reason: String\?, responder: String\?", "tests"),
     (r"case timedOut\(requestId: String, timeoutMs: UInt64", "tests"),
     (r"case cancelled\(requestId: String\?, reason: CancelReason", "Gate.confirm docs, tests"),
+    # the core's Decision accessors
+    (r"public func isApproved\(\) -> Bool", "tests"),
+    (r"public func outcome\(\) -> Outcome", "tests"),
+    (r"public func requestId\(\) -> String\?", "tests"),
+    (r"public func responder\(\) -> String\?", "tests"),
+    (r"public func reason\(\) -> String\?", "tests"),
+    (r"public func cancelReason\(\) -> CancelReason\?", "tests"),
+    (r"public func scope\(\) -> Scope", "tests"),
+    (r"public func approvedBy\(\) -> ApprovedBy\?", "tests"),
+    (r"public func edited\(\) -> Bool", "tests"),
+    (r"public func timeoutMs\(\) -> UInt64\?", "tests"),
     (r"case request\(request: ConfirmationRequest", "Gate.requests"),
     (r"case lagged\(missed: UInt64, pending: \[ConfirmationRequest\],\s+/\*\*[^/]*\*/more: String\? = nil", "Gate.requests"),
     (r"open func pendingPage\(after: String\? = nil, limit: UInt32 = UInt32\(1000\)\)throws\s+-> PendingPage", "Gate.requests, README"),
@@ -106,6 +118,17 @@ DECLARATIONS = [
     (r"public enum RecordState: Equatable, Hashable \{", "tests"),
     (r"public enum ChainProblemKind: Equatable, Hashable \{", "tests"),
 ]
+
+
+# Gone, and must stay gone: the unvalidated configuration path and the old count's name.
+REMOVED = [r"\bGateOptions\b", r"\bsubscriberCount\b"]
+
+
+@pytest.mark.parametrize("pattern", REMOVED)
+def test_removed_names_stay_removed(pattern):
+    sources = [GENERATED, HANDWRITTEN, (HERE.parent / "README.md").read_text(encoding="utf-8")]
+    sources += [p.read_text(encoding="utf-8") for p in (HERE.parent / "Tests").rglob("*.swift")]
+    assert not any(re.search(pattern, text) for text in sources), pattern
 
 
 @pytest.mark.parametrize("pattern,user", DECLARATIONS, ids=[u + ": " + p[:40] for p, u in DECLARATIONS])

@@ -19,7 +19,7 @@ extension Gate {
     ///
     /// Returns at once when the call needs no approval (`.approved(by: .notGated, ...)`).
     /// Otherwise a `.request` event is published and this waits until a person answers, the
-    /// deadline passes, the gate closes, every subscriber goes away, or the calling task is
+    /// deadline passes, the gate closes, every approver goes away, or the calling task is
     /// cancelled; every one of those except an explicit approval is a decision not to run.
     /// Cancelling the task returns `.cancelled(requestId: nil, reason: .aborted)` (unless a
     /// decision had already been made) and the request resolves as cancelled for everyone.
@@ -49,8 +49,12 @@ extension Gate {
     /// denials, timeouts and tool failures are `ToolResult`s (`status`, and `content` for the
     /// model), not errors.
     ///
-    /// - Throws: `CancellationError` when the calling task is cancelled first (the pending
-    ///   confirmation is cancelled; a running executor's task is cancelled);
+    /// Cancelling the calling task, the same in every language: while the call waits for a
+    /// decision, its request is cancelled (`.aborted`) and the tool never runs; once the tool
+    /// has started, the tool is not interrupted: it runs to the end and its result is recorded
+    /// (audit `execution`, store `done`); only this caller does not receive it.
+    ///
+    /// - Throws: `CancellationError` when the calling task is cancelled before the result is in;
     ///   `SignoffError.Malformed` for arguments that are not JSON.
     public func execute(_ call: ToolCall) async throws -> ToolResult {
         let pending = try executeCancellable(call: call)
@@ -64,9 +68,10 @@ extension Gate {
     }
 
     /// Runs a batch of calls from one model turn concurrently; results come back in the order of
-    /// `calls`, each with its call id.
+    /// `calls`, each with its call id. Cancelling the calling task cancels every call as
+    /// `execute(_:)` describes.
     ///
-    /// - Throws: `CancellationError` when the calling task is cancelled first.
+    /// - Throws: `CancellationError` when the calling task is cancelled before the results are in.
     public func executeBatch(_ calls: [ToolCall]) async throws -> [ToolResult] {
         let pending = try executeBatchCancellable(calls: calls)
         let results = await withTaskCancellationHandler {
@@ -83,8 +88,9 @@ extension Gate {
 
 extension Subscription {
     /// This subscription's events as an `AsyncStream`. The stream ends when the subscription is
-    /// closed or the gate is gone; terminating the stream (breaking out of the loop, cancelling
-    /// the consuming task, releasing the stream) closes the subscription. Iterate it once.
+    /// closed, and after the gate closes (once the events published before are delivered);
+    /// terminating the stream (breaking out of the loop, cancelling the consuming task, releasing
+    /// the stream) closes the subscription. Iterate it once.
     public func events(
         bufferingPolicy: AsyncStream<GateEvent>.Continuation.BufferingPolicy = .unbounded
     ) -> AsyncStream<GateEvent> {
@@ -337,7 +343,6 @@ extension ConfirmationResponse: Sendable {}
 extension ConfirmationTimeout: Sendable {}
 extension Evaluation: Sendable {}
 extension GateConfig: Sendable {}
-extension GateOptions: Sendable {}
 extension NotRestored: Sendable {}
 extension PendingPage: Sendable {}
 extension Recovery: Sendable {}

@@ -855,6 +855,12 @@ public protocol GateProtocol: AnyObject, Sendable {
     func approve(request: ConfirmationRequest, argumentsJson: String?, scope: Scope?, responder: String?) throws  -> Outcome
     
     /**
+     * How many approvers are attached: approver subscriptions and handlers (observers do not
+     * count).
+     */
+    func approverCount()  -> UInt64
+    
+    /**
      * Cancels one pending request (`aborted`). Returns whether it was still pending.
      */
     func cancelRequest(id: String) throws  -> Bool
@@ -979,12 +985,6 @@ public protocol GateProtocol: AnyObject, Sendable {
     func subscribe()  -> Subscription
     
     /**
-     * How many approvers are attached: approver subscriptions and handlers (observers do not
-     * count).
-     */
-    func subscriberCount()  -> UInt64
-    
-    /**
      * Every registered tool's spec, sorted by name.
      */
     func tools()  -> [ToolSpec]
@@ -1092,16 +1092,15 @@ open class Gate: GateProtocol, @unchecked Sendable {
         return try! rustCall { uniffi_signoff_ffi_fn_clone_gate(self.handle, $0) }
     }
     /**
-     * A gate kept in memory. `GateOptions()` (the default) is the core's default policy. For a
-     * durable store, an audit log, approval tokens, approver rules or options checked by the
-     * core, use `Gate.open(config:)`.
+     * A gate with the core's defaults, kept in memory. Any other option (a timeout, keywords,
+     * `denyWhenUnobserved`, a store, an audit log, token keys, ...) goes through
+     * `Gate.open(config:keys:)`, which the core checks.
      */
-public convenience init(options: GateOptions = GateOptions()) {
+public convenience init() {
     let handle =
         try! rustCall() {
         uniffiCallStatus in
-    uniffi_signoff_ffi_fn_constructor_gate_new(
-        FfiConverterTypeGateOptions_lower(options),uniffiCallStatus
+    uniffi_signoff_ffi_fn_constructor_gate_new(uniffiCallStatus
     )
 }
     self.init(unsafeFromHandle: handle)
@@ -1118,12 +1117,13 @@ public convenience init(options: GateOptions = GateOptions()) {
 
     
     /**
-     * A gate configured with everything Python and Node offer (a durable store, the audit log,
-     * approval tokens, approver rules, ...), validated by the core (see `GateConfig`). `keys`
-     * passes token keys as an object instead of `config.tokenKeys` (not both). Call `recover()`
-     * next when using a store. Errors: `config` (an invalid option, with its name), `store` (the
-     * database cannot be opened, or another gate has it open), `io` (the audit log cannot be
-     * opened).
+     * A gate configured with everything Python and Node offer (a timeout, keywords, a durable
+     * store, the audit log, approval tokens, approver rules, ...), validated by the core (see
+     * `GateConfig`): the one configured path (`Gate()` is the core's defaults and cannot fail).
+     * `keys` passes token keys as an object instead of `config.tokenKeys` (not both). Call
+     * `recover()` next when using a store. Errors: `config` (an invalid option, with its name),
+     * `store` (the database cannot be opened, or another gate has it open), `io` (the audit log
+     * cannot be opened).
      */
 public static func `open`(config: GateConfig = GateConfig(), keys: TokenKeys? = nil)throws  -> Gate  {
     return try  FfiConverterTypeGate_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
@@ -1150,6 +1150,19 @@ open func approve(request: ConfirmationRequest, argumentsJson: String? = nil, sc
         FfiConverterOptionString.lower(argumentsJson),
         FfiConverterOptionTypeScope.lower(scope),
         FfiConverterOptionString.lower(responder),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * How many approvers are attached: approver subscriptions and handlers (observers do not
+     * count).
+     */
+open func approverCount() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_approver_count(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -1451,19 +1464,6 @@ open func subscribe() -> Subscription  {
     return try!  FfiConverterTypeSubscription_lift(try! rustCall() {
         uniffiCallStatus in
     uniffi_signoff_ffi_fn_method_gate_subscribe(
-            self.uniffiCloneHandle(),uniffiCallStatus
-    )
-})
-}
-    
-    /**
-     * How many approvers are attached: approver subscriptions and handlers (observers do not
-     * count).
-     */
-open func subscriberCount() -> UInt64  {
-    return try!  FfiConverterUInt64.lift(try! rustCall() {
-        uniffiCallStatus in
-    uniffi_signoff_ffi_fn_method_gate_subscriber_count(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
@@ -2114,8 +2114,10 @@ public func FfiConverterTypePendingConfirmation_lower(_ value: PendingConfirmati
 
 /**
  * An execution in flight (`Gate.executeCancellable`). `wait()` returns the result, or nil when
- * it was cancelled first (the pending confirmation is cancelled; the tool does not start, or
- * its executor is dropped if it had started).
+ * it was cancelled first. Cancelling follows the core's rule (`Gate::execute`): while the call
+ * waits for a decision, its request is cancelled (`aborted`) and the tool never runs; once the
+ * tool has started, it is not interrupted: it runs to the end and its result is recorded (audit
+ * `execution`, store `done`); only this handle does not receive it.
  */
 public protocol PendingExecutionProtocol: AnyObject, Sendable {
     
@@ -2128,8 +2130,10 @@ public protocol PendingExecutionProtocol: AnyObject, Sendable {
 }
 /**
  * An execution in flight (`Gate.executeCancellable`). `wait()` returns the result, or nil when
- * it was cancelled first (the pending confirmation is cancelled; the tool does not start, or
- * its executor is dropped if it had started).
+ * it was cancelled first. Cancelling follows the core's rule (`Gate::execute`): while the call
+ * waits for a decision, its request is cancelled (`aborted`) and the tool never runs; once the
+ * tool has started, it is not interrupted: it runs to the end and its result is recorded (audit
+ * `execution`, store `done`); only this handle does not receive it.
  */
 open class PendingExecution: PendingExecutionProtocol, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -2641,29 +2645,29 @@ public func FfiConverterTypeSecret_lower(_ value: Secret) -> UInt64 {
 
 
 /**
- * A stream of the gate's events (`Gate.subscribe`). `next()` returns nil once the subscription
- * is closed or the gate is gone. `close()` (or dropping it) unsubscribes; when the last
- * subscriber of a gate with `denyWhenUnobserved` goes away, every pending request is cancelled.
+ * A stream of the gate's events (`Gate.subscribe`, `Gate.observe`): the core's `Subscription`.
+ * `next()` returns nil once the subscription is closed, and after the gate closes (once it has
+ * delivered the events published before). `close()` (or dropping it) detaches it: when it was
+ * the last approver of a gate with `denyWhenUnobserved`, every pending request is cancelled.
  */
 public protocol SubscriptionProtocol: AnyObject, Sendable {
     
     /**
-     * Unsubscribes now. Idempotent.
+     * Ends the subscription now (idempotent), from any thread.
      */
     func close() 
     
-    func isClosed()  -> Bool
-    
     /**
-     * The next event, in order; nil when closed or the gate is gone.
+     * The next event, in order; nil once closed (a `next()` waiting meanwhile returns nil at once).
      */
     func next() async  -> GateEvent?
     
 }
 /**
- * A stream of the gate's events (`Gate.subscribe`). `next()` returns nil once the subscription
- * is closed or the gate is gone. `close()` (or dropping it) unsubscribes; when the last
- * subscriber of a gate with `denyWhenUnobserved` goes away, every pending request is cancelled.
+ * A stream of the gate's events (`Gate.subscribe`, `Gate.observe`): the core's `Subscription`.
+ * `next()` returns nil once the subscription is closed, and after the gate closes (once it has
+ * delivered the events published before). `close()` (or dropping it) detaches it: when it was
+ * the last approver of a gate with `denyWhenUnobserved`, every pending request is cancelled.
  */
 open class Subscription: SubscriptionProtocol, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -2719,7 +2723,7 @@ open class Subscription: SubscriptionProtocol, @unchecked Sendable {
 
     
     /**
-     * Unsubscribes now. Idempotent.
+     * Ends the subscription now (idempotent), from any thread.
      */
 open func close()  {try! rustCall() {
         uniffiCallStatus in
@@ -2729,17 +2733,8 @@ open func close()  {try! rustCall() {
 }
 }
     
-open func isClosed() -> Bool  {
-    return try!  FfiConverterBool.lift(try! rustCall() {
-        uniffiCallStatus in
-    uniffi_signoff_ffi_fn_method_subscription_is_closed(
-            self.uniffiCloneHandle(),uniffiCallStatus
-    )
-})
-}
-    
     /**
-     * The next event, in order; nil when closed or the gate is gone.
+     * The next event, in order; nil once closed (a `next()` waiting meanwhile returns nil at once).
      */
 open func next()async  -> GateEvent?  {
     return
@@ -3053,7 +3048,8 @@ public func FfiConverterTypeTokenKeys_lower(_ value: TokenKeys) -> UInt64 {
  * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
  * and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
  * text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
- * error is the tool's failure, reported to the model. Runs at most once per approved call.
+ * error is the tool's failure, reported to the model. Runs at most once per approved call; once
+ * started it runs to the end even when the caller is cancelled (its result is recorded).
  */
 public protocol ToolExecutor: AnyObject, Sendable {
     
@@ -3064,7 +3060,8 @@ public protocol ToolExecutor: AnyObject, Sendable {
  * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
  * and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
  * text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
- * error is the tool's failure, reported to the model. Runs at most once per approved call.
+ * error is the tool's failure, reported to the model. Runs at most once per approved call; once
+ * started it runs to the end even when the caller is cancelled (its result is recorded).
  */
 open class ToolExecutorImpl: ToolExecutor, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -3682,15 +3679,21 @@ public func FfiConverterTypeConfirmationRequest_lower(_ value: ConfirmationReque
  * The final event of every request.
  */
 public struct ConfirmationResolved: Equatable, Hashable {
-    public var id: String
+    public var id: RequestId
     public var tool: String
     public var sessionId: String
     public var outcome: Outcome
+    /**
+     * Why it was cancelled (outcome `cancelled` only).
+     */
     public var cancelReason: CancelReason?
     /**
      * Who decided (approved or denied only).
      */
     public var responder: String?
+    /**
+     * The reason given with a denial.
+     */
     public var reason: String?
     public var scope: Scope
     /**
@@ -3701,10 +3704,16 @@ public struct ConfirmationResolved: Equatable, Hashable {
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: String, tool: String, sessionId: String, outcome: Outcome, cancelReason: CancelReason?, 
+    public init(id: RequestId, tool: String, sessionId: String, outcome: Outcome, 
+        /**
+         * Why it was cancelled (outcome `cancelled` only).
+         */cancelReason: CancelReason?, 
         /**
          * Who decided (approved or denied only).
-         */responder: String?, reason: String?, scope: Scope, 
+         */responder: String?, 
+        /**
+         * The reason given with a denial.
+         */reason: String?, scope: Scope, 
         /**
          * The person changed the arguments.
          */edited: Bool, atMs: UInt64) {
@@ -3736,7 +3745,7 @@ public struct FfiConverterTypeConfirmationResolved: FfiConverterRustBuffer {
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ConfirmationResolved {
         return
             try ConfirmationResolved(
-                id: FfiConverterString.read(from: &buf), 
+                id: FfiConverterTypeRequestId.read(from: &buf), 
                 tool: FfiConverterString.read(from: &buf), 
                 sessionId: FfiConverterString.read(from: &buf), 
                 outcome: FfiConverterTypeOutcome.read(from: &buf), 
@@ -3750,7 +3759,7 @@ public struct FfiConverterTypeConfirmationResolved: FfiConverterRustBuffer {
     }
 
     public static func write(_ value: ConfirmationResolved, into buf: inout [UInt8]) {
-        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterTypeRequestId.write(value.id, into: &buf)
         FfiConverterString.write(value.tool, into: &buf)
         FfiConverterString.write(value.sessionId, into: &buf)
         FfiConverterTypeOutcome.write(value.outcome, into: &buf)
@@ -3892,15 +3901,27 @@ public func FfiConverterTypeConfirmationResponse_lower(_ value: ConfirmationResp
  * Sent when a request's deadline passes with no answer.
  */
 public struct ConfirmationTimeout: Equatable, Hashable {
-    public var id: String
+    public var id: RequestId
     public var tool: String
     public var sessionId: String
+    /**
+     * The request's deadline (epoch ms).
+     */
     public var deadlineMs: UInt64
+    /**
+     * When the timeout was detected (epoch ms).
+     */
     public var atMs: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: String, tool: String, sessionId: String, deadlineMs: UInt64, atMs: UInt64) {
+    public init(id: RequestId, tool: String, sessionId: String, 
+        /**
+         * The request's deadline (epoch ms).
+         */deadlineMs: UInt64, 
+        /**
+         * When the timeout was detected (epoch ms).
+         */atMs: UInt64) {
         self.id = id
         self.tool = tool
         self.sessionId = sessionId
@@ -3924,7 +3945,7 @@ public struct FfiConverterTypeConfirmationTimeout: FfiConverterRustBuffer {
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ConfirmationTimeout {
         return
             try ConfirmationTimeout(
-                id: FfiConverterString.read(from: &buf), 
+                id: FfiConverterTypeRequestId.read(from: &buf), 
                 tool: FfiConverterString.read(from: &buf), 
                 sessionId: FfiConverterString.read(from: &buf), 
                 deadlineMs: FfiConverterUInt64.read(from: &buf), 
@@ -3933,7 +3954,7 @@ public struct FfiConverterTypeConfirmationTimeout: FfiConverterRustBuffer {
     }
 
     public static func write(_ value: ConfirmationTimeout, into buf: inout [UInt8]) {
-        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterTypeRequestId.write(value.id, into: &buf)
         FfiConverterString.write(value.tool, into: &buf)
         FfiConverterString.write(value.sessionId, into: &buf)
         FfiConverterUInt64.write(value.deadlineMs, into: &buf)
@@ -4025,15 +4046,15 @@ public func FfiConverterTypeEvaluation_lower(_ value: Evaluation) -> RustBuffer 
 
 
 /**
- * Everything a gate can be configured with, for `Gate.open(config:keys:)`: the core's
- * `GateConfig`, with the option names Python (`Gate(store_path=...)`) and Node
- * (`new Gate({ storePath })`) use. nil or false options are not set (the core's defaults). The
- * core validates it, as for Python and Node: every mistake is a `config` error that names the
- * option as Swift spells it (`busCapacity`): a value out of range (a zero or absurd bus
- * capacity, a timeout of 0 ms or beyond 30 days), an option that needs another one
- * (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`, `tokenTtlMs` needs
- * token keys), or two that exclude each other (`allowedResponders` and `approvers` /
- * `forbidSelfApproval`).
+ * Everything a gate can be configured with, for `Gate.open(config:keys:)` (the only configured
+ * path; `Gate()` is the core's defaults): the core's `GateConfig`, with the option names Python
+ * (`Gate(store_path=...)`) and Node (`new Gate({ storePath })`) use. nil or false options are not
+ * set (the core's defaults). The core validates it, as for Python and Node: every mistake is a
+ * `config` error that names the option as Swift spells it (`busCapacity`): a value out of range
+ * (a zero or absurd bus capacity, a timeout of 0 ms or beyond 30 days), an option that needs
+ * another one (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`,
+ * `tokenTtlMs` needs token keys), or two that exclude each other (`allowedResponders` and
+ * `approvers` / `forbidSelfApproval`).
  */
 public struct GateConfig: Equatable, Hashable {
     /**
@@ -4244,121 +4265,6 @@ public func FfiConverterTypeGateConfig_lift(_ buf: RustBuffer) throws -> GateCon
 #endif
 public func FfiConverterTypeGateConfig_lower(_ value: GateConfig) -> RustBuffer {
     return FfiConverterTypeGateConfig.lower(value)
-}
-
-
-/**
- * Options for `Gate(options:)`, a gate kept in memory, taken as given. nil fields take the
- * core's defaults. `Gate.open(config:)` takes every option (`GateConfig`) and has the core check
- * them.
- */
-public struct GateOptions: Equatable, Hashable {
-    /**
-     * The approval timeout for tools that set none (core default: 60 s).
-     */
-    public var defaultTimeoutMs: UInt64?
-    /**
-     * Replaces the policy's keyword list.
-     */
-    public var keywords: [String]?
-    /**
-     * With true (the default), a request nobody is subscribed to is cancelled at once, and so
-     * is every pending request when the last subscriber goes away.
-     */
-    public var denyWhenUnobserved: Bool
-    /**
-     * Events buffered per subscriber before it is told it lagged (core default: 4096).
-     */
-    public var busCapacity: UInt32?
-    /**
-     * Accept responses only from these responders (the core's `AllowedResponders`); others
-     * fail with `unauthorized`.
-     */
-    public var allowedResponders: [String]?
-    /**
-     * DEVELOPMENT ONLY: every call runs without approval.
-     */
-    public var dangerouslyDisableGating: Bool
-
-    // Default memberwise initializers are never public by default, so we
-    // declare one manually.
-    public init(
-        /**
-         * The approval timeout for tools that set none (core default: 60 s).
-         */defaultTimeoutMs: UInt64? = nil, 
-        /**
-         * Replaces the policy's keyword list.
-         */keywords: [String]? = nil, 
-        /**
-         * With true (the default), a request nobody is subscribed to is cancelled at once, and so
-         * is every pending request when the last subscriber goes away.
-         */denyWhenUnobserved: Bool = true, 
-        /**
-         * Events buffered per subscriber before it is told it lagged (core default: 4096).
-         */busCapacity: UInt32? = nil, 
-        /**
-         * Accept responses only from these responders (the core's `AllowedResponders`); others
-         * fail with `unauthorized`.
-         */allowedResponders: [String]? = nil, 
-        /**
-         * DEVELOPMENT ONLY: every call runs without approval.
-         */dangerouslyDisableGating: Bool = false) {
-        self.defaultTimeoutMs = defaultTimeoutMs
-        self.keywords = keywords
-        self.denyWhenUnobserved = denyWhenUnobserved
-        self.busCapacity = busCapacity
-        self.allowedResponders = allowedResponders
-        self.dangerouslyDisableGating = dangerouslyDisableGating
-    }
-
-    
-
-    
-}
-
-#if compiler(>=6)
-extension GateOptions: Sendable {}
-#endif
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public struct FfiConverterTypeGateOptions: FfiConverterRustBuffer {
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GateOptions {
-        return
-            try GateOptions(
-                defaultTimeoutMs: FfiConverterOptionUInt64.read(from: &buf), 
-                keywords: FfiConverterOptionSequenceString.read(from: &buf), 
-                denyWhenUnobserved: FfiConverterBool.read(from: &buf), 
-                busCapacity: FfiConverterOptionUInt32.read(from: &buf), 
-                allowedResponders: FfiConverterOptionSequenceString.read(from: &buf), 
-                dangerouslyDisableGating: FfiConverterBool.read(from: &buf)
-        )
-    }
-
-    public static func write(_ value: GateOptions, into buf: inout [UInt8]) {
-        FfiConverterOptionUInt64.write(value.defaultTimeoutMs, into: &buf)
-        FfiConverterOptionSequenceString.write(value.keywords, into: &buf)
-        FfiConverterBool.write(value.denyWhenUnobserved, into: &buf)
-        FfiConverterOptionUInt32.write(value.busCapacity, into: &buf)
-        FfiConverterOptionSequenceString.write(value.allowedResponders, into: &buf)
-        FfiConverterBool.write(value.dangerouslyDisableGating, into: &buf)
-    }
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeGateOptions_lift(_ buf: RustBuffer) throws -> GateOptions {
-    return try FfiConverterTypeGateOptions.lift(buf)
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeGateOptions_lower(_ value: GateOptions) -> RustBuffer {
-    return FfiConverterTypeGateOptions.lower(value)
 }
 
 
@@ -5845,6 +5751,42 @@ public enum Decision: Equatable, Hashable {
 
 
     /**
+     * Why an approved call may run (`approved` only).
+     */
+public func approvedBy() -> ApprovedBy?  {
+    return try!  FfiConverterOptionTypeApprovedBy.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_approved_by(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
+     * Why the request was cancelled (`cancelled` only).
+     */
+public func cancelReason() -> CancelReason?  {
+    return try!  FfiConverterOptionTypeCancelReason.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_cancel_reason(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
+     * True when a person changed the arguments before approving.
+     */
+public func edited() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_edited(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
      * True only for `approved`.
      */
 public func isApproved() -> Bool  {
@@ -5869,12 +5811,60 @@ public func outcome() -> Outcome  {
 }
 
     /**
+     * The reason a person gave for a denial.
+     */
+public func reason() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_reason(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
      * The confirmation request this decision answers, if one was made (and is known).
      */
 public func requestId() -> String?  {
     return try!  FfiConverterOptionString.lift(try! rustCall() {
         uniffiCallStatus in
     uniffi_signoff_ffi_fn_method_decision_request_id(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
+     * Who answered: the approver, or the person who denied (when known).
+     */
+public func responder() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_responder(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
+     * The approval's scope: `once` for everything but an approval for the session.
+     */
+public func scope() -> Scope  {
+    return try!  FfiConverterTypeScope_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_scope(
+            FfiConverterTypeDecision_lower(self),uniffiCallStatus
+    )
+})
+}
+
+    /**
+     * How long the request waited (`timedOut` only).
+     */
+public func timeoutMs() -> UInt64?  {
+    return try!  FfiConverterOptionUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_decision_timeout_ms(
             FfiConverterTypeDecision_lower(self),uniffiCallStatus
     )
 })
@@ -7283,30 +7273,6 @@ public func FfiConverterTypeToolStatus_lower(_ value: ToolStatus) -> RustBuffer 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-fileprivate struct FfiConverterOptionUInt32: FfiConverterRustBuffer {
-    typealias SwiftType = UInt32?
-
-    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
-        guard let value = value else {
-            writeInt(&buf, Int8(0))
-            return
-        }
-        writeInt(&buf, Int8(1))
-        FfiConverterUInt32.write(value, into: &buf)
-    }
-
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
-        switch try readInt(&buf) as Int8 {
-        case 0: return nil
-        case 1: return try FfiConverterUInt32.read(from: &buf)
-        default: throw UniffiInternalError.unexpectedOptionalTag
-        }
-    }
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
 fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
     typealias SwiftType = UInt64?
 
@@ -7491,6 +7457,30 @@ fileprivate struct FfiConverterOptionTypeApprovalMode: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypeApprovalMode.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeApprovedBy: FfiConverterRustBuffer {
+    typealias SwiftType = ApprovedBy?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeApprovedBy.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeApprovedBy.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -8275,6 +8265,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_approve() != 27903) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_gate_approver_count() != 62308) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_gate_cancel_request() != 43168) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -8342,9 +8335,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_subscribe() != 4290) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_signoff_ffi_checksum_method_gate_subscriber_count() != 43459) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_tools() != 20951) {
@@ -8419,13 +8409,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_pendingrequest_request() != 62982) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_subscription_close() != 185) {
+    if (uniffi_signoff_ffi_checksum_method_subscription_close() != 50338) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_subscription_is_closed() != 42292) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_signoff_ffi_checksum_method_subscription_next() != 46186) {
+    if (uniffi_signoff_ffi_checksum_method_subscription_next() != 46274) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_toolexecutor_execute() != 32989) {
@@ -8446,10 +8433,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_tokenkeys_with_verify_only() != 52062) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_constructor_gate_new() != 54791) {
+    if (uniffi_signoff_ffi_checksum_constructor_gate_new() != 20557) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_constructor_gate_open() != 7433) {
+    if (uniffi_signoff_ffi_checksum_constructor_gate_open() != 4922) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_constructor_secret_from_base64() != 4197) {

@@ -305,7 +305,8 @@ void uniffi_signoff_ffi_fn_free_gate(uint64_t handle, RustCallStatus *_Nonnull o
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_GATE_NEW
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_GATE_NEW
-uint64_t uniffi_signoff_ffi_fn_constructor_gate_new(RustBuffer options, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_signoff_ffi_fn_constructor_gate_new(RustCallStatus *_Nonnull out_status
+    
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CONSTRUCTOR_GATE_OPEN
@@ -316,6 +317,11 @@ uint64_t uniffi_signoff_ffi_fn_constructor_gate_open(RustBuffer config, RustBuff
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVE
 RustBuffer uniffi_signoff_ffi_fn_method_gate_approve(uint64_t ptr, RustBuffer request, RustBuffer arguments_json, RustBuffer scope, RustBuffer responder, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVER_COUNT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVER_COUNT
+uint64_t uniffi_signoff_ffi_fn_method_gate_approver_count(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_CANCEL_REQUEST
@@ -431,11 +437,6 @@ int8_t uniffi_signoff_ffi_fn_method_gate_revoke_grant(uint64_t ptr, RustBuffer s
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBE
 uint64_t uniffi_signoff_ffi_fn_method_gate_subscribe(uint64_t ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBER_COUNT
-#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBER_COUNT
-uint64_t uniffi_signoff_ffi_fn_method_gate_subscriber_count(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_TOOLS
@@ -623,11 +624,6 @@ void uniffi_signoff_ffi_fn_free_subscription(uint64_t handle, RustCallStatus *_N
 void uniffi_signoff_ffi_fn_method_subscription_close(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SUBSCRIPTION_IS_CLOSED
-#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SUBSCRIPTION_IS_CLOSED
-int8_t uniffi_signoff_ffi_fn_method_subscription_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SUBSCRIPTION_NEXT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SUBSCRIPTION_NEXT
 uint64_t uniffi_signoff_ffi_fn_method_subscription_next(uint64_t ptr
@@ -739,6 +735,21 @@ uint64_t uniffi_signoff_ffi_fn_method_tokenkeys_with_verify_only(uint64_t ptr, R
 RustBuffer uniffi_signoff_ffi_fn_method_signofferror_kind(RustBuffer ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_APPROVED_BY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_APPROVED_BY
+RustBuffer uniffi_signoff_ffi_fn_method_decision_approved_by(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_CANCEL_REASON
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_CANCEL_REASON
+RustBuffer uniffi_signoff_ffi_fn_method_decision_cancel_reason(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_EDITED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_EDITED
+int8_t uniffi_signoff_ffi_fn_method_decision_edited(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_IS_APPROVED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_IS_APPROVED
 int8_t uniffi_signoff_ffi_fn_method_decision_is_approved(RustBuffer ptr, RustCallStatus *_Nonnull out_status
@@ -749,9 +760,29 @@ int8_t uniffi_signoff_ffi_fn_method_decision_is_approved(RustBuffer ptr, RustCal
 RustBuffer uniffi_signoff_ffi_fn_method_decision_outcome(RustBuffer ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_REASON
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_REASON
+RustBuffer uniffi_signoff_ffi_fn_method_decision_reason(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_REQUEST_ID
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_REQUEST_ID
 RustBuffer uniffi_signoff_ffi_fn_method_decision_request_id(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_RESPONDER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_RESPONDER
+RustBuffer uniffi_signoff_ffi_fn_method_decision_responder(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_SCOPE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_SCOPE
+RustBuffer uniffi_signoff_ffi_fn_method_decision_scope(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_TIMEOUT_MS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_TIMEOUT_MS
+RustBuffer uniffi_signoff_ffi_fn_method_decision_timeout_ms(RustBuffer ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_ERROR_KIND_NAME
@@ -1125,6 +1156,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_approve(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_APPROVER_COUNT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_APPROVER_COUNT
+uint16_t uniffi_signoff_ffi_checksum_method_gate_approver_count(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_CANCEL_REQUEST
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_CANCEL_REQUEST
 uint16_t uniffi_signoff_ffi_checksum_method_gate_cancel_request(void
@@ -1260,12 +1297,6 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_revoke_grant(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBE
 uint16_t uniffi_signoff_ffi_checksum_method_gate_subscribe(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBER_COUNT
-#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBER_COUNT
-uint16_t uniffi_signoff_ffi_checksum_method_gate_subscriber_count(void
     
 );
 #endif
@@ -1416,12 +1447,6 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingrequest_request(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SUBSCRIPTION_CLOSE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SUBSCRIPTION_CLOSE
 uint16_t uniffi_signoff_ffi_checksum_method_subscription_close(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SUBSCRIPTION_IS_CLOSED
-#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SUBSCRIPTION_IS_CLOSED
-uint16_t uniffi_signoff_ffi_checksum_method_subscription_is_closed(void
     
 );
 #endif

@@ -77,6 +77,48 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(kinds, ["response", "resolved"])
     }
 
+    func testDecisionAccessorsAreTheCores() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        _ = try gate.approve(request: request, scope: .session, responder: "alice")
+        let decision = try await pending.wait()
+        XCTAssertTrue(decision.isApproved())
+        XCTAssertEqual(decision.outcome(), .approved)
+        XCTAssertEqual(decision.requestId(), request.id)
+        XCTAssertEqual(decision.responder(), "alice")
+        XCTAssertEqual(decision.scope(), .session)
+        XCTAssertEqual(decision.approvedBy(), .person)
+        XCTAssertNil(decision.reason())
+        XCTAssertNil(decision.cancelReason())
+        XCTAssertNil(decision.timeoutMs())
+        XCTAssertFalse(decision.edited())
+        // Every case, also made up on the Swift side (ids that are no UUIDs, arguments that are no
+        // JSON): the accessors never fail.
+        let denied = Decision.denied(requestId: "r1", reason: "no", responder: "bob")
+        XCTAssertEqual(denied.outcome(), .denied)
+        XCTAssertEqual(denied.requestId(), "r1")
+        XCTAssertEqual(denied.reason(), "no")
+        XCTAssertEqual(denied.responder(), "bob")
+        XCTAssertEqual(denied.scope(), .once)
+        XCTAssertNil(denied.approvedBy())
+        let timedOut = Decision.timedOut(requestId: "r2", timeoutMs: 5)
+        XCTAssertEqual(timedOut.outcome(), .timedOut)
+        XCTAssertEqual(timedOut.timeoutMs(), 5)
+        XCTAssertNil(timedOut.responder())
+        let cancelled = Decision.cancelled(requestId: nil, reason: .aborted)
+        XCTAssertEqual(cancelled.cancelReason(), .aborted)
+        XCTAssertNil(cancelled.requestId())
+        XCTAssertFalse(cancelled.isApproved())
+        let madeUp = Decision.approved(
+            requestId: "x", argumentsJson: "not json", edited: true, by: .sessionGrant, scope: .once, responder: nil
+        )
+        XCTAssertTrue(madeUp.edited())
+        XCTAssertEqual(madeUp.requestId(), "x")
+        XCTAssertEqual(madeUp.approvedBy(), .sessionGrant)
+    }
+
     func testTypedResponseAndRespondJson() async throws {
         let gate = try gateWithDelete()
         let sub = gate.subscribe()
@@ -297,7 +339,7 @@ final class SignoffTests: XCTestCase {
     }
 
     func testUnauthorized() async throws {
-        let gate = try gateWithDelete(GateOptions(allowedResponders: ["alice"]))
+        let gate = try gateWithDelete(GateConfig(allowedResponders: ["alice"]))
         let sub = gate.subscribe()
         let pending = try gate.confirmCancellable(call: makeCall())
         let request = try await nextRequest(sub)
@@ -408,10 +450,9 @@ final class SignoffTests: XCTestCase {
         let sub = gate.subscribe()
         let pending = try gate.confirmCancellable(call: makeCall())
         _ = try await nextRequest(sub)
-        XCTAssertEqual(gate.subscriberCount(), 1)
+        XCTAssertEqual(gate.approverCount(), 1)
         sub.close()
-        XCTAssertTrue(sub.isClosed())
-        XCTAssertEqual(gate.subscriberCount(), 0)
+        XCTAssertEqual(gate.approverCount(), 0)
         guard case .cancelled(_, let reason2) = try await pending.wait() else { return XCTFail() }
         XCTAssertEqual(reason2, .noApprover)
         let after = await sub.next()
@@ -419,7 +460,7 @@ final class SignoffTests: XCTestCase {
     }
 
     func testUnobservedRequestsWaitWhenConfigured() async throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false))
         let pending = try gate.confirmCancellable(call: makeCall())
         await waitUntil { gate.pendingCount() == 1 }
         let request = try XCTUnwrap(gate.pending().first)
@@ -433,7 +474,7 @@ final class SignoffTests: XCTestCase {
     func testEventStreamOrderAndTermination() async throws {
         let gate = try gateWithDelete()
         let events = gate.events()
-        XCTAssertEqual(gate.subscriberCount(), 1)
+        XCTAssertEqual(gate.approverCount(), 1)
         let pending = try gate.confirmCancellable(call: makeCall())
         var kinds: [String] = []
         for await event in events {
@@ -456,8 +497,8 @@ final class SignoffTests: XCTestCase {
         let decision = try await pending.wait()
         XCTAssertTrue(decision.isApproved())
         // Leaving the loop terminated the stream, which closed its subscription.
-        await waitUntil { gate.subscriberCount() == 0 }
-        XCTAssertEqual(gate.subscriberCount(), 0)
+        await waitUntil { gate.approverCount() == 0 }
+        XCTAssertEqual(gate.approverCount(), 0)
     }
 
     func testCancellingTheConsumerClosesTheSubscription() async throws {
@@ -467,13 +508,13 @@ final class SignoffTests: XCTestCase {
             for await _ in gate.events() { count += 1 }
             return count
         }
-        await waitUntil { gate.subscriberCount() == 1 }
-        XCTAssertEqual(gate.subscriberCount(), 1)
+        await waitUntil { gate.approverCount() == 1 }
+        XCTAssertEqual(gate.approverCount(), 1)
         consumer.cancel()
         let count = await consumer.value
         XCTAssertEqual(count, 0)
-        await waitUntil { gate.subscriberCount() == 0 }
-        XCTAssertEqual(gate.subscriberCount(), 0)
+        await waitUntil { gate.approverCount() == 0 }
+        XCTAssertEqual(gate.approverCount(), 0)
     }
 
     func testCloseEndsAWaitingNext() async throws {
@@ -484,11 +525,40 @@ final class SignoffTests: XCTestCase {
         sub.close()
         let event = await waiter.value
         XCTAssertNil(event)
-        XCTAssertEqual(gate.subscriberCount(), 0)
+        XCTAssertEqual(gate.approverCount(), 0)
+    }
+
+    func testObserversAreNotApproversAndSubscriptionsEndWithTheGate() async throws {
+        let gate = try gateWithDelete()
+        let watch = gate.observe()
+        XCTAssertEqual(gate.approverCount(), 0)
+        guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }
+        XCTAssertEqual(reason, .noApprover)  // only an observer: nobody can approve
+        let seen = try await nextEvent(watch)
+        XCTAssertEqual(kind(seen), "request")  // but it saw the request
+        let sub = gate.subscribe()
+        XCTAssertEqual(gate.approverCount(), 1)
+        watch.close()
+        watch.close()  // idempotent
+        XCTAssertEqual(gate.approverCount(), 1)  // an observer detaches no approver
+        let afterClose = await watch.next()
+        XCTAssertNil(afterClose)
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        gate.close()
+        // A subscription delivers what was published before the close, then ends.
+        var kinds: [String] = []
+        while let event = await sub.next() { kinds.append(kind(event)) }
+        XCTAssertEqual(kinds, ["resolved"])
+        let subscribedAfterClose = await gate.subscribe().next()
+        XCTAssertNil(subscribedAfterClose)
+        guard case .cancelled(let requestId, let shutdown) = try await pending.wait() else { return XCTFail() }
+        XCTAssertEqual(requestId, request.id)
+        XCTAssertEqual(shutdown, .shutdown)
     }
 
     func testLaggedSubscriberGetsPendingSnapshot() async throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false, busCapacity: 2))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false, busCapacity: 2))
         let sub = gate.subscribe()
         let handles = try (0..<4).map { i in try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#)) }
         await waitUntil { gate.pendingCount() == 4 }
@@ -503,7 +573,7 @@ final class SignoffTests: XCTestCase {
     }
 
     func testLaggedSnapshotIsBoundedAndContinuesInPages() async throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false, busCapacity: 2))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false, busCapacity: 2))
         let sub = gate.subscribe()
         let handles = try (0..<1100).map { i in
             try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#))
@@ -526,7 +596,7 @@ final class SignoffTests: XCTestCase {
     /// Swift only (the Python suite cannot run `requests()`): after a lag the stream re-delivers
     /// the snapshot and then every further page, so no pending request is lost.
     func testRequestsStreamResyncsEveryPendingRequestAfterALag() async throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false, busCapacity: 2))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false, busCapacity: 2))
         let requests = gate.requests()
         let handles = try (0..<1100).map { i in
             try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#))
@@ -553,7 +623,7 @@ final class SignoffTests: XCTestCase {
     // MARK: pending requests in pages
 
     func testPendingPageWalksEveryRequestOnceOldestFirst() async throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false))
         let handles = try (0..<2500).map { i in
             try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#))
         }
@@ -589,7 +659,7 @@ final class SignoffTests: XCTestCase {
     }
 
     func testPendingPageRefusesABadCursor() throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false))
         let id = UUID().uuidString.lowercased()
         for bad in ["garbage", "", "123", "123-not-a-uuid", "x-\(id)", "-1-\(id)"] {
             XCTAssertThrowsKind(.malformed) { try gate.pendingPage(after: bad, limit: 10) }
@@ -697,7 +767,7 @@ final class SignoffTests: XCTestCase {
     func testThrowingHandlerWithAllowedRespondersFailsAtOnce() async throws {
         // The handler's failure is not a response: the authenticator (only "alice" may answer)
         // does not hold it back, so the call ends at once instead of waiting for its deadline.
-        let gate = Gate(options: GateOptions(allowedResponders: ["alice"]))
+        let gate = try Gate.open(config: GateConfig(allowedResponders: ["alice"]))
         let ran = Recorder()
         try gate.registerTool(deleteSpec(timeoutMs: 5000), executeJson: { json in
             await ran.add(json)
@@ -723,7 +793,7 @@ final class SignoffTests: XCTestCase {
     }
 
     func testForeignHandlerSeesAlreadyPendingRequests() async throws {
-        let gate = try gateWithDelete(GateOptions(denyWhenUnobserved: false))
+        let gate = try gateWithDelete(GateConfig(denyWhenUnobserved: false))
         let pending = try gate.confirmCancellable(call: makeCall())
         await waitUntil { gate.pendingCount() == 1 }
         let registration = gate.onRequest(handler: Approver())
@@ -1061,6 +1131,23 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(gate.tools(), [])
     }
 
+    func testOneConfigurationPathCheckedByTheCore() throws {
+        // Gate() cannot fail; every option goes through Gate.open(config:), which the core checks.
+        // A bus capacity of 4e9 would make the core's builder allocate billions of slots: refused.
+        for bad: UInt64 in [4_000_000_000, 0, UInt64.max] {
+            XCTAssertThrowsKind(.config) { try Gate.open(config: GateConfig(busCapacity: bad)) }
+        }
+        XCTAssertThrowsKind(.config) { try Gate.open(config: GateConfig(defaultTimeoutMs: 0)) }
+        do {
+            _ = try Gate.open(config: GateConfig(busCapacity: 4_000_000_000))
+            XCTFail("expected SignoffError.Config")
+        } catch let error as SignoffError {
+            XCTAssertTrue(error.message.contains("busCapacity"), error.message)
+        }
+        XCTAssertFalse(try Gate.open(config: GateConfig(busCapacity: 1)).isClosed())
+        XCTAssertEqual(Gate().approverCount(), 0)
+    }
+
     func testDefaultsMatchTheCore() throws {
         let gate = Gate()
         try gate.registerTool(spec: ToolSpec(name: "x"))
@@ -1071,9 +1158,9 @@ final class SignoffTests: XCTestCase {
         let call = ToolCall(tool: "x")
         XCTAssertEqual(call.argumentsJson, "{}")
         XCTAssertEqual(call.sessionId, "default")
-        XCTAssertTrue(GateOptions().denyWhenUnobserved)
+        XCTAssertTrue(GateConfig().denyWhenUnobserved)
         XCTAssertFalse(gate.gatingDisabled())
-        XCTAssertTrue(Gate(options: GateOptions(dangerouslyDisableGating: true)).gatingDisabled())
+        XCTAssertTrue(try Gate.open(config: GateConfig(dangerouslyDisableGating: true)).gatingDisabled())
         let encoded = try ToolCall(tool: "x", arguments: ["path": "/tmp"])
         XCTAssertEqual(encoded.argumentsJson, #"{"path":"/tmp"}"#)
     }
@@ -1086,6 +1173,13 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(resolved.cancelReason, .aborted)
         XCTAssertEqual(json(try eventToJson(event: event)), json(text))
         XCTAssertThrowsKind(.malformed) { try eventFromJson(json: #"{"type":"nope"}"#) }
+        for badId in ["nope", "", id + "x"] {  // an event made up with an id that is no UUID
+            var bad = resolved
+            bad.id = badId
+            XCTAssertThrowsKind(.malformed) { try eventToJson(event: .resolved(resolved: bad)) }
+            let timeout = ConfirmationTimeout(id: badId, tool: "t", sessionId: "s", deadlineMs: 1, atMs: 2)
+            XCTAssertThrowsKind(.malformed) { try eventToJson(event: .timeout(timeout: timeout)) }
+        }
         XCTAssertThrowsKind(.malformed) { try eventToJson(event: .lagged(missed: 1, pending: [])) }
         XCTAssertThrowsKind(.malformed) { try eventToJson(event: .lagged(missed: 1, pending: [], more: "5-\(id)")) }
         let failedText = text.replacingOccurrences(

@@ -28,8 +28,9 @@ func makeCall(
     ToolCall(tool: tool, argumentsJson: argumentsJson, sessionId: sessionId, callId: callId)
 }
 
-func gateWithDelete(_ options: GateOptions = GateOptions()) throws -> Gate {
-    let gate = Gate(options: options)
+/// A gate with `delete_file` registered: `Gate()`, or `Gate.open(config:)` when given a config.
+func gateWithDelete(_ config: GateConfig? = nil) throws -> Gate {
+    let gate = try config.map { try Gate.open(config: $0) } ?? Gate()
     try gate.registerTool(spec: deleteSpec())
     return gate
 }
