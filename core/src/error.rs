@@ -230,15 +230,31 @@ pub enum Error {
     Config(String),
     /// A file could not be read or written: an audit log ([`JsonlAuditSink`](crate::JsonlAuditSink),
     /// [`verify_chain`](crate::verify_chain)) or a key file. Carries what was being done, the path
-    /// and the operating system's reason.
-    #[error("{0}")]
-    Io(String),
+    /// and the operating system's reason; [`Error::os_error`] gives its error number.
+    #[error("{message}")]
+    Io {
+        /// What was being done, the path and the reason.
+        message: String,
+        /// The operating system's error number (`errno`), when it gave one; a missing file is
+        /// always `ENOENT` (2).
+        os_error: Option<i32>,
+    },
 }
 
 impl Error {
     /// An I/O failure on `path` while doing `what` (e.g. "cannot open the audit log").
     pub fn io(what: &str, path: &std::path::Path, e: &std::io::Error) -> Self {
-        Error::Io(format!("{what} {}: {e}", path.display()))
+        const ENOENT: i32 = 2;
+        let os_error = e.raw_os_error().or((e.kind() == std::io::ErrorKind::NotFound).then_some(ENOENT));
+        Error::Io { message: format!("{what} {}: {e}", path.display()), os_error }
+    }
+
+    /// The operating system's error number of an `io` error, when it gave one.
+    pub fn os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { os_error, .. } => *os_error,
+            _ => None,
+        }
     }
 
     /// The stable classification of this error.
@@ -264,7 +280,7 @@ impl Error {
             Error::AlreadyUsed(_) => ErrorKind::AlreadyUsed,
             Error::NotPending { .. } => ErrorKind::NotPending,
             Error::Config(_) => ErrorKind::Config,
-            Error::Io(_) => ErrorKind::Io,
+            Error::Io { .. } => ErrorKind::Io,
         }
     }
 }

@@ -336,8 +336,10 @@ impl Gate {
             },
         };
         if let Some(id) = request_id {
-            let stored = serde_json::to_value(&result).unwrap_or(Value::Null);
-            let done = StateChange { result: Some(&stored), ..StateChange::to(RecordState::Done) };
+            // Only a durable store keeps the result (the in-memory one forgets it at once).
+            let durable = self.store().is_durable();
+            let stored = if durable { serde_json::to_value(&result).unwrap_or(Value::Null) } else { Value::Null };
+            let done = StateChange { result: durable.then_some(&stored), ..StateChange::to(RecordState::Done) };
             if let Err(e) = self.store().transition(&id, done) {
                 eprintln!("signoff: could not record the result of request {id}: {e}");
             }

@@ -254,6 +254,7 @@ fn file_errors_are_signoff_errors_of_kind_io() {
     let Err(e) = JsonlAuditSink::open(&missing) else { panic!("opened a file in a missing directory") };
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.to_string().contains("no-such-dir"), "{e}");
+    assert_eq!(e.os_error(), Some(2), "ENOENT");
     assert_eq!(verify_chain(&missing).unwrap_err().kind(), ErrorKind::Io);
     assert_eq!(JsonlAuditSink::read(&missing).unwrap_err().kind(), ErrorKind::Io);
     let garbage = dir.path().join("garbage.jsonl");
