@@ -1,11 +1,15 @@
 """Benchmarks for the Python binding.
 
-    python bench/bench.py [--quick] [--uvloop]
+    python bench/bench.py [--quick] [--uvloop] [--json]
 
-1. Overhead per approval: one agent step (`await gate.execute(...)`) with one gated no-op tool
-   call and an automatic approver (a sync handler that checks the tool name and arguments, then
-   approves), against the same loop with the tool not gated.
-2. Approvals per second with 1,000 pending.
+1. Latency of one agent step (`await gate.execute(...)` of a no-op async tool), 20,000 steps per
+   variant, interleaved in blocks: a plain `await tool(args)` (the baseline), `execute` of an
+   ungated tool, and `execute` of a gated tool answered by (a) a sync handler approver
+   (`gate.on_request`) and (b) an event-stream approver (a task reading `gate.events()` and
+   calling `gate.approve`), each checking the tool name and the arguments before approving.
+   Overhead per approval = gated - ungated; ungated overhead = ungated - plain await. The same
+   for `confirm` alone, and an ungated `execute` of a sync tool (run on a worker thread).
+2. Approvals per second with 1,000 pending (sync handler approver).
 3. Memory per pending request (tracemalloc and RSS).
 """
 
@@ -20,7 +24,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from typing import Any, Callable, Coroutine, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional
 
 import signoff
 
@@ -35,11 +39,28 @@ def approver(req: signoff.PendingRequest) -> None:
         req.deny("unexpected call")
 
 
+async def noop(args: Any) -> None:
+    return None
+
+
 def make_gate(**kw: Any) -> signoff.Gate:
     gate = signoff.Gate(**kw)
-    gate.register("noop_gated", parameters=SCHEMA, approval="required", executor=lambda a: None)
-    gate.register("noop_free", parameters=SCHEMA, approval="not_required", executor=lambda a: None)
+    gate.register("noop_gated", parameters=SCHEMA, approval="required", executor=noop)
+    gate.register("noop_free", parameters=SCHEMA, approval="not_required", executor=noop)
+    gate.register("sync_free", parameters=SCHEMA, approval="not_required", executor=lambda a: None)
     return gate
+
+
+async def stream_approver(gate: signoff.Gate, ready: asyncio.Event) -> None:
+    """An approver reading the event stream, as a UI would."""
+    with gate.events() as events:
+        ready.set()
+        async for event in events:
+            if isinstance(event, signoff.ConfirmationRequest):
+                if event.tool == "noop_gated" and event.arguments == ARGS:
+                    gate.approve(event)
+                else:
+                    gate.deny(event, "unexpected call")
 
 
 def pct(xs: List[float], p: float) -> float:
@@ -47,40 +68,60 @@ def pct(xs: List[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-async def step_latencies(gate: signoff.Gate, tool: str, n: int, confirm_only: bool = False) -> List[float]:
+Step = Callable[[], Awaitable[Any]]
+
+
+async def latencies(step: Step, n: int) -> List[float]:
     out = []
     perf = time.perf_counter_ns
     for _ in range(n):
         t0 = perf()
-        if confirm_only:
-            ok = (await gate.confirm(tool, ARGS)).approved
-        else:
-            ok = (await gate.execute(tool, ARGS)).status == "executed"
+        r = await step()
         out.append((perf() - t0) / 1000)
-        if not ok:
-            raise SystemExit(f"unexpected result for {tool}")
+        if r is not None and not (r.approved if isinstance(r, signoff.Decision) else r.status == "executed"):
+            raise SystemExit(f"unexpected result {r!r}")
     return out
 
 
-async def bench_overhead(n: int, confirm_only: bool = False) -> Dict[str, Any]:
-    gate = make_gate()
-    gate.on_request(approver)
-    await step_latencies(gate, "noop_gated", 500, confirm_only)  # warm up
-    await step_latencies(gate, "noop_free", 500, confirm_only)
-    gated: List[float] = []
-    free: List[float] = []
-    for _ in range(10):  # interleave blocks so drift hits both alike
-        gated += await step_latencies(gate, "noop_gated", n // 10, confirm_only)
-        free += await step_latencies(gate, "noop_free", n // 10, confirm_only)
-    gate.close()
+async def bench_latency(n: int) -> Dict[str, Any]:
+    handler_gate = make_gate()
+    handler_gate.on_request(approver)
+    stream_gate = make_gate()
+    ready = asyncio.Event()
+    reader = asyncio.ensure_future(stream_approver(stream_gate, ready))
+    await ready.wait()
+    h, s = handler_gate, stream_gate
+    steps: Dict[str, Step] = {
+        "plain_await": lambda: noop(ARGS),
+        "execute_ungated": lambda: h.execute("noop_free", ARGS),
+        "execute_gated_handler": lambda: h.execute("noop_gated", ARGS),
+        "execute_gated_stream": lambda: s.execute("noop_gated", ARGS),
+        "confirm_ungated": lambda: h.confirm("noop_free", ARGS),
+        "confirm_gated_handler": lambda: h.confirm("noop_gated", ARGS),
+        "confirm_gated_stream": lambda: s.confirm("noop_gated", ARGS),
+        "execute_ungated_sync_tool": lambda: h.execute("sync_free", ARGS),
+    }
+    for step in steps.values():  # warm up
+        await latencies(step, 500)
+    xs: Dict[str, List[float]] = {k: [] for k in steps}
+    for _ in range(10):  # interleave blocks so drift hits every variant alike
+        for k, step in steps.items():
+            xs[k] += await latencies(step, n // 10)
+    handler_gate.close()
+    stream_gate.close()
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    med = {k: statistics.median(v) for k, v in xs.items()}
+    p99 = {k: pct(v, 99) for k, v in xs.items()}
     return {
         "steps": n,
-        "gated_median_us": statistics.median(gated),
-        "gated_p99_us": pct(gated, 99),
-        "ungated_median_us": statistics.median(free),
-        "ungated_p99_us": pct(free, 99),
-        "overhead_median_us": statistics.median(gated) - statistics.median(free),
-        "overhead_p99_us": pct(gated, 99) - pct(free, 99),
+        "median_us": med,
+        "p99_us": p99,
+        "overhead_per_approval_handler_us": med["execute_gated_handler"] - med["execute_ungated"],
+        "overhead_per_approval_stream_us": med["execute_gated_stream"] - med["execute_ungated"],
+        "confirm_overhead_handler_us": med["confirm_gated_handler"] - med["confirm_ungated"],
+        "confirm_overhead_stream_us": med["confirm_gated_stream"] - med["confirm_ungated"],
+        "ungated_over_plain_await_us": med["execute_ungated"] - med["plain_await"],
     }
 
 
@@ -231,29 +272,29 @@ def main() -> None:
     steps = 2000 if a.quick else 20000
     res: Dict[str, Any] = {
         "python": sys.version.split()[0],
+        "signoff": signoff.__version__,
         "loop": "uvloop" if a.uvloop else "asyncio",
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "calibration_thread_round_trip_us": calibration(),
-        "overhead": runner(bench_overhead(steps)),
-        "overhead_confirm_only": runner(bench_overhead(steps, confirm_only=True)),
+        "latency": runner(bench_latency(steps)),
         "throughput": runner(bench_throughput(1000, 3 if a.quick else 10)),
         "memory": bench_memory(2000 if a.quick else 20000),
     }
     if a.json:
         print(json.dumps(res, indent=2))
         return
-    o, t, m = res["overhead"], res["throughput"], res["memory"]
+    lat, t, m = res["latency"], res["throughput"], res["memory"]
     print(f"python {res['python']}, {res['loop']}, {res['cpus']} CPUs, load average "
           f"{', '.join(f'{x:.2f}' for x in res['load_average'])}")
     print(f"calibration: loop <-> Python thread round trip {res['calibration_thread_round_trip_us']:.1f} us")
-    print(f"agent step, gated:   median {o['gated_median_us']:.1f} us, p99 {o['gated_p99_us']:.1f} us")
-    print(f"agent step, ungated: median {o['ungated_median_us']:.1f} us, p99 {o['ungated_p99_us']:.1f} us")
-    print(f"overhead per approval: median {o['overhead_median_us']:.1f} us, p99 {o['overhead_p99_us']:.1f} us")
-    c = res["overhead_confirm_only"]
-    print(f"confirm only (no executor): gated median {c['gated_median_us']:.1f} us, ungated median "
-          f"{c['ungated_median_us']:.1f} us, overhead median {c['overhead_median_us']:.1f} us, "
-          f"p99 {c['overhead_p99_us']:.1f} us")
+    for k in lat["median_us"]:
+        print(f"{k:28} median {lat['median_us'][k]:7.1f} us, p99 {lat['p99_us'][k]:7.1f} us")
+    print(f"overhead per approval (execute, gated - ungated): sync handler {lat['overhead_per_approval_handler_us']:.1f} us,"
+          f" event stream {lat['overhead_per_approval_stream_us']:.1f} us (median)")
+    print(f"overhead per approval (confirm only): sync handler {lat['confirm_overhead_handler_us']:.1f} us,"
+          f" event stream {lat['confirm_overhead_stream_us']:.1f} us (median)")
+    print(f"ungated execute over a plain await of the tool: {lat['ungated_over_plain_await_us']:.1f} us (median)")
     print(f"approvals/s with {t['pending']} pending: burst {t['burst_approvals_per_s_median']:,.0f}, "
           f"sustained {t['sustained_approvals_per_s']:,.0f}")
     for label in MEMORY_MODES:

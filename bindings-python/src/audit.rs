@@ -1,19 +1,12 @@
-//! The audit trail (core `audit` module): opening the hash-chained JSON Lines sink (with
-//! rotation) for the gate, and `verify_audit_chain`, the core's `verify_chain` (or, given the
-//! durable store's database, `verify_chain_anchored` against the head that store anchored).
+//! The audit trail (core `audit` module): `verify_audit_chain`, the core's `verify_chain` (or,
+//! given the durable store's database, `verify_chain_against` the head that store anchored).
+//! File errors are the core's `io` kind: `IoError`, an `OSError` too.
 
 use crate::convert::{self, to_py};
-use crate::errors;
+use crate::errors::{self, IntoPyResult};
 use pyo3::prelude::*;
 use signoff::{AuditAnchor, ErrorKind};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-/// The JSONL sink at `path`, continuing its chain; `OSError` when it cannot be opened.
-pub fn open_sink(path: &Path, rotate_bytes: Option<u64>) -> PyResult<Arc<signoff::JsonlAuditSink>> {
-    signoff::JsonlAuditSink::open_with(path, signoff::AuditOptions { rotate_bytes })
-        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cannot open the audit log {}: {e}", path.display())))
-}
 
 fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
@@ -123,17 +116,17 @@ impl ChainReport {
 /// With `store_path` (the gate's `store_path`), also against the head that durable store
 /// anchored: records cut from the end are `truncated`, a replaced last record `edited`. Call it
 /// after the gate has closed: a running gate holds its database locked (`StoreError`).
-/// `FileNotFoundError` when there is no log or no database; other `OSError`s when the log cannot
+/// `IoError` (an `OSError`, `errno` set) when there is no log or no database, or the log cannot
 /// be read.
 #[pyfunction]
 #[pyo3(signature = (path, *, store_path=None))]
 fn verify_audit_chain(py: Python<'_>, path: PathBuf, store_path: Option<PathBuf>) -> PyResult<ChainReport> {
     let Some(db) = store_path else {
-        let report = py.detach(move || signoff::verify_chain(path))?;
+        let report = py.detach(move || signoff::verify_chain(path)).py_err()?;
         return Ok(ChainReport { inner: report });
     };
     // The anchor is read here, not inside `verify_chain_anchored`, so that a database that
-    // cannot be read is a `StoreError` (with what to do), not an `OSError` about the log.
+    // cannot be read is a `StoreError` (with what to do), not an `IoError` about the log.
     let anchored = py.detach(|| {
         if !db.exists() {
             return Err(Unread::Missing);
@@ -143,12 +136,7 @@ fn verify_audit_chain(py: Python<'_>, path: PathBuf, store_path: Option<PathBuf>
     let head = match anchored {
         Ok(head) => head,
         Err(Unread::Missing) => {
-            // (errno, strerror, filename), as the `OSError`s for a missing log.
-            return Err(pyo3::exceptions::PyFileNotFoundError::new_err((
-                ENOENT,
-                "No such database (store_path)",
-                path_str(&db),
-            )));
+            return Err(errors::io_error(py, (errors::ENOENT, "No such database (store_path)", path_str(&db))));
         }
         Err(Unread::Store(e)) => {
             let detail = match e {
@@ -166,7 +154,7 @@ fn verify_audit_chain(py: Python<'_>, path: PathBuf, store_path: Option<PathBuf>
             ));
         }
     };
-    let report = py.detach(move || signoff::verify_chain_against(path, head.as_ref()))?;
+    let report = py.detach(move || signoff::verify_chain_against(path, head.as_ref())).py_err()?;
     Ok(ChainReport { inner: report })
 }
 
@@ -174,9 +162,6 @@ enum Unread {
     Missing,
     Store(signoff::Error),
 }
-
-/// `ENOENT` (the same on every platform Python runs on).
-const ENOENT: i32 = 2;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ChainReport>()?;

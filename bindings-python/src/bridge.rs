@@ -1,26 +1,25 @@
 //! asyncio <-> tokio glue.
 //!
-//! * The tokio runtime (multi-threaded) runs every core future; Python code never runs on a
-//!   tokio worker thread. Sync Python executors run on the runtime's blocking pool, sync approval
-//!   handlers on their own thread (`handler.rs`).
+//! * The tokio runtime (multi-threaded) runs timers and the work the core hands off (a tool that
+//!   keeps running after its caller stopped waiting); Python code never runs on a tokio worker
+//!   thread ([`on_runtime_thread`] tells). Sync Python executors run on the runtime's blocking pool.
 //! * Rust -> asyncio: [`spawn`] drives a core future from the calling thread's running loop and
 //!   returns an `asyncio.Future`. The future is polled on the loop's thread (briefly, with the
-//!   GIL; core futures never block); a tokio thread that wakes it only queues a poll on that
-//!   loop's [`LoopBridge`] and writes a byte to a socket the loop watches (`loop.add_reader`), so
-//!   no tokio thread ever waits for the GIL, and many wake-ups are handled in one loop callback.
-//!   Cancelling the asyncio future drops the core future at once (the core then cancels the
-//!   request with reason `aborted`).
-//! * asyncio -> Rust: [`call_on_loop`] runs a Python callable on a loop's thread (through the
-//!   same queue), wraps an awaitable result in a Task, and resolves a Rust future when it is done.
-//!   Dropping that Rust future cancels the Task.
-//! * Blocking calls ([`block_on`]) release the GIL while they wait and poll for signals, so
-//!   Ctrl-C raises `KeyboardInterrupt` (after dropping the core future).
+//!   GIL; core futures never block), so the core's inline approvers (`handler.rs`) run right
+//!   there; a tokio thread that wakes it only queues a poll on that loop's [`LoopBridge`] and
+//!   writes a byte to a socket the loop watches (`loop.add_reader`), so no tokio thread ever
+//!   waits for the GIL, and many wake-ups are handled in one loop callback. Cancelling the
+//!   asyncio future drops the core future at once (the core then applies its cancellation rule).
+//! * asyncio -> Rust: [`call_on_loop`] runs a Python callable on a loop's thread (at once when
+//!   already there), wraps an awaitable result in a Task, and resolves a Rust future when it is
+//!   done. The Task is never cancelled from here: a started tool finishes.
+//! * Blocking calls ([`block_on`]) poll the core future on the calling thread without the GIL and
+//!   check for signals, so Ctrl-C raises `KeyboardInterrupt` (after dropping the core future).
 
-use crate::convert;
 use pyo3::exceptions::{PyRuntimeError, PyTimeoutError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -39,10 +38,16 @@ pub fn runtime() -> &'static Runtime {
             // executors that release it (I/O).
             .max_blocking_threads(64)
             .thread_name("signoff-rt")
+            .on_thread_start(|| RUNTIME_THREAD.with(|r| r.set(true)))
             .enable_all()
             .build()
             .expect("signoff: cannot start the tokio runtime")
     })
+}
+
+/// True on the runtime's own threads (workers and blocking pool), where no Python code may wait.
+pub fn on_runtime_thread() -> bool {
+    RUNTIME_THREAD.with(Cell::get)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -91,6 +96,8 @@ enum Waker {
 /// One asyncio event loop, as seen from tokio: a queue of jobs the loop runs in batches.
 pub struct LoopBridge {
     event_loop: Py<PyAny>,
+    /// The thread the loop runs on.
+    thread: std::thread::ThreadId,
     create_future: Py<PyAny>,
     queue: Mutex<Vec<Job>>,
     wake_pending: AtomicBool,
@@ -98,27 +105,11 @@ pub struct LoopBridge {
     waker: Waker,
 }
 
-/// Runs `f` (which holds the GIL on a background thread) and wakes the loops it posted to only
-/// after it returns, i.e. after the GIL is released: a loop woken while this thread still held
-/// the GIL would only wake up to wait for it.
-pub fn with_deferred_wakes<R>(f: impl FnOnce() -> R) -> R {
-    DEFERRED_WAKES.with(|d| *d.borrow_mut() = Some(Vec::new()));
-    struct Flush;
-    impl Drop for Flush {
-        fn drop(&mut self) {
-            let list = DEFERRED_WAKES.with(|d| d.borrow_mut().take()).unwrap_or_default();
-            for b in list {
-                b.wake();
-            }
-        }
-    }
-    let _flush = Flush;
-    f()
-}
-
 thread_local! {
-    /// Loops to wake when the current [`with_deferred_wakes`] section ends.
-    static DEFERRED_WAKES: RefCell<Option<Vec<Arc<LoopBridge>>>> = const { RefCell::new(None) };
+    /// Set on the runtime's threads.
+    static RUNTIME_THREAD: Cell<bool> = const { Cell::new(false) };
+    /// Tasks woken inside [`polling_woken`] on this thread.
+    static WOKEN: RefCell<Option<Vec<Arc<dyn Driven>>>> = const { RefCell::new(None) };
     /// The bridge of the loop last seen running on this thread.
     static CURRENT: RefCell<Option<Arc<LoopBridge>>> = const { RefCell::new(None) };
 }
@@ -132,6 +123,8 @@ static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RUNNING_LOOP_OR_NONE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ENSURE_FUTURE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ISAWAITABLE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ISCOROUTINE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASYNCIO_RUN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `asyncio.get_running_loop()` (raises `RuntimeError` when none runs on this thread).
@@ -191,6 +184,7 @@ impl LoopBridge {
             let fd = rx.as_raw_fd();
             let b = Arc::new(LoopBridge {
                 event_loop: lp.clone().unbind(),
+                thread: std::thread::current().id(),
                 create_future: create_future.clone_ref(py),
                 queue: Mutex::new(Vec::new()),
                 wake_pending: AtomicBool::new(false),
@@ -210,6 +204,7 @@ impl LoopBridge {
         let _ = force_threadsafe;
         Ok(Arc::new(LoopBridge {
             event_loop: lp.clone().unbind(),
+            thread: std::thread::current().id(),
             create_future,
             queue: Mutex::new(Vec::new()),
             wake_pending: AtomicBool::new(false),
@@ -233,18 +228,28 @@ impl LoopBridge {
             return false;
         }
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
-            let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
-                Some(list) => {
-                    list.push(self.clone());
-                    true
-                }
-                None => false,
-            });
-            if !deferred {
-                self.wake();
-            }
+            self.wake();
         }
         true
+    }
+
+    /// True once the loop has gone away.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Runs `job` now when called on the loop's own thread (the caller is a poll or a callback
+    /// of that loop), else queues it like [`post`](Self::post). Returns false (and drops the job)
+    /// when the loop has gone away.
+    pub fn run_or_post(self: &Arc<Self>, job: Job) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        if std::thread::current().id() == self.thread {
+            Python::attach(job);
+            return true;
+        }
+        self.post(job)
     }
 
     fn wake(self: &Arc<Self>) {
@@ -297,6 +302,24 @@ impl LoopBridge {
         drop(jobs);
     }
 
+    /// Runs `aw` as a Task on this loop (`None` when it is not awaitable). From Python 3.12 on, a
+    /// coroutine starts eagerly: its first step runs now, so one that finishes without waiting
+    /// is done on return.
+    pub fn start_task<'py>(&self, aw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = aw.py();
+        let coroutine = ISCOROUTINE.import(py, "asyncio", "iscoroutine")?.call1((aw,))?.is_truthy()?;
+        if !coroutine && !is_awaitable(aw)? {
+            return Ok(None);
+        }
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item(pyo3::intern!(py, "loop"), self.event_loop.bind(py))?;
+        if coroutine && py.version_info() >= (3, 12) {
+            kw.set_item(pyo3::intern!(py, "eager_start"), true)?;
+            return TASK.import(py, "asyncio", "Task")?.call((aw,), Some(&kw)).map(Some);
+        }
+        ENSURE_FUTURE.import(py, "asyncio", "ensure_future")?.call((aw,), Some(&kw)).map(Some)
+    }
+
     /// A new `asyncio.Future` on this loop.
     pub fn create_future<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.create_future.bind(py).call0()
@@ -329,6 +352,7 @@ impl Drop for Drain {
 /// A core future driven by an event loop: polled on the loop's thread, woken from any thread.
 trait Driven: Send + Sync {
     fn poll_now(self: Arc<Self>, py: Python<'_>);
+    fn bridge(&self) -> Arc<LoopBridge>;
     /// Drops the core future now (on the loop's thread): the core cancels what it waited for.
     fn cancel(&self);
 }
@@ -351,8 +375,14 @@ where
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.scheduled.swap(true, Ordering::AcqRel) {
-            let me = self.clone();
+        if self.scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me: Arc<dyn Driven> = self.clone();
+        // On the loop's own thread inside `polling_woken`: polled when that section ends.
+        let deferred = std::thread::current().id() == self.bridge.thread
+            && WOKEN.with(|w| w.borrow_mut().as_mut().map(|v| v.push(me.clone())).is_some());
+        if !deferred {
             self.bridge.post(Box::new(move |py| me.poll_now(py)));
         }
     }
@@ -365,6 +395,26 @@ where
     D: FnOnce(Python<'_>, T, bool) -> Option<PyResult<Py<PyAny>>> + Send + 'static,
 {
     fn poll_now(self: Arc<Self>, py: Python<'_>) {
+        polling_woken(py, || self.poll_here(py));
+    }
+
+    fn bridge(&self) -> Arc<LoopBridge> {
+        self.bridge.clone()
+    }
+
+    fn cancel(&self) {
+        let taken = lock(&self.state).take();
+        drop(taken);
+    }
+}
+
+impl<F, T, D> DrivenTask<F, D>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+    D: FnOnce(Python<'_>, T, bool) -> Option<PyResult<Py<PyAny>>> + Send + 'static,
+{
+    fn poll_here(self: Arc<Self>, py: Python<'_>) {
         self.scheduled.store(false, Ordering::Release);
         let mut state = lock(&self.state);
         let Some((fut, _)) = state.as_mut() else { return };
@@ -386,11 +436,40 @@ where
             settle(py, target, r);
         }
     }
+}
 
-    fn cancel(&self) {
-        let taken = lock(&self.state).take();
-        drop(taken);
+/// Runs `f` (on a loop's thread, with the GIL: a poll, a loop callback, an answer). Tasks of
+/// this thread's loop woken meanwhile (an answer wakes the call that waits for it, a request the
+/// stream that shows it) are polled as soon as the outermost such section ends, rather than in
+/// a later turn of the loop through its wake-up socket.
+pub fn polling_woken<R>(py: Python<'_>, f: impl FnOnce() -> R) -> R {
+    let outer = WOKEN.with(|w| {
+        let mut w = w.borrow_mut();
+        w.is_none().then(|| *w = Some(Vec::new())).is_some()
+    });
+    if !outer {
+        return f();
     }
+    /// Ends the section: what is still woken (also after a panic) goes through the loop.
+    struct Section;
+    impl Drop for Section {
+        fn drop(&mut self) {
+            for t in WOKEN.with(|w| w.borrow_mut().take()).unwrap_or_default() {
+                t.bridge().post(Box::new(move |py| t.poll_now(py)));
+            }
+        }
+    }
+    let _section = Section;
+    let r = f();
+    // Bounded: a task that keeps waking itself goes through the loop after a while.
+    for _ in 0..64 {
+        let woken = WOKEN.with(|w| w.borrow_mut().as_mut().map(std::mem::take)).unwrap_or_default();
+        if woken.is_empty() {
+            break;
+        }
+        woken.into_iter().for_each(|t| t.poll_now(py));
+    }
+    r
 }
 
 /// Drops the core future when the asyncio future it feeds is cancelled.
@@ -403,7 +482,7 @@ struct CancelOnCancel {
 impl CancelOnCancel {
     fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
         if fut.call_method0(pyo3::intern!(fut.py(), "cancelled"))?.is_truthy()? {
-            self.task.cancel();
+            polling_woken(fut.py(), || self.task.cancel());
         }
         Ok(())
     }
@@ -458,16 +537,26 @@ where
     spawn_with(py, fut, move |py, out, wanted| if wanted { Some(convert(py, out)) } else { None })
 }
 
-/// Runs `fut` to completion from synchronous code, without holding the GIL while it waits.
-/// Signals are checked every 100 ms: a `KeyboardInterrupt` drops `fut` (and so cancels what it
-/// was waiting for) before it propagates. Refuses to run on a thread with a running event loop,
-/// which it would block.
+/// Runs `fut` to completion from synchronous code: polled on this thread (so the core's inline
+/// approvers run here) inside the runtime's context, without the GIL. Signals are checked at
+/// least every 100 ms: a `KeyboardInterrupt` drops `fut` (and so cancels what it was waiting
+/// for) before it propagates. Refuses to run on a thread with a running event loop, which it
+/// would block.
 pub fn block_on<F, T>(py: Python<'_>, what: &str, fut: F) -> PyResult<T>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
     block_on_timeout(py, what, fut, None)?.ok_or_else(|| PyTimeoutError::new_err(format!("{what} timed out")))
+}
+
+/// Wakes a thread parked in [`block_on`].
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
 }
 
 /// [`block_on`] with an optional timeout in seconds: `Ok(None)` when it passes (`fut` is dropped).
@@ -488,39 +577,28 @@ where
         }
         _ => None,
     };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<T>(1);
-    // (Receiver is not Sync; `detach` wants the closure's captures to be Send.)
-    let rx = Mutex::new(rx);
-    let handle = runtime().spawn(async move {
-        let out = fut.await;
-        let _ = tx.send(out);
-    });
-    let abort_and_wait = |py: Python<'_>| {
-        handle.abort();
-        // Returns once the task has finished or been dropped (its sender with it).
-        py.detach(|| while lock(&rx).recv().is_ok() {});
-    };
+    let mut fut = Box::pin(fut);
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
     loop {
+        let polled = py.detach(|| {
+            let _rt = runtime().enter();
+            fut.as_mut().poll(&mut std::task::Context::from_waker(&waker))
+        });
+        if let std::task::Poll::Ready(v) = polled {
+            return Ok(Some(v));
+        }
         let mut step = Duration::from_millis(100);
         if let Some(d) = deadline {
-            let left = d.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                abort_and_wait(py);
+            step = step.min(d.saturating_duration_since(std::time::Instant::now()));
+            if step.is_zero() {
+                py.detach(|| drop(fut));
                 return Ok(None);
             }
-            step = step.min(left);
         }
-        match py.detach(|| lock(&rx).recv_timeout(step)) {
-            Ok(v) => return Ok(Some(v)),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = py.check_signals() {
-                    abort_and_wait(py);
-                    return Err(e);
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(PyRuntimeError::new_err(format!("{what} failed: the task was dropped")));
-            }
+        py.detach(|| std::thread::park_timeout(step));
+        if let Err(e) = py.check_signals() {
+            py.detach(|| drop(fut));
+            return Err(e);
         }
     }
 }
@@ -554,61 +632,47 @@ impl Completer {
             _ => task.call_method0("result"),
         };
         if let Some(f) = lock(&self.done).take() {
-            f(py, r);
+            polling_woken(py, || f(py, r));
         }
     }
 }
 
-/// Cancels the asyncio Task created by [`call_on_loop`] if its Rust future is dropped first.
-struct CancelTaskOnDrop {
-    bridge: Arc<LoopBridge>,
-    task: Arc<Mutex<Option<Py<PyAny>>>>,
-    armed: bool,
-}
-
-impl Drop for CancelTaskOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let slot = self.task.clone();
-            self.bridge.post(Box::new(move |py| {
-                if let Some(t) = lock(&slot).take() {
-                    let _ = t.bind(py).call_method0("cancel");
-                }
-            }));
-        }
+/// Calls `callback(task)` now if `task` is done (it finished in its eager first step), else when
+/// it is.
+pub fn when_done<'py, C: pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>>(
+    task: &Bound<'py, PyAny>,
+    callback: C,
+) -> PyResult<()> {
+    let py = task.py();
+    let callback = Bound::new(py, callback)?;
+    if task.call_method0(pyo3::intern!(py, "done"))?.is_truthy()? {
+        callback.as_any().call1((task,))?;
+        return Ok(());
     }
+    task.call_method1(pyo3::intern!(py, "add_done_callback"), (callback,)).map(drop)
 }
 
-/// Calls `make` on the loop's thread; if it returns an awaitable, runs it as a Task on that
-/// loop. `finish` turns the outcome (value or exception) into `R`, on the loop's thread with the
-/// GIL. Dropping the returned future cancels the Task. `Err` when the loop went away.
+/// Calls `make` on the loop's thread (at once when already there); if it returns an awaitable,
+/// runs it as a Task on that loop. `finish` turns the outcome (value or exception) into `R`, on
+/// the loop's thread with the GIL. The Task is not cancelled when the returned future is
+/// dropped: a started tool runs to the end. `Err` when the loop went away.
 pub async fn call_on_loop<R, M>(bridge: Arc<LoopBridge>, make: M, finish: Finish<R>) -> Result<R, String>
 where
     R: Send + 'static,
     M: for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel::<Result<R, String>>();
-    let task_slot: Arc<Mutex<Option<Py<PyAny>>>> = Arc::new(Mutex::new(None));
-    let slot = task_slot.clone();
-    let posted = bridge.post(Box::new(move |py| {
+    let b = bridge.clone();
+    let posted = bridge.run_or_post(Box::new(move |py| {
         let send = move |py: Python<'_>, r: PyResult<Bound<'_, PyAny>>| {
             let _ = tx.send(finish(py, r));
         };
-        let started = make(py).and_then(|aw| {
-            if is_awaitable(&aw)? {
-                let task = ENSURE_FUTURE.import(py, "asyncio", "ensure_future")?.call1((aw,))?;
-                Ok(Err(task))
-            } else {
-                Ok(Ok(aw))
-            }
-        });
-        match started {
-            Ok(Ok(value)) => send(py, Ok(value)),
+        match make(py).and_then(|v| Ok(b.start_task(&v)?.ok_or(v))) {
+            Ok(Err(value)) => send(py, Ok(value)),
             Err(e) => send(py, Err(e)),
-            Ok(Err(task)) => {
-                *lock(&slot) = Some(task.clone().unbind());
+            Ok(Ok(task)) => {
                 let completer = Completer { done: Mutex::new(Some(Box::new(send))) };
-                if let Err(e) = task.call_method1("add_done_callback", (completer,)) {
+                if let Err(e) = when_done(&task, completer) {
                     e.write_unraisable(py, Some(&task));
                 }
             }
@@ -617,22 +681,7 @@ where
     if !posted {
         return Err("its event loop is closed".into());
     }
-    let mut guard = CancelTaskOnDrop { bridge, task: task_slot, armed: true };
-    let r = rx.await;
-    guard.armed = false;
-    r.unwrap_or_else(|_| Err("its event loop closed before it finished".into()))
-}
-
-/// `finish` for callers that only need to know whether the call raised.
-pub fn finish_unit(label: &'static str) -> Finish<()> {
-    Box::new(move |py, r| match r {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let text = convert::describe_err(py, &e);
-            convert::log_exception(py, convert::LOG_ERROR, label, &e);
-            Err(text)
-        }
-    })
+    rx.await.unwrap_or_else(|_| Err("its event loop closed before it finished".into()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

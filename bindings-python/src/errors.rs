@@ -1,8 +1,9 @@
 //! One exception class per core `ErrorKind`, generated from `ErrorKind::ALL` / `as_str`:
 //! `unknown_tool` -> `UnknownToolError`, all subclasses of `SignoffError`, each with a `kind`
-//! class attribute holding the stable kind string.
+//! class attribute holding the stable kind string. `IoError` (kind `io`, a file could not be
+//! read or written) is an `OSError` too, with `errno` set when the system gave one.
 
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -34,10 +35,15 @@ pub fn class_name(kind: ErrorKind) -> String {
 
 fn types(py: Python<'_>) -> PyResult<&Vec<(ErrorKind, Py<PyType>)>> {
     KIND_TYPES.get_or_try_init(py, || {
-        let base = py.get_type::<SignoffError>();
+        let base = py.get_type::<SignoffError>().into_any();
+        let os_error = py.get_type::<PyOSError>().into_any();
         let type_ = py.get_type::<PyType>();
         let mut v = Vec::with_capacity(ErrorKind::ALL.len());
         for kind in ErrorKind::ALL {
+            let bases = match kind {
+                ErrorKind::Io => PyTuple::new(py, [&base, &os_error])?,
+                _ => PyTuple::new(py, [&base])?,
+            };
             let ns = PyDict::new(py);
             ns.set_item("kind", kind.as_str())?;
             ns.set_item("__module__", "signoff")?;
@@ -45,7 +51,7 @@ fn types(py: Python<'_>) -> PyResult<&Vec<(ErrorKind, Py<PyType>)>> {
                 "__doc__",
                 format!("Raised for the core error kind `{}` (see `signoff.ErrorKind`).", kind.as_str()),
             )?;
-            let ty = type_.call1((class_name(kind), PyTuple::new(py, [&base])?, ns))?;
+            let ty = type_.call1((class_name(kind), bases, ns))?;
             v.push((kind, ty.cast_into::<PyType>()?.unbind()));
         }
         Ok(v)
@@ -54,15 +60,40 @@ fn types(py: Python<'_>) -> PyResult<&Vec<(ErrorKind, Py<PyType>)>> {
 
 /// The Python exception for a core error: the kind's subclass, with the core's message.
 pub fn to_py(e: signoff::Error) -> PyErr {
-    Python::attach(|py| kind_err(py, e.kind(), e.to_string()))
+    Python::attach(|py| {
+        if e.kind() == ErrorKind::Io {
+            // An `OSError` too, with the operating system's error number when it gave one.
+            let err = io_error(py, (e.to_string(),));
+            if let Some(n) = e.os_error() {
+                let _ = err.value(py).setattr("errno", n);
+            }
+            return err;
+        }
+        kind_err(py, e.kind(), e.to_string())
+    })
 }
 
 pub fn kind_err(py: Python<'_>, kind: ErrorKind, msg: String) -> PyErr {
+    if kind == ErrorKind::Io {
+        return io_error(py, (msg,));
+    }
     match types(py) {
         Ok(t) => match t.iter().find(|(k, _)| *k == kind) {
             Some((_, ty)) => PyErr::from_type(ty.bind(py).clone(), msg),
             None => SignoffError::new_err(msg),
         },
+        Err(e) => e,
+    }
+}
+
+/// `IoError(*args)`, with `OSError`'s arguments (`(errno, strerror, filename)` sets them).
+pub fn io_error<'py, A: pyo3::call::PyCallArgs<'py>>(py: Python<'py>, args: A) -> PyErr {
+    let made = types(py).and_then(|t| {
+        let (_, ty) = t.iter().find(|(k, _)| *k == ErrorKind::Io).expect("every kind has a class");
+        ty.bind(py).call1(args)
+    });
+    match made {
+        Ok(e) => PyErr::from_value(e),
         Err(e) => e,
     }
 }
@@ -81,6 +112,9 @@ impl<T> IntoPyResult<T> for signoff::Result<T> {
         self.map_err(to_py)
     }
 }
+
+/// `ENOENT` (the same on every platform Python runs on).
+pub const ENOENT: i32 = 2;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyStopAsyncIteration, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use serde_json::Value;
-use signoff::{Event, Subscription};
+use signoff::{Event, Subscription, SubscriptionCloser};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,7 +89,7 @@ macro_rules! event_class {
 }
 
 /// A call waiting for a person: everything a UI shows, and what a response must echo.
-#[pyclass(module = "signoff._native", frozen)]
+#[pyclass(module = "signoff._native", frozen, subclass)]
 pub struct ConfirmationRequest {
     pub inner: Arc<signoff::ConfirmationRequest>,
 }
@@ -291,7 +291,7 @@ event_class!(ConfirmationResolved, ConfirmationResolved, "confirmation-resolved"
     fn outcome(&self) -> &'static str {
         self.inner.outcome.as_str()
     }
-    /// Why it was cancelled: `"no-subscribers"`, `"shutdown"`, `"aborted"`, `"session-ended"`,
+    /// Why it was cancelled: `"no-approver"`, `"shutdown"`, `"aborted"`, `"session-ended"`,
     /// `"approval-failed"`.
     #[getter]
     fn cancel_reason(&self) -> Option<&'static str> {
@@ -385,48 +385,30 @@ impl Lagged {
 type Item = Result<Event, signoff::Lagged>;
 
 struct StreamState {
-    sub: tokio::sync::Mutex<Option<Subscription>>,
+    /// One reader at a time; the core's closer wakes it (`recv` returns `None`) from anywhere.
+    sub: tokio::sync::Mutex<Subscription>,
+    closer: SubscriptionCloser,
     /// Items received for a waiter that was cancelled meanwhile: handed out first.
     stash: Mutex<VecDeque<Item>>,
     closed: AtomicBool,
-    close_signal: tokio::sync::Notify,
 }
 
 impl StreamState {
     async fn next(self: Arc<Self>) -> Option<Item> {
+        let mut sub = self.sub.lock().await;
         if let Some(i) = self.stash.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
             return Some(i);
         }
-        let mut guard = self.sub.lock().await;
-        if let Some(i) = self.stash.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
-            return Some(i);
+        let item = sub.recv().await;
+        if item.is_none() {
+            self.closed.store(true, Ordering::Release);
         }
-        if self.closed.load(Ordering::Acquire) {
-            *guard = None;
-            return None;
-        }
-        let sub = guard.as_mut()?;
-        tokio::select! {
-            biased;
-            _ = self.close_signal.notified() => {
-                *guard = None;
-                None
-            }
-            item = sub.recv() => {
-                if item.is_none() {
-                    *guard = None;
-                }
-                item
-            }
-        }
+        item
     }
 
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.close_signal.notify_one();
-        if let Ok(mut g) = self.sub.try_lock() {
-            g.take();
-        }
+        self.closer.close();
     }
 }
 
@@ -450,12 +432,13 @@ pub struct EventStream {
 
 impl EventStream {
     pub fn new(sub: Subscription) -> Self {
+        let closer = sub.closer();
         EventStream {
             state: Arc::new(StreamState {
-                sub: tokio::sync::Mutex::new(Some(sub)),
+                sub: tokio::sync::Mutex::new(sub),
+                closer,
                 stash: Mutex::new(VecDeque::new()),
                 closed: AtomicBool::new(false),
-                close_signal: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -561,7 +544,7 @@ pub fn requests_to_py(py: Python<'_>, v: Vec<Arc<signoff::ConfirmationRequest>>)
     PyList::new(py, items?)
 }
 
-/// Accepts a `ConfirmationRequest`, a `PendingRequest` or a request id string.
+/// Accepts a `ConfirmationRequest` (a `PendingRequest` is one) or a request id string.
 pub enum RequestRef {
     Request(Arc<signoff::ConfirmationRequest>),
     Id(uuid::Uuid),
@@ -570,9 +553,6 @@ pub enum RequestRef {
 pub fn request_ref(obj: &Bound<'_, PyAny>) -> PyResult<RequestRef> {
     if let Ok(r) = obj.cast::<ConfirmationRequest>() {
         return Ok(RequestRef::Request(r.get().inner.clone()));
-    }
-    if let Ok(p) = obj.cast::<crate::handler::PendingRequest>() {
-        return Ok(RequestRef::Request(p.get().inner.request().clone()));
     }
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(RequestRef::Id(parse_uuid(&s.to_cow()?)?));

@@ -3,9 +3,11 @@
 //!
 //! * A sync executor runs on the runtime's blocking pool (like `asyncio.to_thread`), holding the
 //!   GIL only while Python runs.
-//! * An async executor runs as a Task on the event loop of the caller of `execute()`; dropping
-//!   the core future (the caller was cancelled) cancels that Task. From the blocking API (no
-//!   loop) it runs under `asyncio.run` on a blocking-pool thread.
+//! * An async executor runs as a Task on the event loop of the caller of `execute()`, created
+//!   in the poll that started it. From the blocking API (no loop) it runs under `asyncio.run` on
+//!   a blocking-pool thread.
+//! * Either way a started tool runs to the end: when the caller stops waiting (its task was
+//!   cancelled, Ctrl-C), the core hands the run to the runtime and records its result.
 //!
 //! The callable receives the approved arguments (a dict for object schemas) as its one argument;
 //! its return value must be JSON-compatible (`convert::from_py`: NaN, a cycle, a set... make the

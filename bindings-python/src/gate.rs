@@ -1,22 +1,19 @@
 //! The gate (core `gate` module, with its `tokens` and `recovery` parts): `Gate`, `Decision`,
 //! `Recovery`, and tool calls from Python arguments.
 
-use crate::audit;
 use crate::bridge;
 use crate::convert::{self, to_py};
 use crate::errors::{self, IntoPyResult};
 use crate::events::{self, EventStream, RequestRef};
 use crate::executor::{self, ToolResult};
 use crate::handler::{self, HandlerRegistration};
-use crate::store::{self, Approvers, StoredRecord};
+use crate::store::{Approvers, StoredRecord};
 use crate::token::{TokenClaims, TokenKeys};
 use crate::tools;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use signoff::{ConfirmationResponse, Gate, PendingRequest, ToolCall};
-use std::path::PathBuf;
+use signoff::{ConfirmationResponse, Gate, GateConfig, Naming, PendingRequest, ToolCall};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// What the gate decided about one call: run it (with `arguments`) or do not.
 ///
@@ -53,51 +50,33 @@ impl Decision {
     /// The person changed the arguments before approving.
     #[getter]
     fn edited(&self) -> bool {
-        matches!(self.inner, signoff::Decision::Approved { edited: true, .. })
+        self.inner.edited()
     }
     /// Why the call may run: `"person"`, `"not-gated"`, `"session-grant"`, `"gating-disabled"`.
     #[getter]
     fn by(&self) -> Option<String> {
-        match &self.inner {
-            signoff::Decision::Approved { by, .. } => Some(convert::enum_str(by)),
-            _ => None,
-        }
+        self.inner.approved_by().map(|by| convert::enum_str(&by))
     }
     /// `"once"` or `"session"` for an approval; `None` otherwise.
     #[getter]
     fn scope(&self) -> Option<String> {
-        match &self.inner {
-            signoff::Decision::Approved { scope, .. } => Some(convert::enum_str(scope)),
-            _ => None,
-        }
+        self.inner.is_approved().then(|| convert::enum_str(&self.inner.scope()))
     }
     /// Who approved or denied.
     #[getter]
     fn responder(&self) -> Option<&str> {
-        match &self.inner {
-            signoff::Decision::Approved { responder, .. } | signoff::Decision::Denied { responder, .. } => {
-                responder.as_deref()
-            }
-            _ => None,
-        }
+        self.inner.responder()
     }
     /// As in the JSON form: the person's reason for a denial, the cancel reason for a cancellation.
     #[getter]
-    fn reason(&self) -> Option<String> {
-        match &self.inner {
-            signoff::Decision::Denied { reason, .. } => reason.clone(),
-            signoff::Decision::Cancelled { reason, .. } => Some(reason.as_str().to_owned()),
-            _ => None,
-        }
+    fn reason(&self) -> Option<&str> {
+        self.inner.reason().or_else(|| self.inner.cancel_reason().map(|c| c.as_str()))
     }
-    /// For a cancellation: `"no-subscribers"`, `"shutdown"`, `"aborted"`, `"session-ended"` or
+    /// For a cancellation: `"no-approver"`, `"shutdown"`, `"aborted"`, `"session-ended"` or
     /// `"approval-failed"`.
     #[getter]
     fn cancel_reason(&self) -> Option<&'static str> {
-        match &self.inner {
-            signoff::Decision::Cancelled { reason, .. } => Some(reason.as_str()),
-            _ => None,
-        }
+        self.inner.cancel_reason().map(|c| c.as_str())
     }
     /// The confirmation request this decision answers, if one was made.
     #[getter]
@@ -107,10 +86,7 @@ impl Decision {
     /// For a timeout: how long the request waited.
     #[getter]
     fn timeout_ms(&self) -> Option<u64> {
-        match &self.inner {
-            signoff::Decision::TimedOut { timeout_ms, .. } => Some(*timeout_ms),
-            _ => None,
-        }
+        self.inner.timeout_ms()
     }
     /// The stable JSON form, as a dict.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -159,14 +135,9 @@ pub fn make_call(
     Ok(call)
 }
 
-/// Tool calls from a sequence of dicts (the core `ToolCall` JSON form).
+/// Tool calls from a sequence of dicts (the core `ToolCall` JSON form), each one document.
 fn calls_from_py(calls: &Bound<'_, PyAny>) -> PyResult<Vec<ToolCall>> {
-    let mut out = Vec::new();
-    for item in calls.try_iter()? {
-        let item = item?;
-        out.push(convert::from_py_as::<ToolCall>(&item, "tool call")?);
-    }
-    Ok(out)
+    calls.try_iter()?.map(|call| convert::from_py_as(&call?, "tool call")).collect()
 }
 
 fn decision_to_py(py: Python<'_>, r: signoff::Result<signoff::Decision>) -> PyResult<Py<PyAny>> {
@@ -274,8 +245,8 @@ impl Drop for PyGate {
 
 impl PyGate {
     fn shutdown(&self) {
-        // Close first, so pending requests end as `shutdown` (not `no-subscribers` when the
-        // handlers' subscriptions go away).
+        // Close first, so pending requests end as `shutdown` (not `no-approver` when the
+        // handlers detach).
         self.gate.close();
         let handlers = std::mem::take(&mut *self.handlers.lock().unwrap_or_else(|e| e.into_inner()));
         for h in handlers {
@@ -286,75 +257,28 @@ impl PyGate {
 
 #[pymethods]
 impl PyGate {
+    /// A gate from keyword options: the core's `GateConfig` in snake_case, validated there
+    /// (`ConfigError` naming the option). `token_keys` and `approvers` may also be the objects.
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, default_timeout_ms=None, keywords=None, deny_when_unobserved=true, audit_path=None,
-                        dangerously_disable_gating=false, bus_capacity=None, remember_resolved=None,
-                        allowed_responders=None, store_path=None, synchronous_full=false, token_keys=None,
-                        token_ttl_ms=None, approvers=None, audit_rotate_bytes=None))]
-    fn new(
-        py: Python<'_>,
-        default_timeout_ms: Option<u64>,
-        keywords: Option<Vec<String>>,
-        deny_when_unobserved: bool,
-        audit_path: Option<PathBuf>,
-        dangerously_disable_gating: bool,
-        bus_capacity: Option<usize>,
-        remember_resolved: Option<usize>,
-        allowed_responders: Option<Vec<String>>,
-        store_path: Option<PathBuf>,
-        synchronous_full: bool,
-        token_keys: Option<PyRef<'_, TokenKeys>>,
-        token_ttl_ms: Option<u64>,
-        approvers: Option<PyRef<'_, Approvers>>,
-        audit_rotate_bytes: Option<u64>,
-    ) -> PyResult<Self> {
-        if synchronous_full && store_path.is_none() {
-            return Err(store::config_err("synchronous_full applies to a durable store: pass store_path"));
+    #[pyo3(signature = (**options))]
+    fn new(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let (mut json, mut keys, mut approvers) = (serde_json::Map::new(), None, None);
+        for (name, value) in options.into_iter().flatten() {
+            let name: String = name.extract()?;
+            if let Ok(k) = value.cast::<TokenKeys>() {
+                keys = Some(k.get().inner.clone());
+            } else if let Ok(a) = value.cast::<Approvers>() {
+                approvers = Some(a.get().inner.clone());
+            } else {
+                json.insert(name.clone(), convert::from_py(&value, &name).map_err(|e| config_error(py, &e))?);
+            }
         }
-        if audit_rotate_bytes.is_some() && audit_path.is_none() {
-            return Err(store::config_err("audit_rotate_bytes applies to an audit log: pass audit_path"));
-        }
-        if token_ttl_ms.is_some() && token_keys.is_none() {
-            return Err(store::config_err("token_ttl applies to approval tokens: pass token_keys"));
-        }
-        if approvers.is_some() && allowed_responders.is_some() {
-            return Err(store::config_err("pass either approvers or allowed_responders (both decide who may answer)"));
-        }
-        let mut b = Gate::builder()
-            .deny_when_unobserved(deny_when_unobserved)
-            .dangerously_disable_gating(dangerously_disable_gating);
-        if let Some(ms) = default_timeout_ms {
-            b = b.default_timeout(Duration::from_millis(ms));
-        }
-        if let Some(k) = keywords {
-            b = b.keywords(k);
-        }
-        if let Some(p) = audit_path {
-            b = b.audit(audit::open_sink(&p, audit_rotate_bytes)?);
-        }
-        if let Some(p) = store_path {
-            b = b.store(py.detach(|| store::open_sqlite(&p, synchronous_full))?);
-        }
-        if let Some(k) = token_keys {
-            b = b.tokens(k.inner.clone());
-        }
-        if let Some(ms) = token_ttl_ms {
-            b = b.token_ttl(Duration::from_millis(ms));
-        }
-        if let Some(a) = approvers {
-            b = b.authenticator(Arc::new(a.inner.clone()));
-        }
-        if let Some(n) = bus_capacity {
-            b = b.bus_capacity(n);
-        }
-        if let Some(n) = remember_resolved {
-            b = b.remember_resolved(n);
-        }
-        if let Some(who) = allowed_responders {
-            b = b.authenticator(Arc::new(signoff::AllowedResponders(who)));
-        }
-        Ok(PyGate { gate: py.detach(|| b.build()).py_err()?, handlers: Mutex::new(Vec::new()) })
+        // Read, add the objects, then check the rules between options (`token_ttl_ms` needs keys).
+        let mut config = GateConfig::read_json(&serde_json::Value::Object(json), Naming::Snake).py_err()?;
+        config.token_keys = keys.or(config.token_keys);
+        config.approvers = approvers.or(config.approvers);
+        config.validate(Naming::Snake).py_err()?;
+        Ok(PyGate { gate: py.detach(|| config.build()).py_err()?, handlers: Mutex::new(Vec::new()) })
     }
 
     /// Registers (or replaces) a tool from its spec dict (the core `ToolSpec` JSON form) and an
@@ -493,12 +417,12 @@ impl PyGate {
     fn respond(&self, py: Python<'_>, response: &Bound<'_, PyAny>) -> PyResult<&'static str> {
         let v = convert::json_arg(response, "response")?;
         let r = ConfirmationResponse::from_json(v).py_err()?;
-        Ok(py.detach(|| self.gate.respond(r)).py_err()?.as_str())
+        Ok(answering(py, || self.gate.respond(r)).py_err()?.as_str())
     }
 
     /// Answers with a JSON text response (e.g. from a remote UI).
     fn respond_json(&self, py: Python<'_>, json: &str) -> PyResult<&'static str> {
-        Ok(py.detach(|| self.gate.respond_json(json)).py_err()?.as_str())
+        Ok(answering(py, || self.gate.respond_json(json)).py_err()?.as_str())
     }
 
     /// Approves `request` (a `ConfirmationRequest`, `PendingRequest` or id). With a request
@@ -518,7 +442,7 @@ impl PyGate {
             _ => None,
         };
         let target = events::request_ref(request)?;
-        let outcome = py.detach(|| match target {
+        let outcome = answering(py, || match target {
             RequestRef::Request(req) => {
                 PendingRequest::new(self.gate.clone(), req).approve_with(args, scope, responder)
             }
@@ -543,7 +467,7 @@ impl PyGate {
         responder: Option<String>,
     ) -> PyResult<&'static str> {
         let target = events::request_ref(request)?;
-        let outcome = py.detach(|| match target {
+        let outcome = answering(py, || match target {
             RequestRef::Request(req) => PendingRequest::new(self.gate.clone(), req).deny(reason, responder),
             RequestRef::Id(id) => {
                 let mut r = ConfirmationResponse::by_id(id, signoff::ResponseDecision::Deny);
@@ -651,7 +575,7 @@ impl PyGate {
             scope: convert::parse_enum::<signoff::Scope>(scope, "scope")?,
             reason,
         };
-        Ok(py.detach(|| self.gate.respond_token(token, response)).py_err()?.as_str())
+        Ok(answering(py, || self.gate.respond_token(token, response)).py_err()?.as_str())
     }
 
     // ---- durable store (core `gate::recovery`, `store`) ---------------------------------------
@@ -675,14 +599,15 @@ impl PyGate {
         Ok(Recovery { inner })
     }
 
-    /// Subscribes to the event bus now.
-    fn events(&self) -> EventStream {
-        let _rt = bridge::runtime().enter();
-        EventStream::new(self.gate.subscribe())
+    /// Subscribes to the event bus now: as an approver, or (`observe=True`) as an observer,
+    /// which sees every event but never counts as someone who can answer.
+    #[pyo3(signature = (observe=false))]
+    fn events(&self, observe: bool) -> EventStream {
+        EventStream::new(if observe { self.gate.observe() } else { self.gate.subscribe() })
     }
 
     /// Calls `handler(request: PendingRequest)` for every request from now on (and those already
-    /// pending). See `signoff.Gate.on_request`.
+    /// pending), in the publishing context. See `signoff.Gate.on_request`.
     #[pyo3(signature = (handler, is_async=None))]
     fn on_request(
         &self,
@@ -707,10 +632,10 @@ impl PyGate {
         self.gate.is_closed()
     }
 
-    /// How many event streams and handlers are subscribed.
+    /// How many approvers are attached (event streams and handlers; observers do not count).
     #[getter]
-    fn subscriber_count(&self) -> usize {
-        self.gate.subscriber_count()
+    fn approver_count(&self) -> usize {
+        self.gate.approver_count()
     }
 
     /// True when gating is disabled (development only).
@@ -739,6 +664,18 @@ impl PyGate {
     fn __repr__(&self) -> String {
         format!("Gate(pending={}, closed={})", self.gate.pending_count(), self.gate.is_closed())
     }
+}
+
+/// Runs an answer without the GIL; the calls it resolves on this thread's loop are polled right
+/// after it (see `bridge::polling_woken`).
+fn answering<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    bridge::polling_woken(py, || py.detach(f))
+}
+
+/// A value that is not JSON, as a `ConfigError` (the converter's message names the option).
+fn config_error(py: Python<'_>, e: &PyErr) -> PyErr {
+    let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+    errors::kind_err(py, signoff::ErrorKind::Config, format!("configuration error: {msg}"))
 }
 
 /// The core's default keywords.

@@ -1,32 +1,44 @@
-//! Handler-style approvals (core `handler` module): a Python callable called for each request
-//! through the core's `Gate::on_request`, answering through a `PendingRequest`. When the handler
-//! raises or returns without answering, the core ends the request as cancelled
-//! (`approval-failed`, the detail in the audit log and on stderr); this file only runs the
-//! callable, and logs the exception with its traceback on the `signoff` logger.
+//! Handler-style approvals (core `dispatch` module): a Python callable attached with the core's
+//! `Gate::on_request_inline`, which calls it in the publishing context (inside the poll of the
+//! `confirm` / `execute` that made the request), answering through a `PendingRequest`. When the
+//! handler raises or returns without answering, the request ends as cancelled
+//! (`approval-failed`, the detail in the audit log and on stderr, the exception with its
+//! traceback on the `signoff` logger).
 //!
-//! * A sync handler runs on a dedicated thread (one per registration), never on a tokio worker
-//!   or the event loop: it may block (e.g. read the terminal). Requests queued meanwhile are
-//!   handled in one GIL acquisition.
+//! * A sync handler is called right there, on the thread that polls the core future: the event
+//!   loop's (or a blocking call's) thread, no thread hop and no task. It must not block.
 //! * An async handler (or a sync one returning an awaitable) runs as a Task on the event loop
-//!   that was running when it was registered.
+//!   that was running when it was registered, holding the request until it answers.
+//! * Never on a tokio thread: were the core to call it there, it is moved to the blocking pool.
 
 use crate::bridge::{self, LoopBridge};
-use crate::convert::{self, to_py};
+use crate::convert;
 use crate::errors::IntoPyResult;
 use crate::events::ConfirmationRequest;
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use signoff::{Gate, HandlerGuard, RequestHandler};
-use std::sync::{Arc, Mutex, mpsc};
+use signoff::{ApproverGuard, Gate};
+use std::sync::{Arc, Mutex};
 
 /// Only that it raised: the handler may have answered first (then the call ran), and the core
 /// reports what happened to the request.
 const HANDLER_FAILED: &str = "signoff: the approval handler raised";
+const NO_ANSWER: &str = "the approval handler returned without answering";
+const LOOP_CLOSED: &str = "the approval handler's event loop is closed";
+const NO_LOOP: &str =
+    "the approval handler returned an awaitable, but no event loop was running when it was registered";
 
-/// A request waiting for the handler, with the means to answer it (bound to what was shown).
-#[pyclass(module = "signoff._native", frozen)]
+/// A request waiting for the handler, with the means to answer it (bound to what was shown): a
+/// `ConfirmationRequest` (every field, `to_dict()`, `to_json()`) with `approve()` and `deny()`.
+#[pyclass(module = "signoff._native", frozen, extends = ConfirmationRequest)]
 pub struct PendingRequest {
     pub inner: signoff::PendingRequest,
+}
+
+impl PendingRequest {
+    fn new_py(py: Python<'_>, pending: signoff::PendingRequest) -> PyResult<Py<PendingRequest>> {
+        let request = ConfirmationRequest { inner: pending.request().clone() };
+        Py::new(py, pyo3::PyClassInitializer::from(request).add_subclass(PendingRequest { inner: pending }))
+    }
 }
 
 #[pymethods]
@@ -35,68 +47,6 @@ impl PendingRequest {
     #[getter]
     fn request(&self, py: Python<'_>) -> PyResult<Py<ConfirmationRequest>> {
         Py::new(py, ConfirmationRequest { inner: self.inner.request().clone() })
-    }
-    #[getter]
-    fn id(&self) -> String {
-        self.inner.request().id.to_string()
-    }
-    #[getter]
-    fn tool(&self) -> &str {
-        &self.inner.request().tool
-    }
-    #[getter]
-    fn description(&self) -> &str {
-        &self.inner.request().description
-    }
-    /// The arguments as requested (a fresh copy on each access).
-    #[getter]
-    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.request().arguments)
-    }
-    /// Pretty, escaped JSON of the arguments: show this.
-    #[getter]
-    fn display_arguments(&self) -> &str {
-        &self.inner.request().display_arguments
-    }
-    #[getter]
-    fn prompt(&self) -> &str {
-        &self.inner.request().prompt
-    }
-    #[getter]
-    fn arguments_digest(&self) -> &str {
-        &self.inner.request().arguments_digest
-    }
-    #[getter]
-    fn session_id(&self) -> &str {
-        &self.inner.request().session_id
-    }
-    #[getter]
-    fn tool_call_id(&self) -> Option<&str> {
-        self.inner.request().tool_call_id.as_deref()
-    }
-    #[getter]
-    fn editable(&self) -> bool {
-        self.inner.request().editable
-    }
-    #[getter]
-    fn reasons(&self) -> Vec<String> {
-        self.inner.request().reasons.clone()
-    }
-    #[getter]
-    fn timeout_ms(&self) -> u64 {
-        self.inner.request().timeout_ms
-    }
-    #[getter]
-    fn deadline_ms(&self) -> u64 {
-        self.inner.request().deadline_ms
-    }
-    #[getter]
-    fn created_at_ms(&self) -> u64 {
-        self.inner.request().created_at_ms
-    }
-    #[getter]
-    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.request().metadata)
     }
     /// True while nobody has answered and it has neither timed out nor been cancelled.
     #[getter]
@@ -110,6 +60,7 @@ impl PendingRequest {
     #[pyo3(signature = (arguments=None, scope="once", responder=None))]
     fn approve(
         &self,
+        py: Python<'_>,
         arguments: Option<&Bound<'_, PyAny>>,
         scope: &str,
         responder: Option<String>,
@@ -119,24 +70,14 @@ impl PendingRequest {
             Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
             _ => None,
         };
-        Ok(self.inner.approve_with(args, scope, responder).py_err()?.as_str())
+        let outcome = bridge::polling_woken(py, || self.inner.approve_with(args, scope, responder));
+        Ok(outcome.py_err()?.as_str())
     }
 
     /// Denies, with an optional reason the model will read. Returns `"denied"`.
     #[pyo3(signature = (reason=None, responder=None))]
-    fn deny(&self, reason: Option<String>, responder: Option<String>) -> PyResult<&'static str> {
-        Ok(self.inner.deny(reason, responder).py_err()?.as_str())
-    }
-
-    /// The request's stable JSON form, as a dict.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &signoff::Event::ConfirmationRequest(self.inner.request().clone()).to_json())
-    }
-
-    /// The request's stable JSON form, as text.
-    #[pyo3(signature = (*, indent=None))]
-    fn to_json(&self, py: Python<'_>, indent: Option<usize>) -> PyResult<String> {
-        convert::pretty_json(py, &signoff::Event::ConfirmationRequest(self.inner.request().clone()).to_json(), indent)
+    fn deny(&self, py: Python<'_>, reason: Option<String>, responder: Option<String>) -> PyResult<&'static str> {
+        Ok(bridge::polling_woken(py, || self.inner.deny(reason, responder)).py_err()?.as_str())
     }
 
     fn __repr__(&self) -> String {
@@ -145,16 +86,15 @@ impl PendingRequest {
     }
 }
 
-/// Keeps one handler registered until stopped (or the gate closes).
+/// Keeps one handler attached until stopped (or the gate closes).
 pub struct HandlerSlot {
-    guard: Mutex<Option<HandlerGuard>>,
+    guard: Mutex<Option<ApproverGuard>>,
 }
 
 impl HandlerSlot {
     pub fn stop(&self) {
-        if let Some(g) = self.guard.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            g.stop();
-        }
+        // Dropping the guard detaches the approver.
+        drop(self.guard.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
     fn active(&self) -> bool {
         self.guard.lock().unwrap_or_else(|e| e.into_inner()).is_some()
@@ -190,100 +130,96 @@ impl HandlerRegistration {
     }
 }
 
-enum Step {
-    Done(Result<(), String>),
-    /// The sync handler returned an awaitable: run it on the registration loop.
-    Await(Py<PyAny>),
+/// The Python handler, as the core's inline approver.
+struct Approver {
+    handler: Py<PyAny>,
+    is_async: bool,
+    /// The loop running when it was registered: where its coroutines run.
+    home: Option<Arc<LoopBridge>>,
 }
 
-type Work = (signoff::PendingRequest, tokio::sync::oneshot::Sender<Step>);
-
-/// The thread a sync handler runs on.
-struct SyncRunner {
-    tx: Mutex<mpsc::Sender<Work>>,
-    bridge: Option<Arc<LoopBridge>>,
-}
-
-impl SyncRunner {
-    fn start(handler: Py<PyAny>, bridge: Option<Arc<LoopBridge>>) -> PyResult<SyncRunner> {
-        let (tx, rx) = mpsc::channel::<Work>();
-        std::thread::Builder::new()
-            .name("signoff-handler".into())
-            .spawn(move || {
-                while let Ok(first) = rx.recv() {
-                    let mut batch = vec![first];
-                    while batch.len() < 1024 {
-                        match rx.try_recv() {
-                            Ok(w) => batch.push(w),
-                            Err(_) => break,
-                        }
-                    }
-                    // Not attached (interpreter finalizing): the batch is dropped, its senders
-                    // close, and the core cancels each request (`approval-failed`).
-                    // The answers wake the waiting loops once the GIL is released.
-                    let attached = bridge::with_deferred_wakes(|| {
-                        bridge::attach_bg(|py| {
-                            for (pending, done) in batch.drain(..) {
-                                let _ = done.send(call_sync(py, &handler, pending));
-                            }
-                        })
-                    });
-                    if attached.is_none() {
-                        break;
-                    }
-                }
-                let _ = bridge::attach_bg(move |_py| drop(handler));
-            })
-            .map_err(|e| PyRuntimeError::new_err(format!("signoff: cannot start the handler thread: {e}")))?;
-        Ok(SyncRunner { tx: Mutex::new(tx), bridge })
+impl Approver {
+    /// Called by the core with the duty to answer `pending`.
+    fn dispatch(self: &Arc<Self>, pending: signoff::PendingRequest) {
+        if bridge::on_runtime_thread() {
+            // No Python on a runtime thread. (Dropped unanswered if the interpreter is
+            // finalizing: the core then ends the request as approval-failed.)
+            let me = self.clone();
+            bridge::runtime().spawn_blocking(move || bridge::attach_bg(|py| me.call(py, pending)));
+        } else {
+            bridge::attach_bg(|py| self.call(py, pending));
+        }
     }
 
-    async fn call(&self, pending: signoff::PendingRequest) -> Result<(), String> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let sent = self.tx.lock().unwrap_or_else(|e| e.into_inner()).send((pending, tx));
-        if sent.is_err() {
-            return Err("the approval handler thread has stopped".into());
+    fn call(&self, py: Python<'_>, pending: signoff::PendingRequest) {
+        let home = self.home.as_ref().filter(|h| !h.is_closed());
+        if self.is_async && home.is_none() {
+            pending.fail(LOOP_CLOSED);
+            return;
         }
-        match rx.await {
-            Ok(Step::Done(r)) => r,
-            Ok(Step::Await(aw)) => match &self.bridge {
-                Some(b) => {
-                    bridge::call_on_loop(
-                        b.clone(),
-                        move |py| Ok(aw.into_bound(py)),
-                        bridge::finish_unit(HANDLER_FAILED),
-                    )
-                    .await
-                }
-                None => Err("the approval handler returned an awaitable, but no event loop was running when it \
-                             was registered"
-                    .into()),
-            },
-            Err(_) => Err("the approval handler thread stopped before the handler returned".into()),
+        let handler = self.handler.bind(py);
+        let result = PendingRequest::new_py(py, pending.clone()).and_then(|req| {
+            let out = handler.call1((req,))?;
+            Ok((self.is_async || (!out.is_none() && bridge::is_awaitable(&out)?)).then_some(out))
+        });
+        let awaitable = match result {
+            Ok(None) => {
+                pending.fail(NO_ANSWER);
+                return;
+            }
+            Ok(Some(awaitable)) => awaitable,
+            Err(e) => return failed(py, &pending, &e),
+        };
+        // Its awaitable runs as a Task on its home loop; the request fails when the Task ends
+        // without an answer.
+        let Some(home) = home else {
+            let _ = awaitable.call_method0("close"); // never awaited: no warning
+            pending.fail(if self.home.is_some() { LOOP_CLOSED } else { NO_LOOP });
+            return;
+        };
+        let (awaitable, held, b) = (awaitable.unbind(), pending.clone(), home.clone());
+        let started = home.run_or_post(Box::new(move |py| {
+            let not_awaitable = || pyo3::exceptions::PyTypeError::new_err("the async handler returned no awaitable");
+            let task = b.start_task(awaitable.bind(py)).and_then(|t| t.ok_or_else(not_awaitable));
+            if let Err(e) = task.and_then(|t| bridge::when_done(&t, HandlerDone { pending: held.clone() })) {
+                failed(py, &held, &e);
+            }
+        }));
+        if !started {
+            pending.fail(LOOP_CLOSED);
         }
     }
 }
 
-fn call_sync(py: Python<'_>, handler: &Py<PyAny>, pending: signoff::PendingRequest) -> Step {
-    let req = match Py::new(py, PendingRequest { inner: pending }) {
-        Ok(r) => r,
-        Err(e) => return Step::Done(Err(convert::describe_err(py, &e))),
-    };
-    match handler.bind(py).call1((req,)) {
-        Ok(v) => match bridge::is_awaitable(&v) {
-            Ok(true) => Step::Await(v.unbind()),
-            _ => Step::Done(Ok(())),
-        },
-        Err(e) => {
-            convert::log_exception(py, convert::LOG_ERROR, HANDLER_FAILED, &e);
-            Step::Done(Err(convert::describe_err(py, &e)))
+/// Logs the handler's exception and fails its request (a no-op when it answered first).
+fn failed(py: Python<'_>, pending: &signoff::PendingRequest, e: &PyErr) {
+    convert::log_exception(py, convert::LOG_ERROR, HANDLER_FAILED, e);
+    pending.fail(&format!("the approval handler failed: {}", convert::describe_err(py, e)));
+}
+
+/// The done callback of an async handler's Task.
+#[pyclass(module = "signoff._native", frozen)]
+struct HandlerDone {
+    pending: signoff::PendingRequest,
+}
+
+#[pymethods]
+impl HandlerDone {
+    fn __call__(&self, task: &Bound<'_, PyAny>) -> PyResult<()> {
+        if task.call_method0("cancelled")?.is_truthy()? {
+            self.pending.fail("the approval handler's task was cancelled");
+        } else if let Err(e) = task.call_method0("result") {
+            failed(task.py(), &self.pending, &e);
+        } else {
+            self.pending.fail(NO_ANSWER);
         }
+        Ok(())
     }
 }
 
 static ISCOROUTINEFUNCTION: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
-/// Registers `handler` with the core's `Gate::on_request`.
+/// Attaches `handler` as an inline approver (`Gate::on_request_inline`).
 pub fn start(
     py: Python<'_>,
     gate: &Gate,
@@ -297,40 +233,16 @@ pub fn start(
         Some(a) => a,
         None => ISCOROUTINEFUNCTION.import(py, "inspect", "iscoroutinefunction")?.call1((&handler,))?.is_truthy()?,
     };
-    let handler_fn: RequestHandler = if is_async {
-        let bridge = LoopBridge::current(py).map_err(|_| {
-            PyRuntimeError::new_err(
-                "an async approval handler runs on the event loop that registers it: call on_request() from a \
-                 running event loop (or pass a sync handler)",
-            )
-        })?;
-        let handler = Arc::new(handler.unbind());
-        Arc::new(move |pending: signoff::PendingRequest| {
-            let bridge = bridge.clone();
-            let handler = handler.clone();
-            Box::pin(async move {
-                bridge::call_on_loop(
-                    bridge,
-                    move |py| {
-                        let req = Py::new(py, PendingRequest { inner: pending })?;
-                        handler.bind(py).call1((req,))
-                    },
-                    bridge::finish_unit(HANDLER_FAILED),
-                )
-                .await
-            })
-        })
-    } else {
-        let runner = Arc::new(SyncRunner::start(handler.unbind(), LoopBridge::current(py).ok())?);
-        Arc::new(move |pending: signoff::PendingRequest| {
-            let runner = runner.clone();
-            Box::pin(async move { runner.call(pending).await })
-        })
-    };
-    let guard = {
-        let _rt = bridge::runtime().enter();
-        gate.on_request(handler_fn)
-    };
+    let home = LoopBridge::current(py).ok();
+    if is_async && home.is_none() {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "an async approval handler runs on the event loop that registers it: call on_request() from a running \
+             event loop (or pass a sync handler)",
+        ));
+    }
+    let approver = Arc::new(Approver { handler: handler.unbind(), is_async, home });
+    // Requests already pending are handed to it in this call.
+    let guard = gate.on_request_inline(move |pending| approver.dispatch(pending));
     let slot = Arc::new(HandlerSlot { guard: Mutex::new(Some(guard)) });
     Ok((slot.clone(), HandlerRegistration { slot }))
 }

@@ -5,28 +5,20 @@
 
 use crate::bridge;
 use crate::convert::{self, to_py};
-use crate::errors::{self, IntoPyResult};
 use crate::events::ConfirmationRequest;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use signoff::ErrorKind;
-use std::path::Path;
 use std::sync::Arc;
-
-/// The SQLite store at `path` (created if needed). `StoreError` when it cannot be opened.
-pub fn open_sqlite(path: &Path, synchronous_full: bool) -> PyResult<Arc<signoff::SqliteStore>> {
-    signoff::SqliteStore::open_with(path, signoff::SqliteOptions { synchronous_full }).py_err()
-}
 
 const CHECK_FAILED: &str = "signoff: the approver check raised; the approval is refused";
 
 /// Runs a Python `check(request, approver)` for the core. Called synchronously by the core while
 /// it validates a response, i.e. on the Python thread that answered (`respond`, `approve`,
 /// `respond_token`, a handler's `request.approve`), which may have released the GIL: it is
-/// re-acquired there. Never on a tokio thread: there the approval is refused instead, so no
+/// re-acquired there. Never on a runtime thread: there the approval is refused instead, so no
 /// runtime thread ever waits for the GIL.
 fn run_check(f: &Py<PyAny>, request: &signoff::ConfirmationRequest, approver: &str) -> Result<(), String> {
-    if tokio::runtime::Handle::try_current().is_ok() {
+    if bridge::on_runtime_thread() {
         return Err("the approver check cannot run on a runtime thread (e.g. inside a tool executor)".into());
     }
     bridge::attach_bg(|py| {
@@ -176,11 +168,6 @@ impl StoredRecord {
             self.inner.state.as_str()
         )
     }
-}
-
-/// `ConfigError(msg)`.
-pub fn config_err(msg: impl Into<String>) -> PyErr {
-    Python::attach(|py| errors::kind_err(py, ErrorKind::Config, msg.into()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

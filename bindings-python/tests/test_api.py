@@ -14,7 +14,8 @@ from helpers import PATH_SCHEMA, Recorder, gate_with_tools, spec_by_name
 
 
 def test_every_core_error_kind_has_its_class() -> None:
-    assert len(signoff.ERROR_KINDS) == 20
+    assert len(signoff.ERROR_KINDS) == 21
+    assert issubclass(signoff.IoError, OSError) and signoff.IoError.kind == "io"
     assert set(signoff.ERROR_CLASSES) == set(signoff.ERROR_KINDS)
     for kind in signoff.ERROR_KINDS:
         cls = signoff.error_class(kind)
@@ -217,7 +218,7 @@ def test_execute_results_and_message_helpers(run: Any) -> None:
         # Nobody listening: the gated call is cancelled and its tool does not run.
         gated = await gate.execute("delete_file", {"path": "/x"}, call_id="c3")
         assert (gated.status, gated.call_id, gated.ran) == ("cancelled", "c3", False)
-        assert gated.decision is not None and gated.decision.cancel_reason == "no-subscribers"
+        assert gated.decision is not None and gated.decision.cancel_reason == "no-approver"
         gate.close()
 
     run(body())
@@ -284,20 +285,69 @@ def test_gating_disabled_runs_everything() -> None:
 def test_gate_properties_and_close() -> None:
     gate = signoff.Gate(default_timeout=2.5)
     assert gate.default_timeout.total_seconds() == 2.5 and not gate.closed
-    assert gate.subscriber_count == 0
+    assert gate.approver_count == 0
     stream = gate.events()
-    assert gate.subscriber_count == 1
+    assert gate.approver_count == 1
     stream.close()
-    assert gate.subscriber_count == 0 and stream.closed
+    assert gate.approver_count == 0 and stream.closed
     with gate:
         pass
     assert gate.closed
     with pytest.raises(signoff.ClosedError):
         gate.respond("00000000-0000-4000-8000-000000000000", "approve")
     # Every error signoff raises is a SignoffError with its kind (issue 14 item 6).
-    for bad in (-1, float("nan"), float("inf"), 1e300, "10", None):
+    for bad in (-1, float("nan"), float("inf"), 1e300, "10"):
         with pytest.raises(signoff.ConfigError):
             signoff.Gate(default_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_gate_options_are_the_cores_and_errors_name_them() -> None:
+    # Seconds (Pythonic) or the core's milliseconds; paths as os.PathLike; objects or their JSON.
+    with signoff.Gate(default_timeout_ms=1500, token_keys=f"k1:{'A' * 43}=", token_ttl=2,
+                      approvers={"*": ["alice"]}, forbid_self_approval=True) as gate:
+        assert gate.default_timeout.total_seconds() == 1.5
+    cases = [
+        ({"bus_capacity": 10**9}, "`bus_capacity`"),
+        ({"bus_capacity": float("nan")}, "bus_capacity is NaN"),
+        ({"remember_resolved": float("inf")}, "remember_resolved is Infinity"),
+        ({"bus_capacity": 2**70}, "bus_capacity is an int outside"),
+        ({"bus_capacity": 1.5}, "`bus_capacity`"),
+        ({"keywords": {"delete"}}, None),  # a set is an iterable: accepted
+        ({"bus_capcity": 8}, "did you mean `bus_capacity`?"),
+        ({"default_timeout": 0}, "given as `default_timeout`"),
+        ({"default_timeout": 1, "default_timeout_ms": 1000}, "either `default_timeout` or `default_timeout_ms`"),
+        ({"store_path": b"/tmp/x.db"}, "store_path is a bytes"),
+    ]
+    for options, message in cases:
+        if message is None:
+            signoff.Gate(**options).close()
+            continue
+        with pytest.raises(signoff.ConfigError) as e:
+            signoff.Gate(**options)
+        assert message in str(e.value) and e.value.kind == "config", (options, str(e.value))
+
+
+def test_an_audit_log_that_cannot_be_opened_is_an_io_error(tmp_path: Any) -> None:
+    with pytest.raises(signoff.IoError) as e:
+        signoff.Gate(audit_path=tmp_path)  # a directory
+    assert isinstance(e.value, OSError) and e.value.errno is not None and str(tmp_path) in str(e.value)
+
+
+def test_an_observer_sees_everything_but_is_no_approver(run: Any) -> None:
+    async def body() -> None:
+        gate = gate_with_tools()
+        watch = Collector(gate.events(observe=True))
+        assert gate.approver_count == 0
+        d = await gate.confirm("delete_file", {"path": "/a"})
+        assert (d.outcome, d.cancel_reason) == ("cancelled", "no-approver")
+        gate.on_request(lambda r: r.approve())
+        assert gate.approver_count == 1 and (await gate.confirm("delete_file", {"path": "/b"})).approved
+        gate.close()  # ends every stream, after what was published before
+        await asyncio.wait_for(watch.task, 5)
+        assert [e.type for e in watch.items] == ["confirmation-request", "confirmation-resolved"] + [
+            "confirmation-request", "confirmation-response", "confirmation-resolved"]
+
+    run(body())
 
 
 def test_a_schema_given_as_text_is_an_invalid_tool_not_a_value_error() -> None:

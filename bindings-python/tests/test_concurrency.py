@@ -205,22 +205,22 @@ def test_leaving_the_loop_unsubscribes(run: Any) -> None:
             return "ended"
 
         watcher = asyncio.ensure_future(watch())
-        await wait_until(lambda: gate.subscriber_count == 1)
+        await wait_until(lambda: gate.approver_count == 1)
         task = asyncio.ensure_future(gate.confirm("delete_file", {"path": "/a"}))
         assert await watcher == "confirmation-request"
         # The watcher returned from inside `async for`: its subscription is gone, so with nobody
         # observing, the pending request is cancelled.
         d = await asyncio.wait_for(task, 5)
-        assert (d.outcome, d.cancel_reason) == ("cancelled", "no-subscribers")
-        assert gate.subscriber_count == 0
+        assert (d.outcome, d.cancel_reason) == ("cancelled", "no-approver")
+        assert gate.approver_count == 0
         # `async with` closes too, and a pending __anext__ ends.
         async with gate.events() as stream:
             nxt = asyncio.ensure_future(stream.__anext__())
             await asyncio.sleep(0.01)
-            assert gate.subscriber_count == 1
+            assert gate.approver_count == 1
         with pytest.raises(StopAsyncIteration):
             await asyncio.wait_for(nxt, 5)
-        assert gate.subscriber_count == 0 and stream.closed
+        assert gate.approver_count == 0 and stream.closed
         gate.close()
 
     run(body())

@@ -222,27 +222,42 @@ def test_cancelling_the_awaiting_task_cancels_the_request(run: Any) -> None:
     assert rec.calls == []
 
 
-def test_cancelling_execute_cancels_a_running_async_executor(run: Any) -> None:
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_cancelling_execute_while_the_tool_runs_lets_it_finish_and_records_it(
+    style: str, run: Any, tmp_path: Path
+) -> None:
+    # The core's cancellation rule: only the caller stops waiting; the tool is not interrupted.
+    audit = tmp_path / "audit.jsonl"
     state: List[str] = []
+    release = threading.Event()
 
-    async def slow(args: Any) -> str:
+    async def slow_async(args: Any) -> str:
         state.append("started")
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            state.append("cancelled")
-            raise
+        while not release.is_set():
+            await asyncio.sleep(0.005)
+        state.append("finished")
+        return "done"
+
+    def slow_sync(args: Any) -> str:
+        state.append("started")
+        release.wait(10)
+        state.append("finished")
         return "done"
 
     async def body() -> None:
-        gate = signoff.Gate()
-        gate.register("slow", approval="not_required", executor=slow)
+        gate = signoff.Gate(audit_path=audit)
+        gate.register("slow", approval="not_required", executor=slow_async if style == "async" else slow_sync)
         task = asyncio.ensure_future(gate.execute("slow"))
         await wait_until(lambda: state == ["started"])
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await wait_until(lambda: state == ["started", "cancelled"], what="the executor's cancellation")
+        release.set()
+        await wait_until(lambda: state == ["started", "finished"], what="the tool's end")
+        gate.flush_audit()
+        await wait_until(lambda: any(r["kind"] == "execution" for r in audit_records(audit)), what="the record")
+        [execution] = [r for r in audit_records(audit) if r["kind"] == "execution"]
+        assert (execution["tool"], execution["decision"]) == ("slow", "ok")
         gate.close()
 
     run(body())
@@ -364,29 +379,59 @@ def test_handler_answering_on_the_loop_thread_does_not_deadlock(run: Any) -> Non
     run(body())
 
 
-def test_sync_handler_runs_off_the_loop_and_may_block(run: Any) -> None:
+def test_sync_handler_runs_inline_on_the_awaiting_thread(run: Any) -> None:
+    # Inline dispatch: a sync handler is called inside the `confirm` that made the request, on
+    # the loop's thread, and its answer resolves the call with no thread hop or task.
+    async def body() -> None:
+        gate = gate_with_tools()
+        threads: List[int] = []
+
+        def handler(req: signoff.PendingRequest) -> None:
+            threads.append(threading.get_ident())
+            assert asyncio.current_task() is not None  # inside the caller's own task
+            req.approve()
+
+        gate.on_request(handler)
+        fut = gate._native.confirm("delete_file", {"path": "/a"})
+        assert fut.done() and fut.result().approved  # decided before the first await
+        assert threads == [threading.get_ident()]
+        gate.close()
+
+    run(body())
+
+
+def test_sync_handler_of_a_blocking_call_runs_on_the_calling_thread() -> None:
+    gate = gate_with_tools()
+    threads: List[int] = []
+    gate.on_request(lambda req: (threads.append(threading.get_ident()), req.approve()))
+    outcomes: List[str] = []
+    agent = threading.Thread(target=lambda: outcomes.append(gate.confirm_blocking("delete_file", {"path": "/a"}).outcome))
+    agent.start()
+    agent.join(10)
+    assert outcomes == ["approved"] and threads == [agent.ident]
+    gate.close()
+
+
+def test_async_handler_may_wait_for_a_person_without_stalling_the_loop(run: Any) -> None:
     async def body() -> None:
         gate = gate_with_tools(default_timeout=0.2)
-        loop_thread = threading.get_ident()
-        threads: List[int] = []
         late: List[str] = []
 
-        def blocking_handler(req: signoff.PendingRequest) -> None:
-            threads.append(threading.get_ident())
-            time.sleep(0.5)  # longer than the deadline: the request times out meanwhile
+        async def person(req: signoff.PendingRequest) -> None:
+            await asyncio.to_thread(time.sleep, 0.5)  # longer than the deadline: it times out meanwhile
             try:
                 req.approve()
             except signoff.SignoffError as e:
                 late.append(e.kind)
 
-        gate.on_request(blocking_handler)
+        gate.on_request(person)
         ticks = 0
         task = asyncio.ensure_future(gate.confirm("delete_file", {"path": "/a"}))
-        while not task.done():  # the loop keeps running while the handler blocks
+        while not task.done():  # the loop keeps running while the handler waits
             ticks += 1
             await asyncio.sleep(0.01)
         assert task.result().outcome == "timed-out"
-        assert ticks >= 10 and threads and threads[0] != loop_thread
+        assert ticks >= 10
         await wait_until(lambda: late == ["expired"], what="the late answer")
         gate.close()
 
@@ -440,9 +485,9 @@ def test_stopped_handler_no_longer_answers(run: Any) -> None:
         reg = gate.on_request(lambda r: r.approve())
         assert (await gate.confirm("delete_file", {"path": "/a"})).approved
         reg.stop()
-        await wait_until(lambda: gate.subscriber_count == 0, what="the handler's unsubscription")
+        await wait_until(lambda: gate.approver_count == 0, what="the handler's unsubscription")
         d = await gate.confirm("delete_file", {"path": "/a"})
-        assert (d.outcome, d.cancel_reason) == ("cancelled", "no-subscribers")
+        assert (d.outcome, d.cancel_reason) == ("cancelled", "no-approver")
         gate.close()
 
     run(body())
@@ -454,12 +499,12 @@ def test_a_forgotten_approver_is_said_once_not_silent(run: Any, capfd: Any) -> N
         gate = gate_with_tools()
         for _ in range(2):
             d = await gate.confirm("delete_file", {"path": "/a"})
-            assert (d.outcome, d.cancel_reason) == ("cancelled", "no-subscribers")
+            assert (d.outcome, d.cancel_reason) == ("cancelled", "no-approver")
         gate.close()
 
     run(body())
     err = capfd.readouterr().err
-    assert err.count("nothing is listening for confirmation requests") == 1, err
+    assert err.count("no approver is attached") == 1, err
     assert "`delete_file`" in err and "Attach an approver" in err
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -601,8 +602,12 @@ def test_audit_chain_verifies_and_finds_an_edited_line(tmp_path: Path) -> None:
     problem = signoff.verify_audit_chain(path).problem
     assert problem is not None and (problem.kind, problem.line) == ("missing", 3)
 
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(signoff.IoError) as missing_log:
         signoff.verify_audit_chain(tmp_path / "nope.jsonl")
+    # A SignoffError of kind `io`, and an OSError with the system's error number.
+    assert isinstance(missing_log.value, OSError) and isinstance(missing_log.value, signoff.SignoffError)
+    assert (missing_log.value.kind, missing_log.value.errno) == ("io", errno.ENOENT)
+    assert "nope.jsonl" in str(missing_log.value)
 
 
 def test_audit_rotation_keeps_one_chain(tmp_path: Path) -> None:
@@ -674,9 +679,9 @@ def test_the_store_anchors_the_audit_chain_so_a_cut_end_is_found(tmp_path: Path)
 
 def test_verifying_against_a_store_needs_the_database_and_its_gate_closed(tmp_path: Path) -> None:
     log, db = tmp_path / "audit.jsonl", tmp_path / "signoff.db"
-    with pytest.raises(FileNotFoundError) as missing:
+    with pytest.raises(signoff.IoError) as missing:
         signoff.verify_audit_chain(log, store_path=db)
-    assert missing.value.filename == str(db)
+    assert (missing.value.errno, missing.value.filename) == (errno.ENOENT, str(db))
     with audited_gate(log, store_path=db) as gate:
         assert gate.execute_blocking("delete_file", {"path": "/tmp/x"}).status == "executed"
         gate.flush_audit()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -24,13 +25,16 @@ def load(name: str) -> Any:
 EVENTS = load("events.json")
 MALFORMED = load("malformed_responses.json")
 FLOWS = load("flows.json")
+CONFIG = load("config.json")
+EXECUTE = load("execute.json")
 
 
 def test_vector_files_have_only_known_top_level_fields() -> None:
     assert set(EVENTS) == {"events"}
     assert set(MALFORMED) == {"cases"}
     assert set(FLOWS) <= {"description", "tools", "cases"}
-    assert EVENTS["events"] and MALFORMED["cases"] and FLOWS["cases"]
+    assert set(CONFIG) <= {"description", "cases"} and set(EXECUTE) <= {"description", "cases"}
+    assert EVENTS["events"] and MALFORMED["cases"] and FLOWS["cases"] and CONFIG["cases"] and EXECUTE["cases"]
 
 
 # ---- events.json ----------------------------------------------------------------------------
@@ -103,22 +107,32 @@ CASE_FIELDS = {
     "name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps",
     "decision", "events_after",
 }
-STEP_ACTIONS = {"respond", "wait_past_deadline", "close", "unsubscribe", "cancel", "end_session"}
+STEP_ACTIONS = {"respond", "wait_past_deadline", "close", "unsubscribe", "cancel", "end_session", "issue_token",
+                "tamper_token", "rekey_token", "respond_token", "sleep_ms"}
+#: Steps that may carry an expected `error` (or, answering, an `outcome`).
+ANSWERS = {"respond", "respond_token", "issue_token"}
+TOKEN_RESPONSE_FIELDS = {"approver", "decision", "reason", "scope", "arguments"}
+
+
+def expect(step: Dict[str, Any], name: str, act: Callable[[], Any]) -> None:
+    """Runs `act`: it must fail with the step's `error` kind, or succeed with its `outcome`."""
+    if "error" in step:
+        kind = step["error"]
+        with pytest.raises(signoff.error_class(kind)) as e:
+            act()
+        assert e.value.kind == kind, f"{name}: {e.value}"
+    else:
+        got = act()
+        if "outcome" in step:
+            assert got == step["outcome"], f"{name}: outcome {got!r}"
+
+
+def retoken(token: str, part: int, value: Callable[[str], str]) -> str:
+    parts = token.split(".")
+    parts[part] = value(parts[part])
+    return ".".join(parts)
 DECISION_FIELDS = {"outcome", "by", "arguments", "edited", "reason", "responder", "cancel_reason"}
-GATE_OPTIONS = {"default_timeout_ms", "keywords", "dangerously_disable_gating", "allowed_responders",
-                "deny_when_unobserved"}
-
-
-def make_gate(opts: Dict[str, Any]) -> signoff.Gate:
-    unknown = set(opts) - GATE_OPTIONS
-    assert not unknown, f"unknown gate options {unknown}"
-    kw: Dict[str, Any] = {}
-    if "default_timeout_ms" in opts:
-        kw["default_timeout"] = opts["default_timeout_ms"] / 1000
-    for k in ("keywords", "dangerously_disable_gating", "allowed_responders", "deny_when_unobserved"):
-        if k in opts:
-            kw[k] = opts[k]
-    return signoff.Gate(**kw)
+SUBSCRIBE = {True: "approver", False: None, "observer": "observer"}
 
 
 def substitute(resp: Dict[str, Any], req: signoff.ConfirmationRequest) -> Dict[str, Any]:
@@ -142,11 +156,14 @@ async def run_flow(case: Dict[str, Any]) -> None:
     name = case["name"]
     unknown = set(case) - CASE_FIELDS
     assert not unknown, f"{name}: unknown fields {unknown}"
-    gate = make_gate(case.get("gate", {}))
+    subscribe = case.get("subscribe", True)
+    assert subscribe in SUBSCRIBE, f"{name}: unknown subscribe {subscribe!r}"
+    gate = signoff.Gate(**case.get("gate", {}))  # the core's gate options, as keyword arguments
     try:
         for spec in case.get("tools", FLOWS.get("tools", [])):
             gate.register_spec(spec)
-        collector = Collector(gate.events()) if case.get("subscribe", True) else None
+        stream = SUBSCRIBE[subscribe]
+        collector = Collector(gate.events(observe=stream == "observer")) if stream else None
         call = signoff.ToolCall.from_dict(case["call"])
 
         if "confirm_error" in case:
@@ -162,6 +179,7 @@ async def run_flow(case: Dict[str, Any]) -> None:
         expect_request = case.get("expect_request", True)
         cancelled = False
         request = None
+        tokens: List[str] = []
         if expect_request and collector is not None:
             request = await collector.wait_for(lambda e: e.type == "confirmation-request", "the request")
             shown = request.to_dict()
@@ -172,16 +190,25 @@ async def run_flow(case: Dict[str, Any]) -> None:
                 assert len(actions) == 1, f"{name}: step {step} needs exactly one action"
                 action = actions.pop()
                 extra = set(step) - {action, "error", "outcome"}
-                assert not extra and (action == "respond" or set(step) == {action}), f"{name}: bad step {step}"
+                assert not extra and (action in ANSWERS or set(step) == {action}), f"{name}: bad step {step}"
+                assert action != "issue_token" or "outcome" not in step, f"{name}: bad step {step}"
                 if action == "respond":
                     body = substitute(step["respond"], request)
-                    if "error" in step:
-                        kind = step["error"]
-                        with pytest.raises(signoff.error_class(kind)) as e:
-                            gate.respond(body)
-                        assert e.value.kind == kind, f"{name}: {e.value}"
-                    else:
-                        assert gate.respond(body) == step["outcome"]
+                    expect(step, name, lambda: gate.respond(body))
+                elif action == "issue_token":
+                    req, approver = request, step["issue_token"]
+                    expect(step, name, lambda: tokens.append(gate.issue_token(req, approver)))
+                elif action == "tamper_token":
+                    tokens.append(retoken(tokens[-1], 3, lambda sig: ("B" if sig[0] == "A" else "A") + sig[1:]))
+                elif action == "rekey_token":
+                    tokens.append(retoken(tokens[-1], 1, lambda _: step["rekey_token"]))
+                elif action == "respond_token":
+                    tr = dict(step["respond_token"])
+                    assert set(tr) <= TOKEN_RESPONSE_FIELDS, f"{name}: unknown token response fields {set(tr)}"
+                    token, decision, approver = tokens[-1], tr.pop("decision"), tr.pop("approver")
+                    expect(step, name, lambda: gate.respond_token(token, decision, approver=approver, **tr))
+                elif action == "sleep_ms":
+                    await asyncio.sleep(step["sleep_ms"] / 1000)
                 elif action == "wait_past_deadline":
                     await asyncio.sleep(max(0.0, request.deadline_ms / 1000 - time.time()) + 0.05)
                     await wait_until(lambda: gate.pending_count == 0, what="the timeout")
@@ -231,3 +258,99 @@ async def run_flow(case: Dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", FLOWS["cases"], ids=[c["name"] for c in FLOWS["cases"]])
 def test_flow(case: Dict[str, Any], run: Any) -> None:
     run(run_flow(case))
+
+
+# ---- config.json ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CONFIG["cases"], ids=[c["name"] for c in CONFIG["cases"]])
+def test_config(case: Dict[str, Any]) -> None:
+    assert set(case) <= {"name", "options", "error", "mentions"}, case
+    assert ("error" in case) == ("mentions" in case), case
+    if "error" not in case:
+        signoff.Gate(**case["options"]).close()
+        return
+    with pytest.raises(signoff.error_class(case["error"])) as e:
+        signoff.Gate(**case["options"])
+    assert e.value.kind == case["error"]
+    assert case["mentions"] in str(e.value), str(e.value)
+
+
+# ---- execute.json ---------------------------------------------------------------------------
+
+EXECUTE_FIELDS = {"name", "approve", "cancel", "runs", "finished", "resolved", "execution"}
+
+
+async def run_execute(case: Dict[str, Any], style: str, audit: Path) -> None:
+    name = case["name"]
+    unknown = set(case) - EXECUTE_FIELDS
+    assert not unknown, f"{name}: unknown fields {unknown}"
+    assert case["cancel"] in ("while_waiting", "while_running"), name
+    assert set(case["resolved"]) <= {"outcome", "cancel_reason"}, name
+    counts = {"runs": 0, "finished": 0}
+    started, release = threading.Event(), threading.Event()
+
+    async def transfer_async(args: Any) -> Any:
+        counts["runs"] += 1
+        started.set()
+        while not release.is_set():
+            await asyncio.sleep(0.002)
+        counts["finished"] += 1
+        return {"sent": True}
+
+    def transfer_sync(args: Any) -> Any:
+        counts["runs"] += 1
+        started.set()
+        release.wait(10)
+        counts["finished"] += 1
+        return {"sent": True}
+
+    gate = signoff.Gate(audit_path=audit)
+    try:
+        gate.register("transfer", approval="required", executor=transfer_async if style == "async" else transfer_sync)
+        approver = gate.events()  # an approver subscription
+
+        async def answer() -> None:
+            async for event in approver:
+                if isinstance(event, signoff.ConfirmationRequest) and case["approve"]:
+                    gate.approve(event)
+
+        answering = asyncio.ensure_future(answer())
+        watch = Collector(gate.events(observe=True))
+        task = asyncio.ensure_future(gate.execute("transfer", {}))
+        if case["cancel"] == "while_waiting":
+            await watch.wait_for(lambda e: e.type == "confirmation-request", "the request")
+        else:
+            await wait_until(started.is_set, what="the executor's start")
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        resolved = await watch.wait_for(lambda e: e.type == "confirmation-resolved", "the resolution")
+        for k, v in case["resolved"].items():
+            assert getattr(resolved, k) == v, f"{name}: resolved {k} is {getattr(resolved, k)!r}"
+        if case["runs"]:
+            await wait_until(lambda: counts["finished"] == case["finished"], what="the tool's end")
+        await asyncio.sleep(0.05)  # time for anything that should not happen
+        assert (counts["runs"], counts["finished"]) == (case["runs"], case["finished"]), name
+
+        def executions() -> List[Any]:
+            gate.flush_audit()
+            records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+            return [r.get("decision") for r in records if r["kind"] == "execution"]
+
+        if case["execution"] is None:
+            assert executions() == [], name
+        else:
+            await wait_until(lambda: executions() == [case["execution"]], what="the execution record")
+        approver.close()
+        await asyncio.wait_for(answering, 5)
+        await watch.close()
+    finally:
+        gate.close()
+
+
+@pytest.mark.parametrize("style", ["async", "sync"])
+@pytest.mark.parametrize("case", EXECUTE["cases"], ids=[c["name"] for c in EXECUTE["cases"]])
+def test_execute_cancellation(case: Dict[str, Any], style: str, run: Any, tmp_path: Path) -> None:
+    run(run_execute(case, style, tmp_path / "audit.jsonl"))

@@ -59,6 +59,7 @@ from .errors import (
     ExpiredError,
     InvalidArgumentsError,
     InvalidToolError,
+    IoError,
     MalformedError,
     MismatchError,
     NoExecutorError,
@@ -85,7 +86,7 @@ from .events import (
     StreamItem,
     parse_event,
 )
-from .gate import Executor, Gate, Handler, Outcome
+from .gate import Executor, Gate, GateOptions, Handler, Outcome
 from .store import Approvers, NotRestored, RecordState, Recovery, StoredRecord
 from .tokens import Secret, TokenClaims, TokenKeys
 from .tools import (
@@ -129,10 +130,12 @@ __all__ = [
     "Executor",
     "ExpiredError",
     "Gate",
+    "GateOptions",
     "Handler",
     "HandlerRegistration",
     "InvalidArgumentsError",
     "InvalidToolError",
+    "IoError",
     "Lagged",
     "MalformedError",
     "MismatchError",

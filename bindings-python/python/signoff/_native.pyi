@@ -5,7 +5,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, Literal, Optional, Union, final
 
-from typing_extensions import Self
+from typing_extensions import Self, disjoint_base
 
 __all__ = [
     "AlreadyResolvedError",
@@ -31,6 +31,7 @@ __all__ = [
     "HandlerRegistration",
     "InvalidArgumentsError",
     "InvalidToolError",
+    "IoError",
     "Lagged",
     "MalformedError",
     "MismatchError",
@@ -69,7 +70,7 @@ _RecordState = Literal[
     "pending", "approved", "executing", "done", "released", "denied", "timed-out", "cancelled", "interrupted"
 ]
 _JSONInput = Union[str, bytes, Mapping[str, Any]]
-_CancelReason = Literal["no-subscribers", "shutdown", "aborted", "session-ended", "approval-failed"]
+_CancelReason = Literal["no-approver", "shutdown", "aborted", "session-ended", "approval-failed"]
 
 def default_keywords() -> list[str]: ...
 def normalize_tool_spec(spec: _JSONInput) -> dict[str, Any]: ...
@@ -80,8 +81,9 @@ def verify_audit_chain(
     then ``path``, as one chain) and reports the first edited, missing, reordered or malformed
     record. With ``store_path`` (the gate's durable store, after the gate closed), also checks
     the log against the head that store anchored: records cut from the end are ``truncated``.
-    ``FileNotFoundError`` when there is no log or database; ``StoreError`` when the database
-    cannot be read (a running gate holds it locked); other ``OSError``s when unreadable."""
+    ``IoError`` (an ``OSError``; ``errno`` ``ENOENT``) when there is no log or database, or the
+    log cannot be read; ``StoreError`` when the database cannot be read (a running gate holds
+    it locked)."""
 
 def parse_event_json(
     data: _JSONInput,
@@ -112,10 +114,11 @@ class WrongApproverError(SignoffError): ...
 class AlreadyUsedError(SignoffError): ...
 class NotPendingError(SignoffError): ...
 class ConfigError(SignoffError): ...
+class IoError(SignoffError, OSError): ...
 
 # ---- events ----------------------------------------------------------------------------------
 
-@final
+@disjoint_base
 class ConfirmationRequest:
     @property
     def type(self) -> Literal["confirmation-request"]: ...
@@ -277,47 +280,17 @@ class EventStream:
 # ---- handlers --------------------------------------------------------------------------------
 
 @final
-class PendingRequest:
+class PendingRequest(ConfirmationRequest):
+    """A request waiting for a handler, with the means to answer it."""
+
     @property
     def request(self) -> ConfirmationRequest: ...
-    @property
-    def id(self) -> str: ...
-    @property
-    def tool(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-    @property
-    def arguments(self) -> Any: ...
-    @property
-    def display_arguments(self) -> str: ...
-    @property
-    def prompt(self) -> str: ...
-    @property
-    def arguments_digest(self) -> str: ...
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def tool_call_id(self) -> Optional[str]: ...
-    @property
-    def editable(self) -> bool: ...
-    @property
-    def reasons(self) -> list[str]: ...
-    @property
-    def timeout_ms(self) -> int: ...
-    @property
-    def deadline_ms(self) -> int: ...
-    @property
-    def created_at_ms(self) -> int: ...
-    @property
-    def metadata(self) -> Any: ...
     @property
     def is_pending(self) -> bool: ...
     def approve(
         self, arguments: Any = None, scope: Literal["once", "session"] = "once", responder: Optional[str] = None
     ) -> _Outcome: ...
     def deny(self, reason: Optional[str] = None, responder: Optional[str] = None) -> _Outcome: ...
-    def to_dict(self) -> dict[str, Any]: ...
-    def to_json(self, *, indent: Optional[int] = None) -> str: ...
 
 @final
 class HandlerRegistration:
@@ -610,24 +583,8 @@ _RequestLike = Union[ConfirmationRequest, PendingRequest, str]
 
 @final
 class Gate:
-    def __new__(
-        cls,
-        *,
-        default_timeout_ms: Optional[int] = None,
-        keywords: Optional[Sequence[str]] = None,
-        deny_when_unobserved: bool = True,
-        audit_path: Optional[str] = None,
-        dangerously_disable_gating: bool = False,
-        bus_capacity: Optional[int] = None,
-        remember_resolved: Optional[int] = None,
-        allowed_responders: Optional[Sequence[str]] = None,
-        store_path: Optional[str] = None,
-        synchronous_full: bool = False,
-        token_keys: Optional[TokenKeys] = None,
-        token_ttl_ms: Optional[int] = None,
-        approvers: Optional[Approvers] = None,
-        audit_rotate_bytes: Optional[int] = None,
-    ) -> Gate: ...
+    def __new__(cls, **options: Any) -> Gate:
+        """A gate from the core's gate options (snake_case), validated by the core."""
     def register(
         self, spec: _JSONInput, executor: Optional[Callable[[Any], Any]] = None, executor_is_async: Optional[bool] = None
     ) -> None: ...
@@ -705,13 +662,13 @@ class Gate:
     def end_session(self, session_id: str) -> int: ...
     def revoke_grant(self, session_id: str, tool: str) -> bool: ...
     def grants(self, session_id: str) -> list[str]: ...
-    def events(self) -> EventStream: ...
+    def events(self, observe: bool = False) -> EventStream: ...
     def on_request(self, handler: Callable[[PendingRequest], Any], is_async: Optional[bool] = None) -> HandlerRegistration: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
     @property
-    def subscriber_count(self) -> int: ...
+    def approver_count(self) -> int: ...
     @property
     def gating_disabled(self) -> bool: ...
     @property

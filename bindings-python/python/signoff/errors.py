@@ -1,9 +1,14 @@
 """Exceptions. Every error signoff raises is a :class:`SignoffError`; its ``kind`` is the core's
 stable error kind string, and each kind has its own subclass (generated in the native module from
-the core's ``ErrorKind::ALL``, so the two cannot drift apart).
+the core's ``ErrorKind::ALL``, so the two cannot drift apart). :class:`IoError` (a file could not be
+read or written, e.g. the audit log) is an ``OSError`` as well, with ``errno`` set when the
+operating system gave one.
 
 >>> from signoff.errors import error_class, AlreadyResolvedError
 >>> error_class("already_resolved") is AlreadyResolvedError
+True
+>>> from signoff.errors import IoError, SignoffError
+>>> issubclass(IoError, SignoffError) and issubclass(IoError, OSError)
 True
 """
 
@@ -22,6 +27,7 @@ from ._native import (
     ExpiredError,
     InvalidArgumentsError,
     InvalidToolError,
+    IoError,
     MalformedError,
     MismatchError,
     NoExecutorError,
@@ -59,6 +65,7 @@ ErrorKind = Literal[
     "already_used",
     "not_pending",
     "config",
+    "io",
 ]
 
 
@@ -88,6 +95,7 @@ __all__ = [
     "ExpiredError",
     "InvalidArgumentsError",
     "InvalidToolError",
+    "IoError",
     "MalformedError",
     "MismatchError",
     "NoExecutorError",

@@ -12,6 +12,7 @@ import os
 from datetime import timedelta
 from types import TracebackType
 from typing import (
+    TYPE_CHECKING,
     Any,
     Awaitable,
     Callable,
@@ -22,8 +23,10 @@ from typing import (
     Literal,
     Mapping,
     Optional,
+    Sequence,
     Tuple,
     Type,
+    TypedDict,
     TypeVar,
     Union,
 )
@@ -31,6 +34,7 @@ from typing import (
 from . import _native
 from ._native import (
     Approvers,
+    ConfigError,
     ConfirmationRequest,
     Decision,
     EventStream,
@@ -43,6 +47,9 @@ from ._native import (
     ToolResult,
 )
 from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: How a response ended a request.
 Outcome = Literal["approved", "denied"]
@@ -88,6 +95,49 @@ def _call_dict(call: Union[ToolCall, Mapping[str, Any]]) -> Mapping[str, Any]:
     return call.to_dict() if isinstance(call, ToolCall) else call
 
 
+class GateOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`Gate` (see there); ``None`` means not set."""
+
+    default_timeout: Optional[Seconds]
+    default_timeout_ms: Optional[int]
+    keywords: Optional[Iterable[str]]
+    deny_when_unobserved: Optional[bool]
+    dangerously_disable_gating: Optional[bool]
+    bus_capacity: Optional[int]
+    remember_resolved: Optional[int]
+    allowed_responders: Optional[Iterable[str]]
+    approvers: Union[Approvers, Mapping[str, Sequence[str]], None]
+    forbid_self_approval: Optional[bool]
+    store_path: Union[str, "os.PathLike[str]", None]
+    synchronous_full: Optional[bool]
+    audit_path: Union[str, "os.PathLike[str]", None]
+    audit_rotate_bytes: Optional[int]
+    token_keys: Union[TokenKeys, str, None]
+    token_ttl: Optional[Seconds]
+    token_ttl_ms: Optional[int]
+
+
+#: Options given in seconds (or a ``timedelta``), and the core's option in milliseconds.
+_SECONDS = {"default_timeout": "default_timeout_ms", "token_ttl": "token_ttl_ms"}
+
+
+def _native_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """The core's ``GateConfig`` options: seconds as milliseconds, paths as text, iterables as
+    lists. Everything else is passed as given and validated by the core."""
+    out: Dict[str, Any] = {}
+    for name, value in options.items():
+        if name in _SECONDS:
+            if _SECONDS[name] in options:
+                raise ConfigError(f"configuration error: pass either `{name}` or `{_SECONDS[name]}`")
+            name, value = _SECONDS[name], None if value is None else to_ms(value, name)
+        elif hasattr(value, "__fspath__"):
+            value = os.fspath(value)
+        elif not isinstance(value, (str, bytes, Mapping)) and isinstance(value, Iterable):
+            value = list(value)
+        out[name] = value
+    return out
+
+
 class Gate:
     """A person between an agent and its tools.
 
@@ -99,82 +149,71 @@ class Gate:
     explicit approval -- a denial, the deadline passing, nobody listening, the gate closing, the
     waiting task being cancelled, a handler failing -- means the tool does not run.
 
-    Args:
+    Options (keyword arguments, all optional; see :class:`GateOptions`). They are the core's
+    gate options (the same in every signoff language) and are checked there: a wrong type, a
+    value out of range (``bus_capacity=10**9``, a negative or fractional count, NaN), an unknown
+    or misspelt name (with a suggestion), an option that needs another one, or two that exclude
+    each other raise :class:`ConfigError` naming the option.
+
         default_timeout: seconds (or a ``timedelta``) a request waits when its tool sets no
-            timeout. 60 s by default.
+            timeout; or ``default_timeout_ms``. 60 s by default, at most 30 days.
         keywords: words that make a tool in the default approval mode require approval when
             they appear in its name (the core's list by default: delete, send, pay, ...).
-        deny_when_unobserved: cancel a request at once when no event stream or handler is
-            subscribed (default). ``False`` when answers come from elsewhere (a remote UI
-            calling :meth:`respond` after listing :meth:`pending`): requests then wait for
-            their deadline.
+        deny_when_unobserved: cancel a request at once when no approver (an event stream or a
+            handler; observers do not count) is attached (default ``True``). ``False`` when
+            answers come from elsewhere (a remote UI calling :meth:`respond` after listing
+            :meth:`pending`): requests then wait for their deadline.
         audit_path: append an audit trail (JSON Lines) to this file. With ``store_path`` too,
             the store also keeps the trail's head, so records cut from its end are found (see
-            :func:`signoff.verify_audit_chain`).
+            :func:`signoff.verify_audit_chain`). :class:`IoError` when it cannot be opened.
+        audit_rotate_bytes: with ``audit_path``: rotate the audit log when it reaches this size
+            (``<path>.1``, ``<path>.2``, ...; one hash chain across them).
         dangerously_disable_gating: development only: every call runs without approval
             (announced on stderr and in the audit trail).
-        bus_capacity: events buffered per subscriber before it is told it lagged (4096).
+        bus_capacity: events buffered per event stream before it is told it lagged (4096; at
+            most 1,048,576).
+        remember_resolved: how many resolved request ids are remembered to classify late
+            answers (65,536).
         allowed_responders: only responses whose ``responder`` is in this list are accepted
             (others raise :class:`UnauthorizedError`). Any responder by default.
+        approvers: an :class:`~signoff.Approvers` (or a dict ``{tool or "*": [names]}``)
+            deciding who may approve which tools, instead of ``allowed_responders``; a refused
+            approval raises :class:`UnauthorizedError`. ``forbid_self_approval=True`` also
+            refuses an approval from the request's own session.
         store_path: keep pending requests and their states in this SQLite file, so they
             survive a restart (see :mod:`signoff.store`); call :meth:`recover` once after
             registering tools. In memory by default.
         synchronous_full: with ``store_path``: every commit also waits for the disk, so state
             survives a power loss too (slower). By default state survives any crash of the
             process.
-        token_keys: the :class:`~signoff.TokenKeys` approval tokens are signed and verified with
-            (:meth:`issue_token`, :meth:`respond_token`).
-        token_ttl: seconds (or a ``timedelta``) an issued token is valid; by default until its
-            request's deadline, never beyond it.
-        approvers: an :class:`~signoff.Approvers` deciding who may approve which tools
-            (instead of ``allowed_responders``); a refused approval raises
-            :class:`UnauthorizedError`.
-        audit_rotate_bytes: with ``audit_path``: rotate the audit log when it reaches this size
-            (``<path>.1``, ``<path>.2``, ...; one hash chain across them, see
-            :func:`signoff.verify_audit_chain`).
-
-    Options that need another one (``synchronous_full``, ``token_ttl``, ``audit_rotate_bytes``)
-    raise :class:`ConfigError` without it, as does passing both ``approvers`` and
-    ``allowed_responders``.
+        token_keys: the :class:`~signoff.TokenKeys` (or their ``key_id:base64secret`` text)
+            approval tokens are signed and verified with (:meth:`issue_token`,
+            :meth:`respond_token`).
+        token_ttl: with ``token_keys``: seconds (or a ``timedelta``) an issued token is valid;
+            or ``token_ttl_ms``. By default until its request's deadline, never beyond it.
 
     A gate is closed by :meth:`close`, by leaving a ``with`` / ``async with`` block, or when it
     is garbage-collected; closing cancels every pending request.
+
+    >>> Gate(bus_capacity=10**9)
+    Traceback (most recent call last):
+    ...
+    signoff.ConfigError: configuration error: `bus_capacity` must be a whole number from 1 to 1048576, got the number 1000000000
     """
 
     __slots__ = ("_native", "__weakref__")
 
-    def __init__(
-        self,
-        *,
-        default_timeout: Seconds = 60.0,
-        keywords: Optional[Iterable[str]] = None,
-        deny_when_unobserved: bool = True,
-        audit_path: Union[str, "os.PathLike[str]", None] = None,
-        dangerously_disable_gating: bool = False,
-        bus_capacity: Optional[int] = None,
-        allowed_responders: Optional[Iterable[str]] = None,
-        store_path: Union[str, "os.PathLike[str]", None] = None,
-        synchronous_full: bool = False,
-        token_keys: Optional[TokenKeys] = None,
-        token_ttl: Optional[Seconds] = None,
-        approvers: Optional[Approvers] = None,
-        audit_rotate_bytes: Optional[int] = None,
-    ) -> None:
-        self._native = _native.Gate(
-            default_timeout_ms=to_ms(default_timeout, "default_timeout"),
-            keywords=None if keywords is None else [str(k) for k in keywords],
-            deny_when_unobserved=deny_when_unobserved,
-            audit_path=None if audit_path is None else os.fspath(audit_path),
-            dangerously_disable_gating=dangerously_disable_gating,
-            bus_capacity=bus_capacity,
-            allowed_responders=None if allowed_responders is None else [str(r) for r in allowed_responders],
-            store_path=None if store_path is None else os.fspath(store_path),
-            synchronous_full=synchronous_full,
-            token_keys=token_keys,
-            token_ttl_ms=None if token_ttl is None else to_ms(token_ttl, "token_ttl"),
-            approvers=approvers,
-            audit_rotate_bytes=audit_rotate_bytes,
-        )
+    def __init__(self, **options: "Unpack[GateOptions]") -> None:
+        native = _native_options(options)
+        try:
+            self._native = _native.Gate(**native)
+        except ConfigError as e:
+            # An option given in seconds: name it as the caller did.
+            msg = str(e)
+            for seconds, ms in _SECONDS.items():
+                if seconds in options and f"`{ms}`" in msg:
+                    raise ConfigError(f"{msg} (given as `{seconds}`, in seconds)") from None
+            raise
 
     # ---- tools -------------------------------------------------------------------------------
 
@@ -326,7 +365,7 @@ class Gate:
         """Asks for approval when the call needs it, and waits for the decision.
 
         Returns at once for calls that need no approval. Otherwise publishes a request and waits
-        until a person answers, the deadline passes, the gate closes, or every subscriber goes
+        until a person answers, the deadline passes, the gate closes, or every approver goes
         away. Cancelling the awaiting task cancels the request (``aborted``). Only
         ``decision.approved`` means run.
 
@@ -375,6 +414,11 @@ class Gate:
         ``result.content`` is always ready for the model (see :meth:`ToolResult.to_openai`,
         :meth:`ToolResult.to_anthropic`). Only ``arguments`` or ``metadata`` that are not JSON
         (see :data:`signoff.tools.JSON`) raise :class:`MalformedError`, before anything runs.
+
+        Cancelling the awaiting task (or ``asyncio.wait_for`` timing out) while the call waits
+        for a decision cancels the request (``aborted``) and the tool never runs. Once the tool
+        has started it is not interrupted: it runs to the end and its result is recorded (audit
+        ``execution``, the durable store's ``done``); only the cancelled caller does not get it.
         """
         fut = self._native.execute(*_call_fields(tool, arguments, session_id, call_id, metadata))
         del self
@@ -536,7 +580,7 @@ class Gate:
         (:meth:`record`). One whose deadline passed is resolved as timed out. One that was
         approved or executing is marked ``interrupted`` and never run again.
 
-        With ``deny_when_unobserved=True`` (the default) and nobody subscribed, restored
+        With ``deny_when_unobserved=True`` (the default) and no approver attached, restored
         requests are cancelled at once: durable, remotely approved gates use ``False``.
 
         Raises ``ConfigError`` when called twice or after the first request, ``StoreError``.
@@ -551,24 +595,33 @@ class Gate:
 
     # ---- watching ----------------------------------------------------------------------------
 
-    def events(self) -> EventStream:
+    def events(self, *, observe: bool = False) -> EventStream:
         """Subscribes to the event bus, from now on.
 
         >>> async def show(gate: Gate) -> None:
-        ...     async with gate.events() as events:
+        ...     async with gate.events(observe=True) as events:
         ...         async for event in events:
         ...             print(event.type)
 
         Yields :class:`ConfirmationRequest`, :class:`ConfirmationResponse`,
         :class:`ConfirmationTimeout`, :class:`ConfirmationResolved`, and a :class:`Lagged`
         marker (carrying the pending snapshot) if the stream fell behind. Closing the stream
-        (``close()``, leaving the ``with`` block, or dropping it) unsubscribes.
+        (``close()``, leaving the ``with`` block, or dropping it) unsubscribes; when the gate
+        closes, the stream ends after the events published before.
+
+        A stream is an **approver** by default: it stands for a UI that shows requests to a
+        person and answers them (:meth:`approve`, :meth:`deny`), so while it is open, gated calls
+        wait for an answer. With ``observe=True`` it is an **observer** (a logger, metrics, an
+        audit display): it sees every event but never counts as someone who can answer, so it
+        never keeps a call waiting when no approver is attached (the call is then cancelled at
+        once, ``no-approver``, unless ``deny_when_unobserved=False``).
         """
-        return self._native.events()
+        return self._native.events(observe)
 
     def on_request(self, handler: Handler) -> HandlerRegistration:
         """Calls ``handler(request)`` for every request from now on (and every one already
         pending). The handler answers through ``request.approve(...)`` / ``request.deny(...)``.
+        It is an approver (see :meth:`events`).
 
         If it raises, or returns without answering, the approval step has failed: the request
         ends at once as ``cancelled`` with ``cancel_reason == "approval-failed"`` (whoever
@@ -578,9 +631,13 @@ class Gate:
         :data:`~signoff.HANDLER_RESPONDER`) and stderr, and the exception with its traceback to
         the ``signoff`` logger. An answer given before raising stands.
 
-        A sync handler runs on its own thread, so it may block (e.g. ask on a terminal); an
-        async handler runs on the event loop that is running when ``on_request`` is called. The
-        handler stays registered until ``registration.stop()`` or the gate closes.
+        A **sync** handler is called right where the request is made: inside the
+        ``confirm`` / ``execute`` that needs approval, on the thread awaiting it (the event loop,
+        or the thread of a ``*_blocking`` call), with no thread hop or task. It must answer
+        without blocking; a handler that waits for a person (a terminal, a web page) should be
+        **async**: it runs as a Task on the event loop that is running when ``on_request`` is
+        called, and may take its time (e.g. ``await asyncio.to_thread(input, "approve? ")``).
+        The handler stays registered until ``registration.stop()`` or the gate closes.
         """
         return self._native.on_request(handler, _is_async_callable(handler))
 
@@ -642,9 +699,10 @@ class Gate:
         return self._native.revoke_grant(session_id, tool)
 
     @property
-    def subscriber_count(self) -> int:
-        """How many event streams and handlers are subscribed."""
-        return self._native.subscriber_count
+    def approver_count(self) -> int:
+        """How many approvers are attached: event streams (:meth:`events`) and handlers
+        (:meth:`on_request`). Observers (``events(observe=True)``) do not count."""
+        return self._native.approver_count
 
     @property
     def gating_disabled(self) -> bool:
@@ -697,4 +755,4 @@ class Gate:
         return f"Gate(pending={self.pending_count}, closed={self.closed})"
 
 
-__all__ = ["Decision", "Executor", "Gate", "Handler", "Outcome", "ToolResult"]
+__all__ = ["Decision", "Executor", "Gate", "GateOptions", "Handler", "Outcome", "ToolResult"]

@@ -57,6 +57,11 @@ async def main() -> None:
     stream = gate.events()
     assert_type(stream, EventStream)
     stream.close()
+    with gate.events(observe=True) as log:  # an observer: sees everything, never an approver
+        assert_type(log, EventStream)
+    approvers: int = gate.approver_count
+    options: signoff.GateOptions = {"bus_capacity": 64, "default_timeout": 5}
+    Gate(**options).close()
     waiting = asyncio.ensure_future(gate.confirm("delete_file", {"path": "/etc/y"}))
     async for item in gate.events():
         if isinstance(item, Lagged):
@@ -75,7 +80,7 @@ async def main() -> None:
         raise
     reg.stop()
     gate.close()
-    print("usage ok", outcome, args, msg["role"], len(batch), event)
+    print("usage ok", outcome, args, msg["role"], len(batch), event, approvers)
 
 
 def remote(workdir: str) -> None:
@@ -105,6 +110,12 @@ def remote(workdir: str) -> None:
     anchored = signoff.verify_audit_chain(f"{workdir}/audit.jsonl", store_path=f"{workdir}/db")
     kind: signoff.ChainProblemKind = anchored.problem.kind if anchored.problem is not None else "truncated"
     assert anchored.intact, kind
+    try:
+        signoff.verify_audit_chain(f"{workdir}/missing.jsonl")
+    except signoff.IoError as e:  # a SignoffError and an OSError
+        errno: Optional[int] = e.errno
+        io_kind: str = e.kind
+        assert isinstance(e, OSError) and io_kind == "io", errno
     print("remote ok", len(restored), len(interrupted), state, report.intact, problem)
 
 
