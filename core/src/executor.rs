@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// What became of a call.
@@ -223,7 +224,7 @@ impl Gate {
     /// durable store), or turns any other decision into the model's text.
     pub(crate) async fn run_decided(
         &self,
-        executor: crate::tool::Executor,
+        executor: crate::tool::ContextExecutor,
         name: String,
         session: String,
         call_id: Option<String>,
@@ -269,7 +270,15 @@ impl Gate {
         // the runtime when the caller's future is dropped.
         let gate = self.clone();
         let run = async move {
-            let run = std::panic::AssertUnwindSafe(executor(arguments.clone())).catch_unwind().await;
+            let context = crate::tool::CallContext {
+                tool: name.clone(),
+                call_id: call_id.clone(),
+                request_id,
+                session_id: session.clone(),
+                edited,
+                gate: Arc::downgrade(&gate.inner),
+            };
+            let run = std::panic::AssertUnwindSafe(executor(arguments.clone(), context)).catch_unwind().await;
             let result = match run {
                 Ok(r) => r,
                 Err(_) => Err("the tool panicked".to_owned()),

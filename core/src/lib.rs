@@ -78,7 +78,9 @@ pub use store::{
     RecordState, ResponseAuthenticator, StateChange, StoredRecord,
 };
 pub use token::{Secret, TokenClaims, TokenKeys, TokenResponse};
-pub use tool::{ApprovalMode, ArgRule, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec};
+pub use tool::{
+    ApprovalMode, ArgRule, CallContext, ContextExecutor, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec,
+};
 
 /// The README's Rust quickstart, compiled and run as a doctest.
 #[cfg(doctest)]

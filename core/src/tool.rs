@@ -322,13 +322,54 @@ pub type ExecResult = std::result::Result<Value, String>;
 /// An executor: runs a tool with (approved) arguments. `Err` is a failure message for the model.
 pub type Executor = Arc<dyn Fn(Value) -> BoxFuture<'static, ExecResult> + Send + Sync>;
 
+/// An executor that also learns which call it runs ([`CallContext`]).
+pub type ContextExecutor = Arc<dyn Fn(Value, CallContext) -> BoxFuture<'static, ExecResult> + Send + Sync>;
+
+/// What an executor knows about the call it runs: the tool, the model's call id, the request a
+/// person answered (if one was made), the session, whether the arguments were edited, and
+/// whether the gate has since closed (a long tool may stop early and say so; it is never
+/// interrupted by signoff).
+#[derive(Clone)]
+pub struct CallContext {
+    /// The tool's name.
+    pub tool: String,
+    /// The model's id for the call.
+    pub call_id: Option<String>,
+    /// The confirmation request that was answered; `None` when the call was not gated.
+    pub request_id: Option<uuid::Uuid>,
+    /// The agent session.
+    pub session_id: String,
+    /// A person changed the arguments before approving.
+    pub edited: bool,
+    pub(crate) gate: std::sync::Weak<crate::gate::Inner>,
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("tool", &self.tool)
+            .field("call_id", &self.call_id)
+            .field("request_id", &self.request_id)
+            .field("session_id", &self.session_id)
+            .field("edited", &self.edited)
+            .finish()
+    }
+}
+
+impl CallContext {
+    /// True once the gate that runs this call has closed (or is gone).
+    pub fn gate_closed(&self) -> bool {
+        self.gate.upgrade().is_none_or(|inner| (crate::Gate { inner }).is_closed())
+    }
+}
+
 /// A tool definition: its spec, custom rules and optional executor. The schema and rules are
 /// checked when it is registered with [`Gate::register`](crate::Gate::register).
 #[derive(Clone)]
 pub struct Tool {
     pub(crate) spec: ToolSpec,
     pub(crate) custom_rules: Vec<CustomRule>,
-    pub(crate) executor: Option<Executor>,
+    pub(crate) executor: Option<ContextExecutor>,
 }
 
 impl fmt::Debug for Tool {
@@ -359,6 +400,12 @@ impl Tool {
 
     /// Attaches an executor.
     pub fn with_executor(mut self, executor: Executor) -> Self {
+        self.executor = Some(Arc::new(move |v, _| executor(v)));
+        self
+    }
+
+    /// Attaches an executor that receives the call's [`CallContext`].
+    pub fn with_context_executor(mut self, executor: ContextExecutor) -> Self {
         self.executor = Some(executor);
         self
     }
@@ -455,7 +502,16 @@ impl ToolBuilder {
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ExecResult> + Send + 'static,
     {
-        self.tool.executor = Some(Arc::new(move |v| Box::pin(f(v))));
+        self.tool.executor = Some(Arc::new(move |v, _| Box::pin(f(v))));
+        self
+    }
+    /// The function that runs the tool, told which call it runs ([`CallContext`]).
+    pub fn executor_with_context<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ExecResult> + Send + 'static,
+    {
+        self.tool.executor = Some(Arc::new(move |v, c| Box::pin(f(v, c))));
         self
     }
     /// Finishes the definition. Nothing is validated until the tool is registered.

@@ -181,3 +181,39 @@ async fn the_shared_execute_vectors() {
         drop(approver);
     }
 }
+
+#[tokio::test]
+async fn an_executor_learns_which_call_it_runs() {
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let s = seen.clone();
+    let gate = Gate::builder()
+        .tool(
+            Tool::builder("transfer")
+                .approval(ApprovalMode::Required)
+                .editable(true)
+                .executor_with_context(move |_, ctx| {
+                    let s = s.clone();
+                    async move {
+                        s.lock().unwrap().push(format!(
+                            "{} {:?} {} {} {} {}",
+                            ctx.tool,
+                            ctx.call_id,
+                            ctx.request_id.is_some(),
+                            ctx.session_id,
+                            ctx.edited,
+                            ctx.gate_closed()
+                        ));
+                        Ok(json!(null))
+                    }
+                })
+                .build(),
+        )
+        .build()
+        .unwrap();
+    let _approver = gate.on_request_inline(|p| {
+        p.approve_with(Some(json!({"amount": 1})), Scope::Once, None).unwrap();
+    });
+    let r = gate.execute(ToolCall::new("transfer", json!({"amount": 5})).session("s9").call_id("call_7")).await;
+    assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+    assert_eq!(*seen.lock().unwrap(), vec![r#"transfer Some("call_7") true s9 true false"#.to_owned()]);
+}
