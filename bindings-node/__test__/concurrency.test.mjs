@@ -67,7 +67,7 @@ test('1,000 concurrent executions answered in random order from an event stream'
   const ps = Array.from({ length: N }, (_, n) => gate.execute({ tool: 'delete_file', arguments: { n }, callId: `c${n}` }))
   const reqs = []
   // next(), not `for await` + break: leaving the loop would unsubscribe the only observer, and the
-  // core would then cancel everything pending (no-subscribers).
+  // core would then cancel everything pending (no-approver).
   while (reqs.length < N) {
     const { value: e } = await stream.next()
     if (e.type === 'confirmation-request') reqs.push(e)

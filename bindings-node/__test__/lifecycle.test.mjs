@@ -157,8 +157,8 @@ test('off() of the last request listener while its async handler is pending ends
   g.off('confirmation-request', l)
   const r = await within(call, 5000, 'execute')
   assert.equal(r.status, 'cancelled')
-  // Nobody is left who can answer: the core's reason for that (`no-approver`, formerly
-  // `no-subscribers`), the same as a call made with no listener.
+  // Nobody is left who can answer: the core's reason for that (`no-approver`), the same as a
+  // call made with no listener.
   assert.equal(r.decision.cancelReason, 'no-approver')
   assert.deepEqual(ran, [])
   assert.equal(req.isPending(), false)
@@ -166,7 +166,7 @@ test('off() of the last request listener while its async handler is pending ends
   release()
   await sleep(5)
   assert.equal(late, 'already_resolved')
-  assert.equal(g.subscriberCount, 0)
+  assert.equal(g.approverCount, 0)
   // A listener added again handles the next request.
   g.on('confirmation-request', (q) => q.approve())
   assert.equal((await g.confirm({ tool: 'delete_file', arguments: {} })).outcome, 'approved')

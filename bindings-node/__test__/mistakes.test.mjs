@@ -116,7 +116,7 @@ test('a typo in an event name is refused (malformed), listing the valid names, b
   // Nothing was registered: no listener, no bus subscriber.
   assert.equal(gate.listenerCount(typo), 0)
   assert.deepEqual(gate.eventNames(), [])
-  assert.equal(gate.subscriberCount, 0)
+  assert.equal(gate.approverCount, 0)
   // A listener that is not a function is refused the same way.
   assert.throws(() => gate.on('confirmation-request', 'approve'), refused('malformed', ['listener', 'function']))
   assert.throws(() => gate.once('confirmation-resolved', undefined), refused('malformed', ['listener', 'function']))
@@ -163,7 +163,7 @@ test('events(): an unknown option or event type is refused, listing the valid on
   assert.throws(() => gate.events({ type: ['confirmation-request'] }), refused('malformed', ['`type`', 'did you mean `types`']))
   assert.throws(() => gate.events({ types: 'confirmation-request' }), refused('malformed', ['`types`', 'array']))
   assert.throws(() => gate.events('confirmation-request'), refused('malformed', ['options']))
-  assert.equal(gate.subscriberCount, 0)
+  assert.equal(gate.approverCount, 0)
   await gate.close()
 })
 
@@ -327,24 +327,28 @@ test('respondToken: unknown and mistyped fields are refused', async () => {
 
 // ---- gate options ---------------------------------------------------------------------------
 
-test('an unknown gate option is refused with the list; mistyped ones name the option', async () => {
-  assert.throws(() => new Gate({ timeoutMs: 5 }), refused('malformed', ['`timeoutMs`', 'did you mean `defaultTimeoutMs`', ...GATE_OPTIONS]))
-  assert.throws(() => new Gate({ default_timeout_ms: 5 }), refused('malformed', ['`default_timeout_ms`', 'did you mean `defaultTimeoutMs`']))
-  assert.throws(() => new Gate({ denyWhenUnobserverd: false }), refused('malformed', ['did you mean `denyWhenUnobserved`']))
-  assert.throws(() => new Gate({ defaultTimeoutMs: '5' }), refused('malformed', ['`defaultTimeoutMs`', '"5"']))
-  assert.throws(() => new Gate({ defaultTimeoutMs: -1 }), refused('malformed', ['`defaultTimeoutMs`']))
-  assert.throws(() => new Gate({ keywords: 'delete' }), refused('malformed', ['`keywords`', 'array']))
-  assert.throws(() => new Gate({ keywords: ['delete', 5] }), refused('malformed', ['`keywords[1]`', 'string']))
-  assert.throws(() => new Gate({ denyWhenUnobserved: 'no' }), refused('malformed', ['`denyWhenUnobserved`', 'boolean']))
-  assert.throws(() => new Gate({ busCapacity: -1 }), refused('malformed', ['`busCapacity`', 'whole']))
-  assert.throws(() => new Gate({ rememberResolved: 1.5 }), refused('malformed', ['`rememberResolved`', 'whole']))
-  assert.throws(() => new Gate({ allowedResponders: 'alice' }), refused('malformed', ['`allowedResponders`', 'array']))
-  assert.throws(() => new Gate({ approvers: { delete_file: 'alice' } }), refused('malformed', ['`approvers.delete_file`', 'array']))
-  assert.throws(() => new Gate({ approvers: ['alice'] }), refused('malformed', ['`approvers`', 'object']))
-  assert.throws(() => new Gate({ auditPath: 5 }), refused('malformed', ['`auditPath`', 'string']))
-  assert.throws(() => new Gate({ storePath: {} }), refused('malformed', ['`storePath`', 'string']))
-  assert.throws(() => new Gate(null), refused('malformed', ['gate options', 'object']))
-  assert.throws(() => new Gate('strict'), refused('malformed', ['gate options', 'object']))
+test('gate options are checked once, by the core (config), naming the option as written here', async () => {
+  assert.throws(() => new Gate({ timeoutMs: 5 }), refused('config', ['`timeoutMs`', ...GATE_OPTIONS]))
+  assert.throws(() => new Gate({ default_timeout_ms: 5 }), refused('config', ['`default_timeout_ms`', 'did you mean `defaultTimeoutMs`']))
+  assert.throws(() => new Gate({ denyWhenUnobserverd: false }), refused('config', ['did you mean `denyWhenUnobserved`']))
+  assert.throws(() => new Gate({ defaultTimeoutMs: '5' }), refused('config', ['`defaultTimeoutMs`', '"5"']))
+  assert.throws(() => new Gate({ defaultTimeoutMs: -1 }), refused('config', ['`defaultTimeoutMs`']))
+  assert.throws(() => new Gate({ keywords: 'delete' }), refused('config', ['`keywords`', 'list']))
+  assert.throws(() => new Gate({ keywords: ['delete', 5] }), refused('config', ['`keywords`', 'strings']))
+  assert.throws(() => new Gate({ denyWhenUnobserved: 'no' }), refused('config', ['`denyWhenUnobserved`', 'true or false']))
+  for (const n of [-1, 0, 1.5, 1e9, NaN, Infinity, -Infinity]) {
+    assert.throws(() => new Gate({ busCapacity: n }), refused('config', ['busCapacity'], ['bus_capacity']), String(n))
+  }
+  assert.throws(() => new Gate({ rememberResolved: 1.5 }), refused('config', ['`rememberResolved`', 'whole']))
+  assert.throws(() => new Gate({ allowedResponders: 'alice' }), refused('config', ['`allowedResponders`', 'list']))
+  assert.throws(() => new Gate({ approvers: { delete_file: 'alice' } }), refused('config', ['`approvers.delete_file`', 'list']))
+  assert.throws(() => new Gate({ approvers: ['alice'] }), refused('config', ['`approvers`', 'object']))
+  assert.throws(() => new Gate({ auditPath: 5 }), refused('config', ['`auditPath`', 'path']))
+  assert.throws(() => new Gate({ storePath: {} }), refused('config', ['`storePath`', 'path']))
+  assert.throws(() => new Gate({ tokenTtlMs: 1000 }), refused('config', ['`tokenTtlMs` needs `tokenKeys`']))
+  assert.throws(() => new Gate({ defaultTimeoutMs: () => 5 }), refused('config', ['defaultTimeoutMs', 'function']))
+  assert.throws(() => new Gate(null), refused('config', ['gate options', 'object']))
+  assert.throws(() => new Gate('strict'), refused('config', ['gate options', 'object']))
   assert.throws(() => new Gate({ tokenKeys: 5 }), refused('config', ['tokenKeys']))
   // Optional options may be undefined or null (left out).
   await new Gate({ defaultTimeoutMs: undefined, auditPath: null }).close()
@@ -369,7 +373,7 @@ test('string parameters of the wrong type are refused naming the parameter', asy
   await gate.close()
 })
 
-test('token keys and the audit log: wrong types and unreadable files are SignoffErrors (config)', async () => {
+test('token keys and the audit log: wrong types are config errors, unreadable logs io', async () => {
   assert.throws(() => new TokenKeys(5, Secret.generate()), refused('config', ['keyId', 'string']))
   assert.throws(() => TokenKeys.parse(5), refused('config', ['string']))
   assert.throws(() => TokenKeys.fromEnv(undefined), refused('config', ['string']))
@@ -378,9 +382,9 @@ test('token keys and the audit log: wrong types and unreadable files are Signoff
   assert.throws(() => Secret.fromBytes('not bytes'), refused('config', ['Uint8Array']))
   const dir = mkdtempSync(path.join(tmpdir(), 'signoff-'))
   try {
-    assert.throws(() => verifyAuditChain(path.join(dir, 'missing.jsonl')), refused('config', ['missing.jsonl']))
+    assert.throws(() => verifyAuditChain(path.join(dir, 'missing.jsonl')), refused('io', ['missing.jsonl']))
     assert.throws(() => verifyAuditChain(5), refused('malformed', ['path', 'string']))
-    assert.throws(() => new Gate({ auditPath: path.join(dir, 'no', 'such', 'dir', 'audit.jsonl') }), refused('config', ['audit.jsonl']))
+    assert.throws(() => new Gate({ auditPath: path.join(dir, 'no', 'such', 'dir', 'audit.jsonl') }), refused('io', ['audit.jsonl']))
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }

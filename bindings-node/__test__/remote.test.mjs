@@ -316,7 +316,7 @@ test('options and keys are checked: config errors, secrets never printed', async
   assert.throws(() => plain.record('not-a-uuid'), code('malformed'))
   const late = new Gate()
   late.register({ name: 'delete_file', parameters: { type: 'object' } })
-  assert.equal((await late.confirm({ tool: 'delete_file', arguments: {} })).cancelReason, 'no-subscribers')
+  assert.equal((await late.confirm({ tool: 'delete_file', arguments: {} })).cancelReason, 'no-approver')
   assert.throws(() => late.recover(), code('config'))
   await Promise.all([gate.close(), plain.close(), late.close()])
   assert.equal((await p).outcome, 'cancelled')

@@ -62,7 +62,7 @@ gate.on('confirmation-request', async (req: PendingRequest) => {
   req.deny('because')
 })
 gate.on('confirmation-resolved', (e) => {
-  const cancel: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed' | undefined = e.cancelReason
+  const cancel: 'no-approver' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed' | undefined = e.cancelReason
   void cancel
 })
 gate.on('lagged', (e) => {
@@ -101,7 +101,7 @@ async function main(): Promise<void> {
     const by: 'not-gated' | 'person' | 'session-grant' | 'gating-disabled' = d.by
     void by
   } else if (d.outcome === 'cancelled') {
-    const why: 'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed' = d.reason
+    const why: 'no-approver' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed' = d.reason
     void why
   }
   const r: ToolResult = await gate.execute(fromOpenAIToolCall({ id: 'c', function: { name: 'delete_file', arguments: '{}' } }))
@@ -115,6 +115,13 @@ async function main(): Promise<void> {
     else if (ev.type === 'lagged') ev.pending.forEach((p) => p.deny())
     break
   }
+  for await (const e of gate.observe({ types: ['confirmation-resolved'] })) {
+    const ev: GateEvent = e
+    void ev
+    break
+  }
+  const approvers: number = gate.approverCount
+  void approvers
   try {
     gate.respond({ id: 'x', decision: 'approve', argumentsDigest: 'sha256:..', sessionId: 's' })
   } catch (e) {

@@ -2,7 +2,8 @@
 // through the Node API. A field this runner does not understand fails the test.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -60,40 +61,39 @@ for (const c of malformed.cases) {
   })
 }
 
-// ---- flows.json -----------------------------------------------------------------------------
+// ---- config.json --------------------------------------------------------------------------
 
-const flows = load('flows.json')
-onlyKeys(flows, ['cases', 'tools', 'description'], 'flows.json')
+/** `bus_capacity` -> `busCapacity`: how Node spells the core's option names. */
+const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+/** Gate options in Node's names (keys only: values are passed as they are, numbers as numbers). */
+const gateOptions = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [camel(k), v]))
 
-const GATE_KEYS = {
-  default_timeout_ms: 'defaultTimeoutMs',
-  keywords: 'keywords',
-  deny_when_unobserved: 'denyWhenUnobserved',
-  dangerously_disable_gating: 'dangerouslyDisableGating',
-  allowed_responders: 'allowedResponders',
-}
-const CALL_KEYS = { tool: 'tool', arguments: 'arguments', session_id: 'sessionId', call_id: 'callId', metadata: 'metadata' }
-const TOOL_KEYS = {
-  name: 'name',
-  description: 'description',
-  parameters: 'parameters',
-  approval: 'approval',
-  editable: 'editable',
-  prompt_template: 'promptTemplate',
-  rules: 'rules',
-  source: 'source',
-  read_only: 'readOnly',
-  destructive: 'destructive',
-  timeout_ms: 'timeoutMs',
-}
-const ACTIONS = ['respond', 'wait_past_deadline', 'close', 'unsubscribe', 'cancel', 'end_session']
-const DECISION_KEYS = ['outcome', 'by', 'arguments', 'edited', 'reason', 'responder', 'cancel_reason']
-const RESPONSE_KEYS = { arguments_digest: 'argumentsDigest', session_id: 'sessionId', at_ms: 'atMs' }
+const config = load('config.json')
+onlyKeys(config, ['cases', 'description'], 'config.json')
+assert.ok(config.cases.length > 0)
 
-function rename(obj, map, where) {
-  onlyKeys(obj, Object.keys(map), where)
-  return Object.fromEntries(Object.entries(obj).map(([k, v]) => [map[k], v]))
+for (const c of config.cases) {
+  onlyKeys(c, ['name', 'options', 'error', 'mentions'], `config.json ${c.name}`)
+  test(`config: ${c.name}`, async () => {
+    const options = gateOptions(c.options)
+    if (c.error === undefined) {
+      assert.equal(c.mentions, undefined)
+      await new Gate(options).close()
+      return
+    }
+    assert.throws(
+      () => new Gate(options),
+      (e) => {
+        assert.ok(e instanceof SignoffError, String(e))
+        assert.equal(e.code, c.error, e.message)
+        if (c.mentions !== undefined) assert.ok(e.message.includes(camel(c.mentions)), `${e.message} names ${camel(c.mentions)}`)
+        return true
+      },
+    )
+  })
 }
+
+// ---- execute.json -------------------------------------------------------------------------
 
 /** Reads events until one matches, failing after `ms`. */
 async function nextMatching(stream, pred, ms = 5000) {
@@ -108,11 +108,147 @@ async function nextMatching(stream, pred, ms = 5000) {
   }
 }
 
+/** Waits (bounded) until `f()` is true. */
+async function eventually(f, what, ms = 5000) {
+  const deadline = Date.now() + ms
+  while (!(await f())) {
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
+const isAbort = (e) => e instanceof DOMException && e.name === 'AbortError'
+const auditRecords = (file) =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l))
+
+const execute = load('execute.json')
+onlyKeys(execute, ['cases', 'description'], 'execute.json')
+assert.ok(execute.cases.length > 0)
+
+for (const c of execute.cases) {
+  onlyKeys(c, ['name', 'approve', 'cancel', 'runs', 'finished', 'resolved', 'execution'], `execute.json ${c.name}`)
+  onlyKeys(c.resolved, ['outcome', 'cancel_reason'], `execute.json ${c.name}: resolved`)
+  test(`execute: ${c.name}`, async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'signoff-vectors-'))
+    const auditPath = path.join(dir, 'audit.jsonl')
+    const gate = new Gate({ auditPath })
+    let runs = 0
+    let finished = 0
+    let started
+    let release
+    const startedP = new Promise((resolve) => (started = resolve))
+    const released = new Promise((resolve) => (release = resolve))
+    gate.register({
+      name: 'transfer',
+      approval: 'required',
+      execute: async () => {
+        runs++
+        started()
+        await released
+        finished++
+        return { sent: true }
+      },
+    })
+    const events = gate.observe()
+    // The approver: approves every request at once, or never answers.
+    let approver
+    if (c.approve === true) gate.on('confirmation-request', (req) => req.approve())
+    else if (c.approve === false) approver = gate.events()
+    else assert.fail(`approve: ${c.approve}`)
+    const controller = new AbortController()
+    const call = gate.execute({ tool: 'transfer', arguments: {} }, { signal: controller.signal })
+    if (c.cancel === 'while_waiting') await nextMatching(events, (e) => e.type === 'confirmation-request')
+    else if (c.cancel === 'while_running') await Promise.race([startedP, sleep(5000).then(() => assert.fail('the tool did not start'))])
+    else assert.fail(`cancel: ${c.cancel}`)
+    controller.abort()
+    // Node's way: the caller's promise rejects with the signal's reason.
+    await assert.rejects(call, isAbort)
+    release()
+    const resolved = await nextMatching(events, (e) => e.type === 'confirmation-resolved')
+    assert.equal(resolved.outcome, c.resolved.outcome)
+    assert.equal(resolved.cancelReason, c.resolved.cancel_reason)
+    const execution = async () => {
+      await gate.flushAudit()
+      return auditRecords(auditPath).find((r) => r.kind === 'execution')
+    }
+    if (c.execution === null) {
+      await sleep(100)
+      assert.equal(await execution(), undefined, 'no execution record')
+    } else {
+      await eventually(execution, 'the execution record')
+      assert.equal((await execution()).decision, c.execution)
+    }
+    await eventually(() => finished === c.finished, `finished = ${c.finished}`)
+    assert.equal(runs, c.runs)
+    assert.equal(finished, c.finished)
+    approver?.close()
+    events.close()
+    await gate.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+}
+
+// ---- flows.json -----------------------------------------------------------------------------
+
+const flows = load('flows.json')
+onlyKeys(flows, ['cases', 'tools', 'description'], 'flows.json')
+
+const CALL_KEYS = { tool: 'tool', arguments: 'arguments', session_id: 'sessionId', call_id: 'callId', metadata: 'metadata' }
+const TOOL_KEYS = {
+  name: 'name',
+  description: 'description',
+  parameters: 'parameters',
+  approval: 'approval',
+  editable: 'editable',
+  prompt_template: 'promptTemplate',
+  rules: 'rules',
+  source: 'source',
+  read_only: 'readOnly',
+  destructive: 'destructive',
+  timeout_ms: 'timeoutMs',
+}
+const ACTIONS = [
+  'respond',
+  'wait_past_deadline',
+  'close',
+  'unsubscribe',
+  'cancel',
+  'end_session',
+  'issue_token',
+  'tamper_token',
+  'rekey_token',
+  'respond_token',
+  'sleep_ms',
+]
+/** The actions a step may expect an `error` of, and an `outcome` of. */
+const WITH_ERROR = ['respond', 'respond_token', 'issue_token']
+const WITH_OUTCOME = ['respond', 'respond_token']
+const DECISION_KEYS = ['outcome', 'by', 'arguments', 'edited', 'reason', 'responder', 'cancel_reason']
+const RESPONSE_KEYS = { arguments_digest: 'argumentsDigest', session_id: 'sessionId', at_ms: 'atMs' }
+const TOKEN_RESPONSE_KEYS = ['approver', 'decision', 'reason', 'scope', 'arguments']
+
+function rename(obj, map, where) {
+  onlyKeys(obj, Object.keys(map), where)
+  return Object.fromEntries(Object.entries(obj).map(([k, v]) => [map[k], v]))
+}
+
+/** Replaces one `.`-separated part of a token. */
+function withPart(token, i, f) {
+  const parts = token.split('.')
+  parts[i] = f(parts[i])
+  return parts.join('.')
+}
+
 async function drain(stream) {
   const out = []
   for await (const e of stream) out.push(e)
   return out
 }
+
+const isCode = (code) => (e) => e instanceof SignoffError && e.code === code
 
 for (const c of flows.cases) {
   onlyKeys(
@@ -121,23 +257,26 @@ for (const c of flows.cases) {
     `flows.json ${c.name}`,
   )
   test(`flow: ${c.name}`, async () => {
-    const gate = new Gate(c.gate ? rename(c.gate, GATE_KEYS, `${c.name}: gate`) : {})
+    const gate = new Gate(gateOptions(c.gate ?? {}))
     // The core's ToolSpec JSON, its keys in Node's names (rules and sources are the same JSON).
     for (const spec of c.tools ?? flows.tools) gate.register(rename(spec, TOOL_KEYS, `${c.name}: tool ${spec.name}`))
     const call = rename(c.call, CALL_KEYS, `${c.name}: call`)
 
     if (c.confirm_error !== undefined) {
-      await assert.rejects(gate.confirm(call), (e) => e instanceof SignoffError && e.code === c.confirm_error)
+      await assert.rejects(gate.confirm(call), isCode(c.confirm_error))
       assert.equal(gate.pendingCount, 0)
       await gate.close()
       return
     }
 
     const subscribe = c.subscribe ?? true
-    const stream = subscribe ? gate.events() : undefined
+    assert.ok([true, false, 'observer'].includes(subscribe), `subscribe: ${subscribe}`)
+    const stream = subscribe === 'observer' ? gate.observe() : subscribe ? gate.events() : undefined
     const controller = new AbortController()
     const decisionP = gate.confirm(call, { signal: controller.signal })
+    decisionP.catch(() => {})
     const expectRequest = c.expect_request ?? true
+    let cancelled = false
 
     let req
     if (expectRequest && stream) {
@@ -146,12 +285,21 @@ for (const c of flows.cases) {
       for (const [k, v] of Object.entries(c.request ?? {})) {
         assert.deepStrictEqual(wire[k], v, `request field ${k}`)
       }
+      let token
       for (const [i, step] of (c.steps ?? []).entries()) {
         const where = `${c.name}: step ${i}`
         onlyKeys(step, [...ACTIONS, 'error', 'outcome'], where)
         const actions = Object.keys(step).filter((k) => ACTIONS.includes(k))
         assert.equal(actions.length, 1, `${where}: exactly one action`)
         const action = actions[0]
+        if (!WITH_ERROR.includes(action)) assert.equal(step.error, undefined, `${where}: no error expected for ${action}`)
+        if (!WITH_OUTCOME.includes(action)) assert.equal(step.outcome, undefined, `${where}: no outcome expected for ${action}`)
+        /** Runs `f`: it must fail with the step's error, or succeed with its outcome. */
+        const expect = (f) => {
+          if (step.error !== undefined) assert.throws(f, isCode(step.error), `${where}: expected ${step.error}`)
+          else if (step.outcome !== undefined) assert.equal(f(), step.outcome, `${where}: outcome`)
+          else return f()
+        }
         if (action === 'respond') {
           const r = { ...step.respond }
           for (const k of ['id', 'tool', 'arguments_digest', 'session_id']) {
@@ -159,29 +307,31 @@ for (const c of flows.cases) {
           }
           // The JavaScript form (camelCase), passed on verbatim otherwise.
           const js = Object.fromEntries(Object.entries(r).map(([k, v]) => [RESPONSE_KEYS[k] ?? k, v]))
-          if (step.error !== undefined) {
-            assert.throws(
-              () => gate.respond(js),
-              (e) => e instanceof SignoffError && e.code === step.error,
-              `${where}: expected ${step.error}`,
-            )
-          } else {
-            assert.equal(gate.respond(js), step.outcome, `${where}: outcome`)
-          }
-        } else {
-          assert.equal(step.error, undefined, `${where}: no error expected for ${action}`)
-          assert.equal(step.outcome, undefined, `${where}: no outcome expected for ${action}`)
-          if (action === 'wait_past_deadline') {
-            await sleep(Math.max(0, req.deadlineMs - Date.now()) + 40)
-          } else if (action === 'close') {
-            await gate.close()
-          } else if (action === 'unsubscribe') {
-            stream.close()
-          } else if (action === 'cancel') {
-            controller.abort()
-          } else if (action === 'end_session') {
-            gate.endSession(step.end_session)
-          }
+          expect(() => gate.respond(js))
+        } else if (action === 'issue_token') {
+          const t = expect(() => gate.issueToken(req.id, step.issue_token))
+          if (step.error === undefined) token = t
+        } else if (action === 'tamper_token') {
+          assert.equal(step.tamper_token, true)
+          token = withPart(token, 3, (sig) => (sig[0] === 'A' ? 'B' : 'A') + sig.slice(1))
+        } else if (action === 'rekey_token') {
+          token = withPart(token, 1, () => step.rekey_token)
+        } else if (action === 'respond_token') {
+          onlyKeys(step.respond_token, TOKEN_RESPONSE_KEYS, `${where}: token response`)
+          expect(() => gate.respondToken(token, step.respond_token))
+        } else if (action === 'sleep_ms') {
+          await sleep(step.sleep_ms)
+        } else if (action === 'wait_past_deadline') {
+          await sleep(Math.max(0, req.deadlineMs - Date.now()) + 40)
+        } else if (action === 'close') {
+          await gate.close()
+        } else if (action === 'unsubscribe') {
+          stream.close()
+        } else if (action === 'cancel') {
+          controller.abort()
+          cancelled = true
+        } else if (action === 'end_session') {
+          gate.endSession(step.end_session)
         }
       }
     } else {
@@ -189,17 +339,24 @@ for (const c of flows.cases) {
       assert.equal(c.request, undefined, `${c.name}: request fields need a subscriber`)
     }
 
-    const decision = await decisionP
     onlyKeys(c.decision, DECISION_KEYS, `${c.name}: decision`)
-    for (const [k, v] of Object.entries(c.decision)) {
-      if (k === 'cancel_reason') {
-        assert.equal(decision.reason, v, 'cancel reason (core JSON field `reason`)')
-        assert.equal(decision.cancelReason, v)
-      } else {
-        assert.deepStrictEqual(decision[k], v, `decision.${k}`)
+    if (cancelled) {
+      // The cancelled caller gets no decision (its promise rejects with the signal's reason):
+      // the request's end is read from its confirmation-resolved event below.
+      await assert.rejects(decisionP, isAbort)
+      onlyKeys(c.decision, ['outcome', 'cancel_reason'], `${c.name}: decision of a cancelled call`)
+    } else {
+      const decision = await decisionP
+      for (const [k, v] of Object.entries(c.decision)) {
+        if (k === 'cancel_reason') {
+          assert.equal(decision.reason, v, 'cancel reason (core JSON field `reason`)')
+          assert.equal(decision.cancelReason, v)
+        } else {
+          assert.deepStrictEqual(decision[k], v, `decision.${k}`)
+        }
       }
+      assert.equal(decision.approved, decision.outcome === 'approved')
     }
-    assert.equal(decision.approved, decision.outcome === 'approved')
 
     await gate.close()
     if (stream) {
@@ -213,8 +370,15 @@ for (const c of flows.cases) {
           c.events_after,
         )
       }
+      if (cancelled) {
+        const resolved = rest.find((e) => e.type === 'confirmation-resolved')
+        assert.ok(resolved, 'a confirmation-resolved event')
+        assert.equal(resolved.outcome, c.decision.outcome)
+        assert.equal(resolved.cancelReason, c.decision.cancel_reason)
+      }
     } else {
       assert.equal(c.events_after, undefined)
+      assert.ok(!cancelled, `${c.name}: a cancel step needs a subscriber`)
     }
     assert.equal(gate.pendingCount, 0)
   })

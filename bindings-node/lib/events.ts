@@ -101,17 +101,15 @@ export class EventStream implements AsyncIterableIterator<GateEvent> {
   #at = 0
   #done = false
   #tail: Promise<unknown> = Promise.resolve()
-  readonly #onClose?: (s: EventStream) => void
 
   /** @internal */
-  constructor(gate: NativeGate, types?: EventType[], onClose?: (s: EventStream) => void) {
+  constructor(gate: NativeGate, types?: EventType[], observe = false) {
     this.#gate = gate
     try {
-      this.#sub = gate.subscribe(types)
+      this.#sub = gate.subscribe(types, observe)
     } catch (e) {
       throw toSignoffError(e)
     }
-    this.#onClose = onClose
   }
 
   /** The next event; `done` once closed or once the gate is closed. */
@@ -158,7 +156,6 @@ export class EventStream implements AsyncIterableIterator<GateEvent> {
     this.#buf = []
     this.#at = 0
     this.#sub.close()
-    this.#onClose?.(this)
   }
 
   async return(): Promise<IteratorResult<GateEvent, undefined>> {

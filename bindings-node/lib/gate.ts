@@ -48,6 +48,7 @@ import type {
   ConfirmationTimeoutEvent,
   Decision,
   Evaluation,
+  ExecutionContext,
   Executor,
   GateOptions,
   Outcome,
@@ -73,78 +74,19 @@ export const DEFAULT_SESSION: string = native.defaultSession()
  */
 export const HANDLER_RESPONDER: string = native.handlerResponder()
 
-/** The gate options, in Node's names (documentation order). */
-const GATE_OPTIONS: Shape = {
-  what: 'the gate options',
-  fields: [
-    'defaultTimeoutMs',
-    'keywords',
-    'denyWhenUnobserved',
-    'auditPath',
-    'auditRotateBytes',
-    'dangerouslyDisableGating',
-    'busCapacity',
-    'rememberResolved',
-    'allowedResponders',
-    'storePath',
-    'synchronousFull',
-    'tokenKeys',
-    'tokenTtlMs',
-    'approvers',
-    'forbidSelfApproval',
-  ],
-  aliases: {
-    timeout: 'defaultTimeoutMs',
-    timeoutMs: 'defaultTimeoutMs',
-    defaultTimeout: 'defaultTimeoutMs',
-    audit: 'auditPath',
-    auditLog: 'auditPath',
-    store: 'storePath',
-    dbPath: 'storePath',
-    database: 'storePath',
-    responders: 'allowedResponders',
-    keys: 'tokenKeys',
-    tokenTtl: 'tokenTtlMs',
-    disableGating: 'dangerouslyDisableGating',
-  },
-}
-
-const MS = 'a number of milliseconds (0 or more)'
-const U32 = 'a whole number from 0 to 4294967295'
-type NativeGateOptions = NonNullable<ConstructorParameters<typeof native.NativeGate>[0]>
-
-/** The gate options checked, in the addon's form (`tokenKeys` apart). */
-function gateOptions(options: unknown): { o: NativeGateOptions; tokenKeys: unknown } {
-  const shape = GATE_OPTIONS
-  const r = fields(options, shape)
-  const o: NativeGateOptions = {
-    defaultTimeoutMs: optNumber(r, 'defaultTimeoutMs', shape, MS),
-    keywords: optStrings(r, 'keywords', shape),
-    denyWhenUnobserved: optBool(r, 'denyWhenUnobserved', shape),
-    auditPath: optString(r, 'auditPath', shape),
-    auditRotateBytes: optNumber(r, 'auditRotateBytes', shape, 'a number of bytes (1 or more)', { min: 1 }),
-    dangerouslyDisableGating: optBool(r, 'dangerouslyDisableGating', shape),
-    busCapacity: optNumber(r, 'busCapacity', shape, U32, { whole: true, max: 0xffff_ffff }),
-    rememberResolved: optNumber(r, 'rememberResolved', shape, U32, { whole: true, max: 0xffff_ffff }),
-    allowedResponders: optStrings(r, 'allowedResponders', shape),
-    storePath: optString(r, 'storePath', shape),
-    synchronousFull: optBool(r, 'synchronousFull', shape),
-    tokenTtlMs: optNumber(r, 'tokenTtlMs', shape, MS),
-    forbidSelfApproval: optBool(r, 'forbidSelfApproval', shape),
+/**
+ * The gate options as JSON for the core's `GateConfig`, which checks every option once (the same
+ * rules in every language): a mistake is `SignoffError('config')` naming the option as written.
+ * A value JSON cannot carry (NaN, Infinity, a function...) never reaches the core, and is refused
+ * the same way.
+ */
+function optionsJson(options: unknown): string {
+  try {
+    return isRecord(options) ? fieldsToJson(options, (k) => k, 'the gate options') : toJson(options, 'options')!
+  } catch (e) {
+    if (!(e instanceof SignoffError)) throw e
+    throw new SignoffError(e.message.replace(/^malformed payload: /, 'configuration error: '), 'config')
   }
-  const approvers = r.approvers
-  if (approvers !== undefined && approvers !== null) {
-    const expected = 'an object of tool name -> approvers (an array of strings)'
-    if (!isRecord(approvers)) throw badField(shape, 'approvers', expected, approvers)
-    for (const [tool, who] of Object.entries(approvers)) {
-      const at = `approvers${/^[A-Za-z_$][\w$]*$/.test(tool) ? `.${tool}` : `[${JSON.stringify(tool)}]`}`
-      optStrings({ [at]: who }, at, shape)
-      if (who === undefined || who === null) throw badField(shape, at, 'an array of strings', who)
-    }
-    o.approvers = approvers as Record<string, string[]>
-  }
-  for (const k of Object.keys(o) as Array<keyof NativeGateOptions>) if (o[k] === undefined) delete o[k]
-  return { o, tokenKeys: r.tokenKeys }
 }
 
 /** A tool definition's fields, in Node's names (documentation order). */
@@ -285,12 +227,13 @@ const TOKEN_RESPONSE: Shape = {
 const DECISIONS = ['approve', 'deny'] as const
 const SCOPES = ['once', 'session'] as const
 
-/** The options of {@link Gate.events}. */
-const EVENTS_OPTIONS: Shape = { what: 'the options of events', fields: ['types'], aliases: { type: 'types', events: 'types', filter: 'types' } }
+const STREAM_ALIASES = { type: 'types', events: 'types', filter: 'types' }
 /** The event types an event stream filters on. */
 const STREAM_TYPES: readonly string[] = GATE_EVENTS.filter((e) => e !== 'lagged')
 
-function streamTypes(options: unknown): EventStreamOptions['types'] {
+/** The options of {@link Gate.events} and {@link Gate.observe}. */
+function streamTypes(options: unknown, method: string): EventStreamOptions['types'] {
+  const EVENTS_OPTIONS: Shape = { what: `the options of ${method}`, fields: ['types'], aliases: STREAM_ALIASES }
   const o = fields(options, EVENTS_OPTIONS, true)
   const types = o.types
   if (types === undefined || types === null) return undefined
@@ -299,7 +242,7 @@ function streamTypes(options: unknown): EventStreamOptions['types'] {
     if (typeof t !== 'string' || !STREAM_TYPES.includes(t)) {
       const valid = STREAM_TYPES.map((x) => JSON.stringify(x)).join(', ')
       const lag = t === 'lagged' ? ' (a lag is always yielded: leave it out)' : ''
-      throw malformed(`unknown event type ${show(t)} at \`types[${i}]\` of the options of events${lag}; the types are ${valid}`)
+      throw malformed(`unknown event type ${show(t)} at \`types[${i}]\` of the options of ${method}${lag}; the types are ${valid}`)
     }
   })
   return types as EventStreamOptions['types']
@@ -308,6 +251,15 @@ function streamTypes(options: unknown): EventStreamOptions['types'] {
 const REQUEST = 'confirmation-request'
 /** Events delivered to `on()` listeners through a bus subscription. */
 const BUS_EVENTS = new Set<string | symbol>(['confirmation-response', 'confirmation-timeout', 'confirmation-resolved', 'lagged'])
+
+/** The JSON text of a tool's output, as `JSON.stringify` writes it (`undefined`: `null`). */
+function outputJson(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? 'null'
+  } catch (e) {
+    throw new Error(`the tool returned a value that is not JSON (${describe(e)})`)
+  }
+}
 
 function isThenable(v: unknown): v is PromiseLike<unknown> {
   return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function'
@@ -341,8 +293,15 @@ function pageSize(v: unknown, name: string): number | undefined {
  *   `approvers` restrict who may answer), the tool does not run, and the model is told that the
  *   approval step failed, not that a person declined. The error's text never reaches the model:
  *   it goes to the audit log (a `notice` record, decision `approval-failed`, responder
- *   {@link HANDLER_RESPONDER}) and to stderr.
+ *   {@link HANDLER_RESPONDER}) and to stderr. The listeners are called inside the call that made
+ *   the request (the core's inline approver): one that answers at once completes it in the same
+ *   JavaScript turn.
  * - `for await (const event of gate.events())`: a stream of every event, for UIs.
+ *
+ * Both are **approvers**: with `denyWhenUnobserved` (the default), a request made while neither
+ * is attached is cancelled at once (`no-approver`). Loggers and displays observe instead, and
+ * never keep a call waiting for nobody: `gate.observe()` streams, and the listeners of the other
+ * events.
  *
  * The events are `confirmation-request`, `confirmation-response`, `confirmation-timeout`,
  * `confirmation-resolved` and `lagged`. `on`, `once`, `addListener`, `prependListener`,
@@ -362,7 +321,6 @@ function pageSize(v: unknown, name: string): number | undefined {
 export class Gate extends EventEmitter {
   readonly #native: NativeGate
   #abortSeq = 0
-  readonly #signals = new Map<number, AbortSignal>()
   #handlerOn = false
   /** Listener runs of the current handler whose promises have not settled. */
   #inFlight = 0
@@ -372,21 +330,23 @@ export class Gate extends EventEmitter {
   #calling = 0
   #pump?: NativeSubscription
   #closing?: Promise<void>
+  /** Aborted when the gate closes: the `signal` executors receive. */
+  readonly #closed = new AbortController()
   /** The executor wrappers handed to the addon, which only holds them weakly. */
-  readonly #executors = new Map<string, (argsJson: string, token: number, abortId?: number) => void>()
+  readonly #executors = new Map<string, (argsJson: string, token: number) => string | undefined>()
 
   constructor(options: GateOptions = {}) {
     super()
-    const { o: rest, tokenKeys } = gateOptions(options)
+    let json: string
     let keys: NativeTokenKeys | undefined
-    let keyText: string | undefined
-    if (tokenKeys instanceof TokenKeys) keys = nativeTokenKeys(tokenKeys)
-    else if (typeof tokenKeys === 'string') keyText = tokenKeys
-    else if (tokenKeys !== undefined && tokenKeys !== null) {
-      throw new SignoffError('configuration error: tokenKeys is a TokenKeys or its configuration string', 'config')
+    if (isRecord(options) && options.tokenKeys instanceof TokenKeys) {
+      keys = nativeTokenKeys(options.tokenKeys)
+      json = optionsJson({ ...options, tokenKeys: undefined })
+    } else {
+      json = optionsJson(options)
     }
     try {
-      this.#native = new native.NativeGate(keyText === undefined ? rest : { ...rest, tokenKeys: keyText }, keys)
+      this.#native = new native.NativeGate(json, keys)
     } catch (e) {
       throw toSignoffError(e)
     }
@@ -458,34 +418,35 @@ export class Gate extends EventEmitter {
     }
   }
 
-  #executor(fn: Executor): (argsJson: string, token: number, abortId?: number) => void {
-    const signals = this.#signals // not `this`: the wrapper must not keep the gate alive
-    const settle = (token: number, ok: boolean, v: unknown): void => {
-      if (!ok) return native.settleExecution(token, false, describe(v))
-      let json: string | undefined
+  /**
+   * The executor as the addon calls it: the output's JSON text when the tool returned
+   * synchronously, else `undefined` and `settleExecution` later.
+   */
+  #executor(fn: Executor): (argsJson: string, token: number) => string | undefined {
+    // Not `this`: the wrapper must not keep the gate alive.
+    const context: ExecutionContext = Object.freeze({ signal: this.#closed.signal })
+    const settle = (token: number, ok: boolean, v: unknown): undefined => {
+      let text: string
       try {
-        json = JSON.stringify(v)
+        text = ok ? outputJson(v) : describe(v)
       } catch (e) {
-        return native.settleExecution(token, false, `the tool returned a value that is not JSON (${describe(e)})`)
+        ;[ok, text] = [false, describe(e)]
       }
-      native.settleExecution(token, true, json ?? 'null')
+      native.settleExecution(token, ok, text)
     }
-    return (argsJson, token, abortId) => {
+    return (argsJson, token) => {
       let r: unknown
       try {
-        r = fn(JSON.parse(argsJson), { signal: abortId === undefined ? undefined : signals.get(abortId) })
+        r = fn(JSON.parse(argsJson), context)
+        if (!isThenable(r)) return outputJson(r)
       } catch (e) {
-        settle(token, false, e)
-        return
+        return settle(token, false, e)
       }
-      if (isThenable(r)) {
-        r.then(
-          (v) => settle(token, true, v),
-          (e) => settle(token, false, e),
-        )
-      } else {
-        settle(token, true, r)
-      }
+      r.then(
+        (v) => settle(token, true, v),
+        (e) => settle(token, false, e),
+      )
+      return undefined
     }
   }
 
@@ -558,58 +519,55 @@ export class Gate extends EventEmitter {
       })
       const signal = checkCallOptions(options)
       const r = signal
-        ? this.#withSignal(signal, (id, aborted) => this.#native.executeBatch(data, id, aborted))
-        : this.#native.executeBatch(data)
+        ? this.#withSignal(signal, (id) => this.#native.executeBatch(data, id))
+        : (this.#native.executeBatch(data) as string | Promise<string>)
       return typeof r === 'string' ? Promise.resolve(parseResults(r)) : r.then(parseResults)
     } catch (e) {
       return Promise.reject(toSignoffError(e))
     }
   }
 
-  #start(
-    fn: NativeGate['confirm'],
-    call: CheckedCall,
-    signal: AbortSignal | undefined,
-  ): string | Promise<string> {
+  #start(fn: NativeGate['confirm'], call: CheckedCall, signal: AbortSignal | undefined): string | Promise<string> {
     const args = toJson(call.arguments, 'arguments')
     const meta = toJson(call.metadata, 'metadata')
-    if (!signal) return fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta)
-    return this.#withSignal(signal, (id, aborted) =>
-      fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta, id, aborted),
-    )
+    if (!signal) return fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta) as string | Promise<string>
+    return this.#withSignal(signal, (id) => fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta, id))
   }
 
-  #withSignal(signal: AbortSignal, start: (id: number, aborted: boolean) => string | Promise<string>): string | Promise<string> {
+  /**
+   * Starts a call that `signal` can abort: the caller stops waiting (the promise rejects with
+   * `signal.reason`); the addon drops the call, so the core cancels a request it waits on
+   * (`aborted`) and lets a tool that already started run to the end.
+   */
+  #withSignal(signal: AbortSignal, start: (id: number) => string | null | Promise<string | null>): string | Promise<string> {
+    if (signal.aborted) return Promise.reject(signal.reason)
     this.#abortSeq = this.#abortSeq >= 0xffff_fffe ? 1 : this.#abortSeq + 1
     const id = this.#abortSeq
-    this.#signals.set(id, signal)
-    let r: string | Promise<string>
-    try {
-      r = start(id, signal.aborted)
-    } catch (e) {
-      this.#signals.delete(id)
-      throw e
-    }
-    if (typeof r === 'string') {
-      this.#signals.delete(id)
-      return r
-    }
     const onAbort = (): void => this.#native.abort(id)
     signal.addEventListener('abort', onAbort, { once: true })
-    const done = (): void => {
+    const done = (v: string | null): string => {
       signal.removeEventListener('abort', onAbort)
-      this.#signals.delete(id)
+      if (v === null || signal.aborted) throw signal.reason
+      return v
     }
-    return r.then(
-      (v) => {
-        done()
-        return v
-      },
-      (e) => {
-        done()
-        throw e
-      },
-    )
+    let r: string | null | Promise<string | null>
+    try {
+      r = start(id)
+    } catch (e) {
+      signal.removeEventListener('abort', onAbort)
+      throw e
+    }
+    if (typeof r !== 'object' || r === null) {
+      try {
+        return done(r)
+      } catch (e) {
+        return Promise.reject(e)
+      }
+    }
+    return r.then(done, (e) => {
+      signal.removeEventListener('abort', onAbort)
+      throw e
+    })
   }
 
   // ---- answers -------------------------------------------------------------------------------
@@ -880,9 +838,13 @@ export class Gate extends EventEmitter {
     return this.#native.pendingCount
   }
 
-  /** How many bus subscribers are alive (request listeners, event streams, other listeners). */
-  get subscriberCount(): number {
-    return this.#native.subscriberCount
+  /**
+   * How many approvers are attached: the `confirmation-request` listeners (together, one) and
+   * each open {@link events} stream. Observers ({@link observe} streams, listeners of the other
+   * events) do not count.
+   */
+  get approverCount(): number {
+    return this.#native.approverCount
   }
 
   /** The tools granted for a session (approved with `scope: 'session'`), sorted. */
@@ -917,14 +879,35 @@ export class Gate extends EventEmitter {
    * behind) is yielded as a {@link LaggedEvent}: the oldest pending requests (at most 1,000) and,
    * when more are pending, a cursor (`more`) to read the rest with {@link pendingPage}.
    *
-   * The stream is a bus subscriber while open: with `denyWhenUnobserved`, requests are only
-   * cancelled for lack of an observer when no listener and no stream is left.
+   * The stream is an **approver** while open (it can answer the requests it yields): with
+   * `denyWhenUnobserved`, a request is cancelled at once (`no-approver`) only when no request
+   * listener and no such stream is left. A log, a metrics hook or a display that never answers
+   * uses {@link observe} instead.
    *
    * @param options.types only these event types (e.g. `['confirmation-request']` for an approver
    *   UI that needs nothing else); a lag is always yielded.
    */
   events(options?: EventStreamOptions): EventStream {
-    const s = new EventStream(this.#native, streamTypes(options))
+    return this.#stream(streamTypes(options, 'events'), false)
+  }
+
+  /**
+   * {@link events} for an **observer**: the same events in the same order, but the stream never
+   * counts as someone who can answer, so it never keeps a call waiting for nobody (with
+   * `denyWhenUnobserved`, a request made while only observers are attached is cancelled at once,
+   * `no-approver`). For loggers, metrics and displays.
+   *
+   * @example
+   * ```ts
+   * for await (const e of gate.observe({ types: ['confirmation-resolved'] })) log(e.tool, e.outcome)
+   * ```
+   */
+  observe(options?: EventStreamOptions): EventStream {
+    return this.#stream(streamTypes(options, 'observe'), true)
+  }
+
+  #stream(types: EventStreamOptions['types'], observe: boolean): EventStream {
+    const s = new EventStream(this.#native, types, observe)
     if (this.#native.isClosed) s.close()
     return s
   }
@@ -946,6 +929,7 @@ export class Gate extends EventEmitter {
    * Event streams end after delivering the final events. Idempotent.
    */
   close(): Promise<void> {
+    if (!this.#closing) this.#closed.abort()
     this.#closing ??= Promise.resolve(this.#native.close()).then(() => {
       this.#stopPump()
       this.#handlerOn = false
@@ -959,15 +943,16 @@ export class Gate extends EventEmitter {
   }
 
   // ---- listeners -----------------------------------------------------------------------------
-  // EventEmitter semantics, plus: the first `confirmation-request` listener starts the core's
-  // handler driver (`Gate::on_request`). Removing the last one stops it:
+  // EventEmitter semantics, plus: the first `confirmation-request` listener attaches the core's
+  // inline approver (`Gate::on_request_inline`). Removing the last one detaches it:
   // - at once when it is removed from outside the listeners (`off()` while a listener's promise
   //   is pending): the requests it was handling end now instead of waiting for their deadline,
   //   `no-approver` (the core's reason when nobody is left who can answer) when it was the last
   //   approver, else `approval-failed`;
   // - once the pending listeners have settled when a listener removes itself while it is being
   //   called (`once()`, or `off()` inside the listener), so that it can still answer.
-  // The first listener of another event type subscribes to the bus, the last one unsubscribes.
+  // The first listener of another event type subscribes to the bus as an observer, the last one
+  // unsubscribes.
   // An event name a gate never emits is refused (`malformed`, listing the names): a typo'd
   // request listener would leave requests unobserved, and so cancelled at once. EventEmitter's
   // own events (`newListener`, `removeListener`, `error`, `events.errorMonitor`) are accepted, so
@@ -1073,8 +1058,8 @@ export class Gate extends EventEmitter {
   }
 
   /**
-   * Stops the core's handler driver. Runs still in flight are abandoned: the addon ends the
-   * requests they were handling at once (`no-approver` when the driver was the gate's last
+   * Detaches the core's inline approver. Runs still in flight are abandoned: the addon ends the
+   * requests they were handling at once (`no-approver` when the listeners were the gate's last
    * approver, else `approval-failed`), and their listeners settling later changes nothing.
    */
   #stopHandler(): void {
@@ -1148,8 +1133,9 @@ export class Gate extends EventEmitter {
 
   #startPump(): void {
     if (this.#pump) return
-    // Requests go to the listeners through the core's handler driver, not through here.
-    const sub = this.#native.subscribe(['confirmation-response', 'confirmation-timeout', 'confirmation-resolved'])
+    // An observer: these listeners never answer. Requests go to the request listeners through
+    // the core's inline approver, not through here.
+    const sub = this.#native.subscribe(['confirmation-response', 'confirmation-timeout', 'confirmation-resolved'], true)
     this.#pump = sub
     Gate.#pumpLoop(new WeakRef(this), sub).catch((e) =>
       process.nextTick(() => {

@@ -19,7 +19,7 @@ import type { TokenKeys } from './token'
 /** How a request ended: `'approved' | 'denied' | 'timed-out' | 'cancelled'`. */
 export type Outcome = OutcomeKind
 /**
- * Why a request was cancelled: `'no-subscribers' | 'shutdown' | 'aborted' | 'session-ended' |
+ * Why a request was cancelled: `'no-approver' | 'shutdown' | 'aborted' | 'session-ended' |
  * 'approval-failed'` (the approval step itself failed before anyone decided).
  */
 export type CancelReason = CancelReasonKind
@@ -33,12 +33,15 @@ export type ToolStatus = ToolStatusKind
 export type ResponseDecision = ResponseDecisionKind
 
 /**
- * Options for {@link Gate}. An option not listed here (a typo, or another binding's name such as
- * `default_timeout_ms`) or a value of the wrong type is refused (`malformed`), naming it and
- * listing the options; an option left `undefined` or `null` is left out.
+ * Options for {@link Gate}, checked by the core's `GateConfig` (the same rules in every
+ * language). An option not listed here (a typo, or another binding's name such as
+ * `default_timeout_ms`), a value of the wrong type or out of range (a negative, fractional, NaN
+ * or absurd number such as a `busCapacity` of 1e9), an option that needs another one or two that
+ * exclude each other are refused with `SignoffError('config')` naming the option as written here
+ * (with a suggestion for a misspelt one); an option left `undefined` or `null` is left out.
  */
 export interface GateOptions {
-  /** Approval timeout for tools that set none, in milliseconds. Default 60,000. */
+  /** Approval timeout for tools that set none, in milliseconds (1 ms to 30 days). Default 60,000. */
   defaultTimeoutMs?: number
   /**
    * Words that, found as a word of a tool's name (`delete_file`, `sendEmail`), make a tool in the
@@ -46,16 +49,17 @@ export interface GateOptions {
    */
   keywords?: string[]
   /**
-   * Default `true`: a request made while nobody listens (no `confirmation-request` listener, no
-   * event stream, no other event listener) is cancelled at once (`no-subscribers`), and so is
-   * every pending request when the last one goes away. Set `false` when answers come from
-   * elsewhere (a remote UI calling {@link Gate.respond}): requests then wait for their deadline.
+   * Default `true`: a request made while no approver is attached (no `confirmation-request`
+   * listener, no {@link Gate.events} stream; observers do not count) is cancelled at once
+   * (`no-approver`), and so is every pending request when the last one goes away. Set `false`
+   * when answers come from elsewhere (a remote UI calling {@link Gate.respond}): requests then
+   * wait for their deadline.
    */
   denyWhenUnobserved?: boolean
   /**
    * Append every request, response, outcome and execution to this JSON Lines file. Each line is
    * hash-chained to the one before it (check with `verifyAuditChain`); re-opening the file
-   * continues the chain.
+   * continues the chain. A file that cannot be opened: `SignoffError('io')`.
    */
   auditPath?: string
   /**
@@ -67,9 +71,9 @@ export interface GateOptions {
    * DEVELOPMENT ONLY: every call runs without approval. Announced on stderr and in the audit log.
    */
   dangerouslyDisableGating?: boolean
-  /** Events buffered per subscriber before it is told it lagged. Default 4,096. */
+  /** Events buffered per subscriber before it is told it lagged: 1 to 1,048,576. Default 4,096. */
   busCapacity?: number
-  /** Resolved request ids remembered to classify late responses. Default 65,536. */
+  /** Resolved request ids remembered to classify late responses: 0 to 10,000,000. Default 65,536. */
   rememberResolved?: number
   /**
    * Accept responses only from these responders (`responder` field); others are refused with
@@ -142,8 +146,13 @@ export type ArgRule =
 
 /** What an executor receives besides the arguments. */
 export interface ExecutionContext {
-  /** The `signal` given to `execute` / `executeBatch`, if any (aborted: stop early if you can). */
-  signal?: AbortSignal
+  /**
+   * Aborted when the gate is closed: the call resolves at once (`failed`, its result unknown)
+   * and what the tool returns later is ignored, so stop early if you can. The caller's own
+   * `signal` is not passed on: cancelling a call once its tool started does not interrupt the
+   * tool (see {@link CallOptions.signal}).
+   */
+  signal: AbortSignal
 }
 
 /**
@@ -233,9 +242,12 @@ export interface ToolCall {
 /** Options of `confirm`, `execute` and `executeBatch` (another option is refused: `malformed`). */
 export interface CallOptions {
   /**
-   * Aborting cancels the pending confirmation through the core (decision `cancelled`, reason
-   * `aborted`): the tool does not run. Once a call is approved and running, the signal is passed
-   * to its executor instead.
+   * Aborting stops the caller waiting: the promise rejects with `signal.reason` (an `AbortError`
+   * by default), and an already aborted signal rejects at once without asking anyone. The rule
+   * is the same in every language: while the call waits for a decision, its request is cancelled
+   * (`cancelled` / `aborted`, as listeners and event streams see it) and the tool never runs;
+   * once the tool has started it is not interrupted: it runs to the end and its result is
+   * recorded (audit log, durable store).
    */
   signal?: AbortSignal
 }

@@ -11,14 +11,20 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** The approval gate (the core's `Gate`). */
 export declare class NativeGate {
-  /** `keys`: approval-token keys (instead of `options.tokenKeys`). */
-  constructor(options?: GateOptions | undefined | null, keys?: NativeTokenKeys | undefined | null)
+  /**
+   * A gate from its options, as JSON in Node's names (the core's `GateConfig`, read with
+   * camelCase names and validated once by the core: every mistake is a `config` error naming
+   * the option as written), and the approval-token keys as an object (instead of
+   * `tokenKeys` in the JSON). Throws `config`, `store` (the database cannot be opened or is in
+   * use), `io` (the audit log cannot be opened).
+   */
+  constructor(optionsJson: string, keys?: NativeTokenKeys | undefined | null)
   /**
    * Registers (or replaces) a tool from the core's `ToolSpec` JSON (snake_case keys; unknown
    * keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
    * value), with an optional executor wrapper from the facade.
    */
-  register(specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, abortId?: number) => void): void
+  register(specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number) => string | undefined): void
   /** Removes a tool; later calls to it are `unknown_tool`. */
   unregister(name: string): boolean
   /** The specs of every registered tool: a JSON array of the core's `ToolSpec`, sorted by name. */
@@ -28,22 +34,24 @@ export declare class NativeGate {
   /**
    * Asks for approval when needed: the decision as `DecisionData` JSON, returned at once when
    * it is known before this call returns, else a promise of it. `abortId` identifies the call
-   * for `abort`; `aborted` cancels it from the start. Throws / rejects with `SignoffError`.
+   * for `abort` (an aborted call resolves `null`). Throws / rejects with `SignoffError`.
    */
-  confirm(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null, aborted?: boolean | undefined | null): string | Promise<string>
+  confirm(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null): string | null | Promise<string | null>
   /**
    * Confirms and, if approved, runs the executor at most once: the result as `ToolResultData`
    * JSON (at once or as a promise). Never fails for a refused call: the result says so.
    */
-  execute(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null, aborted?: boolean | undefined | null): string | Promise<string>
+  execute(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null): string | null | Promise<string | null>
   /**
    * Runs a batch concurrently: a JSON array of `ToolResultData` in the order of the calls (at
    * once or as a promise). Each call's arguments and metadata are parsed as in `execute`.
    */
-  executeBatch(calls: Array<ToolCallData>, abortId?: number | undefined | null, aborted?: boolean | undefined | null): string | Promise<string>
+  executeBatch(calls: Array<ToolCallData>, abortId?: number | undefined | null): string | null | Promise<string | null>
   /**
-   * Aborts the call started with `abortId`: its pending requests are cancelled by the core
-   * (`cancelled` / `aborted`), and so is any request it makes later.
+   * Aborts the call started with `abortId`: the caller stops waiting (its promise resolves
+   * `null`). A request it waits on is cancelled by the core (`cancelled` / `aborted`) and its
+   * tool never runs; a tool it already started is not interrupted: it runs to the end and its
+   * result is recorded.
    */
   abort(abortId: number): void
   /**
@@ -106,7 +114,8 @@ export declare class NativeGate {
    */
   pendingPage(after?: string | undefined | null, limit?: number | undefined | null): PendingPageData
   get pendingCount(): number
-  get subscriberCount(): number
+  /** How many approvers are attached (request listeners count as one; observers do not). */
+  get approverCount(): number
   get isClosed(): boolean
   get gatingDisabled(): boolean
   /** The tools granted for a session, sorted. */
@@ -116,8 +125,9 @@ export declare class NativeGate {
   /** Ends a session: drops its grants and cancels its pending requests. Returns how many. */
   endSession(sessionId: string): number
   /**
-   * Registers (a function) or removes (`null`) the facade's request dispatcher; the core's
-   * `Gate::on_request` driver runs while one is set. It is called for every request with a run
+   * Registers (a function) or removes (`null`) the facade's request dispatcher: while one is
+   * set, it is the gate's inline approver (`Gate::on_request_inline`), called in the call that
+   * made the request (requests already pending: in this call). It is called with a run
    * token, the request's id, tool and arguments (JSON), and its other `ConfirmationRequestData`
    * fields (JSON). It returns `null` when every listener has returned, a string (the first
    * failure) when one threw, or `undefined` when some are still running: then it calls
@@ -130,8 +140,12 @@ export declare class NativeGate {
    * (`approval-failed`) and writes `error` to the audit log and stderr, never to the model.
    */
   finishRequest(token: number, error?: string | undefined | null): void
-  /** Subscribes to the bus; `types` limits the event types delivered (lags always are). */
-  subscribe(types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>): NativeSubscription
+  /**
+   * Subscribes to the bus as an approver (`Gate::subscribe`), or as an observer when
+   * `observe` (`Gate::observe`: it never keeps a call waiting); `types` limits the event types
+   * delivered (lags always are).
+   */
+  subscribe(types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>, observe?: boolean): NativeSubscription
   /**
    * Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
    * log is flushed and a durable store closed (its file lock released) off the JavaScript
@@ -157,8 +171,8 @@ export declare class NativeSecret {
 }
 
 /**
- * A subscription to a gate's bus. Closing it unsubscribes; with `denyWhenUnobserved` the core
- * then cancels what is pending if it was the last subscriber.
+ * A subscription to a gate's bus, as an approver or an observer. Closing it unsubscribes; with
+ * `denyWhenUnobserved` the core then cancels what is pending if it was the last approver.
  */
 export declare class NativeSubscription {
   /**
@@ -366,52 +380,6 @@ export interface EvaluationData {
   reasons: Array<string>
 }
 
-/** Gate options (all optional). */
-export interface GateOptions {
-  /** Approval timeout for tools that set none, in milliseconds (60,000). */
-  defaultTimeoutMs?: number
-  /** Replaces the keyword list that makes tools in the default mode require approval. */
-  keywords?: Array<string>
-  /** Cancel requests at once when nobody is subscribed (default true). */
-  denyWhenUnobserved?: boolean
-  /** Append every request, response, outcome and execution to this JSON Lines file. */
-  auditPath?: string
-  /** DEVELOPMENT ONLY: every call runs without approval (announced on stderr and in the audit). */
-  dangerouslyDisableGating?: boolean
-  /** Events buffered per subscriber before it is told it lagged (4,096). */
-  busCapacity?: number
-  /** Resolved request ids remembered to classify late responses (65,536). */
-  rememberResolved?: number
-  /** Accept responses only from these responders (the core's `AllowedResponders`). */
-  allowedResponders?: Array<string>
-  /**
-   * Rotate the audit log when it reaches this many bytes (`<path>.1`, `<path>.2`, ...; one
-   * chain). Needs `auditPath`.
-   */
-  auditRotateBytes?: number
-  /** Keep requests and their states in this SQLite file (the core's `SqliteStore`). */
-  storePath?: string
-  /**
-   * `synchronous = FULL` for the store: every state change waits for the disk. Needs
-   * `storePath`.
-   */
-  synchronousFull?: boolean
-  /**
-   * Approval-token keys in the configuration format (`key_id:base64secret`, current first);
-   * a `NativeTokenKeys` is passed as the constructor's second argument instead.
-   */
-  tokenKeys?: string
-  /** How long an issued token is valid, in milliseconds (never beyond its request's deadline). */
-  tokenTtlMs?: number
-  /**
-   * Who may approve which tools (the core's `Approvers`): tool name -> approvers; `'*'`
-   * lists approvers of every tool.
-   */
-  approvers?: Record<string, Array<string>>
-  /** Refuse an approval whose responder is the request's own session (`Approvers`). */
-  forbidSelfApproval?: boolean
-}
-
 /**
  * The responder named in the audit record of a failed approval step (a handler that failed or
  * returned without answering; `HANDLER_RESPONDER`).
@@ -474,12 +442,6 @@ export interface PendingPageData {
   /** Where the next page starts (pass it as `after`); absent when this page reached the end. */
   next?: string
 }
-
-/**
- * Reads a JSON Lines audit log back: a JSON array of records in the core's JSON form
- * (snake_case fields). Fails with `malformed` for a line that is not an audit record.
- */
-export declare function readAuditLog(path: string): string
 
 /**
  * Where a request is in its life (durable stores): `pending → approved → executing → done`,
@@ -611,6 +573,6 @@ export type ToolStatusKind = 'executed' | 'failed' | 'denied' | 'timed-out' | 'c
  * (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
  * `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
  * database cannot be read (missing, or locked by a gate that has it open),
- * `SignoffError('config')` when the log cannot be read (e.g. it does not exist).
+ * `SignoffError('io')` when the log cannot be read (e.g. it does not exist).
  */
 export declare function verifyAuditChain(path: string, storePath?: string | undefined | null): ChainReportData

@@ -851,7 +851,6 @@ module.exports.isStrictJson = nativeBinding.isStrictJson
 module.exports.maxNesting = nativeBinding.maxNesting
 module.exports.OutcomeKind = nativeBinding.OutcomeKind
 module.exports.parseEvent = nativeBinding.parseEvent
-module.exports.readAuditLog = nativeBinding.readAuditLog
 module.exports.RecordStateKind = nativeBinding.RecordStateKind
 module.exports.ResponseDecisionKind = nativeBinding.ResponseDecisionKind
 module.exports.ScopeKind = nativeBinding.ScopeKind

@@ -10,28 +10,6 @@ use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use signoff::AuditAnchor;
 use signoff::ChainProblemKind as CoreChainProblemKind;
-use std::sync::Arc;
-
-/// A file named in the configuration cannot be read or written: `SignoffError('config')`, as for
-/// an unreadable token key file.
-fn config(env: &Env, message: String) -> Error {
-    errors::throw(env, &signoff::Error::Config(message))
-}
-
-pub(crate) fn open(env: &Env, path: &str, rotate_bytes: Option<u64>) -> Result<Arc<dyn signoff::AuditSink>> {
-    signoff::JsonlAuditSink::open_with(path, signoff::AuditOptions { rotate_bytes })
-        .map(|s| s as Arc<dyn signoff::AuditSink>)
-        .map_err(|e| config(env, format!("cannot open the audit log {path}: {e}")))
-}
-
-/// Reads a JSON Lines audit log back: a JSON array of records in the core's JSON form
-/// (snake_case fields). Fails with `malformed` for a line that is not an audit record.
-#[napi]
-pub fn read_audit_log(env: Env, path: String) -> Result<String> {
-    let records = signoff::JsonlAuditSink::read(&path)
-        .map_err(|e| errors::throw_code(&env, "malformed", &format!("cannot read the audit log {path}: {e}")))?;
-    Ok(serde_json::to_string(&records).unwrap_or_else(|_| "[]".into()))
-}
 
 string_enum!(
     #[doc = "What is wrong with an audit chain: a record `edited` (or a later one chained to another"]
@@ -77,7 +55,7 @@ pub struct ChainReportData {
 /// (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
 /// `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
 /// database cannot be read (missing, or locked by a gate that has it open),
-/// `SignoffError('config')` when the log cannot be read (e.g. it does not exist).
+/// `SignoffError('io')` when the log cannot be read (e.g. it does not exist).
 #[napi]
 pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) -> Result<ChainReportData> {
     let report = match store_path {
@@ -87,7 +65,7 @@ pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) ->
             signoff::verify_chain_against(&path, head.as_ref())
         }
     }
-    .map_err(|e| config(&env, format!("cannot verify the audit log {path}: {e}")))?;
+    .map_err(|e| errors::throw(&env, &e))?;
     let file = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(ChainReportData {
         intact: report.is_intact(),

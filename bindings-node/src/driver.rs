@@ -4,18 +4,22 @@
 //!
 //! * A *task* is a core future (confirm, execute, a subscription's next batch, close) plus the
 //!   promise it settles. Tasks are polled on the JavaScript thread, inside the tokio runtime's
-//!   context so the core's timers work.
+//!   context so the core's timers work. The core calls the request listeners (its inline
+//!   approver, see `handler.rs`) inside that poll: a listener that answers at once completes the
+//!   call within the JavaScript call that started it.
 //! * A task's waker pushes the task on the gate's ready queue. Woken on the JavaScript thread
 //!   while a call into this gate is running (a listener answering, an executor settling), that is
-//!   all: the call polls the ready tasks before it returns. Woken from another thread (a timer, the
-//!   core's handler driver), it also calls the gate's threadsafe function once per batch of wakes.
+//!   all: the call polls the ready tasks before it returns. Woken from another thread (a timer),
+//!   it also calls the gate's threadsafe function once per batch of wakes.
 //! * The threadsafe function is created unreferenced, is referenced only while a confirm, execute
 //!   or close is in flight (like a timer), and is released when the gate is closed or collected:
 //!   it never keeps the process alive on its own.
+//! * Aborting a call drops its future: the core cancels a request still waiting (`aborted`) and
+//!   lets a tool that already started finish on the runtime; the caller's promise resolves `null`.
 //!
 //! Every native entry point runs through [`JsState::enter`], which drives the gate's ready tasks
-//! and request dispatch before returning to JavaScript (re-entrant calls made from listeners or
-//! executors defer to the outermost one).
+//! before returning to JavaScript (re-entrant calls made from listeners or executors defer to the
+//! outermost one).
 //!
 //! Requests restored by `Gate::recover` wait in tasks the core spawns on the tokio runtime, and
 //! run their tool from there once approved. A JavaScript executor called off the JavaScript
@@ -24,7 +28,9 @@
 //! unfinished, the threadsafe function stays referenced (as for a confirmation in flight).
 
 use crate::handler;
+use napi::bindgen_prelude::{Null, ToNapiValue};
 use napi::{Env, JsValue, Status, sys};
+use signoff::PendingRequest;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
@@ -50,51 +56,19 @@ static NEXT_GATE: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// Gates living on this JavaScript thread, by id (the threadsafe function's context).
     static REGISTRY: RefCell<HashMap<u64, Rc<JsState>>> = RefCell::new(HashMap::new());
-    /// The env of the JavaScript call currently driving tasks (executors call into JS with it).
+    /// The env of the outermost JavaScript call into a gate running on this thread (executors
+    /// and request listeners are called into JavaScript with it).
     static CURRENT_ENV: Cell<Option<sys::napi_env>> = const { Cell::new(None) };
-    /// The task being polled: (gate id, abort id), for the pending-store hook and executors.
-    static CURRENT_TASK: Cell<Option<(u64, Option<u32>)>> = const { Cell::new(None) };
-    /// Requests inserted into a gate's pending store while one of its tasks was being polled.
-    static CAPTURED: RefCell<Vec<Captured>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A request the pending-store hook saw being created during a poll.
-pub(crate) struct Captured {
-    pub request: Arc<signoff::ConfirmationRequest>,
-    /// A request listener is registered: dispatch it from the JavaScript thread right away.
-    pub inline: bool,
-}
-
-/// Called by the pending-store hook: records a request created by the task being polled.
-/// Returns false when no task of `gate_id` is being polled on this thread.
-pub(crate) fn capture(gate_id: u64, request: &Arc<signoff::ConfirmationRequest>, inline: bool) -> bool {
-    match CURRENT_TASK.with(|c| c.get()) {
-        Some((g, _)) if g == gate_id => {
-            CAPTURED.with(|c| c.borrow_mut().push(Captured { request: request.clone(), inline }));
-            true
-        }
-        _ => false,
-    }
-}
-
-/// The env of the JavaScript call currently driving tasks, when there is one.
+/// The env of the JavaScript call into a gate running on this thread, when there is one.
 pub(crate) fn current_env() -> Option<sys::napi_env> {
     CURRENT_ENV.with(|c| c.get())
-}
-
-/// The gate whose task is being polled, when there is one.
-pub(crate) fn current_gate() -> Option<u64> {
-    CURRENT_TASK.with(|c| c.get()).map(|(g, _)| g)
 }
 
 /// A gate living on this thread, by id.
 pub(crate) fn state_for(gate_id: u64) -> Option<Rc<JsState>> {
     REGISTRY.with(|r| r.borrow().get(&gate_id).cloned())
-}
-
-/// The abort id of the task being polled, when it has one.
-pub(crate) fn current_abort_id() -> Option<u32> {
-    CURRENT_TASK.with(|c| c.get()).and_then(|(_, a)| a)
 }
 
 /// A gate's threadsafe function. A copy is only used while the `Shared::tsfn` read lock it was
@@ -115,14 +89,15 @@ unsafe impl Sync for Tsfn {}
 /// The part of a gate's executor that other threads touch.
 pub(crate) struct Shared {
     pub gate_id: u64,
-    js_thread: ThreadId,
+    pub js_thread: ThreadId,
     /// The JavaScript thread is inside a call into this gate and will drive before returning.
     active: AtomicBool,
     /// A threadsafe call is queued and has not started draining yet.
     scheduled: AtomicBool,
     ready: Mutex<Vec<TaskId>>,
     tsfn: RwLock<Option<Tsfn>>,
-    pub handler: handler::HandlerShared,
+    /// Requests the core handed to the listeners off the JavaScript thread: shown from there.
+    pub requests: Mutex<Vec<PendingRequest>>,
     /// Restored requests (`Gate::recover`) not finished yet: they keep the process alive.
     restored: Mutex<HashSet<Uuid>>,
     /// Executor calls made off the JavaScript thread, waiting to be made on it; `None` once the
@@ -137,8 +112,12 @@ pub(crate) struct RemoteCall {
     pub done: tokio::sync::oneshot::Sender<signoff::ExecResult>,
 }
 
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Shared {
-    /// Makes sure the JavaScript thread will look at the ready queue and the dispatch queue.
+    /// Makes sure the JavaScript thread will look at the ready queue and the request queue.
     pub(crate) fn notify(&self) {
         if self.active.load(Ordering::SeqCst) && std::thread::current().id() == self.js_thread {
             return;
@@ -162,51 +141,32 @@ impl Shared {
         }
     }
 
-    fn push_ready(&self, id: TaskId) {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner()).push(id);
-    }
-
     /// Queues an executor call for the JavaScript thread. `Err` gives the call back when the
     /// gate is released.
     pub(crate) fn execute_remote(&self, call: RemoteCall) -> Result<(), RemoteCall> {
-        {
-            let mut q = self.remote.lock().unwrap_or_else(|e| e.into_inner());
-            match q.as_mut() {
-                Some(q) => q.push(call),
-                None => return Err(call),
-            }
+        match locked(&self.remote).as_mut() {
+            Some(q) => q.push(call),
+            None => return Err(call),
         }
         self.notify();
         Ok(())
     }
 
-    fn take_remote(&self) -> Vec<RemoteCall> {
-        let mut q = self.remote.lock().unwrap_or_else(|e| e.into_inner());
-        match q.as_mut() {
-            Some(q) if !q.is_empty() => std::mem::take(q),
-            _ => Vec::new(),
-        }
-    }
-
-    /// A request was restored by `Gate::recover` (called by the pending-store hook).
+    /// A request was restored by `Gate::recover` (called by the store, `store::Tracked`).
     pub(crate) fn restored_started(&self, id: Uuid) {
-        self.restored.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        locked(&self.restored).insert(id);
     }
 
-    /// A request reached a final state (called by the pending-store hook, from any thread).
+    /// A request reached a final state (called by the store, from any thread).
     pub(crate) fn restored_finished(&self, id: &Uuid) {
         let now_empty = {
-            let mut r = self.restored.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r = locked(&self.restored);
             r.remove(id) && r.is_empty()
         };
         if now_empty {
             // The JavaScript thread re-checks whether the process must stay alive.
             self.notify();
         }
-    }
-
-    fn restored_unfinished(&self) -> bool {
-        !self.restored.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }
 }
 
@@ -222,13 +182,14 @@ impl Wake for TaskWaker {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.queued.swap(true, Ordering::SeqCst) {
-            self.shared.push_ready(self.id);
+            locked(&self.shared.ready).push(self.id);
             self.shared.notify();
         }
     }
 }
 
 struct Task {
+    /// `None` while it is being polled.
     fut: Option<TaskFuture>,
     /// The promise to settle; `None` while the call that started the task is still running
     /// (it returns the value itself when the task finishes before it returns).
@@ -238,9 +199,8 @@ struct Task {
     waker: Arc<TaskWaker>,
     keepalive: bool,
     abort_id: Option<u32>,
+    /// Aborted while it was being polled: dropped once the poll returns.
     aborted: bool,
-    /// Requests this task created (cancelled when it is aborted).
-    requests: Vec<Uuid>,
 }
 
 /// A gate's executor state on the JavaScript thread.
@@ -255,8 +215,6 @@ pub(crate) struct JsState {
     abort_ids: RefCell<HashMap<u32, TaskId>>,
     keepalive: Cell<usize>,
     refed: Cell<bool>,
-    /// Requests created on this thread that a listener should see now (the synchronous path).
-    pub inline: RefCell<Vec<Arc<signoff::ConfirmationRequest>>>,
     pub handler: handler::HandlerJs,
     /// Close has finished in the core; resources are released at the end of the drive.
     closed: Cell<bool>,
@@ -265,9 +223,15 @@ pub(crate) struct JsState {
     orphaned: Cell<bool>,
 }
 
+/// What an aborted call's promise resolves to: `null` (the facade rejects with the signal's
+/// reason).
+fn aborted_settle() -> Settle {
+    Box::new(|env: &Env| Ok(Null.into_unknown(env)?.raw()))
+}
+
 impl JsState {
     /// Creates the state of a new gate (the core gate is built by `make_gate`, which receives
-    /// the shared half first so the pending-store hook can reach it).
+    /// the shared half first so that the store can reach it).
     pub(crate) fn new(
         env: &Env,
         make_gate: impl FnOnce(Arc<Shared>) -> signoff::Result<signoff::Gate>,
@@ -280,7 +244,7 @@ impl JsState {
             scheduled: AtomicBool::new(false),
             ready: Mutex::new(Vec::new()),
             tsfn: RwLock::new(None),
-            handler: handler::HandlerShared::default(),
+            requests: Mutex::new(Vec::new()),
             restored: Mutex::new(HashSet::new()),
             remote: Mutex::new(Some(Vec::new())),
         });
@@ -300,7 +264,6 @@ impl JsState {
             abort_ids: RefCell::new(HashMap::new()),
             keepalive: Cell::new(0),
             refed: Cell::new(false),
-            inline: RefCell::new(Vec::new()),
             handler: handler::HandlerJs::default(),
             closed: Cell::new(false),
             released: Cell::new(false),
@@ -310,16 +273,20 @@ impl JsState {
         Ok(Ok(state))
     }
 
-    /// Runs `f` as a call into this gate, then (outermost call only) drives the gate's tasks and
-    /// request dispatch until nothing is ready.
+    /// Runs `f` as a call into this gate, then (outermost call only) drives the gate's tasks
+    /// until nothing is ready.
     pub(crate) fn enter<R>(self: &Rc<Self>, env: &Env, f: impl FnOnce() -> R) -> R {
         let depth = self.depth.get();
         self.depth.set(depth + 1);
-        if depth == 0 {
+        let outer = depth == 0;
+        let prev_env = if outer {
             self.shared.active.store(true, Ordering::SeqCst);
-        }
+            CURRENT_ENV.with(|c| c.replace(Some(env.raw())))
+        } else {
+            None
+        };
         let out = f();
-        if depth == 0 {
+        if outer {
             self.drive(env);
             if self.closed.get() && !self.released.get() {
                 // Close finished in the core: release, then let what that woke finish.
@@ -329,10 +296,27 @@ impl JsState {
             self.shared.active.store(false, Ordering::SeqCst);
         }
         self.depth.set(depth);
-        if depth == 0 {
+        if outer {
             self.after_drive(env);
+            CURRENT_ENV.with(|c| c.set(prev_env));
         }
         out
+    }
+
+    fn new_task(&self, fut: TaskFuture, detached: bool, keepalive: bool, abort_id: Option<u32>) -> TaskId {
+        let id = self.next_task.get();
+        self.next_task.set(id + 1);
+        let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
+        let task = Task { fut: Some(fut), deferred: None, detached, waker, keepalive, abort_id, aborted: false };
+        self.tasks.borrow_mut().insert(id, task);
+        if let Some(a) = abort_id {
+            self.abort_ids.borrow_mut().insert(a, id);
+        }
+        if keepalive {
+            self.keepalive.set(self.keepalive.get() + 1);
+        }
+        locked(&self.shared.ready).push(id);
+        id
     }
 
     /// Starts a task and drives it as far as it goes synchronously. Returns its value when it
@@ -344,33 +328,8 @@ impl JsState {
         fut: TaskFuture,
         keepalive: bool,
         abort_id: Option<u32>,
-        aborted: bool,
     ) -> napi::Result<(TaskId, sys::napi_value)> {
-        let id = self.next_task.get();
-        self.next_task.set(id + 1);
-        self.enter(env, || {
-            let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
-            self.tasks.borrow_mut().insert(
-                id,
-                Task {
-                    fut: Some(fut),
-                    deferred: None,
-                    detached: false,
-                    waker,
-                    keepalive,
-                    abort_id,
-                    aborted,
-                    requests: Vec::new(),
-                },
-            );
-            if let Some(a) = abort_id {
-                self.abort_ids.borrow_mut().insert(a, id);
-            }
-            if keepalive {
-                self.keepalive.set(self.keepalive.get() + 1);
-            }
-            self.shared.push_ready(id);
-        });
+        let id = self.enter(env, || self.new_task(fut, false, keepalive, abort_id));
         if let Some(settle) = self.finished_early.borrow_mut().remove(&id) {
             return settle(env).map(|v| (id, v));
         }
@@ -388,141 +347,92 @@ impl JsState {
 
     /// Starts a task no promise waits for (its result is dropped); it keeps the process alive
     /// until it finishes.
-    pub(crate) fn spawn_detached(self: &Rc<Self>, fut: TaskFuture) {
-        let id = self.next_task.get();
-        self.next_task.set(id + 1);
-        let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
-        self.tasks.borrow_mut().insert(
-            id,
-            Task {
-                fut: Some(fut),
-                deferred: None,
-                detached: true,
-                waker,
-                keepalive: true,
-                abort_id: None,
-                aborted: false,
-                requests: Vec::new(),
-            },
-        );
-        self.keepalive.set(self.keepalive.get() + 1);
-        self.shared.push_ready(id);
+    pub(crate) fn spawn_detached(&self, fut: TaskFuture) {
+        self.new_task(fut, true, true, None);
     }
 
-    /// Aborts the task started with `abort_id`: its pending requests are cancelled through the
-    /// core (`Gate::cancel_request`, reported as `cancelled` / `aborted`), and so is every request
-    /// it creates later. A tool that is already running is not interrupted (its executor gets
-    /// the signal).
-    pub(crate) fn abort(self: &Rc<Self>, abort_id: u32) {
-        let Some(task) = self.abort_ids.borrow().get(&abort_id).copied() else { return };
-        let requests = {
+    /// Aborts the task started with `abort_id`: its future is dropped (now, or once the poll that
+    /// is running returns), which makes the core cancel a request it waits on (`aborted`); a tool
+    /// it started runs to the end on the runtime. Its promise resolves `null`.
+    pub(crate) fn abort(self: &Rc<Self>, env: &Env, abort_id: u32) {
+        let Some(id) = self.abort_ids.borrow_mut().remove(&abort_id) else { return };
+        let fut = {
             let mut tasks = self.tasks.borrow_mut();
-            let Some(t) = tasks.get_mut(&task) else { return };
-            t.aborted = true;
-            std::mem::take(&mut t.requests)
+            let Some(t) = tasks.get_mut(&id) else { return };
+            match t.fut.take() {
+                Some(f) => f,
+                None => {
+                    t.aborted = true;
+                    return;
+                }
+            }
         };
-        for id in requests {
-            self.gate.cancel_request(&id);
-        }
+        drop(fut);
+        self.finish(env, id, aborted_settle());
     }
 
     fn drive(self: &Rc<Self>, env: &Env) {
         let _rt = crate::RUNTIME.enter();
-        let prev_env = CURRENT_ENV.with(|c| c.replace(Some(env.raw())));
         loop {
-            for call in self.shared.take_remote() {
-                self.spawn_detached(crate::tools::remote_call(call));
+            let remote = locked(&self.shared.remote).as_mut().map(std::mem::take).unwrap_or_default();
+            for call in remote {
+                self.spawn_detached(crate::tools::remote_call(call, self.shared.gate_id));
             }
-            let ready = std::mem::take(&mut *self.shared.ready.lock().unwrap_or_else(|e| e.into_inner()));
-            let mut progressed = !ready.is_empty();
+            let requests = std::mem::take(&mut *locked(&self.shared.requests));
+            let shown = !requests.is_empty();
+            for p in requests {
+                handler::dispatch(env, self, p);
+            }
+            let ready = std::mem::take(&mut *locked(&self.shared.ready));
+            if ready.is_empty() && !shown {
+                break;
+            }
             for id in ready {
                 self.poll_task(env, id);
             }
-            let inline = std::mem::take(&mut *self.inline.borrow_mut());
-            if !inline.is_empty() {
-                progressed = true;
-                handler::dispatch_inline(env, self, inline);
-            }
-            // The core's handler driver sees what was published and answered above.
-            if self.handler.is_running() {
-                crate::run_local();
-            }
-            let queued = self.shared.handler.take_queued();
-            if !queued.is_empty() {
-                progressed = true;
-                handler::dispatch_queued(env, self, queued);
-            }
-            if !progressed && self.shared.ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
-                break;
-            }
         }
-        CURRENT_ENV.with(|c| c.set(prev_env));
     }
 
     fn poll_task(self: &Rc<Self>, env: &Env, id: TaskId) {
-        let (mut fut, waker, abort_id) = {
+        let (mut fut, waker) = {
             let mut tasks = self.tasks.borrow_mut();
             let Some(t) = tasks.get_mut(&id) else { return };
             t.waker.queued.store(false, Ordering::SeqCst);
             let Some(f) = t.fut.take() else { return };
-            (f, t.waker.clone(), t.abort_id)
+            (f, t.waker.clone())
         };
-        let mark = CAPTURED.with(|c| c.borrow().len());
-        let prev = CURRENT_TASK.with(|c| c.replace(Some((self.shared.gate_id, abort_id))));
-        let waker = Waker::from(waker);
-        let polled = fut.as_mut().poll(&mut Context::from_waker(&waker));
-        CURRENT_TASK.with(|c| c.set(prev));
-        let captured: Vec<Captured> = CAPTURED.with(|c| {
-            let mut c = c.borrow_mut();
-            let at = mark.min(c.len());
-            c.split_off(at)
-        });
-        let mut cancel = Vec::new();
-        let finished = {
-            let mut tasks = self.tasks.borrow_mut();
-            match tasks.get_mut(&id) {
-                Some(t) => {
-                    for c in &captured {
-                        if t.aborted {
-                            cancel.push(c.request.id);
-                        } else {
-                            t.requests.push(c.request.id);
-                        }
-                    }
-                    match polled {
-                        Poll::Pending => {
-                            t.fut = Some(fut);
-                            None
-                        }
-                        Poll::Ready(settle) => tasks.remove(&id).map(|t| (t, settle)),
-                    }
+        let polled = fut.as_mut().poll(&mut Context::from_waker(&Waker::from(waker)));
+        let aborted = self.tasks.borrow().get(&id).is_some_and(|t| t.aborted);
+        let settle = match polled {
+            _ if aborted => {
+                drop(fut);
+                aborted_settle()
+            }
+            Poll::Ready(settle) => settle,
+            Poll::Pending => {
+                if let Some(t) = self.tasks.borrow_mut().get_mut(&id) {
+                    t.fut = Some(fut);
                 }
-                None => None,
+                return;
             }
         };
-        for c in captured {
-            if c.inline && !cancel.contains(&c.request.id) {
-                self.inline.borrow_mut().push(c.request);
-            }
+        self.finish(env, id, settle);
+    }
+
+    /// A task is done: its promise is settled (or its value kept for the call that started it).
+    fn finish(&self, env: &Env, id: TaskId, settle: Settle) {
+        let Some(task) = self.tasks.borrow_mut().remove(&id) else { return };
+        if task.keepalive {
+            self.keepalive.set(self.keepalive.get() - 1);
         }
-        // Abort before the request is shown: cancelled through the core, never dispatched.
-        for id in cancel {
-            self.gate.cancel_request(&id);
-            self.shared.handler.release_claim(&id);
+        if let Some(a) = task.abort_id {
+            self.abort_ids.borrow_mut().remove(&a);
         }
-        if let Some((task, settle)) = finished {
-            if task.keepalive {
-                self.keepalive.set(self.keepalive.get() - 1);
-            }
-            if let Some(a) = task.abort_id {
-                self.abort_ids.borrow_mut().remove(&a);
-            }
-            match task.deferred {
-                Some(d) => settle_deferred(env, d, settle),
-                None if task.detached => drop(settle),
-                None => {
-                    self.finished_early.borrow_mut().insert(id, settle);
-                }
+        match task.deferred {
+            Some(d) => settle_deferred(env, d, settle),
+            None if task.detached => drop(settle),
+            None => {
+                self.finished_early.borrow_mut().insert(id, settle);
             }
         }
     }
@@ -544,7 +454,8 @@ impl JsState {
     }
 
     fn after_drive(self: &Rc<Self>, env: &Env) {
-        let want_ref = (self.keepalive.get() > 0 || self.shared.restored_unfinished()) && !self.released.get();
+        let restored = !locked(&self.shared.restored).is_empty();
+        let want_ref = (self.keepalive.get() > 0 || restored) && !self.released.get();
         if want_ref != self.refed.get() {
             let guard = self.shared.tsfn.read().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = *guard {
@@ -568,14 +479,14 @@ impl JsState {
         }
     }
 
-    /// Stops the request handler and releases the threadsafe function. Idempotent.
+    /// Detaches the request listeners and releases the threadsafe function. Idempotent.
     fn release(self: &Rc<Self>, env: &Env) {
         if self.released.replace(true) {
             return;
         }
         handler::stop(self, Some(env));
         // Executor calls not made yet fail ("the tool's result was lost"); later ones at once.
-        let remote = self.shared.remote.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let remote = locked(&self.shared.remote).take();
         drop(remote);
         // Executor calls still running are abandoned: their calls resolve (`failed`) now.
         crate::tools::abandon(self.shared.gate_id);
@@ -664,12 +575,9 @@ extern "C" fn tsfn_call_js(env: sys::napi_env, _cb: sys::napi_value, context: *m
     if env.is_null() {
         return;
     }
-    let gate_id = context as usize as u64;
-    let state = REGISTRY.with(|r| r.borrow().get(&gate_id).cloned());
-    if let Some(state) = state {
+    if let Some(state) = state_for(context as usize as u64) {
         state.shared.scheduled.store(false, Ordering::SeqCst);
-        let env = Env::from_raw(env);
-        state.enter(&env, || ());
+        state.enter(&Env::from_raw(env), || ());
     }
 }
 

@@ -402,8 +402,8 @@ pub fn serialize_event(env: Env, json: String) -> Result<String> {
     Ok(event.to_json().to_string())
 }
 
-/// A subscription to a gate's bus. Closing it unsubscribes; with `denyWhenUnobserved` the core
-/// then cancels what is pending if it was the last subscriber.
+/// A subscription to a gate's bus, as an approver or an observer. Closing it unsubscribes; with
+/// `denyWhenUnobserved` the core then cancels what is pending if it was the last approver.
 #[napi]
 pub struct NativeSubscription {
     state: Weak<JsState>,
@@ -426,7 +426,7 @@ fn type_bit(e: &Event) -> u8 {
 }
 
 impl NativeSubscription {
-    pub(crate) fn new(env: &Env, state: &Rc<JsState>, types: Option<Vec<String>>) -> Result<Self> {
+    pub(crate) fn new(env: &Env, state: &Rc<JsState>, types: Option<Vec<String>>, observe: bool) -> Result<Self> {
         let mask = match types {
             None => 0xff,
             Some(types) => {
@@ -442,7 +442,7 @@ impl NativeSubscription {
         };
         Ok(NativeSubscription {
             state: Rc::downgrade(state),
-            cell: Rc::new(RefCell::new(Some(state.gate.subscribe()))),
+            cell: Rc::new(RefCell::new(Some(if observe { state.gate.observe() } else { state.gate.subscribe() }))),
             waiting: Cell::new(None),
             mask,
         })
@@ -496,7 +496,7 @@ impl NativeSubscription {
             .await;
             Box::new(move |env: &Env| items_to_js(env, items)) as Settle
         });
-        let (id, v) = state.run(env, fut, false, None, false)?;
+        let (id, v) = state.run(env, fut, false, None)?;
         self.waiting.set(Some(id));
         v.into_unknown(env)
     }

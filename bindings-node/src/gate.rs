@@ -1,4 +1,4 @@
-//! The gate: the core's `Gate`, its options, and its calls.
+//! The gate: the core's `Gate`, built from its `GateConfig`, and its calls.
 
 use crate::driver::{JsState, Settle, TaskFuture};
 use crate::errors;
@@ -7,7 +7,7 @@ use crate::executor::{ToolCallData, decision_data, result_data};
 use crate::handler;
 use crate::json;
 use crate::policy::EvaluationData;
-use crate::store::{HookStore, record_data, request_value};
+use crate::store::{Tracked, record_data, request_value};
 use crate::token::{NativeTokenKeys, TokenClaimsData};
 use crate::tools;
 use napi::bindgen_prelude::*;
@@ -15,53 +15,13 @@ use napi::{Env, sys};
 use napi_derive::napi;
 use serde_json::Value;
 use signoff::{
-    Approvers, ConfirmationResponse, Gate, MemoryPendingStore, PendingCursor, PendingRequest, PendingStore,
-    ResponseDecision, Scope, SqliteOptions, SqliteStore, TokenKeys, TokenResponse, Tool, ToolCall, ToolSpec,
+    ConfirmationResponse, GateConfig, Naming, PendingCursor, PendingRequest, ResponseDecision, Scope, SqliteOptions,
+    SqliteStore, TokenResponse, Tool, ToolCall, ToolSpec,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Gate options (all optional).
-#[napi(object)]
-pub struct GateOptions {
-    /// Approval timeout for tools that set none, in milliseconds (60,000).
-    pub default_timeout_ms: Option<f64>,
-    /// Replaces the keyword list that makes tools in the default mode require approval.
-    pub keywords: Option<Vec<String>>,
-    /// Cancel requests at once when nobody is subscribed (default true).
-    pub deny_when_unobserved: Option<bool>,
-    /// Append every request, response, outcome and execution to this JSON Lines file.
-    pub audit_path: Option<String>,
-    /// DEVELOPMENT ONLY: every call runs without approval (announced on stderr and in the audit).
-    pub dangerously_disable_gating: Option<bool>,
-    /// Events buffered per subscriber before it is told it lagged (4,096).
-    pub bus_capacity: Option<u32>,
-    /// Resolved request ids remembered to classify late responses (65,536).
-    pub remember_resolved: Option<u32>,
-    /// Accept responses only from these responders (the core's `AllowedResponders`).
-    pub allowed_responders: Option<Vec<String>>,
-    /// Rotate the audit log when it reaches this many bytes (`<path>.1`, `<path>.2`, ...; one
-    /// chain). Needs `auditPath`.
-    pub audit_rotate_bytes: Option<f64>,
-    /// Keep requests and their states in this SQLite file (the core's `SqliteStore`).
-    pub store_path: Option<String>,
-    /// `synchronous = FULL` for the store: every state change waits for the disk. Needs
-    /// `storePath`.
-    pub synchronous_full: Option<bool>,
-    /// Approval-token keys in the configuration format (`key_id:base64secret`, current first);
-    /// a `NativeTokenKeys` is passed as the constructor's second argument instead.
-    pub token_keys: Option<String>,
-    /// How long an issued token is valid, in milliseconds (never beyond its request's deadline).
-    pub token_ttl_ms: Option<f64>,
-    /// Who may approve which tools (the core's `Approvers`): tool name -> approvers; `'*'`
-    /// lists approvers of every tool.
-    pub approvers: Option<HashMap<String, Vec<String>>>,
-    /// Refuse an approval whose responder is the request's own session (`Approvers`).
-    pub forbid_self_approval: Option<bool>,
-}
 
 /// A pending request `Gate::recover` cancelled instead of restoring.
 #[napi(object, object_to_js = false, object_from_js = false)]
@@ -103,17 +63,6 @@ fn recovery_data(r: signoff::Recovery) -> RecoveryData {
             .map(|n| NotRestoredData { request: request_value(&n.request), reason: n.reason })
             .collect(),
     }
-}
-
-fn config(env: &Env, message: impl std::fmt::Display) -> Error {
-    errors::throw(env, &signoff::Error::Config(message.to_string()))
-}
-
-fn millis(env: &Env, what: &str, v: f64) -> Result<Duration> {
-    if !v.is_finite() || v < 0.0 {
-        return Err(errors::malformed(env, format!("{what} must be a non-negative number of milliseconds")));
-    }
-    Ok(Duration::from_millis(v as u64))
 }
 
 /// An optional JSON text from the user, parsed strictly (`malformed` on a repeated key, deep
@@ -259,113 +208,41 @@ impl NativeGate {
         fut: TaskFuture,
         keepalive: bool,
         abort_id: Option<u32>,
-        aborted: Option<bool>,
     ) -> Result<Unknown<'env>> {
-        let (_, v) = self.state.run(env, fut, keepalive, abort_id, aborted.unwrap_or(false))?;
+        let (_, v) = self.state.run(env, fut, keepalive, abort_id)?;
         v.into_unknown(env)
     }
 }
 
 #[napi]
 impl NativeGate {
-    /// `keys`: approval-token keys (instead of `options.tokenKeys`).
+    /// A gate from its options, as JSON in Node's names (the core's `GateConfig`, read with
+    /// camelCase names and validated once by the core: every mistake is a `config` error naming
+    /// the option as written), and the approval-token keys as an object (instead of
+    /// `tokenKeys` in the JSON). Throws `config`, `store` (the database cannot be opened or is in
+    /// use), `io` (the audit log cannot be opened).
     #[napi(constructor)]
-    pub fn new(env: Env, options: Option<GateOptions>, keys: Option<&NativeTokenKeys>) -> Result<Self> {
-        let o = options.unwrap_or(GateOptions {
-            default_timeout_ms: None,
-            keywords: None,
-            deny_when_unobserved: None,
-            audit_path: None,
-            dangerously_disable_gating: None,
-            bus_capacity: None,
-            remember_resolved: None,
-            allowed_responders: None,
-            audit_rotate_bytes: None,
-            store_path: None,
-            synchronous_full: None,
-            token_keys: None,
-            token_ttl_ms: None,
-            approvers: None,
-            forbid_self_approval: None,
-        });
-        let mut b = Gate::builder();
-        if let Some(t) = o.default_timeout_ms {
-            b = b.default_timeout(millis(&env, "defaultTimeoutMs", t)?);
-        }
-        if let Some(k) = o.keywords {
-            b = b.keywords(k);
-        }
-        if let Some(d) = o.deny_when_unobserved {
-            b = b.deny_when_unobserved(d);
-        }
-        let rotate_bytes = match o.audit_rotate_bytes {
-            None => None,
-            Some(_) if o.audit_path.is_none() => return Err(config(&env, "auditRotateBytes needs auditPath")),
-            Some(n) if !n.is_finite() || n < 1.0 => {
-                return Err(errors::malformed(&env, "auditRotateBytes must be a positive number of bytes"));
-            }
-            Some(n) => Some(n as u64),
-        };
-        if let Some(p) = &o.audit_path {
-            b = b.audit(crate::audit::open(&env, p, rotate_bytes)?);
-        }
-        if let Some(d) = o.dangerously_disable_gating {
-            b = b.dangerously_disable_gating(d);
-        }
-        if let Some(n) = o.bus_capacity {
-            b = b.bus_capacity(n as usize);
-        }
-        if let Some(n) = o.remember_resolved {
-            b = b.remember_resolved(n as usize);
-        }
-        let wants_approvers = o.approvers.is_some() || o.forbid_self_approval.is_some();
-        if let Some(r) = o.allowed_responders {
-            if wants_approvers {
-                return Err(config(&env, "allowedResponders cannot be combined with approvers / forbidSelfApproval"));
-            }
-            b = b.authenticator(Arc::new(signoff::AllowedResponders(r)));
-        }
-        if wants_approvers {
-            let mut a = Approvers::new();
-            if let Some(rules) = o.approvers {
-                let mut rules: Vec<_> = rules.into_iter().collect();
-                rules.sort();
-                for (tool, who) in rules {
-                    a = if tool == "*" { a.allow_all_tools(who) } else { a.allow(tool, who) };
-                }
-            }
-            if let Some(f) = o.forbid_self_approval {
-                a = a.forbid_self_approval(f);
-            }
-            b = b.authenticator(Arc::new(a));
-        }
-        let keys: Option<TokenKeys> = match (keys, o.token_keys) {
-            (Some(_), Some(_)) => return Err(config(&env, "token keys given twice")),
-            (Some(k), None) => Some(k.inner.clone()),
-            (None, Some(text)) => Some(TokenKeys::parse(&text).map_err(|e| errors::throw(&env, &e))?),
-            (None, None) => None,
-        };
-        if let Some(t) = o.token_ttl_ms {
-            if keys.is_none() {
-                return Err(config(&env, "tokenTtlMs needs tokenKeys"));
-            }
-            b = b.token_ttl(millis(&env, "tokenTtlMs", t)?);
-        }
+    pub fn new(env: Env, options_json: String, keys: Option<&NativeTokenKeys>) -> Result<Self> {
+        let throw = |e: signoff::Error| errors::throw(&env, &e);
+        let options = json::parse(&env, &options_json, "the gate options")?;
+        let mut config = GateConfig::read_json(&options, Naming::Camel).map_err(throw)?;
         if let Some(k) = keys {
-            b = b.tokens(k);
+            config.token_keys = Some(k.inner.clone());
         }
-        let inner: Arc<dyn PendingStore> = match &o.store_path {
-            Some(p) => {
-                let options = SqliteOptions { synchronous_full: o.synchronous_full.unwrap_or(false) };
-                SqliteStore::open_with(p, options).map_err(|e| errors::throw(&env, &e))?
+        config.validate(Naming::Camel).map_err(throw)?;
+        let has_audit = config.audit_path.is_some();
+        // The durable store is opened here to be wrapped (see `store::Tracked`).
+        let store = config.store_path.take().map(|p| (p, std::mem::take(&mut config.synchronous_full)));
+        let durable = store.is_some();
+        let builder = config.builder().map_err(throw)?;
+        let state = JsState::new(&env, move |shared| match store {
+            Some((path, synchronous_full)) => {
+                let inner = SqliteStore::open_with(path, SqliteOptions { synchronous_full })?;
+                builder.store(Arc::new(Tracked { inner, shared })).build()
             }
-            None if o.synchronous_full.is_some() => return Err(config(&env, "synchronousFull needs storePath")),
-            None => Arc::new(MemoryPendingStore::new()),
-        };
-        let has_audit = o.audit_path.is_some();
-        let durable = o.store_path.is_some();
-        let state = JsState::new(&env, move |shared| b.store(Arc::new(HookStore::new(inner, shared))).build())?
-            .map_err(|e| errors::throw(&env, &e))?;
+            None => builder.build(),
+        })?
+        .map_err(throw)?;
         Ok(NativeGate { state, executors: RefCell::new(HashMap::new()), has_audit, durable })
     }
 
@@ -373,7 +250,7 @@ impl NativeGate {
     /// keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
     /// value), with an optional executor wrapper from the facade.
     #[napi(
-        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, abortId?: number) => void"
+        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number) => string | undefined"
     )]
     pub fn register(
         &self,
@@ -451,9 +328,9 @@ impl NativeGate {
 
     /// Asks for approval when needed: the decision as `DecisionData` JSON, returned at once when
     /// it is known before this call returns, else a promise of it. `abortId` identifies the call
-    /// for `abort`; `aborted` cancels it from the start. Throws / rejects with `SignoffError`.
+    /// for `abort` (an aborted call resolves `null`). Throws / rejects with `SignoffError`.
     #[allow(clippy::too_many_arguments)]
-    #[napi(ts_return_type = "string | Promise<string>")]
+    #[napi(ts_return_type = "string | null | Promise<string | null>")]
     pub fn confirm<'env>(
         &self,
         env: &'env Env,
@@ -463,7 +340,6 @@ impl NativeGate {
         call_id: Option<String>,
         metadata_json: Option<String>,
         abort_id: Option<u32>,
-        aborted: Option<bool>,
     ) -> Result<Unknown<'env>> {
         let call = call_from(env, tool, arguments_json, session_id, call_id, metadata_json)?;
         let gate = self.state.gate.clone();
@@ -474,13 +350,13 @@ impl NativeGate {
                 Err(e) => Err(errors::throw(env, &e)),
             }) as Settle
         });
-        self.run(env, fut, true, abort_id, aborted)
+        self.run(env, fut, true, abort_id)
     }
 
     /// Confirms and, if approved, runs the executor at most once: the result as `ToolResultData`
     /// JSON (at once or as a promise). Never fails for a refused call: the result says so.
     #[allow(clippy::too_many_arguments)]
-    #[napi(ts_return_type = "string | Promise<string>")]
+    #[napi(ts_return_type = "string | null | Promise<string | null>")]
     pub fn execute<'env>(
         &self,
         env: &'env Env,
@@ -490,7 +366,6 @@ impl NativeGate {
         call_id: Option<String>,
         metadata_json: Option<String>,
         abort_id: Option<u32>,
-        aborted: Option<bool>,
     ) -> Result<Unknown<'env>> {
         let call = call_from(env, tool, arguments_json, session_id, call_id, metadata_json)?;
         let gate = self.state.gate.clone();
@@ -499,18 +374,17 @@ impl NativeGate {
             Box::new(move |env: &Env| to_js_string(env, &serde_json::to_string(&result_data(r)).unwrap_or_default()))
                 as Settle
         });
-        self.run(env, fut, true, abort_id, aborted)
+        self.run(env, fut, true, abort_id)
     }
 
     /// Runs a batch concurrently: a JSON array of `ToolResultData` in the order of the calls (at
     /// once or as a promise). Each call's arguments and metadata are parsed as in `execute`.
-    #[napi(ts_return_type = "string | Promise<string>")]
+    #[napi(ts_return_type = "string | null | Promise<string | null>")]
     pub fn execute_batch<'env>(
         &self,
         env: &'env Env,
         calls: Vec<ToolCallData>,
         abort_id: Option<u32>,
-        aborted: Option<bool>,
     ) -> Result<Unknown<'env>> {
         let calls = calls
             .into_iter()
@@ -524,14 +398,16 @@ impl NativeGate {
                 to_js_string(env, &serde_json::to_string(&data).unwrap_or_default())
             }) as Settle
         });
-        self.run(env, fut, true, abort_id, aborted)
+        self.run(env, fut, true, abort_id)
     }
 
-    /// Aborts the call started with `abortId`: its pending requests are cancelled by the core
-    /// (`cancelled` / `aborted`), and so is any request it makes later.
+    /// Aborts the call started with `abortId`: the caller stops waiting (its promise resolves
+    /// `null`). A request it waits on is cancelled by the core (`cancelled` / `aborted`) and its
+    /// tool never runs; a tool it already started is not interrupted: it runs to the end and its
+    /// result is recorded.
     #[napi]
     pub fn abort(&self, env: Env, abort_id: u32) {
-        self.state.enter(&env, || self.state.abort(abort_id));
+        self.state.enter(&env, || self.state.abort(&env, abort_id));
     }
 
     /// Answers request `id` as shown (the core's `PendingRequest`: the response is bound to the
@@ -710,8 +586,9 @@ impl NativeGate {
         self.state.gate.pending_count() as u32
     }
 
+    /// How many approvers are attached (request listeners count as one; observers do not).
     #[napi(getter)]
-    pub fn subscriber_count(&self) -> u32 {
+    pub fn approver_count(&self) -> u32 {
         self.state.gate.approver_count() as u32
     }
 
@@ -743,8 +620,9 @@ impl NativeGate {
         self.state.enter(&env, || self.state.gate.end_session(&session_id)) as u32
     }
 
-    /// Registers (a function) or removes (`null`) the facade's request dispatcher; the core's
-    /// `Gate::on_request` driver runs while one is set. It is called for every request with a run
+    /// Registers (a function) or removes (`null`) the facade's request dispatcher: while one is
+    /// set, it is the gate's inline approver (`Gate::on_request_inline`), called in the call that
+    /// made the request (requests already pending: in this call). It is called with a run
     /// token, the request's id, tool and arguments (JSON), and its other `ConfirmationRequestData`
     /// fields (JSON). It returns `null` when every listener has returned, a string (the first
     /// failure) when one threw, or `undefined` when some are still running: then it calls
@@ -770,12 +648,14 @@ impl NativeGate {
         self.state.enter(&env, || handler::finish(&self.state, token as u64, error));
     }
 
-    /// Subscribes to the bus; `types` limits the event types delivered (lags always are).
+    /// Subscribes to the bus as an approver (`Gate::subscribe`), or as an observer when
+    /// `observe` (`Gate::observe`: it never keeps a call waiting); `types` limits the event types
+    /// delivered (lags always are).
     #[napi(
-        ts_args_type = "types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>"
+        ts_args_type = "types?: Array<'confirmation-request' | 'confirmation-response' | 'confirmation-timeout' | 'confirmation-resolved'>, observe?: boolean"
     )]
-    pub fn subscribe(&self, env: Env, types: Option<Vec<String>>) -> Result<NativeSubscription> {
-        NativeSubscription::new(&env, &self.state, types)
+    pub fn subscribe(&self, env: Env, types: Option<Vec<String>>, observe: Option<bool>) -> Result<NativeSubscription> {
+        NativeSubscription::new(&env, &self.state, types, observe.unwrap_or(false))
     }
 
     /// Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
@@ -810,7 +690,7 @@ impl NativeGate {
                 Box::new(undefined) as Settle
             })
         };
-        self.run(env, fut, true, None, None)
+        self.run(env, fut, true, None)
     }
 
     /// Waits until every audit record so far is durable (off the JavaScript thread).
@@ -826,6 +706,6 @@ impl NativeGate {
                 Box::new(undefined) as Settle
             })
         };
-        self.run(env, fut, true, None, None)
+        self.run(env, fut, true, None)
     }
 }

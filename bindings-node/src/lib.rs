@@ -5,7 +5,8 @@
 //! core. The idiomatic API lives in the TypeScript facade (`lib/*.ts`).
 //!
 //! Async model (see `driver.rs`): the core's futures are polled on the JavaScript thread, inside
-//! the tokio runtime's context, and woken through one threadsafe function per gate. A call that
+//! the tokio runtime's context, and woken through one threadsafe function per gate. Request
+//! listeners are the core's inline approver, called inside that poll (`handler.rs`). A call that
 //! needs no approval, or whose approval is given synchronously by a request listener, therefore
 //! completes inside the call that started it, with no thread hop.
 //!
@@ -32,14 +33,12 @@ mod store;
 mod token;
 mod tools;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::LazyLock;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// The runtime whose context the core's futures are polled in: its worker thread runs the timers
-/// (deadlines) and blocking work (closing and flushing an audit log). Nothing else runs there.
+/// (deadlines), restored requests (`Gate::recover`), the rest of a tool run whose caller stopped
+/// waiting, and blocking work (closing and flushing an audit log).
 pub(crate) static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -59,54 +58,3 @@ pub(crate) static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| 
     });
     rt
 });
-
-thread_local! {
-    /// Where the core's handler driver (`Gate::on_request` and the tasks it spawns) runs: a
-    /// current-thread runtime driven by the JavaScript thread itself (`run_local`), so that a
-    /// request published by a confirm, and the listener's answer, need no thread hop or wake-up.
-    /// Those tasks are woken by events published on this thread, except while closing with an
-    /// audit log (then they run at the next call into the gate). Its timers (the core's handler
-    /// driver uses none today) would fire when the JavaScript thread next drives it.
-    pub(crate) static LOCAL: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
-        .event_interval(u32::MAX)
-        .build()
-        .expect("signoff: cannot start the local tokio runtime");
-}
-
-/// Ready once polled twice: the current-thread scheduler drains every ready task in between.
-struct UntilIdle(bool);
-
-impl Future for UntilIdle {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-thread_local! {
-    /// `run_local` is running on this thread (it must not be entered again: a runtime cannot be
-    /// driven from inside itself).
-    static IN_LOCAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs the local runtime's ready tasks (and those they make ready) to completion or their next
-/// wait. Returns without blocking. Called from inside a run (a task dropping what stops the
-/// handler), it does nothing: the outer run reaches what was made ready.
-pub(crate) fn run_local() {
-    if IN_LOCAL.with(|f| f.replace(true)) {
-        return;
-    }
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            IN_LOCAL.with(|f| f.set(false));
-        }
-    }
-    let _reset = Reset;
-    LOCAL.with(|rt| rt.block_on(UntilIdle(false)));
-}

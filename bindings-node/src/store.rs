@@ -1,42 +1,26 @@
-//! The pending store: the core's in-memory store, or its durable `SqliteStore`, behind a hook
-//! that tells the driver which requests the task being polled just created (to cancel them on
-//! abort, and to show them to a request listener from the JavaScript thread without a thread
-//! hop), and which restored requests are still unfinished (they keep the process alive, like a
-//! confirmation in flight). Every `PendingStore` method is delegated to the inner store, so a
-//! durable store stays durable. No decision is made here.
+//! Stored records (durable stores), and the durable store behind a thin wrapper that tells the
+//! driver which restored requests (`Gate::recover`) are unfinished: like a confirmation in
+//! flight, they keep the process alive until their state is final. Every `PendingStore` method
+//! is delegated to the core's `SqliteStore`; no decision is made here.
 
-use crate::driver::{self, Shared};
+use crate::driver::Shared;
 use crate::events::{RequestDataRef, string_enum};
 use crate::executor::result_data;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use signoff::{ConfirmationRequest, PendingStore, RecordState, StateChange, StoredRecord};
+use signoff::{ConfirmationRequest, PendingCursor, PendingStore, RecordState, StateChange, StoredRecord};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use uuid::Uuid;
 
-pub(crate) struct HookStore {
-    inner: Arc<dyn PendingStore>,
-    shared: Arc<Shared>,
+pub(crate) struct Tracked {
+    pub inner: Arc<dyn PendingStore>,
+    pub shared: Arc<Shared>,
 }
 
-impl HookStore {
-    pub(crate) fn new(inner: Arc<dyn PendingStore>, shared: Arc<Shared>) -> Self {
-        HookStore { inner, shared }
-    }
-}
-
-impl PendingStore for HookStore {
+impl PendingStore for Tracked {
     fn insert(&self, request: Arc<ConfirmationRequest>) -> signoff::Result<()> {
-        self.inner.insert(request.clone())?;
-        // Called before the request is published, so the claim exists before the core's handler
-        // driver can see the request.
-        let listening = self.shared.handler.active.load(Ordering::SeqCst);
-        if driver::capture(self.shared.gate_id, &request, listening) && listening {
-            self.shared.handler.claim_inline(request.id);
-        }
-        Ok(())
+        self.inner.insert(request)
     }
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
         self.inner.remove(id)
@@ -47,7 +31,7 @@ impl PendingStore for HookStore {
     fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
         self.inner.list()
     }
-    fn page(&self, after: Option<&signoff::PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
         self.inner.page(after, limit)
     }
     fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn signoff::AuditAnchor>> {

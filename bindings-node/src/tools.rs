@@ -8,7 +8,7 @@ use crate::driver::{self, RemoteCall, Settle, Shared, TaskFuture};
 use crate::errors;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use napi::bindgen_prelude::{Result, ToNapiValue};
+use napi::bindgen_prelude::{Result, ToNapiValue, ValueType};
 use napi::{Env, JsValue, sys};
 use napi_derive::napi;
 use serde_json::Value;
@@ -27,9 +27,10 @@ thread_local! {
     static NEXT_SETTLE: Cell<u64> = const { Cell::new(1) };
 }
 
-/// Wraps the facade's executor function (`(argsJson, token, abortId) => void`, which eventually
-/// calls `settleExecution(token, ok, outputJsonOrMessage)`) as a core executor. The reference is
-/// weak: the facade must keep the function alive while the tool is registered. Returns its id for [`release`].
+/// Wraps the facade's executor function as a core executor: `(argsJson, token) => string |
+/// undefined` returns the output's JSON text when the tool returned synchronously, else calls
+/// `settleExecution(token, ok, outputJsonOrMessage)` once. The reference is weak: the facade must
+/// keep the function alive while the tool is registered. Returns its id for [`release`].
 pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared>) -> Result<(u64, Executor)> {
     // Weak: the facade keeps its executor functions alive as long as the gate is referenced.
     let mut r = std::ptr::null_mut();
@@ -43,9 +44,10 @@ pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared
         id
     });
     EXECUTORS.with(|m| m.borrow_mut().insert(id, r));
+    let gate_id = shared.upgrade().map_or(0, |s| s.gate_id);
     let exec: Executor = Arc::new(move |args: Value| {
-        if driver::current_env().is_some() {
-            return call_executor(id, args);
+        if let Some(env) = driver::current_env() {
+            return call_executor(env, id, gate_id, args);
         }
         // Off the JavaScript thread: have the gate make the call there.
         let Some(shared) = shared.upgrade() else {
@@ -92,10 +94,13 @@ pub(crate) fn abandon(gate_id: u64) {
 
 /// A task of the gate's that makes an executor call queued from another thread, on the
 /// JavaScript thread, and hands its result back.
-pub(crate) fn remote_call(call: RemoteCall) -> TaskFuture {
+pub(crate) fn remote_call(call: RemoteCall, gate_id: u64) -> TaskFuture {
     Box::pin(async move {
         let RemoteCall { executor, args, done } = call;
-        let result = call_executor(executor, args).await;
+        let result = match driver::current_env() {
+            Some(env) => call_executor(env, executor, gate_id, args).await,
+            None => Err(LOST.to_owned()),
+        };
         let _ = done.send(result);
         Box::new(|env: &Env| Ok(().into_unknown(env)?.raw())) as Settle
     })
@@ -105,10 +110,7 @@ fn fail(msg: &str) -> BoxFuture<'static, ExecResult> {
     Box::pin(std::future::ready(Err(msg.to_owned())))
 }
 
-fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
-    let (Some(env), Some(gate_id)) = (driver::current_env(), driver::current_gate()) else {
-        return fail("the executor can only be called from the JavaScript thread");
-    };
+fn call_executor(env: sys::napi_env, id: u64, gate_id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
     let Some(func_ref) = EXECUTORS.with(|m| m.borrow().get(&id).copied()) else {
         return fail("the tool was unregistered before it could run");
     };
@@ -119,12 +121,11 @@ fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
     });
     let (tx, rx) = oneshot::channel();
     SETTLES.with(|s| s.borrow_mut().insert(token, (tx, gate_id)));
-    let abort_id = driver::current_abort_id();
     // The env of the JavaScript call driving the task that polls this (see `driver::drive`):
     // valid until that call returns, which is after this function returns.
     let env = Env::from_raw(env);
     let raw = env.raw();
-    let called = (|| -> std::result::Result<(), String> {
+    let called = (|| -> std::result::Result<Option<String>, String> {
         let mut f = std::ptr::null_mut();
         // SAFETY: `func_ref` is live (only `release` deletes one, after removing it from
         // `EXECUTORS`, where it was read just now) and was made on this thread (`EXECUTORS` is
@@ -134,16 +135,10 @@ fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
             return Err("the executor function is gone".into());
         }
         let reason = |e: napi::Error| e.reason;
-        let js_args = env.create_string(args.to_string()).map_err(reason)?.raw();
+        let js_args = env.create_string(serde_json::to_string(&args).unwrap_or_default()).map_err(reason)?.raw();
         let js_token = (token as f64).into_unknown(&env).map_err(reason)?.raw();
-        let js_abort = match abort_id {
-            Some(a) => a.into_unknown(&env),
-            None => ().into_unknown(&env),
-        }
-        .map_err(reason)?
-        .raw();
-        let argv = [js_args, js_token, js_abort];
         let undefined = ().into_unknown(&env).map_err(reason)?.raw();
+        let argv = [js_args, js_token];
         let mut out = std::ptr::null_mut();
         // SAFETY: on the JavaScript thread, with the env of the call running now; `f` (a
         // function: the facade only registers functions, and napi refuses anything else with a
@@ -155,13 +150,33 @@ fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
                 .map(|e| errors::describe(&env, e))
                 .unwrap_or_else(|| format!("calling the executor failed (status {status})")));
         }
-        Ok(())
+        // The output's JSON text when the tool returned synchronously.
+        let out = out.into_unknown(&env).map_err(reason)?;
+        Ok(match out.get_type() {
+            Ok(ValueType::String) => out
+                .coerce_to_string()
+                .and_then(|s| s.into_utf8())
+                .map(|s| s.as_str().map(str::to_owned))
+                .ok()
+                .and_then(|s| s.ok()),
+            _ => None,
+        })
     })();
-    if let Err(msg) = called {
-        SETTLES.with(|s| s.borrow_mut().remove(&token));
-        return Box::pin(std::future::ready(Err(msg)));
+    match called {
+        Ok(None) => Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err(LOST.into())))),
+        Ok(Some(json)) => {
+            SETTLES.with(|s| s.borrow_mut().remove(&token));
+            Box::pin(std::future::ready(output(&json)))
+        }
+        Err(msg) => {
+            SETTLES.with(|s| s.borrow_mut().remove(&token));
+            Box::pin(std::future::ready(Err(msg)))
+        }
     }
-    Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err(LOST.into()))))
+}
+
+fn output(json: &str) -> ExecResult {
+    serde_json::from_str(json).map_err(|e| format!("the tool returned a value that is not JSON ({e})"))
 }
 
 /// Settles an execution started by an executor call: `ok` with the tool's output as JSON text,
@@ -169,11 +184,7 @@ fn call_executor(id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
 #[napi]
 pub fn settle_execution(env: Env, token: f64, ok: bool, payload: String) {
     let Some((tx, gate_id)) = SETTLES.with(|s| s.borrow_mut().remove(&(token as u64))) else { return };
-    let result: ExecResult = if ok {
-        serde_json::from_str(&payload).map_err(|e| format!("the tool returned a value that is not JSON ({e})"))
-    } else {
-        Err(payload)
-    };
+    let result = if ok { output(&payload) } else { Err(payload) };
     match driver::state_for(gate_id) {
         Some(state) => state.enter(&env, || {
             let _ = tx.send(result);
