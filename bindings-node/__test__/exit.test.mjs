@@ -2,29 +2,12 @@
 // keeps the event loop alive on its own).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { runChild } from './child.mjs'
 import { fileURLToPath } from 'node:url'
 
 const entry = fileURLToPath(new URL('../dist/index.mjs', import.meta.url))
 
-function run(source, timeoutMs = 8000) {
-  return new Promise((resolve, reject) => {
-    const t0 = Date.now()
-    const child = spawn(process.execPath, ['--input-type=module', '-e', source], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (d) => (out += d))
-    child.stderr.on('data', (d) => (err += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`the child did not exit within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
-    }, timeoutMs)
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, out, err, ms: Date.now() - t0 })
-    })
-  })
-}
+const run = (source) => runChild(source, { timeoutMs: 8000 })
 
 const prelude = `
 import { Gate } from ${JSON.stringify(entry)}

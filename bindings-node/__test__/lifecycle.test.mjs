@@ -2,34 +2,12 @@
 // and that none of it leaves the process unable to exit or a call waiting for its deadline.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { runChild as run } from './child.mjs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Gate } from '../dist/index.mjs'
 
 const entry = fileURLToPath(new URL('../dist/index.mjs', import.meta.url))
-
-/** Runs `source` as an ES module in a child `node`; fails if it has not exited within `timeoutMs`. */
-function run(source, { timeoutMs = 20_000, args = [] } = {}) {
-  return new Promise((resolve, reject) => {
-    const t0 = Date.now()
-    const child = spawn(process.execPath, [...args, '--input-type=module', '-e', source], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (d) => (out += d))
-    child.stderr.on('data', (d) => (err += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`the child did not exit within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
-    }, timeoutMs)
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, out, err, ms: Date.now() - t0 })
-    })
-  })
-}
 
 /** Resolves `p`, or rejects once `ms` have passed. */
 function within(p, ms, what) {
