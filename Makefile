@@ -1,10 +1,11 @@
-# `make test` runs every test the repository has; it installs what it needs itself.
+# `make test` runs every test the repository has; it installs what it needs itself (a private PostgreSQL server
+# for the PostgreSQL store's tests: scripts/with-postgres.sh).
 # `make demo` runs the main demo (interactive in a terminal; `make demo ARGS="--auto approve"`).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test lint test-rust test-python test-node test-swift demo remote-demo bench doc
+.PHONY: help test test-all lint test-rust test-python test-node test-swift demo remote-demo bench doc
 
 help:
 	@echo "signoff: a person between your AI agent and the tools it calls"
@@ -12,19 +13,26 @@ help:
 	@echo "The two commands:"
 	@echo "  make demo          an agent asks to delete files; you approve or deny in this terminal"
 	@echo "                     (make demo ARGS=\"--auto approve\", ARGS=\"--auto deny\", ARGS=\"--timeout 10\")"
-	@echo "  make test          every test in every language (installs what it needs: a Python venv, npm packages)"
+	@echo "  make test          every test in every language (installs what it needs: a Python venv, npm packages,"
+	@echo "                     PostgreSQL; every suite runs against one private server started for the run)"
 	@echo
 	@echo "The rest:"
 	@echo "  make remote-demo   remote approval with signed tokens on the durable store, across a crash"
 	@echo "  make lint          cargo fmt --check and clippy with warnings as errors (part of make test)"
-	@echo "  make test-rust     the core, the examples and the shared vectors (Rust)"
+	@echo "  make test-rust     the core (memory, SQLite and PostgreSQL stores), the examples and the shared vectors"
+	@echo "                     (Rust; starts its own PostgreSQL server unless SIGNOFF_TEST_POSTGRES_URL is set)"
 	@echo "  make test-python   the Python package (bindings-python/test.sh)"
 	@echo "  make test-node     the Node package (bindings-node/test.sh)"
 	@echo "  make test-swift    the Swift package, through uniffi's Python bindings (bindings-swift/test.sh)"
 	@echo "  make bench         the Rust benchmarks (figures in BENCHMARKS.md)"
 	@echo "  make doc           the core's API documentation (target/doc/signoff)"
 
-test: lint test-rust test-python test-node test-swift
+# Every suite runs under one private PostgreSQL server (scripts/with-postgres.sh: started here, stopped and deleted
+# when the run ends, whatever its outcome); nested targets see SIGNOFF_TEST_POSTGRES_URL and use it.
+test:
+	scripts/with-postgres.sh $(MAKE) --no-print-directory test-all
+
+test-all: lint test-rust test-python test-node test-swift
 	@echo "make test: all suites passed"
 
 # Format, lints and the core's API docs, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
@@ -34,13 +42,19 @@ lint:
 	$(CARGO) clippy --locked --workspace --all-targets --exclude signoff-node -- -D warnings
 	$(CARGO) clippy --locked -p signoff-node --lib -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff --features postgres
 
+# Alone, it starts its own PostgreSQL server; under `make test` (SIGNOFF_TEST_POSTGRES_URL set), it uses that one.
 test-rust:
-	$(CARGO) test --locked -p signoff -p signoff-examples
+ifeq ($(SIGNOFF_TEST_POSTGRES_URL),)
+	scripts/with-postgres.sh $(MAKE) --no-print-directory test-rust
+else
+	$(CARGO) test --locked -p signoff -p signoff-examples -p signoff-cli --features signoff/postgres
 	examples/check-demo.sh
 	examples/check-remote.sh
 	examples/check-quickstart.sh
 	examples/check-sdk-loop.sh
+endif
 
 test-python:
 	bash bindings-python/test.sh

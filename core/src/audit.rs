@@ -375,16 +375,10 @@ impl Chain {
         })
     }
 
-    fn write(&mut self, mut r: AuditRecord) -> std::io::Result<()> {
-        r.seq = Some(self.next_seq);
-        r.prev_hash = Some(std::mem::take(&mut self.prev));
-        r.hash = None;
-        let mut line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
-        let hash = crate::display::sha256_hex(&line);
-        line.pop(); // the closing brace
-        line.extend_from_slice(b",\"hash\":\"");
-        line.extend_from_slice(hash.as_bytes());
-        line.extend_from_slice(b"\"}\n");
+    fn write(&mut self, r: AuditRecord) -> std::io::Result<()> {
+        let (mut line, hash) =
+            chained_line(r, self.next_seq, std::mem::take(&mut self.prev)).map_err(std::io::Error::other)?;
+        line.push(b'\n');
         self.file.write_all(&line)?;
         self.size += line.len() as u64;
         self.next_seq += 1;
@@ -408,6 +402,23 @@ impl Chain {
         self.size = 0;
         Ok(())
     }
+}
+
+/// `r` as the chained record `seq` after the record whose hash is `prev_hash`: the line (no
+/// newline) with `seq`, `prev_hash` and, last, `hash` (SHA-256 hex of the line without its `hash`
+/// field), and that hash. Every chained sink (the JSON Lines file, the PostgreSQL table) writes
+/// records through this, so one verifier checks them all.
+pub(crate) fn chained_line(mut r: AuditRecord, seq: u64, prev_hash: String) -> serde_json::Result<(Vec<u8>, String)> {
+    r.seq = Some(seq);
+    r.prev_hash = Some(prev_hash);
+    r.hash = None;
+    let mut line = serde_json::to_vec(&r)?;
+    let hash = crate::display::sha256_hex(&line);
+    line.pop(); // the closing brace
+    line.extend_from_slice(b",\"hash\":\"");
+    line.extend_from_slice(hash.as_bytes());
+    line.extend_from_slice(b"\"}");
+    Ok((line, hash))
 }
 
 fn rotated_path(path: &Path, n: u64) -> PathBuf {
@@ -763,6 +774,17 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
             }
         }
     }
+    Ok(verify_lines(files, &lines, anchored))
+}
+
+/// Checks chained records as one chain: `lines` holds (index into `files`, line number, the
+/// record's bytes), in chain order; problems are reported at those files and line numbers. The
+/// file verifier and the PostgreSQL table's verifier (a row's `seq` as its line) share it.
+pub(crate) fn verify_lines(
+    files: Vec<PathBuf>,
+    lines: &[(usize, usize, Vec<u8>)],
+    anchored: Option<&ChainHead>,
+) -> ChainReport {
     // Every seq present, to tell a record that moved from one that is gone.
     let parsed: Vec<Option<(AuditRecord, String, bool)>> = lines
         .iter()
@@ -793,16 +815,16 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
             |kind, seq, message: String| ChainProblem { kind, file: files[*fi].clone(), line: *line, seq, message };
         let Some((rec, hash, hash_ok)) = p else {
             report.problem = Some(problem(ChainProblemKind::Malformed, None, "not a chained audit record".into()));
-            return Ok(report);
+            return report;
         };
         let Some(seq) = rec.seq else {
             report.problem = Some(problem(ChainProblemKind::Malformed, None, "the record has no seq".into()));
-            return Ok(report);
+            return report;
         };
         if !hash_ok {
             report.problem =
                 Some(problem(ChainProblemKind::Edited, Some(seq), format!("record {seq} does not match its hash")));
-            return Ok(report);
+            return report;
         }
         if seq != expected_seq {
             let (kind, message) = if seq < expected_seq || present.contains(&expected_seq) {
@@ -817,7 +839,7 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
                 )
             };
             report.problem = Some(problem(kind, Some(seq), message));
-            return Ok(report);
+            return report;
         }
         if rec.prev_hash.as_deref() != Some(report.head.as_str()) {
             // The previous record was edited and re-hashed: this one chained to its old version.
@@ -829,7 +851,7 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
                 seq: seq.checked_sub(1),
                 message: format!("record {seq} chains to a different version of the record before it"),
             });
-            return Ok(report);
+            return report;
         }
         if let Some(a) = anchored
             && a.seq == seq
@@ -840,7 +862,7 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
                 Some(seq),
                 format!("record {seq} is not the record the anchor holds (hash {})", a.hash),
             ));
-            return Ok(report);
+            return report;
         }
         report.head = hash.clone();
         report.records += 1;
@@ -868,5 +890,5 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
             ),
         });
     }
-    Ok(report)
+    report
 }

@@ -66,6 +66,14 @@ pub struct GateConfig {
     pub store_path: Option<PathBuf>,
     /// `synchronous = FULL` for the store (needs `store_path`).
     pub synchronous_full: bool,
+    /// Keep requests in this PostgreSQL database (`postgres://...`), shared with every gate that
+    /// connects to it (exclusive with `store_path`; cargo feature `postgres`).
+    pub store_url: Option<String>,
+    /// This gate's owner name in the shared store (see
+    /// [`PostgresOptions::owner`](crate::PostgresOptions)); needs `store_url`.
+    pub store_owner: Option<String>,
+    /// The PostgreSQL schema for the tables (default: the search path); needs `store_url`.
+    pub store_schema: Option<String>,
     /// Append the audit chain to this JSON Lines file.
     pub audit_path: Option<PathBuf>,
     /// Rotate the audit log at this many bytes (needs `audit_path`; at least 1).
@@ -81,6 +89,8 @@ impl std::fmt::Debug for GateConfig {
         f.debug_struct("GateConfig")
             .field("default_timeout", &self.default_timeout)
             .field("store_path", &self.store_path)
+            .field("store_url", &self.store_url.as_ref().map(|_| "redacted"))
+            .field("store_owner", &self.store_owner)
             .field("audit_path", &self.audit_path)
             .field("token_keys", &self.token_keys.as_ref().map(|_| "redacted"))
             .finish_non_exhaustive()
@@ -88,7 +98,7 @@ impl std::fmt::Debug for GateConfig {
 }
 
 /// Every option: its snake_case name and what it holds.
-const OPTIONS: [(&str, Kind); 15] = [
+const OPTIONS: [(&str, Kind); 18] = [
     ("default_timeout_ms", Kind::Millis),
     ("keywords", Kind::Strings),
     ("deny_when_unobserved", Kind::Bool),
@@ -100,6 +110,9 @@ const OPTIONS: [(&str, Kind); 15] = [
     ("forbid_self_approval", Kind::Bool),
     ("store_path", Kind::Path),
     ("synchronous_full", Kind::Bool),
+    ("store_url", Kind::Text),
+    ("store_owner", Kind::Text),
+    ("store_schema", Kind::Text),
     ("audit_path", Kind::Path),
     ("audit_rotate_bytes", Kind::Count { min: 1, max: 1 << 53 }),
     ("token_keys", Kind::Keys),
@@ -113,6 +126,7 @@ enum Kind {
     Bool,
     Count { min: u64, max: u64 },
     Path,
+    Text,
     ApproverMap,
     Keys,
 }
@@ -207,6 +221,9 @@ impl GateConfig {
                     c.audit_rotate_bytes = Some(count(name, value, min, max)?)
                 }
                 ("store_path", _) => c.store_path = Some(path(name, value)?),
+                ("store_url", _) => c.store_url = Some(text(name, value)?),
+                ("store_owner", _) => c.store_owner = Some(text(name, value)?),
+                ("store_schema", _) => c.store_schema = Some(text(name, value)?),
                 ("audit_path", _) => c.audit_path = Some(path(name, value)?),
                 ("approvers", _) => c.approvers = Some(approver_map(name, value)?),
                 ("token_keys", _) => {
@@ -227,6 +244,30 @@ impl GateConfig {
         let needs = |what: &str, other: &str| Error::Config(format!("`{}` needs `{}`", n(what), n(other)));
         if self.synchronous_full && self.store_path.is_none() {
             return Err(needs("synchronous_full", "store_path"));
+        }
+        if self.store_url.is_some() && self.store_path.is_some() {
+            return Err(Error::Config(format!(
+                "pass either `{}` (SQLite, one process) or `{}` (PostgreSQL, many): not both",
+                n("store_path"),
+                n("store_url")
+            )));
+        }
+        if let Some(schema) = &self.store_schema
+            && !crate::store::is_schema_name(schema)
+        {
+            return Err(Error::Config(format!(
+                "`{}`: use 1 to 63 ASCII letters, digits or underscores, got {schema:?}",
+                n("store_schema")
+            )));
+        }
+        if let Some(url) = &self.store_url {
+            crate::store::check_store_url(url).map_err(|e| Error::Config(format!("`{}`: {e}", n("store_url"))))?;
+        }
+        if self.store_owner.is_some() && self.store_url.is_none() {
+            return Err(needs("store_owner", "store_url"));
+        }
+        if self.store_schema.is_some() && self.store_url.is_none() {
+            return Err(needs("store_schema", "store_url"));
         }
         if self.audit_rotate_bytes.is_some() && self.audit_path.is_none() {
             return Err(needs("audit_rotate_bytes", "audit_path"));
@@ -317,11 +358,31 @@ impl GateConfig {
             let options = crate::SqliteOptions { synchronous_full: self.synchronous_full };
             b = b.store(crate::SqliteStore::open_with(p, options)?);
         }
+        if let Some(url) = &self.store_url {
+            b = b.store(self.postgres(url)?);
+        }
         if let Some(p) = &self.audit_path {
             let options = crate::AuditOptions { rotate_bytes: self.audit_rotate_bytes };
             b = b.audit(crate::JsonlAuditSink::open_with(p, options)?);
         }
         Ok(b)
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres(&self, url: &str) -> Result<Arc<dyn crate::PendingStore>> {
+        let options = crate::PostgresOptions {
+            owner: self.store_owner.clone(),
+            schema: self.store_schema.clone(),
+            sweep_interval: None,
+        };
+        Ok(crate::PostgresStore::connect(url, options)?)
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn postgres(&self, _url: &str) -> Result<Arc<dyn crate::PendingStore>> {
+        Err(Error::Config(
+            "store_url: this build of signoff has no PostgreSQL support (cargo feature `postgres`)".into(),
+        ))
     }
 
     /// Validates and builds the gate (see [`builder`](Self::builder)).
@@ -390,6 +451,13 @@ fn path(name: &str, v: &Value) -> Result<PathBuf> {
     match v.as_str() {
         Some(s) if !s.is_empty() => Ok(PathBuf::from(s)),
         _ => Err(wrong(name, "a non-empty path", v)),
+    }
+}
+
+fn text(name: &str, v: &Value) -> Result<String> {
+    match v.as_str() {
+        Some(s) if !s.trim().is_empty() => Ok(s.to_owned()),
+        _ => Err(wrong(name, "a non-empty string", v)),
     }
 }
 

@@ -50,6 +50,8 @@ mod executor;
 mod gate;
 pub mod json;
 pub mod policy;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 pub mod store;
 pub mod token;
@@ -72,10 +74,12 @@ pub use gate::{
     PendingPage, Recovery, Subscription, SubscriptionCloser, ToolCall,
 };
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresAuditSink, PostgresOptions, PostgresStore, verify_chain_postgres};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
 pub use store::{
     AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingCursor, PendingStore,
-    RecordState, ResponseAuthenticator, StateChange, StoredRecord,
+    RecordState, ResponseAuthenticator, StateChange, StoreFuture, StoreWatcher, StoredRecord,
 };
 pub use token::{Secret, TokenClaims, TokenKeys, TokenResponse};
 pub use tool::{

@@ -59,18 +59,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The states a request may move to `state` from.
-fn predecessors(state: RecordState) -> &'static [&'static str] {
-    match state {
-        RecordState::Pending => &[],
-        RecordState::Approved | RecordState::Denied | RecordState::TimedOut => &["pending"],
-        RecordState::Cancelled => &["pending", "approved", "denied"],
-        RecordState::Released | RecordState::Executing => &["approved"],
-        RecordState::Done => &["executing"],
-        RecordState::Interrupted => &["approved", "executing"],
-    }
-}
-
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Arc<Self>> {
@@ -202,6 +190,8 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
             responder,
             token,
             result: result.as_deref().map(|r| parse("result", r)).transpose()?,
+            reason: None,
+            scope: Default::default(),
             updated_at_ms: updated.max(0) as u64,
         })
     })())
@@ -325,7 +315,7 @@ impl PendingStore for SqliteStore {
 
     fn transition(&self, id: &Uuid, change: StateChange<'_>) -> Result<()> {
         let json = |v: Option<&serde_json::Value>| v.map(|v| serde_json::to_string(v).unwrap_or_default());
-        let from = predecessors(change.state);
+        let from = change.state.predecessors();
         // Up to three allowed predecessors, padded with the first ("" matches nothing).
         let pad = from.first().copied().unwrap_or("");
         let allowed = [pad, from.get(1).copied().unwrap_or(pad), from.get(2).copied().unwrap_or(pad)];
@@ -354,7 +344,8 @@ impl PendingStore for SqliteStore {
             ])
             .map_err(db_err)?
         };
-        if change.state != RecordState::Pending {
+        // Only a change that happened ends the listing (a refused one leaves it as it was).
+        if changed == 1 && change.state != RecordState::Pending {
             lock(&self.pending).remove(id);
         }
         if changed == 1 {

@@ -11,12 +11,29 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
+/// A store operation completed elsewhere (see [`PendingStore::insert_async`]).
+pub type StoreFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'static>>;
+
 /// Where pending requests live while they wait. The gate inserts a request before publishing
 /// it and removes it exactly once when it resolves; [`Gate::pending`](crate::Gate::pending)
 /// (the snapshot a late or lagging UI re-syncs from) lists it.
 pub trait PendingStore: Send + Sync + 'static {
     /// Stores a new pending request. An error refuses the call (it never runs unapproved).
     fn insert(&self, request: Arc<ConfirmationRequest>) -> Result<()>;
+    /// Stores a new pending request without blocking the caller, for a store whose insert waits
+    /// on I/O (a database round trip): the gate publishes the request once the returned future
+    /// completes, and meanwhile the call's task is free. If the call goes away first, the gate
+    /// sets `abandoned`; the store must then end the request (`cancelled`) once it is stored,
+    /// so no pending request is left without a caller. `None` (the default): the gate calls
+    /// [`insert`](Self::insert).
+    fn insert_async(
+        &self,
+        request: Arc<ConfirmationRequest>,
+        abandoned: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<StoreFuture<()>> {
+        let _ = (request, abandoned);
+        None
+    }
     /// Removes a request that has resolved.
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>>;
     /// One request.
@@ -73,10 +90,71 @@ pub trait PendingStore: Send + Sync + 'static {
     fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn crate::audit::AuditAnchor>> {
         None
     }
+    /// True when other processes answer this store's requests too: a database that many agents
+    /// and approvers on many hosts share ([`PostgresStore`](crate::PostgresStore)). The gate then
+    /// records every decision through the store first (its guarded transition decides which of
+    /// two racing answers wins), answers requests it does not wait for itself by changing them
+    /// in the store, learns of decisions made elsewhere through [`watch`](Self::watch), and
+    /// takes deadlines from the store's clock ([`time_left`](Self::time_left)).
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Shared stores: from now on, tell `watcher` when a request this store inserted (or
+    /// restored) leaves `pending` through another process. A hint, never the truth: the gate
+    /// acts on the records it is handed, which the store has just read. The default does nothing.
+    fn watch(&self, watcher: std::sync::Weak<dyn StoreWatcher>) {
+        let _ = watcher;
+    }
+    /// Shared stores: how long a pending request has before its deadline by the store's clock
+    /// (hosts' clocks may disagree); `None` when it is not pending. The default is `None`.
+    fn time_left(&self, id: &Uuid) -> Option<std::time::Duration> {
+        let _ = id;
+        None
+    }
     /// Releases what the store holds (files, locks); called by [`Gate::close`](crate::Gate::close)
     /// after every pending request has been resolved. Later operations fail with `store`. The
     /// default does nothing.
     fn close(&self) {}
+}
+
+/// Checks that `url` is a PostgreSQL connection string (without connecting).
+pub(crate) fn check_store_url(url: &str) -> std::result::Result<(), String> {
+    #[cfg(feature = "postgres")]
+    {
+        url.parse::<tokio_postgres::Config>()
+            .map(|_| ())
+            .map_err(|e| format!("not a PostgreSQL connection string: {e}"))
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = url;
+        Err("this build of signoff has no PostgreSQL support (cargo feature `postgres`)".into())
+    }
+}
+
+/// A schema name the PostgreSQL store accepts: 1 to 63 ASCII letters, digits, underscores.
+pub(crate) fn is_schema_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 63 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Told by a shared store ([`PendingStore::watch`]) which of its requests another process
+/// decided. Implemented by the gate.
+pub trait StoreWatcher: Send + Sync + 'static {
+    /// These requests left `pending` elsewhere; each record was read after the change.
+    fn changed(&self, records: Vec<StoredRecord>);
+    /// Whether to be told of requests other processes make ([`appeared`](Self::appeared)): only
+    /// when someone here shows or answers them. The default is `false`.
+    fn wants_requests(&self) -> bool {
+        false
+    }
+    /// Other processes made these requests (still pending when read).
+    fn appeared(&self, requests: Vec<Arc<ConfirmationRequest>>) {
+        let _ = requests;
+    }
+    /// Requests that [`appeared`](Self::appeared) here ended (each record read after the change).
+    fn ended(&self, records: Vec<StoredRecord>) {
+        let _ = records;
+    }
 }
 
 /// Where a request is in its life. Persisted by durable stores:
@@ -132,6 +210,19 @@ impl RecordState {
     pub fn is_final(self) -> bool {
         !matches!(self, RecordState::Pending | RecordState::Approved | RecordState::Executing)
     }
+    /// The states a request may move to this one from (every durable store guards its
+    /// transitions with this table): `approved`, `denied` and `timed-out` only from `pending`,
+    /// `executing` and `released` only from `approved`, `done` only from `executing`.
+    pub fn predecessors(self) -> &'static [&'static str] {
+        match self {
+            RecordState::Pending => &[],
+            RecordState::Approved | RecordState::Denied | RecordState::TimedOut => &["pending"],
+            RecordState::Cancelled => &["pending", "approved", "denied"],
+            RecordState::Released | RecordState::Executing => &["approved"],
+            RecordState::Done => &["executing"],
+            RecordState::Interrupted => &["approved", "executing"],
+        }
+    }
 }
 
 const ALL_STATES: [RecordState; 9] = [
@@ -159,12 +250,16 @@ pub struct StateChange<'a> {
     pub token: Option<&'a str>,
     /// `done`: the tool's result; `interrupted`, `cancelled`: a note.
     pub result: Option<&'a Value>,
+    /// `denied`: the person's reason (kept by shared stores, where the waiting process reads it).
+    pub reason: Option<&'a str>,
+    /// `approved`: the approval's scope (kept by shared stores).
+    pub scope: Option<crate::event::Scope>,
 }
 
 impl<'a> StateChange<'a> {
     /// A change to `state` with nothing else recorded.
     pub fn to(state: RecordState) -> Self {
-        StateChange { state, arguments: None, responder: None, token: None, result: None }
+        StateChange { state, arguments: None, responder: None, token: None, result: None, reason: None, scope: None }
     }
 }
 
@@ -187,6 +282,12 @@ pub struct StoredRecord {
     /// The tool's result (`done`) or a note (`interrupted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+    /// A denial's reason (shared stores keep it; `None` elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// An approval's scope (shared stores keep it; [`Scope::Once`](crate::Scope::Once) elsewhere).
+    #[serde(default)]
+    pub scope: crate::event::Scope,
     /// When the state last changed (epoch ms).
     pub updated_at_ms: u64,
 }

@@ -4,6 +4,9 @@
 //! anchored, which finds records cut from the end (the chain alone cannot). Run it after the gate
 //! has stopped: a running gate holds its database locked.
 //! Exit status: 0 intact, 1 tampered, 2 usage or I/O error.
+//!
+//! Superseded by `signoff audit verify` (the `signoff` program, `cli/`), which also checks the
+//! PostgreSQL audit table; this spelling is kept for `examples/check-remote.sh`.
 
 const USAGE: &str = "usage: signoff-audit verify <audit.jsonl> [--store <signoff.db>]";
 

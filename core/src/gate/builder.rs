@@ -136,8 +136,12 @@ impl GateBuilder {
         if let (Some(audit), Some(anchor)) = (&self.audit, store.clone().audit_anchor()) {
             audit.set_anchor(anchor);
         }
+        let shared = store.is_shared();
         let gate = Gate {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me| Inner {
+                inserting: Mutex::new(HashMap::default()),
+                watcher: shared
+                    .then(|| Arc::new(super::shared::Watcher(me.clone())) as Arc<dyn crate::store::StoreWatcher>),
                 policy: self.policy,
                 tools: RwLock::new(HashMap::default()),
                 bus,
@@ -166,6 +170,9 @@ impl GateBuilder {
             }),
         };
 
+        if let Some(w) = &gate.inner.watcher {
+            gate.inner.store.watch(Arc::downgrade(w));
+        }
         for t in self.tools {
             gate.register(t)?;
         }

@@ -1,6 +1,6 @@
 //! The [`Confirm`] future: publish, wait for a decision or the deadline, cancel on drop.
 
-use super::{Gate, Prepared, Resolution, Waiting};
+use super::{Gate, Inserting, Prepared, Resolution, TimeOut, Waiting};
 use crate::error::Result;
 use crate::event::CancelReason;
 use crate::gate::{ApprovedBy, Decision, ToolCall};
@@ -45,8 +45,12 @@ pin_project_lite::pin_project! {
     impl PinnedDrop for Confirm<'_> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let ConfirmStateProj::Waiting { waiting, .. } = this.state.project() {
-                this.gate.cancel(waiting.id, CancelReason::Aborted);
+            match this.state.project() {
+                ConfirmStateProj::Waiting { waiting, .. } => {
+                    this.gate.cancel(waiting.id, CancelReason::Aborted);
+                }
+                ConfirmStateProj::Inserting { ins: Some(ins) } => this.gate.abandon(ins),
+                _ => {}
             }
         }
     }
@@ -57,6 +61,7 @@ pin_project_lite::pin_project! {
     #[project = ConfirmStateProj]
     enum ConfirmState {
         Start { tool: Option<Arc<CompiledTool>>, call: Option<ToolCall> },
+        Inserting { ins: Option<Inserting> },
         Waiting { waiting: Waiting, #[pin] sleep: Option<tokio::time::Sleep> },
         Done,
     }
@@ -100,7 +105,21 @@ impl std::future::Future for Confirm<'_> {
                     let sleep = tokio::time::sleep_until(w.deadline);
                     this.state.set(ConfirmState::Waiting { waiting: w, sleep: Some(sleep) });
                 }
+                Ok(Prepared::Insert(ins)) => this.state.set(ConfirmState::Inserting { ins: Some(ins) }),
             }
+        }
+        if let ConfirmStateProj::Inserting { ins } = this.state.as_mut().project() {
+            let stored = match ins.as_mut().expect("`Confirm` polled after completion").stored.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(r) => r,
+            };
+            let ins = ins.take().expect("checked above");
+            if let Err(e) = this.gate.inserted(&ins, stored) {
+                this.state.set(ConfirmState::Done);
+                return Poll::Ready(Err(e));
+            }
+            let sleep = tokio::time::sleep_until(ins.waiting.deadline);
+            this.state.set(ConfirmState::Waiting { waiting: ins.waiting, sleep: Some(sleep) });
         }
         let ConfirmStateProj::Waiting { waiting: w, mut sleep } = this.state.as_mut().project() else {
             panic!("`Confirm` polled after completion");
@@ -111,10 +130,21 @@ impl std::future::Future for Confirm<'_> {
             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
             Poll::Pending => match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
                 Some(Poll::Ready(())) => match this.gate.time_out(w.id) {
-                    Some(r) => r,
+                    TimeOut::Now(r) => r,
+                    // A shared store's clock is behind ours: wait until its deadline.
+                    TimeOut::RetryIn(d) => {
+                        sleep.set(Some(tokio::time::sleep(d)));
+                        match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+                            Some(Poll::Ready(())) => {
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
+                            _ => return Poll::Pending,
+                        }
+                    }
                     // Someone claimed it just before the deadline (possibly on another thread)
                     // and is about to send: stop the timer and wait for what they send.
-                    None => {
+                    TimeOut::Elsewhere => {
                         sleep.set(None);
                         match std::pin::Pin::new(&mut w.rx).poll(cx) {
                             Poll::Ready(Ok(r)) => r,

@@ -28,6 +28,7 @@ mod confirm;
 mod grants;
 mod recovery;
 mod respond;
+mod shared;
 mod tokens;
 pub use builder::GateBuilder;
 pub use bus::{LAGGED_SNAPSHOT_LIMIT, Lagged, PendingPage, Subscription, SubscriptionCloser};
@@ -52,9 +53,30 @@ enum Resolution {
 pub(crate) enum Prepared {
     Done(Decision),
     Wait(Waiting),
+    /// The store is writing the request; it is published once stored.
+    Insert(Inserting),
+}
+
+/// A request whose waiter exists and whose store write is under way.
+pub(crate) struct Inserting {
+    waiting: Waiting,
+    request: Arc<ConfirmationRequest>,
+    stored: crate::store::StoreFuture<()>,
+    /// Set when the call goes away before the write completes (the store then ends the row).
+    abandoned: Arc<AtomicBool>,
 }
 
 /// A published request and the receiving end of its decision.
+/// What a deadline that passed locally turned out to mean.
+enum TimeOut {
+    /// Timed out now, by this call.
+    Now(Resolution),
+    /// Someone else claimed the request and is about to send its resolution.
+    Elsewhere,
+    /// The store's clock says the deadline is still ahead: look again then.
+    RetryIn(Duration),
+}
+
 pub(crate) struct Waiting {
     id: Uuid,
     rx: oneshot::Receiver<Resolution>,
@@ -125,6 +147,12 @@ pub(crate) struct Inner {
     recovered: AtomicBool,
     /// The no-approver warning was printed.
     warned_unobserved: AtomicBool,
+    /// What a shared store calls when another process decides one of this gate's requests
+    /// (the store holds it weakly).
+    watcher: Option<Arc<dyn crate::store::StoreWatcher>>,
+    /// Requests whose store write is under way, with whether they were cancelled meanwhile
+    /// (the row is then ended once written). Shared or asynchronous stores only.
+    inserting: Mutex<HashMap<Uuid, bool, FxBuildHasher>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -277,28 +305,92 @@ impl Gate {
             self.inner.requests_made.store(true, Ordering::Relaxed);
             self.warn_if_unrecovered();
         }
+        let shared = self.inner.store.is_shared();
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let deferred = self.inner.store.insert_async(request.clone(), abandoned.clone());
+        if shared || deferred.is_some() {
+            lock(&self.inner.inserting).insert(id, false);
+        }
         {
             // The store makes the request visible (`pending`, `pending_request`): its waiter must
             // exist by then, or a UI that lists it and answers at once would get `unknown_request`.
             // Nothing takes the waiters lock while holding a store lock, so this cannot deadlock.
             let mut waiters = lock(&self.inner.waiters);
-            self.inner.store.insert(request.clone())?;
+            if !shared && deferred.is_none() {
+                self.inner.store.insert(request.clone())?;
+            }
             waiters.insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
         }
         // From here on, dropping the `Confirm` future that holds this cancels the request.
         let waiting = Waiting { id, rx, deadline, timeout_ms };
+        if let Some(stored) = deferred {
+            return Ok(Prepared::Insert(Inserting { waiting, request, stored, abandoned }));
+        }
+        if shared {
+            // A database round trip: not under the waiters lock, which every answer takes.
+            let stored = self.inner.store.insert(request.clone());
+            self.stored(&request, stored)?;
+        } else {
+            self.publish_new(&request);
+        }
+        Ok(Prepared::Wait(waiting))
+    }
+
+    /// The store's write of a new request completed: the request is published, or the call
+    /// fails with the store's error.
+    pub(super) fn inserted(&self, ins: &Inserting, stored: Result<()>) -> Result<()> {
+        self.stored(&ins.request, stored)
+    }
+
+    /// After a (shared or asynchronous) store wrote a new request, or failed to.
+    fn stored(&self, request: &Arc<ConfirmationRequest>, stored: Result<()>) -> Result<()> {
+        let id = request.id;
+        let cancelled_meanwhile = lock(&self.inner.inserting).remove(&id).unwrap_or(false);
+        if let Err(e) = stored {
+            lock(&self.inner.waiters).remove(&id);
+            return Err(e);
+        }
+        if cancelled_meanwhile {
+            // Cancelled (the gate closed, the call went away) while the row was being written:
+            // end the row too.
+            let _ = self.inner.store.transition(&id, StateChange::to(RecordState::Cancelled));
+        }
+        // Answered already (it was visible once written): recorded, but not announced as new.
+        let open = lock(&self.inner.waiters).contains_key(&id);
+        self.publish_new_as(request, open);
+        Ok(())
+    }
+
+    /// The call behind a request being written went away.
+    pub(super) fn abandon(&self, ins: &Inserting) {
+        ins.abandoned.store(true, Ordering::SeqCst);
+        self.cancel(ins.request.id, CancelReason::Aborted);
+    }
+
+    /// Audits and announces a stored request, then applies the closed and no-approver rules.
+    fn publish_new(&self, request: &Arc<ConfirmationRequest>) {
+        self.publish_new_as(request, true)
+    }
+
+    fn publish_new_as(&self, request: &Arc<ConfirmationRequest>, announce: bool) {
+        let id = request.id;
+        let shared = self.inner.store.is_shared();
         self.audit(|| {
-            let mut r = AuditRecord::about(AuditKind::Request, &request);
+            let mut r = AuditRecord::about(AuditKind::Request, request);
             r.arguments = Some(request.arguments.clone());
             r.reason = Some(request.reasons.join("; "));
             r
         });
-        self.announce(&request);
+        if !announce {
+            return;
+        }
+        self.announce(request);
         // The waiter was inserted before these checks, and `close` / the last approver's
         // departure flip their flag before sweeping the waiters: one side always sees it.
         if self.is_closed() {
             self.cancel(id, CancelReason::Shutdown);
         } else if self.inner.deny_when_unobserved
+            && !shared
             && !self.has_approver()
             && self.cancel(id, CancelReason::NoApprover)
             && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed)
@@ -309,10 +401,9 @@ impl Gate {
                  so it was cancelled at once (no-approver) and did not run. Attach an approver before calling \
                  (on_request, on_request_inline, an event subscription, a console), or build the gate with \
                  deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
-                tool = tool.name()
+                tool = request.tool
             );
         }
-        Ok(Prepared::Wait(waiting))
     }
 
     /// The first request on a durable store whose earlier requests were never recovered.
@@ -330,8 +421,35 @@ impl Gate {
     }
 
     /// The deadline passed: time the request out, unless a response claimed it first.
-    fn time_out(&self, id: Uuid) -> Option<Resolution> {
-        let w = self.claim(&id, Outcome::TimedOut)?;
+    fn time_out(&self, id: Uuid) -> TimeOut {
+        if self.inner.store.is_shared() {
+            return self.time_out_shared(id);
+        }
+        match self.claim(&id, Outcome::TimedOut) {
+            Some(w) => {
+                self.timed_out(w, false);
+                TimeOut::Now(Resolution::TimedOut)
+            }
+            None => TimeOut::Elsewhere,
+        }
+    }
+
+    /// Publishes and records a claimed request's timeout (`recorded`: the store has it already).
+    /// The caller hands the waiting call its resolution itself (see [`deliver_timeout`](Self::deliver_timeout)).
+    fn timed_out(&self, w: Waiter, recorded: bool) {
+        self.publish_timeout(&w);
+        self.finish_local(w, Resolution::TimedOut, now_ms(), recorded);
+    }
+
+    /// [`timed_out`](Self::timed_out) for a call that waits elsewhere: the resolution goes
+    /// through the waiter.
+    fn deliver_timeout(&self, w: Waiter, recorded: bool) {
+        self.publish_timeout(&w);
+        self.resolve_as(w, Resolution::TimedOut, now_ms(), recorded);
+    }
+
+    fn publish_timeout(&self, w: &Waiter) {
+        let id = w.request.id;
         let now = now_ms();
         self.publish_with(|| {
             Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
@@ -342,8 +460,6 @@ impl Gate {
                 at_ms: now,
             }))
         });
-        self.finish_local(w, Resolution::TimedOut, now);
-        Some(Resolution::TimedOut)
     }
 
     fn bypass(&self, tool: &CompiledTool, call: ToolCall, by: ApprovedBy) -> Decision {
@@ -394,9 +510,10 @@ impl Gate {
 
     /// Publishes the resolved event, records the outcome and forgets the request. Called by
     /// whoever removed the waiter from the map: exactly once per request.
-    fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64) {
+    fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64, recorded: bool) {
         // Approvals and denials were recorded by `apply` before the waiter learned of them.
         let state = match &res {
+            _ if recorded => None,
             Resolution::TimedOut => Some(RecordState::TimedOut),
             Resolution::Cancelled(_) => Some(RecordState::Cancelled),
             _ => None,
@@ -473,7 +590,7 @@ impl Gate {
     /// detail goes to the audit log and stderr, never to the model. Returns whether it was
     /// still pending (a concurrent answer may have won).
     pub(crate) fn fail_approval(&self, id: &Uuid, detail: &str) -> bool {
-        let Some(w) = self.claim(id, Outcome::Cancelled) else { return false };
+        let Some((w, recorded)) = self.claim_cancel(id) else { return false };
         eprintln!(
             "signoff: the approval step for request {id} (`{}`) failed: {detail}; the request is cancelled and the tool does not run",
             w.request.tool
@@ -484,22 +601,37 @@ impl Gate {
                 .with_responder(Some(crate::dispatch::HANDLER_RESPONDER.into()))
                 .with_reason(detail)
         });
-        self.resolve(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms());
+        self.resolve_as(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms(), recorded);
         true
     }
 
     fn cancel(&self, id: Uuid, reason: CancelReason) -> bool {
-        match self.claim(&id, Outcome::Cancelled) {
-            Some(w) => {
-                self.resolve(w, Resolution::Cancelled(reason), now_ms());
+        match self.claim_cancel(&id) {
+            Some((w, recorded)) => {
+                self.resolve_as(w, Resolution::Cancelled(reason), now_ms(), recorded);
                 true
             }
             None => false,
         }
     }
 
+    /// Claims a waiter to cancel it. With a shared store the store's guarded change comes
+    /// first: a decision another process recorded just before wins (and is delivered), and
+    /// `None` is returned. The flag says whether the store has the cancellation.
+    fn claim_cancel(&self, id: &Uuid) -> Option<(Waiter, bool)> {
+        if !self.inner.store.is_shared() {
+            return self.claim(id, Outcome::Cancelled).map(|w| (w, false));
+        }
+        self.claim_cancel_shared(id)
+    }
+
     /// Delivers `res` to the waiter and reports the final state. Returns the reported outcome.
     fn resolve(&self, w: Waiter, res: Resolution, at_ms: u64) -> Outcome {
+        self.resolve_as(w, res, at_ms, false)
+    }
+
+    /// [`resolve`](Self::resolve); `recorded`: the store already holds this outcome.
+    fn resolve_as(&self, w: Waiter, res: Resolution, at_ms: u64, recorded: bool) -> Outcome {
         let report = match &res {
             Resolution::Approved { arguments: _, edited, scope, responder } => Resolution::Approved {
                 arguments: Value::Null,
@@ -527,11 +659,13 @@ impl Gate {
                     Resolution::TimedOut => Outcome::TimedOut,
                     Resolution::Cancelled(_) => Outcome::Cancelled,
                 };
-                self.finish_local(shell, report, at_ms);
+                self.finish_local(shell, report, at_ms, recorded);
                 o
             }
             Err(_) => {
-                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted), at_ms);
+                // The waiting task is gone: whatever was recorded, the tool does not run.
+                let recorded = recorded && matches!(report, Resolution::Cancelled(_));
+                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted), at_ms, recorded);
                 Outcome::Cancelled
             }
         }
@@ -555,10 +689,10 @@ impl Gate {
 
     fn cancel_where(&self, pred: impl Fn(&Waiter) -> bool, reason: CancelReason) -> usize {
         let ids: Vec<Uuid> = lock(&self.inner.waiters).iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
-        let taken: Vec<Waiter> = ids.iter().filter_map(|id| self.claim(id, Outcome::Cancelled)).collect();
+        let taken: Vec<(Waiter, bool)> = ids.iter().filter_map(|id| self.claim_cancel(id)).collect();
         let n = taken.len();
-        for w in taken {
-            self.resolve(w, Resolution::Cancelled(reason), now_ms());
+        for (w, recorded) in taken {
+            self.resolve_as(w, Resolution::Cancelled(reason), now_ms(), recorded);
         }
         n
     }

@@ -18,6 +18,9 @@ impl Gate {
     /// request), `unauthorized`, `edits_not_allowed`, `invalid_arguments` (edited arguments
     /// fail the schema), `malformed` (e.g. edited arguments on a denial), `closed`.
     pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
+        if self.answered_elsewhere(&response.id) {
+            return self.respond_elsewhere(response.clone(), None).inspect_err(|e| self.audit_rejected(&response, e));
+        }
         let claimed = match self.check_response(&response, None) {
             Ok(c) => c,
             Err(e) => {
@@ -26,6 +29,11 @@ impl Gate {
             }
         };
         self.apply(claimed, response, None)
+    }
+
+    /// A shared store holds the request, and another process waits for it.
+    pub(super) fn answered_elsewhere(&self, id: &uuid::Uuid) -> bool {
+        self.inner.store.is_shared() && !lock(&self.inner.waiters).contains_key(id)
     }
 
     fn audit_rejected(&self, response: &ConfirmationResponse, e: &Error) {
@@ -76,28 +84,9 @@ impl Gate {
                 }
             }
         };
-        let mismatch = |field: &'static str, expected: &str, got: &str| Error::Mismatch {
-            id,
-            field,
-            expected: expected.to_owned(),
-            got: got.to_owned(),
-        };
-        if let Some(t) = &resp.tool
-            && *t != request.tool
-        {
-            return Err(mismatch("tool", &request.tool, t));
-        }
-        if let Some(d) = &resp.arguments_digest
-            && *d != request.arguments_digest
-        {
-            return Err(mismatch("arguments_digest", &request.arguments_digest, d));
-        }
-        if let Some(s) = &resp.session_id
-            && *s != request.session_id
-        {
-            return Err(mismatch("session_id", &request.session_id, s));
-        }
-        if Instant::now() >= deadline {
+        check_binding(&request, resp)?;
+        // A shared store judges deadlines by its own clock, when the answer is recorded.
+        if Instant::now() >= deadline && !self.inner.store.is_shared() {
             return Err(Error::Expired(id));
         }
         self.inner.authenticator.authenticate(&request, resp).map_err(|reason| Error::Unauthorized { id, reason })?;
@@ -152,21 +141,31 @@ impl Gate {
         let id = resp.id;
         // Record the answer before anyone acts on it.
         let recorded = match &resolution {
-            Resolution::Approved { arguments, .. } => self.inner.store.transition(
+            Resolution::Approved { arguments, scope, .. } => self.inner.store.transition(
                 &id,
                 StateChange {
                     arguments: Some(arguments),
                     responder: resp.responder.as_deref(),
                     token,
+                    scope: Some(*scope),
                     ..StateChange::to(RecordState::Approved)
                 },
             ),
             _ => self.inner.store.transition(
                 &id,
-                StateChange { responder: resp.responder.as_deref(), token, ..StateChange::to(RecordState::Denied) },
+                StateChange {
+                    responder: resp.responder.as_deref(),
+                    token,
+                    reason: resp.reason.as_deref(),
+                    ..StateChange::to(RecordState::Denied)
+                },
             ),
         };
         if let Err(e) = recorded {
+            if self.inner.store.is_shared() {
+                // Another process decided first, or the deadline passed by the store's clock.
+                return Err(self.lost_to_store(waiter, e));
+            }
             // Fail safe: an approval that could not be recorded does not count.
             self.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
             return Err(e);
@@ -208,4 +207,30 @@ impl Gate {
             None => Error::UnknownRequest(id),
         }
     }
+}
+
+/// The response's binding claims (tool, digest, session), where present, against the request.
+pub(super) fn check_binding(request: &crate::ConfirmationRequest, resp: &ConfirmationResponse) -> Result<()> {
+    let mismatch = |field: &'static str, expected: &str, got: &str| Error::Mismatch {
+        id: request.id,
+        field,
+        expected: expected.to_owned(),
+        got: got.to_owned(),
+    };
+    if let Some(t) = &resp.tool
+        && *t != request.tool
+    {
+        return Err(mismatch("tool", &request.tool, t));
+    }
+    if let Some(d) = &resp.arguments_digest
+        && *d != request.arguments_digest
+    {
+        return Err(mismatch("arguments_digest", &request.arguments_digest, d));
+    }
+    if let Some(s) = &resp.session_id
+        && *s != request.session_id
+    {
+        return Err(mismatch("session_id", &request.session_id, s));
+    }
+    Ok(())
 }

@@ -22,7 +22,11 @@ impl Gate {
         if approver.trim().is_empty() {
             return Err(Error::Malformed("a token must name its approver".into()));
         }
-        let request = lock(&self.inner.waiters).get(request_id).map(|w| w.request.clone());
+        let mut request = lock(&self.inner.waiters).get(request_id).map(|w| w.request.clone());
+        if request.is_none() && self.inner.store.is_shared() {
+            // Waited for by another process.
+            request = self.inner.store.get(request_id);
+        }
         let Some(request) = request else {
             return Err(Error::NotPending { id: *request_id, state: self.state_of(request_id) });
         };
@@ -113,8 +117,13 @@ impl Gate {
             session_id: Some(claims.session_id),
             at_ms: None,
         };
-        match self.check_response(&resp, Some(&fp)) {
-            Ok(claimed) => self.apply(claimed, resp, Some(&fp)),
+        let answered = if self.answered_elsewhere(&id) {
+            self.respond_elsewhere(resp, Some(&fp))
+        } else {
+            self.check_response(&resp, Some(&fp)).and_then(|claimed| self.apply(claimed, resp, Some(&fp)))
+        };
+        match answered {
+            Ok(o) => Ok(o),
             Err(Error::UnknownRequest(_) | Error::AlreadyResolved { .. } | Error::Expired(_)) => {
                 // Lost a race with another submission of this token, or the request ended.
                 if self.token_used(&fp, &id) {

@@ -1,0 +1,214 @@
+//! The `signoff` binary, run as a user runs it: exit status and what it prints.
+//!
+//! The PostgreSQL cases need a server: `SIGNOFF_TEST_POSTGRES_URL` (scripts/with-postgres.sh sets
+//! it); without it they skip, unless `SIGNOFF_REQUIRE_POSTGRES` is set.
+
+use signoff::{AuditKind, AuditRecord, AuditSink, JsonlAuditSink, PostgresAuditSink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn signoff(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_signoff")).args(args).output().unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn write_log(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join("audit.jsonl");
+    let sink = JsonlAuditSink::open(&path).unwrap();
+    for i in 0..n {
+        sink.record(AuditRecord::new(AuditKind::Notice).with_reason(format!("record number {i}")));
+    }
+    sink.flush();
+    path
+}
+
+#[test]
+fn an_intact_file_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(dir.path(), 5);
+    let out = signoff(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).starts_with("intact: 5 records in 1 file(s), head "), "{}", stdout(&out));
+    assert!(stdout(&out).contains("no anchor checked"));
+}
+
+#[test]
+fn a_tampered_file_exits_1_naming_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(dir.path(), 5);
+    let text = std::fs::read_to_string(&log).unwrap().replace("record number 2", "record number 7");
+    std::fs::write(&log, text).unwrap();
+    let out = signoff(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let want = format!("TAMPERED: edited record at {}:3 (seq 2): ", log.display());
+    assert!(stdout(&out).starts_with(&want), "{}", stdout(&out));
+    assert!(stdout(&out).contains("the 2 records before it verify"));
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing.jsonl");
+    let out = signoff(&["audit", "verify", missing.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("nothing.jsonl"), "{}", stderr(&out));
+    let log = write_log(dir.path(), 1);
+    let out =
+        signoff(&["audit", "verify", log.to_str().unwrap(), "--store", dir.path().join("no.db").to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("no such database"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_store_anchor_finds_a_cut_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, log) = (dir.path().join("signoff.db"), dir.path().join("audit.jsonl"));
+    {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let _runtime = rt.enter();
+        let gate = signoff::Gate::builder()
+            .store(signoff::SqliteStore::open(&db).unwrap())
+            .audit(JsonlAuditSink::open(&log).unwrap())
+            .build()
+            .unwrap();
+        gate.register(signoff::Tool::builder("delete_file").build()).unwrap();
+        gate.recover().unwrap();
+        rt.block_on(async {
+            for i in 0..3 {
+                let call = signoff::ToolCall::new("delete_file", serde_json::json!({"path": format!("/f{i}")}));
+                assert!(!gate.confirm(call).await.unwrap().is_approved());
+            }
+        });
+        gate.close();
+    }
+    let (log_s, db_s) = (log.to_str().unwrap(), db.to_str().unwrap());
+    let out = signoff(&["audit", "verify", log_s, "--store", db_s]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("reaching the store's anchor"), "{}", stdout(&out));
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.pop();
+    std::fs::write(&log, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    assert_eq!(code(&signoff(&["audit", "verify", log_s])), 0, "the chain alone cannot tell");
+    let out = signoff(&["audit", "verify", &format!("--store={db_s}"), log_s]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).starts_with("TAMPERED: truncated record at"), "{}", stdout(&out));
+}
+
+#[test]
+fn usage() {
+    for args in [&["--help"][..], &["help"], &["audit", "--help"], &["audit", "verify", "--help"]] {
+        let out = signoff(args);
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert!(stdout(&out).contains("usage:"), "{args:?}: {}", stdout(&out));
+    }
+    let out = signoff(&["--version"]);
+    assert_eq!((code(&out), stdout(&out).trim()), (0, concat!("signoff ", env!("CARGO_PKG_VERSION"))));
+    let bad: [&[&str]; 10] = [
+        &[],
+        &["frobnicate"],
+        &["audit"],
+        &["audit", "check"],
+        &["audit", "verify"],
+        &["audit", "verify", "a.jsonl", "b.jsonl"],
+        &["audit", "verify", "a.jsonl", "--store"],
+        &["audit", "verify", "a.jsonl", "--bogus"],
+        &["audit", "verify", "a.jsonl", "--postgres", "postgres://x@y/z"],
+        &["audit", "verify", "--postgres", "postgres://x@y/z", "--store", "s.db"],
+    ];
+    for args in bad {
+        let out = signoff(args);
+        assert_eq!(code(&out), 2, "{args:?}");
+        assert!(stderr(&out).contains("usage:"), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    let out = signoff(&["frobnicate"]);
+    assert!(stderr(&out).contains("unknown command \"frobnicate\""), "{}", stderr(&out));
+}
+
+/// The test server's URL, or `None` (skip) when there is none.
+fn postgres_url() -> Option<String> {
+    match std::env::var("SIGNOFF_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var_os("SIGNOFF_REQUIRE_POSTGRES").is_some() => panic!(
+            "SIGNOFF_REQUIRE_POSTGRES is set but SIGNOFF_TEST_POSTGRES_URL is not: run the tests through \
+             scripts/with-postgres.sh, or point SIGNOFF_TEST_POSTGRES_URL at a server"
+        ),
+        _ => {
+            eprintln!("skipped: SIGNOFF_TEST_POSTGRES_URL is not set (scripts/with-postgres.sh sets it)");
+            None
+        }
+    }
+}
+
+/// A table of `n` records in a schema of its own.
+fn postgres_table(url: &str, n: usize) -> String {
+    let schema = format!("t_{}", std::process::id()) + &format!("_{}", rand_suffix());
+    let sink = PostgresAuditSink::connect(url, Some(&schema)).unwrap();
+    for i in 0..n {
+        sink.record(AuditRecord::new(AuditKind::Notice).with_reason(format!("record number {i}")));
+    }
+    sink.try_flush().unwrap();
+    schema
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("{nanos}_{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+#[test]
+fn an_intact_table_exits_0() {
+    let Some(url) = postgres_url() else { return };
+    let schema = postgres_table(&url, 6);
+    let out = signoff(&["audit", "verify", "--postgres", &url, "--schema", &schema]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let want = format!("intact: 6 records in postgres:{schema}.signoff_audit, head ");
+    assert!(stdout(&out).starts_with(&want), "{}", stdout(&out));
+    // A schema without the table: an error, not a finding.
+    let out = signoff(&["audit", "verify", "--postgres", &url, "--schema", "t_no_such_schema"]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    assert!(!stderr(&out).contains(&url), "the URL (it may hold a password) is not printed");
+}
+
+#[test]
+fn a_tampered_table_exits_1() {
+    let Some(url) = postgres_url() else { return };
+    let schema = postgres_table(&url, 6);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        let sql = format!(
+            "UPDATE {schema}.signoff_audit SET record = replace(record, 'record number 3', 'record number 8') \
+             WHERE seq = 3"
+        );
+        assert_eq!(client.execute(&sql, &[]).await.unwrap(), 1);
+    });
+    let out = signoff(&["audit", "verify", &format!("--postgres={url}"), &format!("--schema={schema}")]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let want = format!("TAMPERED: edited record at postgres:{schema}.signoff_audit:3 (seq 3): ");
+    assert!(stdout(&out).starts_with(&want), "{}", stdout(&out));
+}
+
+#[test]
+fn an_unreachable_server_exits_2() {
+    let out = signoff(&["audit", "verify", "--postgres", "postgres://signoff@127.0.0.1:1/signoff?connect_timeout=2"]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    let out = signoff(&["audit", "verify", "--postgres", "not a url://"]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+}

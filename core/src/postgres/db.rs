@@ -1,0 +1,211 @@
+//! The connection layer under [`PostgresStore`](super::PostgresStore) and the PostgreSQL audit
+//! table: a runtime on a thread of its own, connections that reconnect after a lost server, and a
+//! blocking bridge for the store's synchronous seam.
+//!
+//! Why `tokio-postgres` (not `sqlx`): LISTEN/NOTIFY arrives as plain connection messages
+//! (`Connection::poll_message`), queries on one connection pipeline without a pool, there are no
+//! compile-time checked queries that need a database at build time, and the dependency tree is a
+//! third of `sqlx`'s. The blocking `postgres` crate is not used: it starts a runtime per call and
+//! refuses to run inside another runtime, which is where a gate's callers are.
+
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// How long one operation may take before it fails (`store`), whatever the network does.
+pub(crate) const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+thread_local! {
+    static ON_DB_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A PostgreSQL connection target plus the runtime that drives its connections.
+pub(crate) struct Db {
+    config: Config,
+    handle: tokio::runtime::Handle,
+    stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    closed: AtomicBool,
+}
+
+pub(crate) fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
+    // The server's own message (constraint, syntax, connection) is what a user needs.
+    match e.as_db_error() {
+        Some(db) => Error::Store(format!("{what}: {} ({})", db.message(), db.code().code())),
+        None => Error::Store(format!("{what}: {e}")),
+    }
+}
+
+/// Quotes an identifier for SQL (`"a""b"`).
+pub(crate) fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+impl Db {
+    /// Parses `url` (`postgres://user@host:port/db?...` or `host=... user=...`), with `schema` as
+    /// the search path of every connection, and starts the runtime thread. Connects nothing yet.
+    pub(crate) fn new(url: &str, schema: Option<&str>) -> Result<Arc<Db>> {
+        let mut config: Config =
+            url.parse().map_err(|e| Error::Config(format!("store_url is not a PostgreSQL connection string: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        config.application_name("signoff");
+        if let Some(s) = schema {
+            if !crate::store::is_schema_name(s) {
+                return Err(Error::Config(format!("schema {s:?}: use 1 to 63 ASCII letters, digits or underscores")));
+            }
+            config.options(format!("-c search_path={s}"));
+        }
+        let (htx, hrx) = std::sync::mpsc::sync_channel(1);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("signoff-postgres".into())
+            .spawn(move || {
+                // The flag marks this thread only: the runtime's blocking threads (where the
+                // gate is told of changes) may call the store, since this thread stays free.
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = htx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                ON_DB_THREAD.with(|f| f.set(true));
+                let _ = htx.send(Ok(rt.handle().clone()));
+                rt.block_on(async move {
+                    let _ = stop_rx.await;
+                });
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })
+            .map_err(|e| Error::Store(format!("could not start the PostgreSQL thread: {e}")))?;
+        let handle = hrx
+            .recv()
+            .map_err(|_| Error::Store("the PostgreSQL thread did not start".into()))?
+            .map_err(|e| Error::Store(format!("could not start the PostgreSQL runtime: {e}")))?;
+        Ok(Arc::new(Db {
+            config,
+            handle,
+            stop: Mutex::new(Some(stop_tx)),
+            thread: Mutex::new(Some(thread)),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    /// The runtime the connections live on.
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+
+    /// Opens a connection, driven on the store's runtime until it ends. Call on that runtime.
+    pub(crate) async fn connect(&self) -> Result<Client> {
+        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| pg_err("could not connect", e))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    /// Opens a connection and hands back its message stream (for LISTEN).
+    pub(crate) async fn connect_listening(
+        &self,
+    ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<tokio_postgres::Notification>)> {
+        let (client, mut connection) = self.config.connect(NoTls).await.map_err(|e| pg_err("could not connect", e))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            use futures_util::StreamExt;
+            while let Some(m) = messages.next().await {
+                match m {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        if tx.send(n).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        Ok((client, rx))
+    }
+
+    /// Runs `fut` on the store's runtime and waits for it on this thread. For the synchronous
+    /// store seam; never called from the store's own thread (that would wait for itself).
+    pub(crate) fn block<T: Send + 'static>(&self, fut: impl Future<Output = Result<T>> + Send + 'static) -> Result<T> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Store("the PostgreSQL store is closed".into()));
+        }
+        if ON_DB_THREAD.with(|f| f.get()) {
+            return Err(Error::Store("a PostgreSQL store operation was called from the store's own thread".into()));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let r = match tokio::time::timeout(OPERATION_TIMEOUT, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Store(format!("no answer from PostgreSQL within {OPERATION_TIMEOUT:?}"))),
+            };
+            let _ = tx.send(r);
+        });
+        rx.recv().map_err(|_| Error::Store("the PostgreSQL store stopped".into()))?
+    }
+
+    /// Stops the runtime: connections close, later operations fail with `store`. Idempotent.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread
+            && t.thread().id() != std::thread::current().id()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// One reconnecting connection: the live client, replaced when it is found closed.
+pub(crate) struct Slot<C> {
+    current: tokio::sync::Mutex<Option<Arc<C>>>,
+}
+
+impl<C> Default for Slot<C> {
+    fn default() -> Self {
+        Slot { current: tokio::sync::Mutex::new(None) }
+    }
+}
+
+/// A connection with whatever it prepared.
+pub(crate) trait Connected: Send + Sync + 'static {
+    fn client(&self) -> &Client;
+}
+
+impl<C: Connected> Slot<C> {
+    /// The live connection, reconnecting (with `open`) when there is none or it closed.
+    pub(crate) async fn get<F, Fut>(&self, open: F) -> Result<Arc<C>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<C>>,
+    {
+        let mut cur = self.current.lock().await;
+        if let Some(c) = cur.as_ref()
+            && !c.client().is_closed()
+        {
+            return Ok(c.clone());
+        }
+        *cur = None;
+        let c = Arc::new(open().await?);
+        *cur = Some(c.clone());
+        Ok(c)
+    }
+}

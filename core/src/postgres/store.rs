@@ -1,0 +1,786 @@
+//! [`PostgresStore`]: pending requests and their states in PostgreSQL, shared by every gate that
+//! connects to the same database.
+
+use super::db::{Connected, Db, Slot, ident, pg_err};
+use crate::error::{Error, Result};
+use crate::event::{ConfirmationRequest, Scope};
+use crate::store::{PendingCursor, PendingStore, RecordState, StateChange, StoreFuture, StoreWatcher, StoredRecord};
+use rustc_hash::FxBuildHasher;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio_postgres::{Client, Row, Statement};
+use uuid::Uuid;
+
+/// The channel every state change is announced on (payload: request ids, comma-separated).
+const CHANNEL: &str = "signoff_changed";
+/// Serializes schema creation across processes.
+const DDL_LOCK: i64 = 0x5167_6f66_6600_0001;
+/// The schema version this code writes.
+const SCHEMA_VERSION: i32 = 1;
+/// Requests timed out per sweeper statement.
+const SWEEP_BATCH: i64 = 200;
+
+const DDL: &str = "
+CREATE TABLE IF NOT EXISTS signoff_meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS signoff_requests (
+    id uuid PRIMARY KEY,
+    owner text NOT NULL,
+    state text NOT NULL,
+    request text NOT NULL,
+    created_at_ms bigint NOT NULL,
+    deadline_at timestamptz NOT NULL,
+    arguments text,
+    responder text,
+    token text,
+    result text,
+    reason text,
+    scope text,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS signoff_requests_pending ON signoff_requests (created_at_ms, id) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS signoff_requests_deadline ON signoff_requests (deadline_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS signoff_requests_unfinished ON signoff_requests (owner)
+    WHERE state IN ('pending', 'approved', 'executing');
+";
+
+/// The columns [`row_to_record`] reads, in order.
+macro_rules! record_columns {
+    () => {
+        "request, state, arguments, responder, token, result, reason, scope, (extract(epoch FROM updated_at) * 1000)::bigint"
+    };
+}
+
+/// How a [`PostgresStore`] connects and behaves.
+#[derive(Debug, Clone, Default)]
+pub struct PostgresOptions {
+    /// Who owns the requests this store inserts: [`Gate::recover`](crate::Gate::recover) picks
+    /// up only its owner's unfinished requests. Give each agent process a stable name of its own
+    /// (`"billing-agent-1"`) to recover after a crash; two live processes must never share one.
+    /// Default: a new random name per store, so nothing is recovered.
+    pub owner: Option<String>,
+    /// The PostgreSQL schema to keep the tables in (created if missing); default: the
+    /// connection's search path (normally `public`). 1–63 ASCII letters, digits, underscores.
+    pub schema: Option<String>,
+    /// How often this process times out expired requests of every owner (deadlines by the
+    /// database's clock). Default 1 s; `Some(Duration::ZERO)` turns this process's sweeper off.
+    pub sweep_interval: Option<Duration>,
+}
+
+/// Prepared statements of one connection.
+struct Conn {
+    client: Client,
+    insert: Statement,
+    transition: Statement,
+    record: Statement,
+    get: Statement,
+    time_left: Statement,
+    decided: Statement,
+}
+
+impl Connected for Conn {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// What the background tasks share with the store.
+struct Shared {
+    db: Arc<Db>,
+    owner: String,
+    conn: Slot<Conn>,
+    /// Requests this store inserted that are still pending as far as it knows.
+    watched: Mutex<HashSet<Uuid, FxBuildHasher>>,
+    /// Requests of other processes announced here, with their deadlines (epoch ms), until they end.
+    shown: Mutex<HashMap<Uuid, u64, FxBuildHasher>>,
+    watcher: Mutex<Option<Weak<dyn StoreWatcher>>>,
+    closed: AtomicBool,
+}
+
+/// Pending requests and their states in PostgreSQL: many agents in many processes and hosts
+/// create requests, any process lists and answers them, and the waiting call wakes on its own
+/// host and runs its tool exactly once.
+///
+/// - Every state change is one statement with a guarded transition
+///   ([`RecordState::predecessors`]): approved or denied only from pending and before the
+///   deadline, executing only from approved, and so on. Of two racing answers, from any hosts,
+///   exactly one wins; a token is consumed in the statement that claims the request.
+/// - `executing` is committed before the tool starts, so a call found executing after a crash is
+///   reported `interrupted` by [`Gate::recover`](crate::Gate::recover), never run again.
+/// - Deadlines are judged by the database's clock. Every process runs a sweeper that times out
+///   expired requests of every owner (`FOR UPDATE SKIP LOCKED`): each exactly once.
+/// - Changes are announced with `NOTIFY signoff_changed`, a wake-up hint only: notifications
+///   carry ids, are coalesced, and the row is always re-read. After a lost connection the store
+///   re-reads every request it waits for.
+///
+/// Connecting needs no tokio runtime of the caller's: the store drives its connections on a
+/// thread of its own. Its methods block the calling thread for one database round trip.
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("owner", &self.shared.owner).finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:password@host:port/database`, or the key-value
+    /// form), creates the tables if missing, and starts listening and sweeping.
+    ///
+    /// Errors: `config` (not a connection string, a bad schema name), `store` (the server
+    /// cannot be reached or refuses).
+    pub fn connect(url: &str, options: PostgresOptions) -> Result<Arc<PostgresStore>> {
+        let db = Db::new(url, options.schema.as_deref())?;
+        let owner = options.owner.clone().unwrap_or_else(|| format!("gate-{}", Uuid::new_v4()));
+        if owner.is_empty() {
+            return Err(Error::Config("the store's owner name is empty".into()));
+        }
+        let shared = Arc::new(Shared {
+            db: db.clone(),
+            owner,
+            conn: Slot::default(),
+            watched: Mutex::new(HashSet::default()),
+            shown: Mutex::new(HashMap::default()),
+            watcher: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        });
+        let schema = options.schema.clone();
+        let s = shared.clone();
+        db.block(async move {
+            let client = s.db.connect().await?;
+            let mut ddl = String::from("BEGIN; SELECT pg_advisory_xact_lock(");
+            ddl.push_str(&DDL_LOCK.to_string());
+            ddl.push_str(");");
+            if let Some(schema) = &schema {
+                ddl.push_str(&format!("CREATE SCHEMA IF NOT EXISTS {};", ident(schema)));
+            }
+            ddl.push_str(DDL);
+            ddl.push_str(&format!(
+                "INSERT INTO signoff_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT DO NOTHING; COMMIT;"
+            ));
+            client.batch_execute(&ddl).await.map_err(|e| pg_err("could not create the tables", e))?;
+            let v: String = client
+                .query_one("SELECT value FROM signoff_meta WHERE key = 'schema_version'", &[])
+                .await
+                .map_err(|e| pg_err("could not read the schema version", e))?
+                .get(0);
+            if v != SCHEMA_VERSION.to_string() {
+                return Err(Error::Store(format!(
+                    "the database holds signoff schema version {v}; this signoff writes version {SCHEMA_VERSION}"
+                )));
+            }
+            Ok(())
+        })?;
+        let s = shared.clone();
+        db.handle().spawn(listen(s));
+        let every = options.sweep_interval.unwrap_or(Duration::from_secs(1));
+        if !every.is_zero() {
+            let s = Arc::downgrade(&shared);
+            db.handle().spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(s) = s.upgrade() else { return };
+                    if s.closed.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    // A failed sweep (server away) is retried at the next tick.
+                    let _ = sweep(&s).await;
+                    s.prune_shown();
+                }
+            });
+        }
+        Ok(Arc::new(PostgresStore { shared }))
+    }
+
+    /// This store's owner name (see [`PostgresOptions::owner`]).
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// Times out every pending request (of any owner) whose deadline passed by the database's
+    /// clock, now, and announces each. Returns how many. The store does this every
+    /// [`sweep_interval`](PostgresOptions::sweep_interval) by itself.
+    pub fn sweep(&self) -> Result<usize> {
+        let s = self.shared.clone();
+        self.shared.db.block(async move { sweep(&s).await })
+    }
+
+    /// Deletes final records last changed more than `older_than` ago. Returns how many.
+    pub fn purge_finished(&self, older_than: Duration) -> Result<u64> {
+        let s = self.shared.clone();
+        let ms = older_than.as_millis().min(i64::MAX as u128) as i64;
+        self.shared.db.block(async move {
+            let c = s.client().await?;
+            c.client
+                .execute(
+                    "DELETE FROM signoff_requests WHERE state NOT IN ('pending', 'approved', 'executing')
+                     AND updated_at < now() - ($1::bigint * interval '1 millisecond')",
+                    &[&ms],
+                )
+                .await
+                .map_err(|e| pg_err("could not purge", e))
+        })
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(Arc<Shared>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send>>,
+    ) -> Result<T> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Err(Error::Store("the PostgreSQL store is closed".into()));
+        }
+        self.shared.db.block(f(self.shared.clone()))
+    }
+
+    fn unwatch(&self, id: &Uuid) {
+        self.shared.unwatch(id);
+    }
+}
+
+impl Shared {
+    async fn client(&self) -> Result<Arc<Conn>> {
+        self.conn
+            .get(|| async {
+                let client = self.db.connect().await?;
+                let prep = |sql: &'static str| {
+                    let client = &client;
+                    async move { client.prepare(sql).await.map_err(|e| pg_err("could not prepare a statement", e)) }
+                };
+                let insert = prep(
+                    "WITH i AS (
+                        INSERT INTO signoff_requests (id, owner, state, request, created_at_ms, deadline_at)
+                        VALUES ($1, $2, 'pending', $3, $4, now() + ($5::bigint * interval '1 millisecond'))
+                        RETURNING id)
+                     SELECT pg_notify('signoff_changed', 'new:' || id::text)::text FROM i",
+                )
+                .await?;
+                let transition = prep(
+                    "WITH u AS (
+                        UPDATE signoff_requests SET state = $2::text,
+                            arguments = COALESCE($3, arguments), responder = COALESCE($4, responder),
+                            token = COALESCE($5, token), result = COALESCE($6, result),
+                            reason = COALESCE($7, reason), scope = COALESCE($8, scope), updated_at = now()
+                        WHERE id = $1 AND state = ANY($9::text[])
+                          AND CASE WHEN $2::text IN ('approved', 'denied') THEN deadline_at > now()
+                                   WHEN $2::text = 'timed-out' THEN deadline_at <= now()
+                                   ELSE true END
+                        RETURNING id)
+                     SELECT pg_notify('signoff_changed', id::text)::text FROM u",
+                )
+                .await?;
+                let record =
+                    prep(concat!("SELECT ", record_columns!(), " FROM signoff_requests WHERE id = $1")).await?;
+                let get = prep("SELECT request FROM signoff_requests WHERE id = $1 AND state = 'pending'").await?;
+                let time_left = prep(
+                    "SELECT GREATEST(0, extract(epoch FROM (deadline_at - now())) * 1000)::bigint
+                     FROM signoff_requests WHERE id = $1 AND state = 'pending'",
+                )
+                .await?;
+                let decided = prep(concat!(
+                    "SELECT id, ",
+                    record_columns!(),
+                    " FROM signoff_requests WHERE id = ANY($1) AND state <> 'pending'"
+                ))
+                .await?;
+                Ok(Conn { client, insert, transition, record, get, time_left, decided })
+            })
+            .await
+    }
+
+    fn watcher(&self) -> Option<Arc<dyn StoreWatcher>> {
+        self.watcher.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(Weak::upgrade)
+    }
+
+    /// Re-reads `ids` (those watched or shown here) and hands the decided ones to the watcher.
+    async fn reread(self: &Arc<Self>, ids: Vec<Uuid>) -> Result<()> {
+        let ids: Vec<Uuid> = {
+            let w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            let shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+            ids.into_iter()
+                .filter(|id| w.contains(id) || shown.contains_key(id))
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect()
+        };
+        for chunk in ids.chunks(1000) {
+            let c = self.client().await?;
+            let rows = c.client.query(&c.decided, &[&chunk]).await.map_err(|e| pg_err("could not re-read", e))?;
+            let (mut changed, mut ended) = (Vec::new(), Vec::new());
+            {
+                let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+                let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+                for row in rows {
+                    let id: Uuid = row.get(0);
+                    match row_to_record(&row, 1) {
+                        Ok(r) => {
+                            if w.remove(&id) {
+                                changed.push(r);
+                            } else if shown.remove(&id).is_some() {
+                                ended.push(r);
+                            }
+                        }
+                        Err(e) => eprintln!("signoff: request {id} in PostgreSQL is unreadable: {e}"),
+                    }
+                }
+            }
+            if (!changed.is_empty() || !ended.is_empty())
+                && let Some(watcher) = self.watcher()
+            {
+                // The gate records and publishes on this thread: never on the store's own
+                // runtime thread, which its store calls would wait for.
+                let _ = tokio::task::spawn_blocking(move || {
+                    if !changed.is_empty() {
+                        watcher.changed(changed);
+                    }
+                    if !ended.is_empty() {
+                        watcher.ended(ended);
+                    }
+                })
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands requests other processes made to the watcher, when it wants them.
+    async fn announce(self: &Arc<Self>, ids: Vec<Uuid>) -> Result<()> {
+        let Some(watcher) = self.watcher() else { return Ok(()) };
+        if ids.is_empty() || !watcher.wants_requests() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = {
+            let w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            ids.into_iter().filter(|id| !w.contains(id)).collect()
+        };
+        for chunk in ids.chunks(1000) {
+            let c = self.client().await?;
+            let rows = c
+                .client
+                .query("SELECT request FROM signoff_requests WHERE id = ANY($1) AND state = 'pending'", &[&chunk])
+                .await
+                .map_err(|e| pg_err("could not read new requests", e))?;
+            let requests: Vec<Arc<ConfirmationRequest>> = rows.iter().filter_map(request_of).collect();
+            if requests.is_empty() {
+                continue;
+            }
+            {
+                let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+                for r in &requests {
+                    shown.insert(r.id, r.deadline_ms);
+                }
+            }
+            let watcher = watcher.clone();
+            let _ = tokio::task::spawn_blocking(move || watcher.appeared(requests)).await;
+        }
+        Ok(())
+    }
+
+    /// Forgets shown requests long past their deadline (their end was announced, or missed
+    /// while disconnected).
+    fn prune_shown(&self) {
+        let horizon = crate::event::now_ms().saturating_sub(60_000);
+        self.shown.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, deadline| *deadline > horizon);
+    }
+}
+
+/// Listens for changes, re-reading what this store waits for; reconnects with backoff and
+/// re-reads everything it waits for after each (re)connect.
+async fn listen(shared: Arc<Shared>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let connected = shared.db.connect_listening().await;
+        let (client, mut rx) = match connected {
+            Ok(c) => c,
+            Err(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_err() {
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        backoff = Duration::from_millis(50);
+        // Anything may have changed while nobody listened.
+        let mut all: Vec<Uuid> = shared.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+        all.extend(shared.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
+        if shared.reread(all).await.is_err() {
+            continue;
+        }
+        while let Some(n) = rx.recv().await {
+            let (mut ids, mut new): (Vec<Uuid>, Vec<Uuid>) = (Vec::new(), Vec::new());
+            let mut take = |payload: &str| {
+                for part in payload.split(',') {
+                    match part.trim().strip_prefix("new:") {
+                        Some(id) => new.extend(id.parse::<Uuid>().ok()),
+                        None => ids.extend(part.trim().parse::<Uuid>().ok()),
+                    }
+                }
+            };
+            take(n.payload());
+            // Coalesce whatever else already arrived into one read.
+            while let Ok(more) = rx.try_recv() {
+                take(more.payload());
+            }
+            if shared.announce(new).await.is_err() || shared.reread(ids).await.is_err() {
+                // A failed read: the connection is probably gone; the reconnect re-reads all.
+                break;
+            }
+        }
+        drop(client);
+    }
+}
+
+async fn sweep(shared: &Arc<Shared>) -> Result<usize> {
+    let mut total = 0usize;
+    loop {
+        let c = shared.client().await?;
+        let row = c
+            .client
+            .query_one(
+                "WITH expired AS (
+                    SELECT id FROM signoff_requests WHERE state = 'pending' AND deadline_at <= now()
+                    ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+                 u AS (
+                    UPDATE signoff_requests r SET state = 'timed-out', updated_at = now()
+                    FROM expired WHERE r.id = expired.id RETURNING r.id),
+                 n AS (
+                    SELECT pg_notify('signoff_changed', ids) FROM (SELECT string_agg(id::text, ',') AS ids FROM u) s
+                    WHERE ids IS NOT NULL)
+                 SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM n)",
+                &[&SWEEP_BATCH],
+            )
+            .await
+            .map_err(|e| pg_err("could not sweep expired requests", e))?;
+        let n: i64 = row.get(0);
+        total += n as usize;
+        if n < SWEEP_BATCH {
+            return Ok(total);
+        }
+    }
+}
+
+fn row_to_record(row: &Row, at: usize) -> Result<StoredRecord> {
+    let request: String = row.get(at);
+    let state: String = row.get(at + 1);
+    let arguments: Option<String> = row.get(at + 2);
+    let result: Option<String> = row.get(at + 5);
+    let scope: Option<String> = row.get(at + 7);
+    let updated: i64 = row.get(at + 8);
+    let parse = |what: &str, s: &str| -> Result<serde_json::Value> {
+        serde_json::from_str(s).map_err(|e| Error::Store(format!("stored {what} is not valid JSON: {e}")))
+    };
+    Ok(StoredRecord {
+        request: Arc::new(
+            serde_json::from_str(&request).map_err(|e| Error::Store(format!("stored request unreadable: {e}")))?,
+        ),
+        state: RecordState::parse(&state).ok_or_else(|| Error::Store(format!("unknown stored state {state:?}")))?,
+        arguments: arguments.as_deref().map(|a| parse("arguments", a)).transpose()?,
+        responder: row.get(at + 3),
+        token: row.get(at + 4),
+        result: result.as_deref().map(|r| parse("result", r)).transpose()?,
+        reason: row.get(at + 6),
+        scope: match scope.as_deref() {
+            Some("session") => Scope::Session,
+            _ => Scope::Once,
+        },
+        updated_at_ms: updated.max(0) as u64,
+    })
+}
+
+fn request_of(row: &Row) -> Option<Arc<ConfirmationRequest>> {
+    let text: String = row.get(0);
+    serde_json::from_str(&text).ok().map(Arc::new)
+}
+
+type Fut<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send>>;
+
+impl Shared {
+    /// Writes a new pending request (its deadline: now plus its timeout, by the database's clock).
+    async fn insert_row(&self, request: &ConfirmationRequest, text: &str) -> Result<()> {
+        let c = self.client().await?;
+        let created = request.created_at_ms.min(i64::MAX as u64) as i64;
+        let timeout = request.timeout_ms.min(i64::MAX as u64) as i64;
+        c.client
+            .execute(&c.insert, &[&request.id, &self.owner, &text, &created, &timeout])
+            .await
+            .map_err(|e| pg_err("could not store the request", e))?;
+        Ok(())
+    }
+
+    fn unwatch(&self, id: &Uuid) {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+}
+
+impl PendingStore for PostgresStore {
+    fn insert(&self, request: Arc<ConfirmationRequest>) -> Result<()> {
+        let id = request.id;
+        let text =
+            serde_json::to_string(&*request).map_err(|e| Error::Store(format!("unserializable request: {e}")))?;
+        // Watched before it exists: a decision made the moment it is visible is not missed.
+        self.shared.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        let r = self.run(move |s| -> Fut<()> { Box::pin(async move { s.insert_row(&request, &text).await }) });
+        if r.is_err() {
+            self.unwatch(&id);
+        }
+        r
+    }
+
+    fn insert_async(&self, request: Arc<ConfirmationRequest>, abandoned: Arc<AtomicBool>) -> Option<StoreFuture<()>> {
+        let id = request.id;
+        let text = match serde_json::to_string(&*request) {
+            Ok(t) => t,
+            Err(e) => {
+                return Some(Box::pin(std::future::ready(Err(Error::Store(format!("unserializable request: {e}"))))));
+            }
+        };
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Some(Box::pin(std::future::ready(Err(Error::Store("the PostgreSQL store is closed".into())))));
+        }
+        // Watched before it exists: a decision made the moment it is visible is not missed.
+        self.shared.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let s = self.shared.clone();
+        self.shared.db.handle().spawn(async move {
+            let r = match tokio::time::timeout(super::db::OPERATION_TIMEOUT, s.insert_row(&request, &text)).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Store("no answer from PostgreSQL while storing the request".into())),
+            };
+            if r.is_err() {
+                s.unwatch(&id);
+            } else if abandoned.load(Ordering::SeqCst) {
+                // The call went away while its request was being written: end the row too.
+                s.unwatch(&id);
+                let from: Vec<&str> = RecordState::Cancelled.predecessors().to_vec();
+                let none: Option<String> = None;
+                if let Ok(c) = s.client().await {
+                    let state = RecordState::Cancelled.as_str();
+                    let _ = c
+                        .client
+                        .execute(&c.transition, &[&id, &state, &none, &none, &none, &none, &none, &none, &from])
+                        .await;
+                }
+            }
+            let _ = tx.send(r);
+        });
+        Some(Box::pin(
+            async move { rx.await.unwrap_or_else(|_| Err(Error::Store("the PostgreSQL store stopped".into()))) },
+        ))
+    }
+
+    fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        // The row stays, in its final state; this process stops watching it.
+        self.unwatch(id);
+        None
+    }
+
+    fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
+        let id = *id;
+        self.run(move |s| -> Fut<Option<Arc<ConfirmationRequest>>> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let row = c.client.query_opt(&c.get, &[&id]).await.map_err(|e| pg_err("could not read", e))?;
+                Ok(row.as_ref().and_then(request_of))
+            })
+        })
+        .ok()
+        .flatten()
+    }
+
+    fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.run(|s| -> Fut<Vec<Arc<ConfirmationRequest>>> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let rows = c
+                    .client
+                    .query(
+                        "SELECT request FROM signoff_requests WHERE state = 'pending' ORDER BY created_at_ms, id",
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| pg_err("could not list", e))?;
+                Ok(rows.iter().filter_map(request_of).collect())
+            })
+        })
+        .unwrap_or_default()
+    }
+
+    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        let after = after.copied();
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.run(move |s| -> Fut<Vec<Arc<ConfirmationRequest>>> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let rows = match after {
+                    None => {
+                        c.client
+                            .query(
+                                "SELECT request FROM signoff_requests WHERE state = 'pending'
+                             ORDER BY created_at_ms, id LIMIT $1",
+                                &[&limit],
+                            )
+                            .await
+                    }
+                    Some(a) => {
+                        let t = a.created_at_ms.min(i64::MAX as u64) as i64;
+                        c.client
+                            .query(
+                                "SELECT request FROM signoff_requests WHERE state = 'pending'
+                                 AND (created_at_ms, id) > ($1, $2) ORDER BY created_at_ms, id LIMIT $3",
+                                &[&t, &a.id, &limit],
+                            )
+                            .await
+                    }
+                }
+                .map_err(|e| pg_err("could not list", e))?;
+                Ok(rows.iter().filter_map(request_of).collect())
+            })
+        })
+        .unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.run(|s| -> Fut<usize> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let row = c
+                    .client
+                    .query_one("SELECT count(*) FROM signoff_requests WHERE state = 'pending'", &[])
+                    .await
+                    .map_err(|e| pg_err("could not count", e))?;
+                Ok(row.get::<_, i64>(0) as usize)
+            })
+        })
+        .unwrap_or(0)
+    }
+
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn transition(&self, id: &Uuid, change: StateChange<'_>) -> Result<()> {
+        let id = *id;
+        let json = |v: Option<&serde_json::Value>| v.map(|v| serde_json::to_string(v).unwrap_or_default());
+        let state = change.state;
+        let args = (
+            json(change.arguments),
+            change.responder.map(str::to_owned),
+            change.token.map(str::to_owned),
+            json(change.result),
+            change.reason.map(str::to_owned),
+            change.scope.map(|s| match s {
+                Scope::Once => "once".to_owned(),
+                Scope::Session => "session".to_owned(),
+            }),
+        );
+        if state != RecordState::Pending {
+            // Our own change: the notification it causes needs no re-read here.
+            self.unwatch(&id);
+        }
+        let changed = self.run(move |s| -> Fut<u64> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let from: Vec<&str> = state.predecessors().to_vec();
+                let (a, r, t, res, reason, scope) = &args;
+                c.client
+                    .execute(&c.transition, &[&id, &state.as_str(), a, r, t, res, reason, scope, &from])
+                    .await
+                    .map_err(|e| pg_err("could not record the state change", e))
+            })
+        });
+        match changed {
+            Ok(1) => Ok(()),
+            Ok(_) => {
+                let now = self.record(&id).map(|r| r.state.as_str()).unwrap_or("missing");
+                Err(Error::Store(format!(
+                    "request {id} cannot move to {} from {now}{}",
+                    state.as_str(),
+                    if now == "pending" { " (its deadline decides, by the database's clock)" } else { "" }
+                )))
+            }
+            Err(e) => {
+                if state != RecordState::Pending {
+                    // Unknown whether it committed: keep listening for what the row says.
+                    self.shared.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        let id = *id;
+        self.run(move |s| -> Fut<Option<StoredRecord>> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let row = c.client.query_opt(&c.record, &[&id]).await.map_err(|e| pg_err("could not read", e))?;
+                row.map(|r| row_to_record(&r, 0)).transpose()
+            })
+        })
+        .ok()
+        .flatten()
+    }
+
+    fn unfinished(&self) -> Result<Vec<StoredRecord>> {
+        self.run(|s| -> Fut<Vec<StoredRecord>> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let sql = concat!(
+                    "SELECT ",
+                    record_columns!(),
+                    " FROM signoff_requests WHERE owner = $1
+                     AND state IN ('pending', 'approved', 'executing') ORDER BY created_at_ms, id"
+                );
+                let rows = c.client.query(sql, &[&s.owner]).await.map_err(|e| pg_err("could not read", e))?;
+                rows.iter().map(|r| row_to_record(r, 0)).collect()
+            })
+        })
+    }
+
+    fn restore(&self, request: Arc<ConfirmationRequest>) {
+        self.shared.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(request.id);
+    }
+
+    fn watch(&self, watcher: Weak<dyn StoreWatcher>) {
+        *self.shared.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
+    }
+
+    fn time_left(&self, id: &Uuid) -> Option<Duration> {
+        let id = *id;
+        self.run(move |s| -> Fut<Option<Duration>> {
+            Box::pin(async move {
+                let c = s.client().await?;
+                let row = c.client.query_opt(&c.time_left, &[&id]).await.map_err(|e| pg_err("could not read", e))?;
+                Ok(row.map(|r| Duration::from_millis(r.get::<_, i64>(0).max(0) as u64)))
+            })
+        })
+        .ok()
+        .flatten()
+    }
+
+    fn close(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.db.close();
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.db.close();
+    }
+}

@@ -1,0 +1,676 @@
+//! Many gates on one PostgreSQL database, as agents and approvers on many hosts use it: a
+//! request made by one gate is listed and answered by another, the waiting call wakes and runs
+//! its tool exactly once, racing answers from several gates resolve it once, deadlines follow
+//! the database's clock, and a lost connection is survived.
+//!
+//! Needs a real server: `SIGNOFF_TEST_POSTGRES_URL` (set by `scripts/with-postgres.sh`, which
+//! `make test` uses). Without it these tests are skipped, unless `SIGNOFF_REQUIRE_POSTGRES` is set.
+#![cfg(feature = "postgres")]
+
+use serde_json::{Value, json};
+use signoff::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The restart test stops the server every other test uses: it runs alone.
+static SERVER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn url() -> Option<String> {
+    match std::env::var("SIGNOFF_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            if std::env::var_os("SIGNOFF_REQUIRE_POSTGRES").is_some() {
+                panic!("SIGNOFF_REQUIRE_POSTGRES is set but SIGNOFF_TEST_POSTGRES_URL is not");
+            }
+            eprintln!("skipped: no SIGNOFF_TEST_POSTGRES_URL (run under scripts/with-postgres.sh)");
+            None
+        }
+    }
+}
+
+fn schema() -> String {
+    format!("t_{}", uuid::Uuid::new_v4().simple())
+}
+
+fn store(url: &str, schema: &str, owner: Option<&str>) -> Arc<PostgresStore> {
+    PostgresStore::connect(
+        url,
+        PostgresOptions {
+            owner: owner.map(str::to_owned),
+            schema: Some(schema.to_owned()),
+            sweep_interval: Some(Duration::from_millis(200)),
+        },
+    )
+    .unwrap()
+}
+
+fn delete_tool(runs: Arc<AtomicUsize>) -> Tool {
+    Tool::builder("delete_file")
+        .description("Deletes a file")
+        .parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))
+        .approval(ApprovalMode::Required)
+        .editable(true)
+        .executor(move |a: Value| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"deleted": a["path"]}))
+            }
+        })
+        .build()
+}
+
+/// An agent's gate and an approver's gate on the same database (two hosts, in one test).
+fn pair(url: &str, schema: &str) -> (Gate, Gate, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = Gate::builder().store(store(url, schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
+    let approver = Gate::builder()
+        .store(store(url, schema, None))
+        .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+        .build()
+        .unwrap();
+    (agent, approver, runs)
+}
+
+/// Waits until `gate` lists `n` pending requests (made elsewhere).
+async fn listed(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
+    let t = Instant::now();
+    loop {
+        let p = gate.pending();
+        if p.len() >= n {
+            return p;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "only {} of {n} requests listed", p.len());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn a_request_made_on_one_host_is_answered_on_another_and_runs_once() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, runs) = pair(&url, &schema());
+        let a = agent.clone();
+        let call = tokio::spawn(async move {
+            a.execute(ToolCall::new("delete_file", json!({"path": "/tmp/x"})).call_id("c1")).await
+        });
+        let req = listed(&approver, 1).await.remove(0);
+        assert_eq!(req.tool, "delete_file");
+        assert_eq!(req.arguments, json!({"path": "/tmp/x"}));
+        let t = Instant::now();
+        assert_eq!(
+            approver.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap(),
+            Outcome::Approved
+        );
+        let result = call.await.unwrap();
+        assert_eq!(result.status, ToolStatus::Executed, "{result:?}");
+        assert!(t.elapsed() < Duration::from_secs(2), "woke after {:?}", t.elapsed());
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let rec = approver.record(&req.id).unwrap();
+        assert_eq!(rec.state, RecordState::Done);
+        assert_eq!(rec.responder.as_deref(), Some("alice"));
+        assert_eq!(rec.result.unwrap()["output"], json!({"deleted": "/tmp/x"}));
+        // A second answer, from either host, is refused and changes nothing.
+        let again = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
+        assert_eq!(again.kind(), ErrorKind::AlreadyResolved, "{again}");
+        let again = agent.respond(ConfirmationResponse::deny(&req, None)).unwrap_err();
+        assert_eq!(again.kind(), ErrorKind::AlreadyResolved, "{again}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert!(approver.pending().is_empty());
+    });
+}
+
+#[test]
+fn a_denial_from_another_host_reaches_the_call_with_its_reason() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, runs) = pair(&url, &schema());
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/etc"}))).await });
+        let req = listed(&approver, 1).await.remove(0);
+        approver.respond(ConfirmationResponse::deny(&req, Some("not /etc".into())).with_responder("bob")).unwrap();
+        let d = call.await.unwrap().unwrap();
+        assert_eq!(d.outcome(), Outcome::Denied);
+        assert_eq!(d.reason(), Some("not /etc"));
+        assert_eq!(d.responder(), Some("bob"));
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        assert_eq!(agent.record(&req.id).unwrap().state, RecordState::Denied);
+    });
+}
+
+#[test]
+fn edits_and_session_grants_made_elsewhere_apply_on_the_agents_host() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, _) = pair(&url, &schema());
+        let a = agent.clone();
+        let call = tokio::spawn(async move {
+            a.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/a"})).session("s1")).await
+        });
+        let req = listed(&approver, 1).await.remove(0);
+        // A schema-breaking edit is refused where it is made.
+        let bad = approver.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": 7}))).unwrap_err();
+        assert_eq!(bad.kind(), ErrorKind::InvalidArguments, "{bad}");
+        approver
+            .respond(
+                ConfirmationResponse::approve(&req)
+                    .with_arguments(json!({"path": "/tmp/b"}))
+                    .with_scope(Scope::Session)
+                    .with_responder("carol"),
+            )
+            .unwrap();
+        let d = call.await.unwrap().unwrap();
+        assert!(d.edited());
+        assert_eq!(d.arguments(), Some(&json!({"path": "/tmp/b"})));
+        assert_eq!(d.scope(), Scope::Session);
+        // The grant lives on the agent's gate: the next call in that session is not asked.
+        let next = agent.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/c"})).session("s1")).await.unwrap();
+        assert_eq!(next.approved_by(), Some(ApprovedBy::SessionGrant));
+    });
+}
+
+#[test]
+fn racing_answers_from_many_hosts_resolve_each_request_once() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let (agent, _, runs) = pair(&url, &schema);
+        let approvers: Vec<Gate> = (0..3)
+            .map(|_| {
+                Gate::builder()
+                    .store(store(&url, &schema, None))
+                    .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        const N: usize = 30;
+        let calls: Vec<_> = (0..N)
+            .map(|i| {
+                let a = agent.clone();
+                tokio::spawn(async move {
+                    a.execute(ToolCall::new("delete_file", json!({"path": format!("/tmp/{i}")}))).await
+                })
+            })
+            .collect();
+        let reqs = listed(&approvers[0], N).await;
+        let wins = Arc::new(AtomicUsize::new(0));
+        let mut threads = Vec::new();
+        for (k, g) in approvers.iter().chain(std::iter::once(&agent)).enumerate() {
+            let (g, reqs, wins) = (g.clone(), reqs.clone(), wins.clone());
+            threads.push(std::thread::spawn(move || {
+                for r in &reqs {
+                    let resp = if k % 2 == 0 {
+                        ConfirmationResponse::approve(r)
+                    } else {
+                        ConfirmationResponse::deny(r, Some(format!("no from {k}")))
+                    };
+                    match g.respond(resp) {
+                        Ok(_) => {
+                            wins.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => assert!(
+                            matches!(e.kind(), ErrorKind::AlreadyResolved | ErrorKind::Expired),
+                            "unexpected rejection: {e}"
+                        ),
+                    }
+                }
+            }));
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(wins.load(Ordering::SeqCst), N, "every request is won exactly once");
+        let mut approved = 0;
+        for c in calls {
+            let r = c.await.unwrap();
+            if r.status == ToolStatus::Executed {
+                approved += 1;
+            }
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), approved, "each approved call ran once, no denied call ran");
+    });
+}
+
+#[test]
+fn deadlines_follow_the_database_and_late_answers_are_refused() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = Gate::builder()
+            .store(store(&url, &schema, None))
+            .default_timeout(Duration::from_millis(400))
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let approver =
+            Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
+        let req = listed(&approver, 1).await.remove(0);
+        let d = call.await.unwrap().unwrap();
+        assert_eq!(d.outcome(), Outcome::TimedOut);
+        assert_eq!(agent.record(&req.id).unwrap().state, RecordState::TimedOut);
+        let late = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
+        assert_eq!(late.kind(), ErrorKind::Expired, "{late}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn the_sweeper_times_out_requests_whose_agent_is_gone_exactly_once() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let schema = schema();
+    // An agent's store that wrote requests and then went away (no gate waits for them).
+    let gone = store(&url, &schema, Some("gone-agent"));
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        let now = signoff::event::now_ms();
+        let req = ConfirmationRequest {
+            id: uuid::Uuid::new_v4(),
+            tool: "delete_file".into(),
+            description: String::new(),
+            arguments: json!({"path": format!("/{i}")}),
+            display_arguments: String::new(),
+            prompt: String::new(),
+            arguments_digest: signoff::display::arguments_digest(&json!({"path": format!("/{i}")})),
+            session_id: "s".into(),
+            tool_call_id: None,
+            editable: false,
+            reasons: vec![],
+            timeout_ms: 100,
+            deadline_ms: now + 100,
+            created_at_ms: now,
+            metadata: Value::Null,
+        };
+        ids.push(req.id);
+        gone.insert(Arc::new(req)).unwrap();
+    }
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(150));
+    // Three hosts sweep at once: every request times out once.
+    let sweepers: Vec<_> = (0..3).map(|_| store(&url, &schema, None)).collect();
+    let counts: Vec<usize> = std::thread::scope(|s| {
+        let hs: Vec<_> = sweepers.iter().map(|st| s.spawn(move || st.sweep().unwrap())).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // The background sweepers may have taken some first; none twice.
+    let later: usize = sweepers[0].sweep().unwrap();
+    assert_eq!(later, 0);
+    assert!(counts.iter().sum::<usize>() <= ids.len());
+    for id in &ids {
+        assert_eq!(sweepers[0].record(id).unwrap().state, RecordState::TimedOut);
+    }
+}
+
+#[test]
+fn tokens_issued_on_one_host_answer_once_on_another() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let keys = TokenKeys::parse("k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = Gate::builder()
+            .store(store(&url, &schema, None))
+            .tokens(keys.clone())
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let console = Gate::builder()
+            .store(store(&url, &schema, None))
+            .tokens(keys)
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/t"}))).await });
+        let req = listed(&console, 1).await.remove(0);
+        let token = console.issue_token(&req.id, "dana").unwrap();
+        // Used twice at once, from two hosts: one wins.
+        let (c1, c2) = (console.clone(), agent.clone());
+        let (t1, t2) = (token.clone(), token.clone());
+        let h1 = std::thread::spawn(move || c1.respond_token(&t1, TokenResponse::approve("dana")));
+        let h2 = std::thread::spawn(move || c2.respond_token(&t2, TokenResponse::approve("dana")));
+        let results = [h1.join().unwrap(), h2.join().unwrap()];
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+        assert!(matches!(loser.kind(), ErrorKind::AlreadyUsed | ErrorKind::NotPending), "{loser}");
+        assert_eq!(call.await.unwrap().status, ToolStatus::Executed);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let again = console.respond_token(&token, TokenResponse::approve("dana")).unwrap_err();
+        assert_eq!(again.kind(), ErrorKind::AlreadyUsed, "{again}");
+    });
+}
+
+#[test]
+fn an_owner_restarting_recovers_its_own_requests_and_reports_interrupted_calls() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        // The first life: one call approved and started, one left pending.
+        let first = store(&url, &schema, Some("agent-7"));
+        let other = store(&url, &schema, Some("agent-8"));
+        let g1 = Gate::builder()
+            .store(first.clone())
+            .deny_when_unobserved(false)
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let g_other = Gate::builder().store(other.clone()).tool(delete_tool(runs.clone())).build().unwrap();
+        let mut pending_calls = Vec::new();
+        for (g, p) in [(&g1, "/run"), (&g1, "/wait"), (&g_other, "/theirs")] {
+            let g = g.clone();
+            pending_calls.push(tokio::spawn(async move {
+                let _ = g.confirm(ToolCall::new("delete_file", json!({"path": p}))).await;
+            }));
+        }
+        let reqs = listed(&g1, 3).await;
+        let run = reqs.iter().find(|r| r.arguments["path"] == "/run").unwrap().clone();
+        let wait = reqs.iter().find(|r| r.arguments["path"] == "/wait").unwrap().clone();
+        first
+            .transition(
+                &run.id,
+                StateChange { arguments: Some(&run.arguments), ..StateChange::to(RecordState::Approved) },
+            )
+            .unwrap();
+        first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
+        // The process dies: its connections go, nothing is cleaned up.
+        for c in pending_calls.drain(..2) {
+            c.abort();
+        }
+        std::mem::forget(g1);
+        first.close();
+        drop(first);
+
+        let second = store(&url, &schema, Some("agent-7"));
+        let g2 =
+            Gate::builder().store(second).deny_when_unobserved(false).tool(delete_tool(runs.clone())).build().unwrap();
+        let report = g2.recover().unwrap();
+        assert_eq!(report.interrupted.len(), 1, "{report:?}");
+        assert_eq!(report.interrupted[0].request.id, run.id);
+        assert_eq!(report.restored.len(), 1, "only this owner's pending request: {report:?}");
+        assert_eq!(report.restored[0].id, wait.id);
+        assert_eq!(g2.record(&run.id).unwrap().state, RecordState::Interrupted);
+        // The restored request is approved from elsewhere and its tool runs once, here.
+        g_other.respond(ConfirmationResponse::approve(&wait)).unwrap();
+        let t = Instant::now();
+        while g2.record(&wait.id).unwrap().state != RecordState::Done {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        g_other.close();
+    });
+}
+
+#[test]
+fn a_waiting_call_survives_a_server_restart() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let Ok(ctl) = std::env::var("SIGNOFF_TEST_POSTGRES_CTL") else {
+        eprintln!("skipped: no SIGNOFF_TEST_POSTGRES_CTL to restart the server with");
+        return;
+    };
+    drop(_server);
+    let _alone = SERVER.write().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, runs) = pair(&url, &schema());
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/r"}))).await });
+        let req = listed(&approver, 1).await.remove(0);
+        let status =
+            std::process::Command::new("sh").arg("-c").arg(format!("{ctl} restart -w -m fast")).status().unwrap();
+        assert!(status.success());
+        // The first answer after the restart may meet a dead connection; the next one reconnects.
+        let t = Instant::now();
+        loop {
+            match approver.respond(ConfirmationResponse::approve(&req)) {
+                Ok(_) => break,
+                Err(e) if e.kind() == ErrorKind::Store && t.elapsed() < Duration::from_secs(10) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let r = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call woke").unwrap();
+        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn what_runs_must_pass_the_agents_own_schema_whoever_approved_it() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let strict = Tool::builder("delete_file")
+            .parameters(json!({"type": "object", "properties": {"path": {"type": "string", "maxLength": 8}}}))
+            .approval(ApprovalMode::Required)
+            .editable(true)
+            .executor({
+                let runs = runs.clone();
+                move |_| {
+                    let runs = runs.clone();
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        Ok(Value::Null)
+                    }
+                }
+            })
+            .build();
+        let agent = Gate::builder().store(store(&url, &schema, None)).tool(strict).build().unwrap();
+        // The approving process registered a looser version of the tool.
+        let approver = Gate::builder()
+            .store(store(&url, &schema, None))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/a"}))).await });
+        let req = listed(&approver, 1).await.remove(0);
+        approver
+            .respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": "/a/much/longer/path"})))
+            .unwrap();
+        let r = call.await.unwrap();
+        assert_eq!(r.status, ToolStatus::Cancelled, "{r:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        let t = Instant::now();
+        while agent.record(&req.id).unwrap().state != RecordState::Cancelled {
+            assert!(t.elapsed() < Duration::from_secs(5), "{:?}", agent.record(&req.id));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+#[test]
+fn an_abandoned_call_and_a_closed_gate_end_their_requests_in_the_database() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, runs) = pair(&url, &schema());
+        let a = agent.clone();
+        let abandoned =
+            tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/gone"}))).await });
+        let a = agent.clone();
+        let open = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/open"}))).await });
+        let reqs = listed(&approver, 2).await;
+        abandoned.abort();
+        let gone = reqs.iter().find(|r| r.arguments["path"] == "/gone").unwrap();
+        let t = Instant::now();
+        while approver.record(&gone.id).unwrap().state != RecordState::Cancelled {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let late = approver.respond(ConfirmationResponse::approve(gone)).unwrap_err();
+        assert_eq!(late.kind(), ErrorKind::AlreadyResolved, "{late}");
+        agent.close();
+        assert_eq!(open.await.unwrap().status, ToolStatus::Cancelled);
+        let other = reqs.iter().find(|r| r.arguments["path"] == "/open").unwrap();
+        assert_eq!(approver.record(&other.id).unwrap().state, RecordState::Cancelled);
+        assert!(approver.pending().is_empty());
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    });
+}
+
+/// Runs SQL against the test database with `psql` (the server's own client), in `schema`.
+fn psql(url: &str, schema: &str, sql: &str) {
+    let out = std::process::Command::new("psql")
+        .arg(url)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!("SET search_path = {schema}; {sql}"))
+        .output()
+        .expect("psql runs");
+    assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_timeout_decided_by_another_hosts_sweeper_reaches_the_waiting_call_as_a_timeout() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let quiet = |owner| {
+            PostgresStore::connect(
+                &url,
+                PostgresOptions {
+                    owner: Some(owner),
+                    schema: Some(schema.clone()),
+                    sweep_interval: Some(Duration::ZERO),
+                },
+            )
+            .unwrap()
+        };
+        let agent = Gate::builder()
+            .store(quiet("agent".into()))
+            .default_timeout(Duration::from_secs(600))
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/slow"}))).await });
+        let sweeper = quiet("sweeper".into());
+        let t = Instant::now();
+        while sweeper.list().is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // By the database's clock the deadline has passed (this host's clock says 10 minutes are left).
+        psql(&url, &schema, "UPDATE signoff_requests SET deadline_at = now() - interval '1 second'");
+        assert_eq!(sweeper.sweep().unwrap(), 1);
+        assert_eq!(sweeper.sweep().unwrap(), 0, "exactly once");
+        let d = tokio::time::timeout(Duration::from_secs(5), call).await.expect("woken").unwrap().unwrap();
+        assert_eq!(d.outcome(), Outcome::TimedOut, "{d:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn calls_abandoned_while_their_request_is_being_written_leave_nothing_pending() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, runs) = pair(&url, &schema());
+        let mut calls = Vec::new();
+        for i in 0..40u64 {
+            let a = agent.clone();
+            let call = tokio::spawn(async move {
+                a.execute(ToolCall::new("delete_file", json!({"path": format!("/a/{i}")}))).await
+            });
+            // Abort at different moments: before, during and after the row is written.
+            tokio::time::sleep(Duration::from_micros(i * 50)).await;
+            call.abort();
+            calls.push(call);
+        }
+        for c in calls {
+            let _ = c.await;
+        }
+        let t = Instant::now();
+        loop {
+            let left = approver.pending();
+            if left.is_empty() {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "{} requests left pending by abandoned calls", left.len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn requests_made_on_other_hosts_reach_subscribers_and_approvers_here_live() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let (agent, console, runs) = pair(&url, &schema);
+        let mut events = console.subscribe();
+        let mut agent_events = agent.subscribe();
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/live"}))).await });
+        // The console sees the request as an event, without listing.
+        let req = match tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event arrives") {
+            Some(Ok(Event::ConfirmationRequest(r))) => r,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(req.arguments, json!({"path": "/live"}));
+        console.respond(ConfirmationResponse::approve(&req).with_responder("erin")).unwrap();
+        assert_eq!(call.await.unwrap().status, ToolStatus::Executed);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        // ... and learns that it ended.
+        let resolved = loop {
+            match tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event arrives") {
+                Some(Ok(Event::ConfirmationResolved(r))) => break r,
+                Some(Ok(_)) => continue,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(resolved.id, req.id);
+        assert_eq!(resolved.outcome, Outcome::Approved);
+        assert_eq!(resolved.responder.as_deref(), Some("erin"));
+        // The agent's own bus shows its request once.
+        let mut own = 0;
+        while let Ok(Some(Ok(e))) = tokio::time::timeout(Duration::from_millis(200), agent_events.recv()).await {
+            if matches!(e, Event::ConfirmationRequest(_)) {
+                own += 1;
+            }
+        }
+        assert_eq!(own, 1);
+
+        // An inline approver in another process answers requests made here.
+        let auto = Gate::builder()
+            .store(store(&url, &schema, None))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let _guard = auto.on_request_inline(|p| {
+            let _ = p.approve();
+        });
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            agent.execute(ToolCall::new("delete_file", json!({"path": "/auto"}))),
+        )
+        .await
+        .expect("approved from the other process");
+        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    });
+}
