@@ -74,6 +74,10 @@ pub struct GateConfig {
     pub store_owner: Option<String>,
     /// The PostgreSQL schema for the tables (default: the search path); needs `store_url`.
     pub store_schema: Option<String>,
+    /// Keep the audit chain in the store's PostgreSQL database (table `signoff_audit`, one
+    /// chain for every process; [`PostgresAuditSink`](crate::PostgresAuditSink)); needs
+    /// `store_url`, exclusive with `audit_path`.
+    pub audit_in_store: bool,
     /// Append the audit chain to this JSON Lines file.
     pub audit_path: Option<PathBuf>,
     /// Rotate the audit log at this many bytes (needs `audit_path`; at least 1).
@@ -98,7 +102,7 @@ impl std::fmt::Debug for GateConfig {
 }
 
 /// Every option: its snake_case name and what it holds.
-const OPTIONS: [(&str, Kind); 18] = [
+const OPTIONS: [(&str, Kind); 19] = [
     ("default_timeout_ms", Kind::Millis),
     ("keywords", Kind::Strings),
     ("deny_when_unobserved", Kind::Bool),
@@ -113,6 +117,7 @@ const OPTIONS: [(&str, Kind); 18] = [
     ("store_url", Kind::Text),
     ("store_owner", Kind::Text),
     ("store_schema", Kind::Text),
+    ("audit_in_store", Kind::Bool),
     ("audit_path", Kind::Path),
     ("audit_rotate_bytes", Kind::Count { min: 1, max: 1 << 53 }),
     ("token_keys", Kind::Keys),
@@ -211,6 +216,7 @@ impl GateConfig {
                 ("dangerously_disable_gating", _) => c.dangerously_disable_gating = boolean(name, value)?,
                 ("forbid_self_approval", _) => c.forbid_self_approval = boolean(name, value)?,
                 ("synchronous_full", _) => c.synchronous_full = boolean(name, value)?,
+                ("audit_in_store", _) => c.audit_in_store = boolean(name, value)?,
                 ("bus_capacity", Kind::Count { min, max }) => {
                     c.bus_capacity = Some(count(name, value, min, max)? as usize)
                 }
@@ -262,6 +268,16 @@ impl GateConfig {
         }
         if let Some(url) = &self.store_url {
             crate::store::check_store_url(url).map_err(|e| Error::Config(format!("`{}`: {e}", n("store_url"))))?;
+        }
+        if self.audit_in_store && self.store_url.is_none() {
+            return Err(needs("audit_in_store", "store_url"));
+        }
+        if self.audit_in_store && self.audit_path.is_some() {
+            return Err(Error::Config(format!(
+                "pass either `{}` (a JSON Lines file) or `{}` (the database's table): not both",
+                n("audit_path"),
+                n("audit_in_store")
+            )));
         }
         if self.store_owner.is_some() && self.store_url.is_none() {
             return Err(needs("store_owner", "store_url"));
@@ -359,7 +375,7 @@ impl GateConfig {
             b = b.store(crate::SqliteStore::open_with(p, options)?);
         }
         if let Some(url) = &self.store_url {
-            b = b.store(self.postgres(url)?);
+            b = self.postgres(b, url)?;
         }
         if let Some(p) = &self.audit_path {
             let options = crate::AuditOptions { rotate_bytes: self.audit_rotate_bytes };
@@ -368,18 +384,23 @@ impl GateConfig {
         Ok(b)
     }
 
+    /// The PostgreSQL store (and the audit table, with `audit_in_store`).
     #[cfg(feature = "postgres")]
-    fn postgres(&self, url: &str) -> Result<Arc<dyn crate::PendingStore>> {
+    fn postgres(&self, b: GateBuilder, url: &str) -> Result<GateBuilder> {
         let options = crate::PostgresOptions {
             owner: self.store_owner.clone(),
             schema: self.store_schema.clone(),
             sweep_interval: None,
         };
-        Ok(crate::PostgresStore::connect(url, options)?)
+        let mut b = b.store(crate::PostgresStore::connect(url, options)?);
+        if self.audit_in_store {
+            b = b.audit(crate::PostgresAuditSink::connect(url, self.store_schema.as_deref())?);
+        }
+        Ok(b)
     }
 
     #[cfg(not(feature = "postgres"))]
-    fn postgres(&self, _url: &str) -> Result<Arc<dyn crate::PendingStore>> {
+    fn postgres(&self, _b: GateBuilder, _url: &str) -> Result<GateBuilder> {
         Err(Error::Config(
             "store_url: this build of signoff has no PostgreSQL support (cargo feature `postgres`)".into(),
         ))

@@ -389,12 +389,13 @@ fn an_owner_restarting_recovers_its_own_requests_and_reports_interrupted_calls()
             )
             .unwrap();
         first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
-        // The process dies: its connections go, nothing is cleaned up.
+        // The process dies: its connections go first, so nothing it leaves behind reaches the
+        // database (the waiting calls' clean-up below finds the store closed).
+        first.close();
         for c in pending_calls.drain(..2) {
             c.abort();
         }
         std::mem::forget(g1);
-        first.close();
         drop(first);
 
         let second = store(&url, &schema, Some("agent-7"));
@@ -672,5 +673,35 @@ fn requests_made_on_other_hosts_reach_subscribers_and_approvers_here_live() {
         .expect("approved from the other process");
         assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn a_gate_configured_with_a_store_url_keeps_its_audit_chain_in_the_same_database() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let config = GateConfig::from_json(
+            &json!({"storeUrl": url, "storeSchema": schema, "storeOwner": "agent-a", "auditInStore": true}),
+            Naming::Camel,
+        )
+        .unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = config.builder().unwrap().tool(delete_tool(runs.clone())).build().unwrap();
+        let approver =
+            Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
+        let a = agent.clone();
+        let call =
+            tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/audited"}))).await });
+        let req = listed(&approver, 1).await.remove(0);
+        approver.respond(ConfirmationResponse::approve(&req)).unwrap();
+        assert_eq!(call.await.unwrap().status, ToolStatus::Executed);
+        agent.flush_audit();
+        let report = verify_chain_postgres(&url, Some(&schema)).unwrap();
+        assert!(report.is_intact(), "{report:?}");
+        // The request, its outcome and the execution, at least.
+        assert!(report.records >= 3, "{report:?}");
+        agent.close();
     });
 }

@@ -363,7 +363,10 @@ impl Gate {
 
     /// The call behind a request being written went away.
     pub(super) fn abandon(&self, ins: &Inserting) {
+        // Nobody will see the write complete: the store ends the row if it lands after this, and
+        // the cancellation below ends it if it landed before.
         ins.abandoned.store(true, Ordering::SeqCst);
+        lock(&self.inner.inserting).remove(&ins.request.id);
         self.cancel(ins.request.id, CancelReason::Aborted);
     }
 

@@ -174,8 +174,14 @@ impl PostgresStore {
             }
             Ok(())
         })?;
-        let s = shared.clone();
-        db.handle().spawn(listen(s));
+        // Listening before this returns: no change made after `connect` is missed.
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        db.handle().spawn(listen(shared.clone(), ready_tx));
+        if ready_rx.recv_timeout(Duration::from_secs(15)).is_err() {
+            shared.closed.store(true, Ordering::SeqCst);
+            db.close();
+            return Err(Error::Store("could not start listening for changes (LISTEN signoff_changed)".into()));
+        }
         let every = options.sweep_interval.unwrap_or(Duration::from_secs(1));
         if !every.is_zero() {
             let s = Arc::downgrade(&shared);
@@ -380,6 +386,29 @@ impl Shared {
         Ok(())
     }
 
+    /// After a reconnect: announces pending requests not yet shown here (the oldest
+    /// [`LAGGED_SNAPSHOT_LIMIT`](crate::LAGGED_SNAPSHOT_LIMIT)).
+    async fn announce_pending(self: &Arc<Self>) -> Result<()> {
+        if !self.watcher().is_some_and(|w| w.wants_requests()) {
+            return Ok(());
+        }
+        let c = self.client().await?;
+        let limit = crate::LAGGED_SNAPSHOT_LIMIT as i64;
+        let rows = c
+            .client
+            .query(
+                "SELECT id FROM signoff_requests WHERE state = 'pending' ORDER BY created_at_ms, id LIMIT $1",
+                &[&limit],
+            )
+            .await
+            .map_err(|e| pg_err("could not list", e))?;
+        let ids: Vec<Uuid> = {
+            let shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+            rows.iter().map(|r| r.get::<_, Uuid>(0)).filter(|id| !shown.contains_key(id)).collect()
+        };
+        self.announce(ids).await
+    }
+
     /// Forgets shown requests long past their deadline (their end was announced, or missed
     /// while disconnected).
     fn prune_shown(&self) {
@@ -390,8 +419,9 @@ impl Shared {
 
 /// Listens for changes, re-reading what this store waits for; reconnects with backoff and
 /// re-reads everything it waits for after each (re)connect.
-async fn listen(shared: Arc<Shared>) {
+async fn listen(shared: Arc<Shared>, ready: std::sync::mpsc::SyncSender<()>) {
     let mut backoff = Duration::from_millis(50);
+    let mut first = true;
     loop {
         if shared.closed.load(Ordering::SeqCst) {
             return;
@@ -410,11 +440,18 @@ async fn listen(shared: Arc<Shared>) {
             continue;
         }
         backoff = Duration::from_millis(50);
-        // Anything may have changed while nobody listened.
-        let mut all: Vec<Uuid> = shared.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
-        all.extend(shared.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
-        if shared.reread(all).await.is_err() {
-            continue;
+        if first {
+            first = false;
+            let _ = ready.try_send(());
+        } else {
+            // Anything may have changed while nobody listened: what this process waits for or
+            // shows is re-read, and requests made meanwhile are announced (the oldest
+            // LAGGED_SNAPSHOT_LIMIT; a UI pages for the rest).
+            let mut all: Vec<Uuid> = shared.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+            all.extend(shared.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
+            if shared.reread(all).await.is_err() || shared.announce_pending().await.is_err() {
+                continue;
+            }
         }
         while let Some(n) = rx.recv().await {
             let (mut ids, mut new): (Vec<Uuid>, Vec<Uuid>) = (Vec::new(), Vec::new());
