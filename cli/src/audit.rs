@@ -141,8 +141,7 @@ fn verify_postgres(url: &str, schema: Option<&str>) -> u8 {
     let report = match signoff::verify_chain_postgres(url, schema) {
         Ok(r) => r,
         Err(e) => {
-            // Not the URL: it may hold a password. A `store` error's own words, without the
-            // "pending-request store" prefix that does not apply here.
+            // Not the URL: it may hold a password. A `store` error's own words.
             match e {
                 signoff::Error::Store(m) => eprintln!("signoff: PostgreSQL audit table: {m}"),
                 e => eprintln!("signoff: PostgreSQL audit table: {e}"),

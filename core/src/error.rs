@@ -52,7 +52,7 @@ error_kinds! {
     Unauthorized = "unauthorized",
     /// The gate has been shut down.
     Closed = "closed",
-    /// The pending-request store failed.
+    /// A store failed (the pending-request store, or a database audit table).
     Store = "store",
     /// `execute` was asked to run a tool that has no executor.
     NoExecutor = "no_executor",
@@ -178,9 +178,9 @@ pub enum Error {
     /// [`Gate::close`](crate::Gate::close).
     #[error("the gate is shut down")]
     Closed,
-    /// The [`PendingStore`](crate::PendingStore) failed to store a new request; the call is refused
-    /// and never runs unapproved.
-    #[error("pending-request store failed: {0}")]
+    /// A store failed: the [`PendingStore`](crate::PendingStore) (a new request is refused and
+    /// never runs unapproved; a failed state change fails safe), or a database audit table.
+    #[error("store failed: {0}")]
     Store(String),
     /// [`Gate::execute`](crate::Gate::execute) was given a tool registered without an executor
     /// (carries the tool name); reported as a [`Rejected`](crate::ToolStatus::Rejected) result.
