@@ -5,7 +5,10 @@
 //! transaction, committed before the gate acts on it. The journal is WAL; by default
 //! `synchronous = NORMAL`, which survives any crash of the process (the case this store exists
 //! for) and may lose the last commits on a power failure or kernel crash; [`SqliteOptions::
-//! synchronous_full`] makes every commit wait for the disk as well.
+//! synchronous_full`] makes every commit wait for the disk as well. With it, new requests are
+//! committed by a thread of the store's, in batches (one sync for every request that arrived
+//! meanwhile), so the task that makes a request never waits for the disk; answers and execution
+//! states are still committed on the thread that makes them.
 //!
 //! State changes are guarded in SQL (`executing` only from `approved`, `done` only from
 //! `executing`, ...), so even a bug in a caller cannot run a request twice through this store.
@@ -13,11 +16,24 @@
 use crate::audit::{AuditAnchor, ChainHead};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationRequest, now_ms};
-use crate::store::{PendingCursor, PendingIndex, PendingStore, RecordState, StateChange, StoredRecord};
+use crate::store::{PendingCursor, PendingIndex, PendingStore, RecordState, StateChange, StoreFuture, StoredRecord};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use uuid::Uuid;
+
+/// New requests written per transaction at most (one commit, one sync for all of them).
+const WRITE_BATCH: usize = 256;
+
+/// A new request for the writer thread.
+struct InsertJob {
+    request: Arc<ConfirmationRequest>,
+    json: String,
+    /// Set when its call went away: the row is written (or ended) as cancelled.
+    abandoned: Arc<AtomicBool>,
+    done: tokio::sync::oneshot::Sender<Result<()>>,
+}
 
 /// Options for [`SqliteStore::open_with`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,6 +65,13 @@ pub struct SqliteStore {
     path: PathBuf,
     /// The one-process lock; released by `close`.
     lock_file: Mutex<Option<std::fs::File>>,
+    /// With `synchronous_full`, new requests go to a thread of the store's, which commits them
+    /// in batches: the caller's task never waits for the disk (see
+    /// [`PendingStore::insert_async`]). `None` without it, and once closed.
+    writer: Mutex<Option<std::sync::mpsc::Sender<InsertJob>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// New requests are handed to the writer thread (`synchronous_full`).
+    hand_off: bool,
 }
 
 fn db_err(e: rusqlite::Error) -> Error {
@@ -117,12 +140,107 @@ impl SqliteStore {
             );",
         )
         .map_err(db_err)?;
-        Ok(Arc::new(SqliteStore {
-            conn: Mutex::new(Some(conn)),
-            pending: Mutex::new(PendingIndex::default()),
-            path,
-            lock_file: Mutex::new(Some(lock_file)),
-        }))
+        let (tx, rx) = std::sync::mpsc::channel::<InsertJob>();
+        // Only where a commit waits for the disk (~1 ms): with `NORMAL` a commit costs less
+        // than the two thread wake-ups a hand-off adds (measured: 72 µs → 210 µs per approval).
+        let hand_off = options.synchronous_full;
+        let store = Arc::new_cyclic(|me: &Weak<SqliteStore>| {
+            let me = me.clone();
+            let thread = hand_off
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("signoff-sqlite".into())
+                        .spawn(move || {
+                            while let Ok(first) = rx.recv() {
+                                let mut batch = vec![first];
+                                while batch.len() < WRITE_BATCH {
+                                    match rx.try_recv() {
+                                        Ok(job) => batch.push(job),
+                                        Err(_) => break,
+                                    }
+                                }
+                                match me.upgrade() {
+                                    Some(store) => store.write_batch(batch),
+                                    None => {
+                                        for job in batch {
+                                            let _ = job.done.send(Err(Error::Store("the SQLite store is gone".into())));
+                                        }
+                                    }
+                                }
+                            }
+                        })
+                        .ok()
+                })
+                .flatten();
+            SqliteStore {
+                conn: Mutex::new(Some(conn)),
+                pending: Mutex::new(PendingIndex::default()),
+                path,
+                lock_file: Mutex::new(Some(lock_file)),
+                writer: Mutex::new(thread.as_ref().map(|_| tx)),
+                hand_off: thread.is_some(),
+                writer_thread: Mutex::new(thread),
+            }
+        });
+        Ok(store)
+    }
+
+    /// Writes new requests in one transaction (one by one if that fails, so one bad row does
+    /// not fail the others), lists the pending ones, then answers each caller.
+    fn write_batch(&self, batch: Vec<InsertJob>) {
+        let insert = |conn: &Connection, job: &InsertJob| -> Result<bool> {
+            let cancelled = job.abandoned.load(Ordering::SeqCst);
+            let mut stmt = conn
+                .prepare_cached(
+                    "INSERT INTO signoff_requests (id, created_at_ms, deadline_ms, state, request, updated_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?2)",
+                )
+                .map_err(db_err)?;
+            stmt.execute(params![
+                job.request.id.as_bytes(),
+                job.request.created_at_ms as i64,
+                job.request.deadline_ms.min(i64::MAX as u64) as i64,
+                if cancelled { "cancelled" } else { "pending" },
+                job.json
+            ])
+            .map_err(db_err)?;
+            Ok(!cancelled)
+        };
+        let results: Vec<Result<bool>> = {
+            let guard = lock(&self.conn);
+            match guard.as_ref() {
+                None => batch.iter().map(|_| Err(Error::Store(format!("{} is closed", self.path.display())))).collect(),
+                Some(conn) => {
+                    let together = (|| -> Result<Vec<bool>> {
+                        let tx = conn.unchecked_transaction().map_err(db_err)?;
+                        let listed = batch.iter().map(|job| insert(conn, job)).collect::<Result<Vec<bool>>>()?;
+                        tx.commit().map_err(db_err)?;
+                        Ok(listed)
+                    })();
+                    match together {
+                        Ok(listed) => listed.into_iter().map(Ok).collect(),
+                        // Each on its own (autocommit), so each caller gets its own answer.
+                        Err(_) => batch.iter().map(|job| insert(conn, job)).collect(),
+                    }
+                }
+            }
+        };
+        for (job, result) in batch.into_iter().zip(results) {
+            let reply = match result {
+                Ok(true) => {
+                    lock(&self.pending).insert(job.request.clone());
+                    // Cancelled between the write and now: the gate saw it unlisted and left
+                    // the row to this thread.
+                    if job.abandoned.load(Ordering::SeqCst) {
+                        let _ = self.transition(&job.request.id, StateChange::to(RecordState::Cancelled));
+                    }
+                    Ok(())
+                }
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            };
+            let _ = job.done.send(reply);
+        }
     }
 
     /// The database file.
@@ -289,6 +407,27 @@ impl PendingStore for SqliteStore {
         Ok(())
     }
 
+    fn insert_async(&self, request: Arc<ConfirmationRequest>, abandoned: Arc<AtomicBool>) -> Option<StoreFuture<()>> {
+        if !self.hand_off {
+            return None;
+        }
+        let json = match serde_json::to_string(&*request) {
+            Ok(j) => j,
+            Err(e) => return Some(Box::pin(std::future::ready(Err(Error::Store(e.to_string()))))),
+        };
+        let (done, rx) = tokio::sync::oneshot::channel();
+        let sent = match lock(&self.writer).as_ref() {
+            Some(w) => w.send(InsertJob { request, json, abandoned, done }).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Some(Box::pin(std::future::ready(Err(Error::Store(format!("{} is closed", self.path.display()))))));
+        }
+        Some(Box::pin(async move {
+            rx.await.unwrap_or_else(|_| Err(Error::Store("the SQLite store's writer stopped".into())))
+        }))
+    }
+
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
         lock(&self.pending).remove(id)
     }
@@ -386,6 +525,15 @@ impl PendingStore for SqliteStore {
     }
 
     fn close(&self) {
+        // New requests already handed to the writer are written first (those of cancelled
+        // calls as cancelled).
+        lock(&self.writer).take();
+        let thread = lock(&self.writer_thread).take();
+        if let Some(t) = thread
+            && t.thread().id() != std::thread::current().id()
+        {
+            let _ = t.join();
+        }
         // Checkpoints the WAL, closes the database, then lets another process (or a new
         // store in this one) open it.
         if let Some(conn) = lock(&self.conn).take() {

@@ -301,7 +301,7 @@ fn a_deadline_that_passed_while_down_resolves_as_timed_out_at_start_up() {
         let gate = simple_gate(Gate::builder().default_timeout(Duration::from_millis(50)), &dir.join("signoff.db"));
         let fut = gate.confirm(ToolCall::new("delete_file", json!({"path": "/x"})));
         let mut fut = Box::pin(fut);
-        assert!(futures_poll_once(fut.as_mut()).is_none());
+        poll_until_listed(&gate, fut.as_mut(), 1);
         let id = gate.pending()[0].id;
         // Simulate a crash: the future is leaked, not dropped (dropping would cancel it).
         std::mem::forget(fut);
@@ -337,8 +337,9 @@ fn recovery_refuses_what_it_cannot_run_as_shown() {
         let mut ids = Vec::new();
         for call in [ToolCall::new("delete_file", json!({"path": "/tampered"})), ToolCall::new("gone_tool", json!({}))]
         {
+            let listed = gate.pending_count() + 1;
             let mut fut = Box::pin(gate.confirm(call));
-            assert!(futures_poll_once(fut.as_mut()).is_none());
+            poll_until_listed(&gate, fut.as_mut(), listed);
             std::mem::forget(fut);
         }
         for r in gate.pending() {
@@ -386,6 +387,19 @@ async fn some_pending(gate: &Gate) -> Arc<ConfirmationRequest> {
         }
         tokio::task::yield_now().await;
     }
+}
+
+/// Polls a confirmation until its request is stored and listed (the store writes it on a thread
+/// of its own), `listed` requests in all.
+fn poll_until_listed<F: std::future::Future>(gate: &Gate, mut f: std::pin::Pin<&mut F>, listed: usize) {
+    let start = Instant::now();
+    while gate.pending_count() < listed {
+        assert!(futures_poll_once(f.as_mut()).is_none(), "resolved before it was listed");
+        assert!(start.elapsed() < Duration::from_secs(5), "never listed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Once more: the stored request is published.
+    assert!(futures_poll_once(f.as_mut()).is_none());
 }
 
 fn futures_poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {

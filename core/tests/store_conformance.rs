@@ -51,6 +51,16 @@ fn sqlite(_check: &str) -> Option<Subject> {
     Some(Subject { store, reopen: Some(Box::new(move || SqliteStore::open(&path).unwrap())), _dir: Some(dir) })
 }
 
+/// SQLite with `synchronous_full`: new requests are written by the store's own thread.
+fn sqlite_full(_check: &str) -> Option<Subject> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("signoff.db");
+    let open = move || -> Arc<dyn PendingStore> {
+        SqliteStore::open_with(&path, SqliteOptions { synchronous_full: true }).unwrap()
+    };
+    Some(Subject { store: open(), reopen: Some(Box::new(open)), _dir: Some(dir) })
+}
+
 #[cfg(feature = "postgres")]
 #[allow(clippy::needless_update)] // options added later keep their defaults
 fn postgres(check: &str) -> Option<Subject> {
@@ -104,6 +114,7 @@ macro_rules! suite {
             close_makes_later_operations_fail,
             gate_confirm_approved_is_released,
             gate_execute_approved_is_done,
+            gate_calls_abandoned_or_closed_while_written_leave_nothing_pending,
         );
     };
     (@tests $factory:path; $($check:ident),* $(,)?) => {
@@ -124,6 +135,10 @@ mod memory {
 
 mod sqlite {
     suite!(super::sqlite);
+}
+
+mod sqlite_full {
+    suite!(super::sqlite_full);
 }
 
 #[cfg(feature = "postgres")]
@@ -864,4 +879,52 @@ fn gate_execute_approved_is_done(s: Subject) {
     });
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     gate.close();
+}
+
+/// Calls dropped at every moment around the store's write, then a gate closed while requests
+/// are being written: every call ends, nothing stays pending, and nothing unfinished is left
+/// for a restart to restore.
+fn gate_calls_abandoned_or_closed_while_written_leave_nothing_pending(s: Subject) {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gate = gate_on(&s, runs.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        for i in 0..30u64 {
+            let g = gate.clone();
+            let call = tokio::spawn(async move {
+                g.execute(ToolCall::new("delete_file", json!({"path": format!("/a/{i}")}))).await
+            });
+            tokio::time::sleep(Duration::from_micros(i * 40)).await;
+            call.abort();
+            let _ = call.await;
+        }
+        let calls: Vec<_> = (0..30)
+            .map(|i| {
+                let g = gate.clone();
+                tokio::spawn(async move {
+                    g.execute(ToolCall::new("delete_file", json!({"path": format!("/c/{i}")}))).await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_micros(300)).await;
+        gate.close();
+        for c in calls {
+            let r = c.await.unwrap();
+            assert!(!r.status.ran(), "{r:?}");
+        }
+    });
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+    if let Some(reopen) = &s.reopen {
+        let again = reopen();
+        let t = std::time::Instant::now();
+        loop {
+            let left = again.unfinished().unwrap();
+            if left.is_empty() {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "{} requests left unfinished", left.len());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        again.close();
+    }
 }

@@ -150,9 +150,10 @@ pub(crate) struct Inner {
     /// What a shared store calls when another process decides one of this gate's requests
     /// (the store holds it weakly).
     watcher: Option<Arc<dyn crate::store::StoreWatcher>>,
-    /// Requests whose store write is under way, with whether they were cancelled meanwhile
-    /// (the row is then ended once written). Shared or asynchronous stores only.
-    inserting: Mutex<HashMap<Uuid, bool, FxBuildHasher>>,
+    /// Requests whose store write is under way, with the flag that tells the store to end the
+    /// row once written (set when the request is cancelled meanwhile). Shared or asynchronous
+    /// stores only.
+    inserting: Mutex<HashMap<Uuid, Arc<AtomicBool>, FxBuildHasher>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -309,7 +310,7 @@ impl Gate {
         let abandoned = Arc::new(AtomicBool::new(false));
         let deferred = self.inner.store.insert_async(request.clone(), abandoned.clone());
         if shared || deferred.is_some() {
-            lock(&self.inner.inserting).insert(id, false);
+            lock(&self.inner.inserting).insert(id, abandoned.clone());
         }
         {
             // The store makes the request visible (`pending`, `pending_request`): its waiter must
@@ -345,7 +346,8 @@ impl Gate {
     /// After a (shared or asynchronous) store wrote a new request, or failed to.
     fn stored(&self, request: &Arc<ConfirmationRequest>, stored: Result<()>) -> Result<()> {
         let id = request.id;
-        let cancelled_meanwhile = lock(&self.inner.inserting).remove(&id).unwrap_or(false);
+        let cancelled_meanwhile =
+            lock(&self.inner.inserting).remove(&id).is_some_and(|flag| flag.load(Ordering::SeqCst));
         if let Err(e) = stored {
             lock(&self.inner.waiters).remove(&id);
             return Err(e);
@@ -363,11 +365,11 @@ impl Gate {
 
     /// The call behind a request being written went away.
     pub(super) fn abandon(&self, ins: &Inserting) {
-        // Nobody will see the write complete: the store ends the row if it lands after this, and
-        // the cancellation below ends it if it landed before.
+        // Nobody will see the write complete: the cancellation flags the row for the store to
+        // end if it is not written yet, or ends it if it is.
         ins.abandoned.store(true, Ordering::SeqCst);
-        lock(&self.inner.inserting).remove(&ins.request.id);
         self.cancel(ins.request.id, CancelReason::Aborted);
+        lock(&self.inner.inserting).remove(&ins.request.id);
     }
 
     /// Audits and announces a stored request, then applies the closed and no-approver rules.
@@ -622,6 +624,14 @@ impl Gate {
     /// first: a decision another process recorded just before wins (and is delivered), and
     /// `None` is returned. The flag says whether the store has the cancellation.
     fn claim_cancel(&self, id: &Uuid) -> Option<(Waiter, bool)> {
+        let writing = lock(&self.inner.inserting).get(id).cloned();
+        if let Some(flag) = writing {
+            flag.store(true, Ordering::SeqCst);
+            // The store checks the flag once the row is written; a row it shows is written.
+            if self.inner.store.get(id).is_none() {
+                return self.claim(id, Outcome::Cancelled).map(|w| (w, true));
+            }
+        }
         if !self.inner.store.is_shared() {
             return self.claim(id, Outcome::Cancelled).map(|w| (w, false));
         }

@@ -199,15 +199,6 @@ impl Gate {
         if !lock(&self.inner.waiters).contains_key(id) {
             return None;
         }
-        {
-            let mut inserting = lock(&self.inner.inserting);
-            if let Some(cancel) = inserting.get_mut(id) {
-                // Not written yet: the writer ends the row once it is (see `stored`).
-                *cancel = true;
-                drop(inserting);
-                return self.claim(id, Outcome::Cancelled).map(|w| (w, true));
-            }
-        }
         match self.inner.store.transition(id, StateChange::to(RecordState::Cancelled)) {
             Ok(()) => self.claim(id, Outcome::Cancelled).map(|w| (w, true)),
             Err(e) => match self.inner.store.record(id) {
