@@ -308,32 +308,52 @@ impl Gate {
         }
         let shared = self.inner.store.is_shared();
         let abandoned = Arc::new(AtomicBool::new(false));
-        let deferred = self.inner.store.insert_async(request.clone(), abandoned.clone());
-        if shared || deferred.is_some() {
-            lock(&self.inner.inserting).insert(id, abandoned.clone());
-        }
-        {
-            // The store makes the request visible (`pending`, `pending_request`): its waiter must
-            // exist by then, or a UI that lists it and answers at once would get `unknown_request`.
-            // Nothing takes the waiters lock while holding a store lock, so this cannot deadlock.
-            let mut waiters = lock(&self.inner.waiters);
-            if !shared && deferred.is_none() {
-                self.inner.store.insert(request.clone())?;
-            }
-            waiters.insert(id, Waiter { tx, request: request.clone(), tool: tool.clone(), deadline });
-        }
-        // From here on, dropping the `Confirm` future that holds this cancels the request.
+        let waiter = Waiter { tx, request: request.clone(), tool: tool.clone(), deadline };
         let waiting = Waiting { id, rx, deadline, timeout_ms };
-        if let Some(stored) = deferred {
+        // A store that writes elsewhere (or is shared) gets the request once its waiter and its
+        // in-flight entry exist, so a cancellation from here on (a dropped call, `close`) finds
+        // them and flags the row for the store to end.
+        lock(&self.inner.inserting).insert(id, abandoned.clone());
+        lock(&self.inner.waiters).insert(id, waiter);
+        // `close` flips its flag before it sweeps the waiters: one side always sees the other.
+        if self.is_closed() {
+            lock(&self.inner.inserting).remove(&id);
+            // Never written. The sweep may have claimed (and recorded) it already.
+            if self.claim(&id, Outcome::Cancelled).is_some() {
+                self.audit_outcome(&request, Outcome::Cancelled, Some(CancelReason::Shutdown), None, None);
+            }
+            return Ok(Prepared::Done(Decision::Cancelled { request_id: Some(id), reason: CancelReason::Shutdown }));
+        }
+        if let Some(stored) = self.inner.store.insert_async(request.clone(), abandoned.clone()) {
+            // From here on, dropping the `Confirm` future that holds this cancels the request.
             return Ok(Prepared::Insert(Inserting { waiting, request, stored, abandoned }));
         }
         if shared {
             // A database round trip: not under the waiters lock, which every answer takes.
             let stored = self.inner.store.insert(request.clone());
             self.stored(&request, stored)?;
-        } else {
-            self.publish_new(&request);
+            return Ok(Prepared::Wait(waiting));
         }
+        lock(&self.inner.inserting).remove(&id);
+        {
+            // The store makes the request visible (`pending`, `pending_request`) with its waiter
+            // already there, or a UI that lists it and answers at once would get
+            // `unknown_request`. Under the waiters lock, so nothing claims it in between. Nothing
+            // takes the waiters lock while holding a store lock, so this cannot deadlock.
+            let mut waiters = lock(&self.inner.waiters);
+            if !waiters.contains_key(&id) {
+                // Cancelled (and recorded) by a `close` that began meanwhile; never written.
+                return Ok(Prepared::Done(Decision::Cancelled {
+                    request_id: Some(id),
+                    reason: CancelReason::Shutdown,
+                }));
+            }
+            if let Err(e) = self.inner.store.insert(request.clone()) {
+                waiters.remove(&id);
+                return Err(e);
+            }
+        }
+        self.publish_new(&request);
         Ok(Prepared::Wait(waiting))
     }
 
