@@ -54,6 +54,7 @@ else
 	examples/check-remote.sh
 	examples/check-quickstart.sh
 	examples/check-sdk-loop.sh
+	examples/check-postgres-faults.sh
 endif
 
 test-python:
