@@ -74,6 +74,12 @@ pub trait PendingStore: Send + Sync + 'static {
         let _ = id;
         None
     }
+    /// [`record`](Self::record), telling a failed read (`store`) from a missing record. The
+    /// default is `Ok(self.record(id))`; stores whose reads can fail (a database on the network)
+    /// say so, so an answer is refused with `store`, not `unknown_request`.
+    fn try_record(&self, id: &Uuid) -> Result<Option<StoredRecord>> {
+        Ok(self.record(id))
+    }
     /// Records an earlier process left unfinished (`pending`, `approved`, `executing`), oldest
     /// first, for [`Gate::recover`](crate::Gate::recover). Durable stores only.
     fn unfinished(&self) -> Result<Vec<StoredRecord>> {

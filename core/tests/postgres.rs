@@ -705,3 +705,60 @@ fn a_gate_configured_with_a_store_url_keeps_its_audit_chain_in_the_same_database
         agent.close();
     });
 }
+
+#[test]
+fn an_answer_while_the_server_is_away_is_refused_as_a_store_error_and_the_call_still_runs_once_after() {
+    let Some(url) = url() else { return };
+    let Ok(ctl) = std::env::var("SIGNOFF_TEST_POSTGRES_CTL") else {
+        eprintln!("skipped: no SIGNOFF_TEST_POSTGRES_CTL to stop the server with");
+        return;
+    };
+    let _alone = SERVER.write().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let (agent, approver, runs) = pair(&url, &schema());
+        let a = agent.clone();
+        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/away"}))).await });
+        let req = listed(&approver, 1).await.remove(0);
+        let sh = |cmd: &str| {
+            let st = std::process::Command::new("sh").arg("-c").arg(format!("{ctl} {cmd}")).status().unwrap();
+            assert!(st.success(), "{cmd}");
+        };
+        sh("stop -w -m fast");
+        let e = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        sh("start -w");
+        let t = Instant::now();
+        loop {
+            match approver.respond(ConfirmationResponse::approve(&req)) {
+                Ok(_) => break,
+                Err(e) if e.kind() == ErrorKind::Store && t.elapsed() < Duration::from_secs(10) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let r = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call woke").unwrap();
+        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn a_server_that_accepts_and_never_answers_fails_connect_within_its_timeout() {
+    // Not PostgreSQL: a socket that takes the connection and says nothing.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let _hold = std::thread::spawn(move || {
+        let conns: Vec<_> = silent.incoming().take(4).collect();
+        std::thread::sleep(Duration::from_secs(10));
+        drop(conns);
+    });
+    let t = Instant::now();
+    let e = PostgresStore::connect(
+        &format!("postgres://signoff@127.0.0.1:{port}/signoff?connect_timeout=1"),
+        PostgresOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+}

@@ -140,6 +140,7 @@ impl GateBuilder {
         let gate = Gate {
             inner: Arc::new_cyclic(|me| Inner {
                 inserting: Mutex::new(HashMap::default()),
+                built_at_ms: crate::event::now_ms(),
                 watcher: shared
                     .then(|| Arc::new(super::shared::Watcher(me.clone())) as Arc<dyn crate::store::StoreWatcher>),
                 policy: self.policy,

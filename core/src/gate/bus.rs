@@ -65,7 +65,8 @@ impl Gate {
     /// lets requests wait for answers from elsewhere.
     pub(crate) fn approver_left(inner: Arc<Inner>) {
         let was_last = inner.approvers.fetch_sub(1, Ordering::SeqCst) == 1;
-        if was_last && inner.deny_when_unobserved {
+        // With a shared store, approvers are elsewhere by design.
+        if was_last && inner.deny_when_unobserved && !inner.store.is_shared() {
             Gate { inner }.cancel_where(|_| true, CancelReason::NoApprover);
         }
     }

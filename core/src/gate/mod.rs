@@ -154,6 +154,8 @@ pub(crate) struct Inner {
     /// row once written (set when the request is cancelled meanwhile). Shared or asynchronous
     /// stores only.
     inserting: Mutex<HashMap<Uuid, Arc<AtomicBool>, FxBuildHasher>>,
+    /// When the gate was built (epoch ms).
+    built_at_ms: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -436,12 +438,15 @@ impl Gate {
         if self.inner.store.is_durable()
             && !self.inner.recovered.load(Ordering::SeqCst)
             && let Ok(left) = self.inner.store.unfinished()
-            && !left.is_empty()
         {
-            eprintln!(
-                "signoff: the pending store holds {} unfinished request(s) from an earlier run that were not recovered; call Gate::recover() after registering tools, before the first call",
-                left.len()
-            );
+            // Only what an earlier run left: requests this gate makes meanwhile (other tasks, at
+            // the same moment) are not counted.
+            let earlier = left.iter().filter(|r| r.request.created_at_ms < self.inner.built_at_ms).count();
+            if earlier > 0 {
+                eprintln!(
+                    "signoff: the pending store holds {earlier} unfinished request(s) from an earlier run that were not recovered; call Gate::recover() after registering tools, before the first call"
+                );
+            }
         }
     }
 

@@ -121,7 +121,7 @@ impl Gate {
         }
         if self.is_closed() {
             self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::Shutdown);
-        } else if self.inner.deny_when_unobserved && !self.has_approver() {
+        } else if self.inner.deny_when_unobserved && !self.inner.store.is_shared() && !self.has_approver() {
             self.cancel_where(|w| restored_ids.contains(&w.request.id), CancelReason::NoApprover);
         }
         Ok(report)

@@ -251,7 +251,7 @@ impl Gate {
             return Err(Error::Closed);
         }
         let id = resp.id;
-        let rec = self.inner.store.record(&id).ok_or(Error::UnknownRequest(id))?;
+        let rec = self.inner.store.try_record(&id)?.ok_or(Error::UnknownRequest(id))?;
         if rec.state != RecordState::Pending {
             return Err(not_pending(id, rec.state));
         }
@@ -293,9 +293,9 @@ impl Gate {
             ..StateChange::to(state)
         };
         if let Err(e) = self.inner.store.transition(&id, change) {
-            return Err(match self.inner.store.record(&id) {
-                Some(rec) if rec.state != RecordState::Pending => not_pending(id, rec.state),
-                Some(_) if self.inner.store.time_left(&id).is_some_and(|l| l.is_zero()) => Error::Expired(id),
+            return Err(match self.inner.store.try_record(&id) {
+                Ok(Some(rec)) if rec.state != RecordState::Pending => not_pending(id, rec.state),
+                Ok(Some(_)) if self.inner.store.time_left(&id).is_some_and(|l| l.is_zero()) => Error::Expired(id),
                 _ => e,
             });
         }

@@ -102,7 +102,7 @@ impl Db {
 
     /// Opens a connection, driven on the store's runtime until it ends. Call on that runtime.
     pub(crate) async fn connect(&self) -> Result<Client> {
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| pg_err("could not connect", e))?;
+        let (client, connection) = self.timed(self.config.connect(NoTls)).await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });
@@ -113,7 +113,7 @@ impl Db {
     pub(crate) async fn connect_listening(
         &self,
     ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<tokio_postgres::Notification>)> {
-        let (client, mut connection) = self.config.connect(NoTls).await.map_err(|e| pg_err("could not connect", e))?;
+        let (client, mut connection) = self.timed(self.config.connect(NoTls)).await?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -131,6 +131,19 @@ impl Db {
             }
         });
         Ok((client, rx))
+    }
+
+    /// A connection attempt bounded by the connect timeout as a whole (TCP, start-up and
+    /// authentication: a server that accepts and never answers fails it too).
+    async fn timed<T>(
+        &self,
+        connect: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        let limit = self.config.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10));
+        match tokio::time::timeout(limit, connect).await {
+            Ok(r) => r.map_err(|e| pg_err("could not connect", e)),
+            Err(_) => Err(Error::Store(format!("could not connect: no answer from the server within {limit:?}"))),
+        }
     }
 
     /// Runs `fut` on the store's runtime and waits for it on this thread. For the synchronous

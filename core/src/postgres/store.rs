@@ -19,6 +19,8 @@ const CHANNEL: &str = "signoff_changed";
 const DDL_LOCK: i64 = 0x5167_6f66_6600_0001;
 /// The schema version this code writes.
 const SCHEMA_VERSION: i32 = 1;
+/// How often a process re-reads what it waits for, whatever the notifications say.
+const SAFETY_REREAD: Duration = Duration::from_secs(5);
 /// Requests timed out per sweeper statement.
 const SWEEP_BATCH: i64 = 200;
 
@@ -96,6 +98,8 @@ struct Shared {
     shown: Mutex<HashMap<Uuid, u64, FxBuildHasher>>,
     watcher: Mutex<Option<Weak<dyn StoreWatcher>>>,
     closed: AtomicBool,
+    /// Payloads for `NOTIFY signoff_changed`, sent after the changes they announce committed.
+    notify: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 /// Pending requests and their states in PostgreSQL: many agents in many processes and hosts
@@ -138,7 +142,9 @@ impl PostgresStore {
         if owner.is_empty() {
             return Err(Error::Config("the store's owner name is empty".into()));
         }
+        let (notify, to_send) = tokio::sync::mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
+            notify,
             db: db.clone(),
             owner,
             conn: Slot::default(),
@@ -174,6 +180,7 @@ impl PostgresStore {
             }
             Ok(())
         })?;
+        db.handle().spawn(notifier(db.clone(), to_send));
         // Listening before this returns: no change made after `connect` is missed.
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
         db.handle().spawn(listen(shared.clone(), ready_tx));
@@ -257,26 +264,23 @@ impl Shared {
                     let client = &client;
                     async move { client.prepare(sql).await.map_err(|e| pg_err("could not prepare a statement", e)) }
                 };
+                // No NOTIFY in these statements: PostgreSQL serializes notifying commits across the
+                // server through their disk flush, so commits could not share a flush (measured:
+                // 606 vs 3,966 updates/s). The notifier sends them after the commit instead.
                 let insert = prep(
-                    "WITH i AS (
-                        INSERT INTO signoff_requests (id, owner, state, request, created_at_ms, deadline_at)
-                        VALUES ($1, $2, 'pending', $3, $4, now() + ($5::bigint * interval '1 millisecond'))
-                        RETURNING id)
-                     SELECT pg_notify('signoff_changed', 'new:' || id::text)::text FROM i",
+                    "INSERT INTO signoff_requests (id, owner, state, request, created_at_ms, deadline_at)
+                     VALUES ($1, $2, 'pending', $3, $4, now() + ($5::bigint * interval '1 millisecond'))",
                 )
                 .await?;
                 let transition = prep(
-                    "WITH u AS (
-                        UPDATE signoff_requests SET state = $2::text,
-                            arguments = COALESCE($3, arguments), responder = COALESCE($4, responder),
-                            token = COALESCE($5, token), result = COALESCE($6, result),
-                            reason = COALESCE($7, reason), scope = COALESCE($8, scope), updated_at = now()
-                        WHERE id = $1 AND state = ANY($9::text[])
-                          AND CASE WHEN $2::text IN ('approved', 'denied') THEN deadline_at > now()
-                                   WHEN $2::text = 'timed-out' THEN deadline_at <= now()
-                                   ELSE true END
-                        RETURNING id)
-                     SELECT pg_notify('signoff_changed', id::text)::text FROM u",
+                    "UPDATE signoff_requests SET state = $2::text,
+                        arguments = COALESCE($3, arguments), responder = COALESCE($4, responder),
+                        token = COALESCE($5, token), result = COALESCE($6, result),
+                        reason = COALESCE($7, reason), scope = COALESCE($8, scope), updated_at = now()
+                     WHERE id = $1 AND state = ANY($9::text[])
+                       AND CASE WHEN $2::text IN ('approved', 'denied') THEN deadline_at > now()
+                                WHEN $2::text = 'timed-out' THEN deadline_at <= now()
+                                ELSE true END",
                 )
                 .await?;
                 let record =
@@ -453,7 +457,27 @@ async fn listen(shared: Arc<Shared>, ready: std::sync::mpsc::SyncSender<()>) {
                 continue;
             }
         }
-        while let Some(n) = rx.recv().await {
+        // A safety net under the hints: a notification lost with the process that was to send
+        // it (it crashed between its commit and the NOTIFY) delays a wake-up by this much.
+        let mut safety = tokio::time::interval(SAFETY_REREAD);
+        safety.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        safety.tick().await;
+        loop {
+            let n = tokio::select! {
+                n = rx.recv() => match n {
+                    Some(n) => n,
+                    None => break,
+                },
+                _ = safety.tick() => {
+                    let mut all: Vec<Uuid> =
+                        shared.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+                    all.extend(shared.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
+                    if shared.reread(all).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            };
             let (mut ids, mut new): (Vec<Uuid>, Vec<Uuid>) = (Vec::new(), Vec::new());
             let mut take = |payload: &str| {
                 for part in payload.split(',') {
@@ -474,6 +498,46 @@ async fn listen(shared: Arc<Shared>, ready: std::sync::mpsc::SyncSender<()>) {
             }
         }
         drop(client);
+    }
+}
+
+/// Sends queued notifications, coalesced (up to 150 ids per NOTIFY, within its 8,000-byte limit),
+/// on a connection of its own that does not wait for the disk: a notification is a hint, and its
+/// transaction writes nothing worth a flush. A payload that cannot be sent is dropped (the waiting
+/// side also re-reads what it waits for every few seconds).
+async fn notifier(db: Arc<Db>, mut to_send: tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let mut client: Option<(tokio_postgres::Client, tokio_postgres::Statement)> = None;
+    while let Some(first) = to_send.recv().await {
+        let mut payload = first;
+        let mut n = 1;
+        while n < 150 {
+            match to_send.try_recv() {
+                Ok(more) => {
+                    payload.push(',');
+                    payload.push_str(&more);
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        for _attempt in 0..2 {
+            if client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
+                client = match db.connect().await {
+                    Ok(c) if c.batch_execute("SET synchronous_commit = off").await.is_ok() => {
+                        match c.prepare("SELECT pg_notify('signoff_changed', $1)").await {
+                            Ok(stmt) => Some((c, stmt)),
+                            Err(_) => None,
+                        }
+                    }
+                    _ => None,
+                };
+            }
+            let Some((c, stmt)) = &client else { break };
+            if c.execute(stmt, &[&payload]).await.is_ok() {
+                break;
+            }
+            client = None;
+        }
     }
 }
 
@@ -551,7 +615,17 @@ impl Shared {
             .execute(&c.insert, &[&request.id, &self.owner, &text, &created, &timeout])
             .await
             .map_err(|e| pg_err("could not store the request", e))?;
+        let _ = self.notify.send(format!("new:{}", request.id));
         Ok(())
+    }
+
+    /// Announces a change someone may wait for (a decision, a timeout, a cancellation); the
+    /// execution states concern only the process that makes them.
+    fn announce_change(&self, id: Uuid, state: RecordState) {
+        if matches!(state, RecordState::Approved | RecordState::Denied | RecordState::TimedOut | RecordState::Cancelled)
+        {
+            let _ = self.notify.send(id.to_string());
+        }
     }
 
     fn unwatch(&self, id: &Uuid) {
@@ -602,10 +676,13 @@ impl PendingStore for PostgresStore {
                 let none: Option<String> = None;
                 if let Ok(c) = s.client().await {
                     let state = RecordState::Cancelled.as_str();
-                    let _ = c
+                    let ended = c
                         .client
                         .execute(&c.transition, &[&id, &state, &none, &none, &none, &none, &none, &none, &from])
                         .await;
+                    if matches!(ended, Ok(1)) {
+                        s.announce_change(id, RecordState::Cancelled);
+                    }
                 }
             }
             let _ = tx.send(r);
@@ -740,7 +817,10 @@ impl PendingStore for PostgresStore {
             })
         });
         match changed {
-            Ok(1) => Ok(()),
+            Ok(1) => {
+                self.shared.announce_change(id, state);
+                Ok(())
+            }
             Ok(_) => {
                 let now = self.record(&id).map(|r| r.state.as_str()).unwrap_or("missing");
                 Err(Error::Store(format!(
@@ -760,6 +840,10 @@ impl PendingStore for PostgresStore {
     }
 
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {
+        self.try_record(id).ok().flatten()
+    }
+
+    fn try_record(&self, id: &Uuid) -> Result<Option<StoredRecord>> {
         let id = *id;
         self.run(move |s| -> Fut<Option<StoredRecord>> {
             Box::pin(async move {
@@ -768,8 +852,6 @@ impl PendingStore for PostgresStore {
                 row.map(|r| row_to_record(&r, 0)).transpose()
             })
         })
-        .ok()
-        .flatten()
     }
 
     fn unfinished(&self) -> Result<Vec<StoredRecord>> {
