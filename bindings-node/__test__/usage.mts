@@ -160,6 +160,12 @@ async function remote(): Promise<void> {
     denyWhenUnobserved: false,
   })
   new Gate({ tokenKeys: 'k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=' })
+  const shared = (): Gate =>
+    new Gate({ storeUrl: 'postgres://signoff@db.internal/signoff', storeOwner: 'agent-1', storeSchema: 'signoff' })
+  void shared
+  // @ts-expect-error storeUrl is a connection string
+  const badUrl = (): Gate => new Gate({ storeUrl: 5432 })
+  void badUrl
   // @ts-expect-error approvers map tools to lists of names
   new Gate({ approvers: { delete_file: 'alice' } })
   const rec: Recovery = g.recover()

@@ -695,8 +695,8 @@ export class Gate extends EventEmitter {
 
   /**
    * A request's stored record in any state (`pending`, `approved`, `executing`, `done`, ...),
-   * with the tool's result once `done`. Only a durable store (`storePath`) keeps records;
-   * otherwise, and after {@link close}, `undefined`.
+   * with the tool's result once `done`. Only a durable store (`storePath`, `storeUrl`) keeps
+   * records; otherwise, and after {@link close}, `undefined`.
    */
   record(requestId: string): StoredRecord | undefined {
     checkParam(requestId, 'requestId', 'record')
@@ -710,8 +710,9 @@ export class Gate extends EventEmitter {
   }
 
   /**
-   * Picks up what an earlier process left in the durable store (`storePath`). Call it once,
-   * after registering tools and before the first call.
+   * Picks up what an earlier process left in the durable store (`storePath`; with `storeUrl`,
+   * the unfinished requests of this gate's `storeOwner`). Call it once, after registering tools
+   * and before the first call.
    *
    * - A pending request whose deadline has not passed waits again until that same deadline, is
    *   published again (request listeners and event streams registered before `recover()` see

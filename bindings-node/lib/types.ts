@@ -53,7 +53,8 @@ export interface GateOptions {
    * listener, no {@link Gate.events} stream; observers do not count) is cancelled at once
    * (`no-approver`), and so is every pending request when the last one goes away. Set `false`
    * when answers come from elsewhere (a remote UI calling {@link Gate.respond}): requests then
-   * wait for their deadline.
+   * wait for their deadline. Not applied with `storeUrl` (a shared store's approvers are
+   * elsewhere by design).
    */
   denyWhenUnobserved?: boolean
   /**
@@ -98,6 +99,37 @@ export interface GateOptions {
    * a power loss too (slower). Default: survives any crash of the process.
    */
   synchronousFull?: boolean
+  /**
+   * Keep requests in this PostgreSQL database (`postgres://user:password@host:port/db`, or the
+   * key-value form `host=... user=...`), shared with every gate that connects to it: gates in
+   * many processes and hosts list ({@link Gate.pending}) and answer ({@link Gate.respond},
+   * {@link Gate.respondToken}) each other's requests, and a waiting call wakes when another
+   * process decides. Deadlines follow the database's clock. `denyWhenUnobserved` does not apply
+   * (the approvers of a shared store are elsewhere by design). The tables are created if missing.
+   * Not with `storePath`.
+   *
+   * With a shared store, `respond`, `respondJson`, `respondToken`, `issueToken`, `pending`,
+   * `pendingPage`, `pendingCount`, `record`, `recover`, `cancelRequest`, `endSession`, a request's
+   * `approve`/`deny`/`isPending`, and the start and end of each `confirm`/`execute`, wait for one
+   * database round trip on the JavaScript thread.
+   * @throws at construction: {@link SignoffError} `config` for a malformed URL, `store` when the
+   *   server cannot be reached (after the connect timeout: 10 s unless the URL sets
+   *   `connect_timeout`) or refuses.
+   */
+  storeUrl?: string
+  /**
+   * With `storeUrl`: this process's stable name in the shared store (`'billing-agent-1'`).
+   * {@link Gate.recover} picks up only this owner's unfinished requests: give each agent process
+   * a name of its own and reuse it after a crash; two live processes must never share one.
+   * Default: a new random name (nothing to recover).
+   */
+  storeOwner?: string
+  /**
+   * With `storeUrl`: the PostgreSQL schema the tables are kept in (created if missing; 1 to 63
+   * ASCII letters, digits or underscores). Default: the connection's search path (normally
+   * `public`).
+   */
+  storeSchema?: string
   /**
    * The keys approval tokens are signed and verified with ({@link Gate.issueToken},
    * {@link Gate.respondToken}): a {@link TokenKeys}, or the configuration format

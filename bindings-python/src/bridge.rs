@@ -354,7 +354,7 @@ trait Driven: Send + Sync {
     fn poll_now(self: Arc<Self>, py: Python<'_>);
     fn bridge(&self) -> Arc<LoopBridge>;
     /// Drops the core future now (on the loop's thread): the core cancels what it waited for.
-    fn cancel(&self);
+    fn cancel(&self, py: Python<'_>);
 }
 
 struct DrivenTask<F: Future, D> {
@@ -363,6 +363,8 @@ struct DrivenTask<F: Future, D> {
     state: Mutex<Option<(std::pin::Pin<Box<F>>, D)>>,
     target: Py<PyAny>,
     scheduled: AtomicBool,
+    /// Poll without the GIL: the future may wait for a database round trip (a shared store).
+    detached: bool,
 }
 
 impl<F, T, D> std::task::Wake for DrivenTask<F, D>
@@ -402,9 +404,14 @@ where
         self.bridge.clone()
     }
 
-    fn cancel(&self) {
+    fn cancel(&self, py: Python<'_>) {
         let taken = lock(&self.state).take();
-        drop(taken);
+        if self.detached {
+            // Cancelling a request in a shared store is a database round trip.
+            py.detach(|| drop(taken));
+        } else {
+            drop(taken);
+        }
     }
 }
 
@@ -419,11 +426,13 @@ where
         let mut state = lock(&self.state);
         let Some((fut, _)) = state.as_mut() else { return };
         let waker = std::task::Waker::from(self.clone());
-        let mut cx = std::task::Context::from_waker(&waker);
-        let polled = {
+        let mut poll = || {
             let _rt = runtime().enter();
-            CALLER.sync_scope(self.bridge.clone(), || fut.as_mut().poll(&mut cx))
+            CALLER.sync_scope(self.bridge.clone(), || fut.as_mut().poll(&mut std::task::Context::from_waker(&waker)))
         };
+        // A shared store's operations block for a round trip: let other Python threads run.
+        // (Inline approvers and executors take the GIL back themselves.)
+        let polled = if self.detached { py.detach(poll) } else { poll() };
         let std::task::Poll::Ready(out) = polled else { return };
         let Some((fut, deliver)) = state.take() else { return };
         drop(state);
@@ -482,7 +491,7 @@ struct CancelOnCancel {
 impl CancelOnCancel {
     fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
         if fut.call_method0(pyo3::intern!(fut.py(), "cancelled"))?.is_truthy()? {
-            polling_woken(fut.py(), || self.task.cancel());
+            polling_woken(fut.py(), || self.task.cancel(fut.py()));
         }
         Ok(())
     }
@@ -506,7 +515,9 @@ fn settle(py: Python<'_>, target: &Bound<'_, PyAny>, r: PyResult<Py<PyAny>>) {
 /// Cancelling the asyncio future drops the core future at once, on the loop's thread.
 /// `deliver(py, output, wanted)` gets `wanted == false` when the asyncio future was cancelled
 /// meanwhile (it may keep the output) and returns the result, or `None` to leave it.
-pub fn spawn_with<'py, F, T, D>(py: Python<'py>, fut: F, deliver: D) -> PyResult<Bound<'py, PyAny>>
+/// `detached`: poll without the GIL (for a gate on a shared store, whose polls may wait for the
+/// database).
+pub fn spawn_with<'py, F, T, D>(py: Python<'py>, fut: F, deliver: D, detached: bool) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
@@ -519,6 +530,7 @@ where
         state: Mutex::new(Some((Box::pin(fut), deliver))),
         target: target.clone().unbind(),
         scheduled: AtomicBool::new(false),
+        detached,
     });
     task.clone().poll_now(py);
     if lock(&task.state).is_some() {
@@ -528,13 +540,13 @@ where
 }
 
 /// [`spawn_with`] for the common case: convert the output when someone still waits for it.
-pub fn spawn<'py, F, T, C>(py: Python<'py>, fut: F, convert: C) -> PyResult<Bound<'py, PyAny>>
+pub fn spawn<'py, F, T, C>(py: Python<'py>, fut: F, convert: C, detached: bool) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
-    spawn_with(py, fut, move |py, out, wanted| if wanted { Some(convert(py, out)) } else { None })
+    spawn_with(py, fut, move |py, out, wanted| if wanted { Some(convert(py, out)) } else { None }, detached)
 }
 
 /// Runs `fut` to completion from synchronous code: polled on this thread (so the core's inline

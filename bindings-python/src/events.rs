@@ -428,12 +428,16 @@ fn item_to_py(py: Python<'_>, item: Item) -> PyResult<Py<PyAny>> {
 #[pyclass(module = "signoff._native", frozen)]
 pub struct EventStream {
     state: Arc<StreamState>,
+    /// Its gate's store is shared: a lag's snapshot (and a close that cancels what the last
+    /// approver leaves) reads or writes the database, so polls run without the GIL.
+    detached: bool,
 }
 
 impl EventStream {
-    pub fn new(sub: Subscription) -> Self {
+    pub fn new(sub: Subscription, detached: bool) -> Self {
         let closer = sub.closer();
         EventStream {
+            detached,
             state: Arc::new(StreamState {
                 sub: tokio::sync::Mutex::new(sub),
                 closer,
@@ -459,7 +463,7 @@ impl EventStream {
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let state = self.state.clone();
         let stash = self.state.clone();
-        bridge::spawn_with(py, state.next(), move |py, item, wanted| match item {
+        let deliver = move |py: Python<'_>, item: Option<_>, wanted: bool| match item {
             None => Some(Err(PyStopAsyncIteration::new_err(()))),
             Some(item) if !wanted => {
                 // Nobody took it (the awaiting task was cancelled): keep it for the next call.
@@ -467,7 +471,8 @@ impl EventStream {
                 None
             }
             Some(item) => Some(item_to_py(py, item)),
-        })
+        };
+        bridge::spawn_with(py, state.next(), deliver, self.detached)
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -493,8 +498,12 @@ impl EventStream {
     }
 
     /// Unsubscribes. Idempotent. A pending `__anext__` ends with `StopAsyncIteration`.
-    fn close(&self) {
-        self.state.close();
+    fn close(&self, py: Python<'_>) {
+        if self.detached {
+            py.detach(|| self.state.close());
+        } else {
+            self.state.close();
+        }
     }
 
     /// True once closed (or the gate is gone).
@@ -508,8 +517,8 @@ impl EventStream {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.state.close();
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
         false
     }
 
@@ -522,7 +531,7 @@ impl EventStream {
 
     #[pyo3(signature = (*_args))]
     fn __aexit__<'py>(&self, py: Python<'py>, _args: &Bound<'py, pyo3::types::PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        self.state.close();
+        self.close(py);
         let fut = bridge::LoopBridge::current(py)?.create_future(py)?;
         fut.call_method1("set_result", (false,))?;
         Ok(fut)
@@ -530,7 +539,7 @@ impl EventStream {
 
     /// Same as `close()`, as a coroutine-compatible awaitable (for `contextlib.aclosing`).
     fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.state.close();
+        self.close(py);
         let fut = bridge::LoopBridge::current(py)?.create_future(py)?;
         fut.call_method1("set_result", (py.None(),))?;
         Ok(fut)

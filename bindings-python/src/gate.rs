@@ -234,11 +234,21 @@ impl NotRestored {
 pub struct PyGate {
     pub gate: Gate,
     handlers: Mutex<Vec<Arc<handler::HandlerSlot>>>,
+    /// On a store shared with other processes (`store_url`): the core's calls may wait for a
+    /// database round trip, so they run without the GIL (async calls are polled without it too).
+    shared: bool,
 }
 
 impl Drop for PyGate {
     fn drop(&mut self) {
-        // Garbage-collected: nobody can answer through this gate any more. Fail safe.
+        // Garbage-collected: nobody can answer through this gate any more. Fail safe. (With a
+        // shared store, closing cancels each pending request in the database: without the GIL.)
+        if self.shared {
+            let me = &*self;
+            if Python::try_attach(|py| py.detach(|| me.shutdown())).is_some() {
+                return;
+            }
+        }
         self.shutdown();
     }
 }
@@ -278,7 +288,8 @@ impl PyGate {
         config.token_keys = keys.or(config.token_keys);
         config.approvers = approvers.or(config.approvers);
         config.validate(Naming::Snake).py_err()?;
-        Ok(PyGate { gate: py.detach(|| config.build()).py_err()?, handlers: Mutex::new(Vec::new()) })
+        let shared = config.store_url.is_some();
+        Ok(PyGate { gate: py.detach(|| config.build()).py_err()?, handlers: Mutex::new(Vec::new()), shared })
     }
 
     /// Registers (or replaces) a tool from its spec dict (the core `ToolSpec` JSON form) and an
@@ -341,7 +352,7 @@ impl PyGate {
     ) -> PyResult<Bound<'py, PyAny>> {
         let call = make_call(tool, arguments, session_id, call_id, metadata)?;
         let gate = self.gate.clone();
-        bridge::spawn(py, async move { gate.confirm(call).await }, decision_to_py)
+        bridge::spawn(py, async move { gate.confirm(call).await }, decision_to_py, self.shared)
     }
 
     /// `confirm`, blocking the calling thread (not the GIL) until decided.
@@ -374,9 +385,8 @@ impl PyGate {
     ) -> PyResult<Bound<'py, PyAny>> {
         let call = make_call(tool, arguments, session_id, call_id, metadata)?;
         let gate = self.gate.clone();
-        bridge::spawn(py, async move { gate.execute(call).await }, |py, r| {
-            Ok(Py::new(py, ToolResult { inner: r })?.into_any())
-        })
+        let deliver = |py: Python<'_>, r| Ok(Py::new(py, ToolResult { inner: r })?.into_any());
+        bridge::spawn(py, async move { gate.execute(call).await }, deliver, self.shared)
     }
 
     /// `execute`, blocking the calling thread (not the GIL).
@@ -400,7 +410,7 @@ impl PyGate {
     fn execute_batch<'py>(&self, py: Python<'py>, calls: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let calls = calls_from_py(calls)?;
         let gate = self.gate.clone();
-        bridge::spawn(py, async move { gate.execute_batch(calls).await }, results_to_py)
+        bridge::spawn(py, async move { gate.execute_batch(calls).await }, results_to_py, self.shared)
     }
 
     /// `execute_batch`, blocking the calling thread (not the GIL).
@@ -481,7 +491,7 @@ impl PyGate {
 
     /// Every pending request, oldest first.
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        events::requests_to_py(py, self.gate.pending())
+        events::requests_to_py(py, py.detach(|| self.gate.pending()))
     }
 
     /// Up to `limit` pending requests after the cursor `after`, oldest first, and the cursor of
@@ -508,24 +518,25 @@ impl PyGate {
     /// One pending request, or `None`.
     fn pending_request(&self, py: Python<'_>, request_id: &str) -> PyResult<Option<Py<events::ConfirmationRequest>>> {
         let id = events::parse_uuid(request_id)?;
-        self.gate.pending_request(&id).map(|r| Py::new(py, events::ConfirmationRequest { inner: r })).transpose()
+        let found = py.detach(|| self.gate.pending_request(&id));
+        found.map(|r| Py::new(py, events::ConfirmationRequest { inner: r })).transpose()
     }
 
     /// How many requests are pending.
     #[getter]
-    fn pending_count(&self) -> usize {
-        self.gate.pending_count()
+    fn pending_count(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.gate.pending_count())
     }
 
     /// Cancels one pending request (reason `aborted`); returns whether it was pending.
-    fn cancel_request(&self, request_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn cancel_request(&self, py: Python<'_>, request_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let id = self::request_id(request_id)?;
-        Ok(self.gate.cancel_request(&id))
+        Ok(py.detach(|| self.gate.cancel_request(&id)))
     }
 
     /// Ends a session: drops its grants and cancels its pending requests. Returns how many.
-    fn end_session(&self, session_id: &str) -> usize {
-        self.gate.end_session(session_id)
+    fn end_session(&self, py: Python<'_>, session_id: &str) -> usize {
+        py.detach(|| self.gate.end_session(session_id))
     }
 
     /// Revokes a session grant; returns whether one existed.
@@ -603,7 +614,7 @@ impl PyGate {
     /// which sees every event but never counts as someone who can answer.
     #[pyo3(signature = (observe=false))]
     fn events(&self, observe: bool) -> EventStream {
-        EventStream::new(if observe { self.gate.observe() } else { self.gate.subscribe() })
+        EventStream::new(if observe { self.gate.observe() } else { self.gate.subscribe() }, self.shared)
     }
 
     /// Calls `handler(request: PendingRequest)` for every request from now on (and those already
@@ -661,8 +672,8 @@ impl PyGate {
         py.detach(|| self.gate.flush_audit());
     }
 
-    fn __repr__(&self) -> String {
-        format!("Gate(pending={}, closed={})", self.gate.pending_count(), self.gate.is_closed())
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("Gate(pending={}, closed={})", py.detach(|| self.gate.pending_count()), self.gate.is_closed())
     }
 }
 

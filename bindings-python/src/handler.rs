@@ -50,8 +50,8 @@ impl PendingRequest {
     }
     /// True while nobody has answered and it has neither timed out nor been cancelled.
     #[getter]
-    fn is_pending(&self) -> bool {
-        self.inner.is_pending()
+    fn is_pending(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.inner.is_pending())
     }
 
     /// Approves, optionally with edited `arguments` (the tool must be editable) and for the
@@ -70,14 +70,14 @@ impl PendingRequest {
             Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
             _ => None,
         };
-        let outcome = bridge::polling_woken(py, || self.inner.approve_with(args, scope, responder));
+        let outcome = bridge::polling_woken(py, || py.detach(|| self.inner.approve_with(args, scope, responder)));
         Ok(outcome.py_err()?.as_str())
     }
 
     /// Denies, with an optional reason the model will read. Returns `"denied"`.
     #[pyo3(signature = (reason=None, responder=None))]
     fn deny(&self, py: Python<'_>, reason: Option<String>, responder: Option<String>) -> PyResult<&'static str> {
-        Ok(bridge::polling_woken(py, || self.inner.deny(reason, responder)).py_err()?.as_str())
+        Ok(bridge::polling_woken(py, || py.detach(|| self.inner.deny(reason, responder))).py_err()?.as_str())
     }
 
     fn __repr__(&self) -> String {

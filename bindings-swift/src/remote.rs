@@ -145,9 +145,10 @@ pub struct TokenClaims {
 /// set (the core's defaults). The core validates it, as for Python and Node: every mistake is a
 /// `config` error that names the option as Swift spells it (`busCapacity`): a value out of range
 /// (a zero or absurd bus capacity, a timeout of 0 ms or beyond 30 days), an option that needs
-/// another one (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`,
-/// `tokenTtlMs` needs token keys), or two that exclude each other (`allowedResponders` and
-/// `approvers` / `forbidSelfApproval`).
+/// another one (`synchronousFull` needs `storePath`, `storeOwner` and `storeSchema` need
+/// `storeUrl`, `auditRotateBytes` needs `auditPath`, `tokenTtlMs` needs token keys), or two that
+/// exclude each other (`allowedResponders` and `approvers` / `forbidSelfApproval`, `storePath`
+/// and `storeUrl`).
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct GateConfig {
     /// The approval timeout for tools that set none (60,000; 1 ms to 30 days).
@@ -188,6 +189,24 @@ pub struct GateConfig {
     /// Every state change of the store also waits for the disk (survives power loss; slower).
     #[uniffi(default = false)]
     pub synchronous_full: bool,
+    /// Keep requests in this PostgreSQL database (`postgres://user:password@host:port/db`, or
+    /// `host=... user=...`; the core's `PostgresStore`), shared with every gate that connects to
+    /// it: gates in many processes and hosts list (`pending()`) and answer (`respond`,
+    /// `respondToken`) each other's requests, and a waiting call wakes when another process
+    /// decides. Deadlines follow the database's clock; `denyWhenUnobserved` does not apply.
+    /// Not with `storePath`. `config` for a malformed URL, `store` when the server cannot be
+    /// reached (after the connect timeout: 10 s unless the URL sets `connect_timeout`).
+    #[uniffi(default = None)]
+    pub store_url: Option<String>,
+    /// With `storeUrl`: this process's stable name in the shared store. `recover()` picks up only
+    /// this owner's unfinished requests; two live processes must never share one. Default: a
+    /// new random name (nothing to recover).
+    #[uniffi(default = None)]
+    pub store_owner: Option<String>,
+    /// With `storeUrl`: the PostgreSQL schema for the tables (created if missing; 1 to 63 ASCII
+    /// letters, digits or underscores). Default: the connection's search path.
+    #[uniffi(default = None)]
+    pub store_schema: Option<String>,
     /// Append every request, answer, outcome and execution to this hash-chained JSON Lines file
     /// (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
     /// chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
@@ -224,6 +243,9 @@ impl GateConfig {
             "forbidSelfApproval": self.forbid_self_approval,
             "storePath": self.store_path,
             "synchronousFull": self.synchronous_full,
+            "storeUrl": self.store_url,
+            "storeOwner": self.store_owner,
+            "storeSchema": self.store_schema,
             "auditPath": self.audit_path,
             "auditRotateBytes": self.audit_rotate_bytes,
             "tokenKeys": self.token_keys,

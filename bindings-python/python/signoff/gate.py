@@ -110,6 +110,9 @@ class GateOptions(TypedDict, total=False):
     forbid_self_approval: Optional[bool]
     store_path: Union[str, "os.PathLike[str]", None]
     synchronous_full: Optional[bool]
+    store_url: Optional[str]
+    store_owner: Optional[str]
+    store_schema: Optional[str]
     audit_path: Union[str, "os.PathLike[str]", None]
     audit_rotate_bytes: Optional[int]
     token_keys: Union[TokenKeys, str, None]
@@ -162,7 +165,8 @@ class Gate:
         deny_when_unobserved: cancel a request at once when no approver (an event stream or a
             handler; observers do not count) is attached (default ``True``). ``False`` when
             answers come from elsewhere (a remote UI calling :meth:`respond` after listing
-            :meth:`pending`): requests then wait for their deadline.
+            :meth:`pending`): requests then wait for their deadline. Not applied with
+            ``store_url`` (the approvers of a shared store are elsewhere by design).
         audit_path: append an audit trail (JSON Lines) to this file. With ``store_path`` too,
             the store also keeps the trail's head, so records cut from its end are found (see
             :func:`signoff.verify_audit_chain`). :class:`IoError` when it cannot be opened.
@@ -186,6 +190,23 @@ class Gate:
         synchronous_full: with ``store_path``: every commit also waits for the disk, so state
             survives a power loss too (slower). By default state survives any crash of the
             process.
+        store_url: keep requests in this PostgreSQL database (``postgres://user@host/db`` or
+            ``host=... user=...``), shared with every gate that connects to it: gates in many
+            processes and hosts list (:meth:`pending`) and answer (:meth:`approve`,
+            :meth:`respond`, :meth:`respond_token`) each other's requests, and a waiting call
+            wakes when another process decides. Deadlines follow the database's clock; the
+            ``deny_when_unobserved`` rule does not apply (approvers are elsewhere). Not with
+            ``store_path``. The tables are created if missing; an unreachable server raises
+            :class:`StoreError` (after the connect timeout, 10 s unless the URL sets
+            ``connect_timeout``), a malformed URL :class:`ConfigError`.
+        store_owner: with ``store_url``: this process's stable name in the shared store
+            (``"billing-agent-1"``). :meth:`recover` picks up only this owner's unfinished
+            requests, so give each agent process a name of its own and reuse it after a crash;
+            two live processes must never share one. A new random name by default (nothing to
+            recover).
+        store_schema: with ``store_url``: the PostgreSQL schema the tables are kept in
+            (created if missing; 1 to 63 ASCII letters, digits or underscores). The
+            connection's search path (normally ``public``) by default.
         token_keys: the :class:`~signoff.TokenKeys` (or their ``key_id:base64secret`` text)
             approval tokens are signed and verified with (:meth:`issue_token`,
             :meth:`respond_token`).
@@ -571,8 +592,9 @@ class Gate:
     # ---- durable store -----------------------------------------------------------------------
 
     def recover(self) -> Recovery:
-        """Picks up what an earlier process left in the durable store (``store_path``). Call it
-        once, after registering tools and before the first call.
+        """Picks up what an earlier process left in the durable store (``store_path``, or with
+        ``store_url`` the unfinished requests of this gate's ``store_owner``). Call it once,
+        after registering tools and before the first call.
 
         A pending request whose deadline has not passed waits again until that same deadline
         and is re-published (so a UI sees it in :meth:`pending` and on the bus); when approved,
@@ -589,8 +611,8 @@ class Gate:
 
     def record(self, request: RequestLike) -> Optional[StoredRecord]:
         """A request's stored record in any state (``pending`` ... ``done``, with the tool's
-        result), or ``None``. Only a durable store (``store_path``) keeps records once a
-        request resolves."""
+        result), or ``None``. Only a durable store (``store_path``, ``store_url``) keeps records
+        once a request resolves."""
         return self._native.record(request)
 
     # ---- watching ----------------------------------------------------------------------------

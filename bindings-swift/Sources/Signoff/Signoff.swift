@@ -4052,9 +4052,10 @@ public func FfiConverterTypeEvaluation_lower(_ value: Evaluation) -> RustBuffer 
  * set (the core's defaults). The core validates it, as for Python and Node: every mistake is a
  * `config` error that names the option as Swift spells it (`busCapacity`): a value out of range
  * (a zero or absurd bus capacity, a timeout of 0 ms or beyond 30 days), an option that needs
- * another one (`synchronousFull` needs `storePath`, `auditRotateBytes` needs `auditPath`,
- * `tokenTtlMs` needs token keys), or two that exclude each other (`allowedResponders` and
- * `approvers` / `forbidSelfApproval`).
+ * another one (`synchronousFull` needs `storePath`, `storeOwner` and `storeSchema` need
+ * `storeUrl`, `auditRotateBytes` needs `auditPath`, `tokenTtlMs` needs token keys), or two that
+ * exclude each other (`allowedResponders` and `approvers` / `forbidSelfApproval`, `storePath`
+ * and `storeUrl`).
  */
 public struct GateConfig: Equatable, Hashable {
     /**
@@ -4106,6 +4107,27 @@ public struct GateConfig: Equatable, Hashable {
      * Every state change of the store also waits for the disk (survives power loss; slower).
      */
     public var synchronousFull: Bool
+    /**
+     * Keep requests in this PostgreSQL database (`postgres://user:password@host:port/db`, or
+     * `host=... user=...`; the core's `PostgresStore`), shared with every gate that connects to
+     * it: gates in many processes and hosts list (`pending()`) and answer (`respond`,
+     * `respondToken`) each other's requests, and a waiting call wakes when another process
+     * decides. Deadlines follow the database's clock; `denyWhenUnobserved` does not apply.
+     * Not with `storePath`. `config` for a malformed URL, `store` when the server cannot be
+     * reached (after the connect timeout: 10 s unless the URL sets `connect_timeout`).
+     */
+    public var storeUrl: String?
+    /**
+     * With `storeUrl`: this process's stable name in the shared store. `recover()` picks up only
+     * this owner's unfinished requests; two live processes must never share one. Default: a
+     * new random name (nothing to recover).
+     */
+    public var storeOwner: String?
+    /**
+     * With `storeUrl`: the PostgreSQL schema for the tables (created if missing; 1 to 63 ASCII
+     * letters, digits or underscores). Default: the connection's search path.
+     */
+    public var storeSchema: String?
     /**
      * Append every request, answer, outcome and execution to this hash-chained JSON Lines file
      * (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
@@ -4168,6 +4190,24 @@ public struct GateConfig: Equatable, Hashable {
          * Every state change of the store also waits for the disk (survives power loss; slower).
          */synchronousFull: Bool = false, 
         /**
+         * Keep requests in this PostgreSQL database (`postgres://user:password@host:port/db`, or
+         * `host=... user=...`; the core's `PostgresStore`), shared with every gate that connects to
+         * it: gates in many processes and hosts list (`pending()`) and answer (`respond`,
+         * `respondToken`) each other's requests, and a waiting call wakes when another process
+         * decides. Deadlines follow the database's clock; `denyWhenUnobserved` does not apply.
+         * Not with `storePath`. `config` for a malformed URL, `store` when the server cannot be
+         * reached (after the connect timeout: 10 s unless the URL sets `connect_timeout`).
+         */storeUrl: String? = nil, 
+        /**
+         * With `storeUrl`: this process's stable name in the shared store. `recover()` picks up only
+         * this owner's unfinished requests; two live processes must never share one. Default: a
+         * new random name (nothing to recover).
+         */storeOwner: String? = nil, 
+        /**
+         * With `storeUrl`: the PostgreSQL schema for the tables (created if missing; 1 to 63 ASCII
+         * letters, digits or underscores). Default: the connection's search path.
+         */storeSchema: String? = nil, 
+        /**
          * Append every request, answer, outcome and execution to this hash-chained JSON Lines file
          * (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
          * chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
@@ -4193,6 +4233,9 @@ public struct GateConfig: Equatable, Hashable {
         self.forbidSelfApproval = forbidSelfApproval
         self.storePath = storePath
         self.synchronousFull = synchronousFull
+        self.storeUrl = storeUrl
+        self.storeOwner = storeOwner
+        self.storeSchema = storeSchema
         self.auditPath = auditPath
         self.auditRotateBytes = auditRotateBytes
         self.tokenKeys = tokenKeys
@@ -4226,6 +4269,9 @@ public struct FfiConverterTypeGateConfig: FfiConverterRustBuffer {
                 forbidSelfApproval: FfiConverterBool.read(from: &buf), 
                 storePath: FfiConverterOptionString.read(from: &buf), 
                 synchronousFull: FfiConverterBool.read(from: &buf), 
+                storeUrl: FfiConverterOptionString.read(from: &buf), 
+                storeOwner: FfiConverterOptionString.read(from: &buf), 
+                storeSchema: FfiConverterOptionString.read(from: &buf), 
                 auditPath: FfiConverterOptionString.read(from: &buf), 
                 auditRotateBytes: FfiConverterOptionUInt64.read(from: &buf), 
                 tokenKeys: FfiConverterOptionString.read(from: &buf), 
@@ -4245,6 +4291,9 @@ public struct FfiConverterTypeGateConfig: FfiConverterRustBuffer {
         FfiConverterBool.write(value.forbidSelfApproval, into: &buf)
         FfiConverterOptionString.write(value.storePath, into: &buf)
         FfiConverterBool.write(value.synchronousFull, into: &buf)
+        FfiConverterOptionString.write(value.storeUrl, into: &buf)
+        FfiConverterOptionString.write(value.storeOwner, into: &buf)
+        FfiConverterOptionString.write(value.storeSchema, into: &buf)
         FfiConverterOptionString.write(value.auditPath, into: &buf)
         FfiConverterOptionUInt64.write(value.auditRotateBytes, into: &buf)
         FfiConverterOptionString.write(value.tokenKeys, into: &buf)

@@ -869,3 +869,88 @@ final class RemoteTests: XCTestCase {
         XCTAssertThrowsKind(.store) { try verifyAuditChain(path: log, storePath: log) }  // not a database
     }
 }
+
+// MARK: a shared PostgreSQL store (mirrors tests-python/test_postgres.py)
+
+extension RemoteTests {
+    /// SIGNOFF_TEST_POSTGRES_URL (scripts/with-postgres.sh sets it); skipped without it, unless
+    /// SIGNOFF_REQUIRE_POSTGRES is set.
+    func postgresURL() throws -> String {
+        let env = ProcessInfo.processInfo.environment
+        if let url = env["SIGNOFF_TEST_POSTGRES_URL"], !url.isEmpty { return url }
+        if env["SIGNOFF_REQUIRE_POSTGRES"] != nil {
+            XCTFail("SIGNOFF_REQUIRE_POSTGRES is set but SIGNOFF_TEST_POSTGRES_URL is not")
+        }
+        throw XCTSkip("no SIGNOFF_TEST_POSTGRES_URL (run under scripts/with-postgres.sh)")
+    }
+
+    func testACallMadeThroughOneGateIsApprovedThroughAnotherAndRunsOnce() async throws {
+        let url = try postgresURL()
+        let schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let config = GateConfig(storeUrl: url, storeSchema: schema)
+        let recorder = Recorder()
+        // No approver is attached to the agent's gate: with a shared store it waits all the same.
+        let agent = try remoteGate(recorder, config: config)
+        let console = try Gate.open(config: config)
+        try console.registerTool(spec: deleteSpec(editable: true))
+        defer {
+            agent.close()
+            console.close()
+        }
+
+        let handle = try agent.executeCancellable(call: makeCall("delete_file", #"{"path":"/tmp/x"}"#, callId: "c1"))
+        await waitUntil({ console.pending().count == 1 }, seconds: 10)
+        guard let request = console.pending().first else { return XCTFail("the request is not listed") }
+        XCTAssertEqual(request.tool, "delete_file")
+        XCTAssertEqual(console.pendingCount(), 1)
+        XCTAssertEqual(try console.record(requestId: request.id)?.state, .pending)
+
+        let approve = ConfirmationResponse(id: request.id, decision: .approve, scope: .once, responder: "alice")
+        XCTAssertEqual(try console.respond(response: approve), .approved)
+        let result = await handle.wait()
+        XCTAssertEqual(result?.status, .executed)
+        let runs = await recorder.items
+        XCTAssertEqual(runs, ["/tmp/x"])
+        await waitUntil({ (try? console.record(requestId: request.id))?.state == .done }, seconds: 10)
+        XCTAssertEqual(try console.record(requestId: request.id)?.responder, "alice")
+
+        // A second answer, through either gate, is refused and changes nothing.
+        XCTAssertThrowsKind(.alreadyResolved) {
+            try console.respond(response: ConfirmationResponse(id: request.id, decision: .deny, scope: .once))
+        }
+        XCTAssertThrowsKind(.alreadyResolved) { try agent.respond(response: approve) }
+        XCTAssertEqual(console.pending().count, 0)
+
+        // A denial with a reason, made through the other gate, reaches the call.
+        let (denied, second) = try await pendingCall(agent, "/etc")
+        let deny = ConfirmationResponse(id: second.id, decision: .deny, scope: .once, reason: "not /etc")
+        XCTAssertEqual(try console.respond(response: deny), .denied)
+        let deniedResult = await denied.wait()
+        XCTAssertEqual(deniedResult?.status, .denied)
+        XCTAssertTrue(deniedResult?.content.contains("not /etc") ?? false)
+        let runsAfter = await recorder.items
+        XCTAssertEqual(runsAfter, ["/tmp/x"])
+    }
+
+    func testTheStoreOptionsAreCheckedInSwiftsNames() throws {
+        let url = try postgresURL()
+        let dir = try temporaryDirectory()
+        let cases: [(GateConfig, [String])] = [
+            (GateConfig(storePath: dir.appendingPathComponent("db").path, storeUrl: url), ["storeUrl", "storePath"]),
+            (GateConfig(storeOwner: "agent-1"), ["storeOwner", "storeUrl"]),
+            (GateConfig(storeSchema: "t_x"), ["storeSchema", "storeUrl"]),
+            (GateConfig(storeUrl: "postgres://[not a host"), ["storeUrl"]),
+            (GateConfig(storeUrl: url, storeSchema: "no-dashes; drop table x"), ["storeSchema"]),
+        ]
+        for (config, names) in cases {
+            do {
+                try Gate.open(config: config).close()
+                XCTFail("accepted \(config)")
+            } catch let error as SignoffError {
+                XCTAssertEqual(error.kind(), .config, error.message)
+                for name in names { XCTAssertTrue(error.message.contains(name), "\(name): \(error.message)") }
+            }
+        }
+        XCTAssertThrowsKind(.store) { try Gate.open(config: GateConfig(storeUrl: "postgres://signoff@127.0.0.1:1/signoff")) }
+    }
+}
