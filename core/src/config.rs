@@ -70,12 +70,12 @@ pub struct GateConfig {
     /// connects to it (exclusive with `store_path`; cargo feature `postgres`).
     pub store_url: Option<String>,
     /// This gate's owner name in the shared store (see
-    /// [`PostgresOptions::owner`](crate::PostgresOptions)); needs `store_url`.
+    /// `PostgresOptions::owner`); needs `store_url`.
     pub store_owner: Option<String>,
     /// The PostgreSQL schema for the tables (default: the search path); needs `store_url`.
     pub store_schema: Option<String>,
     /// Keep the audit chain in the store's PostgreSQL database (table `signoff_audit`, one
-    /// chain for every process; [`PostgresAuditSink`](crate::PostgresAuditSink)); needs
+    /// chain for every process; `PostgresAuditSink`); needs
     /// `store_url`, exclusive with `audit_path`.
     pub audit_in_store: bool,
     /// Append the audit chain to this JSON Lines file.

@@ -97,7 +97,7 @@ pub trait PendingStore: Send + Sync + 'static {
         None
     }
     /// True when other processes answer this store's requests too: a database that many agents
-    /// and approvers on many hosts share ([`PostgresStore`](crate::PostgresStore)). The gate then
+    /// and approvers on many hosts share (`PostgresStore`, cargo feature `postgres`). The gate then
     /// records every decision through the store first (its guarded transition decides which of
     /// two racing answers wins), answers requests it does not wait for itself by changing them
     /// in the store, learns of decisions made elsewhere through [`watch`](Self::watch), and

@@ -1,4 +1,4 @@
-//! A store shared with other processes ([`PostgresStore`](crate::PostgresStore)): every decision
+//! A store shared with other processes (`PostgresStore`): every decision
 //! goes through the store's guarded transition first, requests waited for elsewhere are answered
 //! in the store, and decisions made elsewhere wake the waiting call here.
 
