@@ -86,6 +86,21 @@ async fn listed(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
     }
 }
 
+/// Approves `req` once the server is back: the first answers after a restart may meet a dead
+/// connection (`store`); the next one reconnects.
+async fn approve_once_back(approver: &Gate, req: &ConfirmationRequest) {
+    let t = Instant::now();
+    loop {
+        match approver.respond(ConfirmationResponse::approve(req)) {
+            Ok(_) => return,
+            Err(e) if e.kind() == ErrorKind::Store && t.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -437,17 +452,7 @@ fn a_waiting_call_survives_a_server_restart() {
         let status =
             std::process::Command::new("sh").arg("-c").arg(format!("{ctl} restart -w -m fast")).status().unwrap();
         assert!(status.success());
-        // The first answer after the restart may meet a dead connection; the next one reconnects.
-        let t = Instant::now();
-        loop {
-            match approver.respond(ConfirmationResponse::approve(&req)) {
-                Ok(_) => break,
-                Err(e) if e.kind() == ErrorKind::Store && t.elapsed() < Duration::from_secs(10) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
+        approve_once_back(&approver, &req).await;
         let r = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call woke").unwrap();
         assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 1);
@@ -727,16 +732,7 @@ fn an_answer_while_the_server_is_away_is_refused_as_a_store_error_and_the_call_s
         let e = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Store, "{e}");
         sh("start -w");
-        let t = Instant::now();
-        loop {
-            match approver.respond(ConfirmationResponse::approve(&req)) {
-                Ok(_) => break,
-                Err(e) if e.kind() == ErrorKind::Store && t.elapsed() < Duration::from_secs(10) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
+        approve_once_back(&approver, &req).await;
         let r = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call woke").unwrap();
         assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 1);
