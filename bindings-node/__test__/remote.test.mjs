@@ -2,12 +2,12 @@
 // (SIGKILL), and the hash-chained audit log.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { inspect } from 'node:util'
 import { fileURLToPath } from 'node:url'
+import { startChild } from './child.mjs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Gate, Secret, SignoffError, TokenKeys, verifyAuditChain } from '../dist/index.mjs'
 
@@ -322,33 +322,6 @@ test('options and keys are checked: config errors, secrets never printed', async
   assert.equal((await p).outcome, 'cancelled')
 })
 
-/** Runs `source` as an ES module in a child node process; resolves its stdout lines as they come. */
-function child(source) {
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  const waiters = []
-  proc.stdout.on('data', (d) => {
-    out += d
-    for (const w of waiters.splice(0)) w()
-  })
-  proc.stderr.on('data', (d) => (err += d))
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal, out, err })))
-  return {
-    proc,
-    exited,
-    /** The first stdout line matching `re`. */
-    async line(re, timeoutMs = 10_000) {
-      const t0 = Date.now()
-      for (;;) {
-        const m = out.split('\n').find((l) => re.test(l))
-        if (m) return m
-        if (Date.now() - t0 > timeoutMs || proc.exitCode !== null) throw new Error(`no line ${re}\nstdout: ${out}\nstderr: ${err}`)
-        await Promise.race([new Promise((r) => waiters.push(r)), sleep(50)])
-      }
-    },
-  }
-}
 
 async function until(f, what, timeoutMs = 5000) {
   const t0 = Date.now()
@@ -361,7 +334,7 @@ async function until(f, what, timeoutMs = 5000) {
 test('durable restart across processes: SIGKILL, recover, approve with a token issued before, runs once', async () => {
   const dir = tmp()
   const db = path.join(dir, 'signoff.db')
-  const first = child(`
+  const first = startChild(`
 import { Gate } from ${JSON.stringify(entry)}
 const gate = new Gate({ storePath: ${JSON.stringify(db)}, tokenKeys: 'k1:${SECRET_A}', denyWhenUnobserved: false })
 gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: () => { console.log('RAN delete_file in the first process') } })
@@ -434,7 +407,7 @@ import { Gate } from ${JSON.stringify(entry)}
 const gate = new Gate({ storePath: ${JSON.stringify(db)}, denyWhenUnobserved: false, defaultTimeoutMs: 600000 })
 gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: async ({ path }) => { console.log('RAN ' + path); return 1 } })
 `
-  const first = child(`${setup}
+  const first = startChild(`${setup}
 gate.confirm({ tool: 'delete_file', arguments: { path: '/one' } })
 gate.confirm({ tool: 'delete_file', arguments: { path: '/two' } })
 console.log('READY')
@@ -445,7 +418,7 @@ process.exit(0) // no close: as if the process died
 
   // Nothing but the restored requests keeps this process alive. (The gate is held: like any
   // unreferenced gate, one nobody can reach is collected and keeps nothing alive.)
-  const keep = child(`${setup}
+  const keep = startChild(`${setup}
 globalThis.gate = gate
 console.log('RESTORED ' + gate.recover().restored.length)
 `)
@@ -455,7 +428,7 @@ console.log('RESTORED ' + gate.recover().restored.length)
   keep.proc.kill('SIGKILL')
   await keep.exited
 
-  const second = child(`${setup}
+  const second = startChild(`${setup}
 const paths = new Map()
 gate.on('confirmation-resolved', (e) => console.log('RESOLVED ' + paths.get(e.id) + ' ' + e.outcome))
 gate.on('confirmation-request', (req) => {

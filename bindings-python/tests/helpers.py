@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from typing import Any, Dict, List, Optional
 
@@ -44,3 +45,13 @@ def gate_with_tools(executor: Optional[Recorder] = None, **gate_options: Any) ->
 
 def spec_by_name(gate: signoff.Gate) -> Dict[str, Dict[str, Any]]:
     return {t["name"]: t for t in gate.tools()}
+
+
+def read_line(proc: "subprocess.Popen[str]") -> str:
+    """The next line a child process prints (failing with its stderr if it exited instead)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(10)
+        raise AssertionError(f"child exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+    return line.strip()

@@ -26,7 +26,7 @@ import pytest
 
 import signoff
 from conftest import Collector, wait_until
-from helpers import PATH_SCHEMA, Recorder
+from helpers import PATH_SCHEMA, Recorder, read_line
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 
@@ -294,15 +294,6 @@ def start_agent(url: str, schema: str, count: Path, owner: str = "-") -> "subpro
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def read_line(proc: "subprocess.Popen[str]") -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        proc.wait(10)
-        raise AssertionError(f"child exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-    return line.strip()
 
 
 def test_a_call_in_another_process_is_listed_and_approved_here(url: str, schema: str, tmp_path: Path) -> None:

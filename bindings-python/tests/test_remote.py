@@ -19,7 +19,7 @@ import pytest
 
 import signoff
 from conftest import wait_until
-from helpers import PATH_SCHEMA, Recorder, gate_with_tools
+from helpers import PATH_SCHEMA, Recorder, gate_with_tools, read_line
 
 SECRET_A = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 SECRET_B = "ISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0A="
@@ -423,15 +423,6 @@ def start_child(db: Path, count: Path, mode: str) -> "subprocess.Popen[str]":
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def read_line(proc: "subprocess.Popen[str]") -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        proc.wait(10)
-        raise AssertionError(f"child exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-    return line.strip()
 
 
 def kill(proc: "subprocess.Popen[str]") -> None:

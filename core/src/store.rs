@@ -194,6 +194,19 @@ pub enum RecordState {
 }
 
 impl RecordState {
+    /// Every state, in the order of a request's life.
+    pub const ALL: [RecordState; 9] = [
+        RecordState::Pending,
+        RecordState::Approved,
+        RecordState::Executing,
+        RecordState::Done,
+        RecordState::Released,
+        RecordState::Denied,
+        RecordState::TimedOut,
+        RecordState::Cancelled,
+        RecordState::Interrupted,
+    ];
+
     /// The stable kebab-case name, e.g. `"timed-out"`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -210,7 +223,7 @@ impl RecordState {
     }
     /// Parses [`as_str`](Self::as_str)'s form.
     pub fn parse(s: &str) -> Option<Self> {
-        ALL_STATES.into_iter().find(|st| st.as_str() == s)
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
     /// No further change will happen.
     pub fn is_final(self) -> bool {
@@ -230,18 +243,6 @@ impl RecordState {
         }
     }
 }
-
-const ALL_STATES: [RecordState; 9] = [
-    RecordState::Pending,
-    RecordState::Approved,
-    RecordState::Executing,
-    RecordState::Done,
-    RecordState::Released,
-    RecordState::Denied,
-    RecordState::TimedOut,
-    RecordState::Cancelled,
-    RecordState::Interrupted,
-];
 
 /// One state change, with what the new state needs recorded.
 #[derive(Debug, Clone, Copy)]

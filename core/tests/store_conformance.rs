@@ -194,17 +194,7 @@ fn ids(v: &[Arc<ConfirmationRequest>]) -> Vec<Uuid> {
     v.iter().map(|r| r.id).collect()
 }
 
-const ALL: [RecordState; 9] = [
-    RecordState::Pending,
-    RecordState::Approved,
-    RecordState::Executing,
-    RecordState::Done,
-    RecordState::Released,
-    RecordState::Denied,
-    RecordState::TimedOut,
-    RecordState::Cancelled,
-    RecordState::Interrupted,
-];
+const ALL: [RecordState; 9] = RecordState::ALL;
 
 /// The state machine every durable store enforces (written out here, checked against
 /// [`RecordState::predecessors`] by `the_table_is_the_crates`): `from → to` is allowed iff

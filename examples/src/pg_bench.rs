@@ -22,6 +22,9 @@
 //!   decisions after `--warmup`; CPU per process (from /proc), PostgreSQL's backends' CPU, commits
 //!   and WAL fsyncs (pg_stat_database, pg_stat_wal) over the same window say what limited it.
 
+#[path = "pg_common.rs"]
+mod pg_common;
+use pg_common::{Args, Res, now_us, url};
 use serde_json::json;
 use signoff::{
     ApprovalMode, ConfirmationRequest, ConfirmationResponse, Event, Gate, PendingCursor, PostgresOptions,
@@ -33,10 +36,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const TOOL: &str = "bench_tool";
-type Res<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -60,31 +62,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-struct Args(Vec<String>);
-
-impl Args {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().rposition(|a| a == name).and_then(|i| self.0.get(i + 1)).map(String::as_str)
-    }
-    fn req(&self, name: &str) -> Res<&str> {
-        self.get(name).ok_or_else(|| format!("missing {name}"))
-    }
-    fn num(&self, name: &str, default: u64) -> Res<u64> {
-        self.get(name).map_or(Ok(default), |v| v.parse().map_err(|_| format!("{name}: not a number: {v}")))
-    }
-}
-
-fn url() -> Res<String> {
-    match std::env::var("SIGNOFF_TEST_POSTGRES_URL") {
-        Ok(u) if !u.is_empty() => Ok(u),
-        _ => Err("SIGNOFF_TEST_POSTGRES_URL is not set: run under scripts/with-postgres.sh".into()),
-    }
-}
-
-fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
 fn fresh_schema() -> String {

@@ -29,6 +29,9 @@
 //!   an agent that was not killed resolved, and each agent's view of its calls agrees with the
 //!   database. Exit status 1 when a check fails.
 
+#[path = "pg_common.rs"]
+mod pg_common;
+use pg_common::{Args, Res, now_us, url};
 use serde_json::{Value, json};
 use signoff::{
     ApprovalMode, CallContext, ConfirmationResponse, ErrorKind, Gate, PendingStore, PostgresOptions, PostgresStore,
@@ -40,7 +43,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const TOOL: &str = "write_record";
 /// The approver denies every this many-th request it sees.
@@ -50,8 +53,6 @@ const DENY_EVERY: u64 = 20;
 const IGNORE_EVERY: u64 = 50;
 /// An agent exits with this when `Gate::recover` failed (the orchestrator starts it again).
 const RECOVERY_FAILED: i32 = 3;
-
-type Res<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -72,38 +73,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// `--name value` pairs and `--flag`s.
-struct Args(Vec<String>);
-
-impl Args {
-    fn get(&self, name: &str) -> Option<&str> {
-        // The last one wins: a script's defaults come first, its caller's overrides after.
-        self.0.iter().rposition(|a| a == name).and_then(|i| self.0.get(i + 1)).map(String::as_str)
-    }
-    fn req(&self, name: &str) -> Res<&str> {
-        self.get(name).ok_or_else(|| format!("missing {name}"))
-    }
-    fn num(&self, name: &str, default: u64) -> Res<u64> {
-        self.get(name).map_or(Ok(default), |v| v.parse().map_err(|_| format!("{name}: not a number: {v}")))
-    }
-    fn flag(&self, name: &str) -> bool {
-        self.0.iter().any(|a| a == name)
-    }
-}
-
-fn url() -> Res<String> {
-    match std::env::var("SIGNOFF_TEST_POSTGRES_URL") {
-        Ok(u) if !u.is_empty() => Ok(u),
-        _ => Err("SIGNOFF_TEST_POSTGRES_URL is not set: run under scripts/with-postgres.sh (it starts a private \
-                  PostgreSQL server and sets it)"
-            .into()),
-    }
-}
-
-fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
 /// An append-only log shared by tasks and processes: one `write` per line (O_APPEND keeps lines
