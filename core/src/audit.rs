@@ -182,6 +182,12 @@ pub trait AuditSink: Send + Sync + 'static {
     fn set_anchor(&self, anchor: Arc<dyn AuditAnchor>) {
         let _ = anchor;
     }
+    /// Reads the chain back and verifies it (after [`flush`](Self::flush)): what
+    /// [`Gate::verify_audit`](crate::Gate::verify_audit) returns. `None` (the default) for a
+    /// sink that cannot be read back.
+    fn verify(&self) -> Option<crate::Result<ChainReport>> {
+        None
+    }
 }
 
 /// The newest record of a hash chain: its `seq` and `hash`.
@@ -258,6 +264,8 @@ pub struct AuditOptions {
 /// is written and synced. Write failures are counted and reported on stderr.
 pub struct JsonlAuditSink {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    /// The anchor the writer keeps the head in, for [`AuditSink::verify`].
+    anchor: Mutex<Option<Arc<dyn AuditAnchor>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     failures: Arc<std::sync::atomic::AtomicU64>,
     path: PathBuf,
@@ -586,7 +594,13 @@ impl JsonlAuditSink {
                 let _ = chain.save_anchor();
             })
             .map_err(|e| crate::Error::io("cannot start the writer thread of the audit log", &path, &e))?;
-        Ok(Arc::new(JsonlAuditSink { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), failures, path }))
+        Ok(Arc::new(JsonlAuditSink {
+            tx: Mutex::new(Some(tx)),
+            anchor: Mutex::new(None),
+            thread: Mutex::new(Some(thread)),
+            failures,
+            path,
+        }))
     }
 
     /// The file's path.
@@ -630,10 +644,19 @@ impl AuditSink for JsonlAuditSink {
     }
 
     fn set_anchor(&self, anchor: Arc<dyn AuditAnchor>) {
+        *self.anchor.lock().unwrap_or_else(|e| e.into_inner()) = Some(anchor.clone());
         let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tx) = guard.as_ref() {
             let _ = tx.send(Msg::Anchor(anchor));
         }
+    }
+
+    fn verify(&self) -> Option<crate::Result<ChainReport>> {
+        let anchor = self.anchor.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Some(match anchor {
+            Some(a) => verify_chain_anchored(&self.path, a.as_ref()),
+            None => verify_chain(&self.path),
+        })
     }
 
     fn flush(&self) {

@@ -81,7 +81,7 @@ pub use store::{
     AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingCursor, PendingStore,
     RecordState, ResponseAuthenticator, StateChange, StoreFuture, StoreWatcher, StoredRecord,
 };
-pub use token::{Secret, TokenClaims, TokenKeys, TokenResponse};
+pub use token::{Secret, SignInClaims, TokenClaims, TokenKeys, TokenResponse};
 pub use tool::{
     ApprovalMode, ArgRule, CallContext, ContextExecutor, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec,
 };

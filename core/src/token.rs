@@ -165,41 +165,41 @@ impl TokenKeys {
         self.keys.iter().map(|(k, _)| k.as_str()).collect()
     }
 
-    fn mac(secret: &Secret, signed: &str) -> HmacSha256 {
+    fn mac(secret: &Secret, domain: &[u8], signed: &str) -> HmacSha256 {
         let mut m = <HmacSha256 as KeyInit>::new_from_slice(&secret.0).expect("HMAC takes any key length");
-        m.update(b"signoff-approval-token-v1\0");
+        m.update(domain);
         m.update(signed.as_bytes());
         m
     }
 
-    /// Signs `claims` with the current key (its `key_id` is set to the current key's id).
-    pub fn sign(&self, claims: &mut TokenClaims) -> String {
+    /// Signs `body` with the current key under `prefix` and `domain` (domain separation: an
+    /// approval token never verifies as a sign-in token, nor the other way round). Returns the
+    /// token and the key id.
+    fn sign_body(&self, kind: &Kind, body: &impl Serialize) -> (String, String) {
         let (kid, secret) = &self.keys[0];
-        claims.key_id = kid.clone();
-        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Wire::from(&*claims)).expect("claims serialize"));
-        let signed = format!("{PREFIX}.{kid}.{body}");
-        let tag = Self::mac(secret, &signed).finalize().into_bytes();
-        format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag))
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(body).expect("claims serialize"));
+        let signed = format!("{}.{kid}.{body}", kind.prefix);
+        let tag = Self::mac(secret, kind.domain, &signed).finalize().into_bytes();
+        (format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag)), kid.clone())
     }
 
-    /// Checks a token's form, key and signature (constant-time) and returns its claims. Expiry,
-    /// approver and the request's state are checked by the gate.
-    pub fn verify(&self, token: &str) -> Result<TokenClaims> {
+    /// Checks a token's form, key and signature (constant-time); returns its body and key id.
+    fn verify_body<T: serde::de::DeserializeOwned>(&self, kind: &Kind, token: &str) -> Result<(T, String)> {
+        let what = kind.what;
         if token.len() > MAX_TOKEN_LEN {
-            return Err(Error::Malformed("approval token too long".into()));
+            return Err(Error::Malformed(format!("{what} too long")));
         }
         let mut parts = token.split('.');
         let (Some(prefix), Some(kid), Some(body), Some(tag), None) =
             (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
         else {
-            return Err(Error::Malformed("an approval token has four `.`-separated parts".into()));
+            return Err(Error::Malformed(format!("a {what} has four `.`-separated parts")));
         };
-        if prefix != PREFIX {
-            return Err(Error::Malformed(format!("not a signoff approval token (prefix {prefix:?})")));
+        if prefix != kind.prefix {
+            return Err(Error::Malformed(format!("not a signoff {what} (prefix {prefix:?})")));
         }
-        let tag = URL_SAFE_NO_PAD
-            .decode(tag)
-            .map_err(|_| Error::Malformed("approval token signature is not base64url".into()))?;
+        let tag =
+            URL_SAFE_NO_PAD.decode(tag).map_err(|_| Error::Malformed(format!("{what} signature is not base64url")))?;
         let secret = self
             .keys
             .iter()
@@ -208,13 +208,85 @@ impl TokenKeys {
             .ok_or_else(|| Error::UnknownKey(kid.to_owned()))?;
         let signed = &token[..prefix.len() + 1 + kid.len() + 1 + body.len()];
         // `verify_slice` compares in constant time.
-        Self::mac(secret, signed).verify_slice(&tag).map_err(|_| Error::BadSignature)?;
+        Self::mac(secret, kind.domain, signed).verify_slice(&tag).map_err(|_| Error::BadSignature)?;
         // Signed by us, so the body is ours; a parse failure here would be our own bug.
-        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| Error::Malformed("approval token body".into()))?;
-        let wire: Wire =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Malformed(format!("approval token claims: {e}")))?;
-        Ok(wire.into_claims(kid))
+        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| Error::Malformed(format!("{what} body")))?;
+        let wire = serde_json::from_slice(&bytes).map_err(|e| Error::Malformed(format!("{what} claims: {e}")))?;
+        Ok((wire, kid.to_owned()))
     }
+
+    /// Signs `claims` with the current key (its `key_id` is set to the current key's id).
+    pub fn sign(&self, claims: &mut TokenClaims) -> String {
+        let (token, kid) = self.sign_body(&APPROVAL, &Wire::from(&*claims));
+        claims.key_id = kid;
+        token
+    }
+
+    /// Checks a token's form, key and signature (constant-time) and returns its claims. Expiry,
+    /// approver and the request's state are checked by the gate.
+    pub fn verify(&self, token: &str) -> Result<TokenClaims> {
+        let (wire, kid): (Wire, String) = self.verify_body(&APPROVAL, token)?;
+        Ok(wire.into_claims(&kid))
+    }
+
+    /// Signs a sign-in token (see [`SignInClaims`]); its `key_id` is set to the current key's id.
+    pub fn sign_sign_in(&self, claims: &mut SignInClaims) -> String {
+        let wire = SignInWire {
+            apr: claims.approver.clone(),
+            nonce: claims.nonce,
+            iat: claims.issued_at_ms,
+            exp: claims.expires_at_ms,
+        };
+        let (token, kid) = self.sign_body(&SIGN_IN, &wire);
+        claims.key_id = kid;
+        token
+    }
+
+    /// Checks a sign-in token's form, key and signature and returns its claims (expiry and
+    /// single use are the caller's: [`Gate::verify_sign_in`](crate::Gate::verify_sign_in)
+    /// checks expiry). An approval token is refused here (`malformed`), and a sign-in token by
+    /// [`verify`](Self::verify).
+    pub fn verify_sign_in(&self, token: &str) -> Result<SignInClaims> {
+        let (w, kid): (SignInWire, String) = self.verify_body(&SIGN_IN, token)?;
+        Ok(SignInClaims { approver: w.apr, nonce: w.nonce, issued_at_ms: w.iat, expires_at_ms: w.exp, key_id: kid })
+    }
+}
+
+/// What a kind of token is called, its prefix and its MAC domain.
+struct Kind {
+    prefix: &'static str,
+    domain: &'static [u8],
+    what: &'static str,
+}
+
+const APPROVAL: Kind = Kind { prefix: PREFIX, domain: b"signoff-approval-token-v1\0", what: "approval token" };
+const SIGN_IN: Kind = Kind { prefix: "so1s", domain: b"signoff-sign-in-token-v1\0", what: "sign-in token" };
+
+/// A sign-in token's claims: a person may open an approval console as `approver` until
+/// `expires_at_ms`. Signed with the gate's [`TokenKeys`] under its own prefix (`so1s`) and MAC
+/// domain, so it can never answer a request, and an approval token can never sign anyone in.
+/// `nonce` lets the console accept each link once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignInClaims {
+    /// Who signs in.
+    pub approver: String,
+    /// Unique per link.
+    pub nonce: Uuid,
+    /// When it was issued (epoch ms).
+    pub issued_at_ms: u64,
+    /// When it stops being accepted (epoch ms).
+    pub expires_at_ms: u64,
+    /// The id of the key that signed it.
+    pub key_id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignInWire {
+    apr: String,
+    nonce: Uuid,
+    iat: u64,
+    exp: u64,
 }
 
 fn check_key_id(kid: &str) -> Result<()> {
@@ -369,6 +441,29 @@ mod tests {
         let t2 = k2.sign(&mut claims());
         assert!(t2.starts_with("so1.k2."));
         assert_eq!(k1.verify(&t2).unwrap_err().kind(), crate::ErrorKind::UnknownKey);
+    }
+
+    #[test]
+    fn sign_in_and_approval_tokens_never_verify_as_each_other() {
+        let keys = TokenKeys::new("k1", Secret::generate()).unwrap();
+        let mut c = SignInClaims {
+            approver: "alice".into(),
+            nonce: Uuid::new_v4(),
+            issued_at_ms: 1,
+            expires_at_ms: 2,
+            key_id: String::new(),
+        };
+        let sign_in = keys.sign_sign_in(&mut c);
+        assert!(sign_in.starts_with("so1s.k1."));
+        assert_eq!(keys.verify_sign_in(&sign_in).unwrap(), c);
+        assert_eq!(keys.verify(&sign_in).unwrap_err().kind(), crate::ErrorKind::Malformed);
+        let approval = keys.sign(&mut claims());
+        assert_eq!(keys.verify_sign_in(&approval).unwrap_err().kind(), crate::ErrorKind::Malformed);
+        // The same body under the other prefix does not verify either (separate MAC domains).
+        let swapped = sign_in.replacen("so1s.", "so1.", 1);
+        assert_eq!(keys.verify(&swapped).unwrap_err().kind(), crate::ErrorKind::BadSignature);
+        let other = TokenKeys::new("k1", Secret::generate()).unwrap();
+        assert_eq!(other.verify_sign_in(&sign_in).unwrap_err().kind(), crate::ErrorKind::BadSignature);
     }
 
     #[test]

@@ -367,3 +367,67 @@ fn keys_come_from_configuration_and_are_never_printed() {
     // Short secrets are refused.
     assert_eq!(TokenKeys::parse("k:AAEC").unwrap_err().kind(), ErrorKind::Config);
 }
+
+#[tokio::test]
+async fn sign_in_tokens_name_a_person_expire_and_never_answer_a_request() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let gate = remote_gate(Gate::builder(), runs.clone());
+    let link = gate.issue_sign_in("alice", Duration::from_secs(60)).unwrap();
+    let claims = gate.verify_sign_in(&link).unwrap();
+    assert_eq!(claims.approver, "alice");
+    assert_ne!(
+        gate.verify_sign_in(&gate.issue_sign_in("alice", Duration::from_secs(60)).unwrap()).unwrap().nonce,
+        claims.nonce
+    );
+    assert_eq!(kind(gate.issue_sign_in(" ", Duration::from_secs(60))), ErrorKind::Malformed);
+    assert_eq!(kind(gate.issue_sign_in("alice", Duration::ZERO)), ErrorKind::Malformed);
+    let short = gate.issue_sign_in("alice", Duration::from_millis(1)).unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(kind(gate.verify_sign_in(&short)), ErrorKind::TokenExpired);
+    // A sign-in link cannot answer a request, and an approval token cannot sign anyone in.
+    let (task, req) = pending_delete(&gate, del("/tmp/x")).await;
+    assert_eq!(kind(gate.respond_token(&link, TokenResponse::approve("alice"))), ErrorKind::Malformed);
+    let approval = gate.issue_token(&req.id, "alice").unwrap();
+    assert_eq!(kind(gate.verify_sign_in(&approval)), ErrorKind::Malformed);
+    // Another gate's keys do not verify it.
+    let other = gate_with(Gate::builder().tokens(keys("k1", SECRET_B)), runs.clone());
+    assert_eq!(kind(other.verify_sign_in(&link)), ErrorKind::BadSignature);
+    assert_eq!(kind(Gate::new().issue_sign_in("alice", Duration::from_secs(1))), ErrorKind::Config);
+    gate.respond_token(&approval, TokenResponse::deny("alice", Some("no".into()))).unwrap();
+    assert_eq!(task.await.unwrap().status, ToolStatus::Denied);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn check_edit_judges_an_edit_as_respond_will_without_answering() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let gate = remote_gate(Gate::builder(), runs.clone());
+    let (task, req) = pending_delete(&gate, del("/tmp/x")).await;
+    gate.check_edit(&req.id, &json!({"path": "/tmp/y"})).unwrap();
+    gate.check_edit(&req.id, &req.arguments).unwrap();
+    assert_eq!(kind(gate.check_edit(&req.id, &json!({"path": 7}))), ErrorKind::InvalidArguments);
+    assert_eq!(kind(gate.check_edit(&uuid::Uuid::new_v4(), &json!({}))), ErrorKind::NotPending);
+    assert_eq!(gate.pending().len(), 1, "checking answered nothing");
+    assert_eq!(gate.tool_spec("delete_file").unwrap().name, "delete_file");
+    assert!(gate.tool_spec("nope").is_none());
+    gate.cancel_request(&req.id);
+    task.await.unwrap();
+}
+
+#[test]
+fn verify_audit_reads_back_the_gates_own_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let sink = JsonlAuditSink::open(&path).unwrap();
+    let gate = Gate::builder().audit(sink).tokens(keys("k1", SECRET_A)).build().unwrap();
+    gate.issue_sign_in("alice", Duration::from_secs(5)).unwrap();
+    let report = gate.verify_audit().unwrap().expect("a JSON Lines sink reads back");
+    assert!(report.problem.is_none() && report.records >= 1, "{report:?}");
+    // Cut the log: the chain shows the edit.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("alice", "mallory", 1)).unwrap();
+    assert!(gate.verify_audit().unwrap().unwrap().problem.is_some());
+    assert!(Gate::new().verify_audit().unwrap().is_none());
+    let memory = Gate::builder().audit(MemoryAuditSink::new()).build().unwrap();
+    assert!(memory.verify_audit().unwrap().is_none());
+}

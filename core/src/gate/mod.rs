@@ -816,6 +816,47 @@ impl Gate {
             a.flush();
         }
     }
+
+    /// Flushes the audit sink and verifies the hash chain it wrote (against the store's anchor
+    /// when there is one, so records cut from the end show): what an approval console's audit
+    /// view shows. `Ok(None)` when the gate has no audit sink, or one that cannot be read back
+    /// (e.g. [`MemoryAuditSink`](crate::MemoryAuditSink)).
+    ///
+    /// Errors: `io` or `store` when the log cannot be read.
+    pub fn verify_audit(&self) -> Result<Option<crate::ChainReport>> {
+        match &self.inner.audit {
+            Some(a) => {
+                a.flush();
+                a.verify().transpose()
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// A registered tool's spec.
+    pub fn tool_spec(&self, name: &str) -> Option<ToolSpec> {
+        self.tool(name).ok().map(|t| t.tool.spec.clone())
+    }
+
+    /// Checks an edit of a pending request's arguments the way [`respond`](Self::respond) will
+    /// when it arrives (well-formed JSON, the tool allows edits, the tool's schema), without
+    /// answering: for a UI that validates before it submits. An edit equal to the request's
+    /// arguments passes (it is not an edit).
+    ///
+    /// Errors: `not_pending`, `malformed`, `edits_not_allowed`, `unknown_tool` (a request from
+    /// another process for a tool this one has not registered), `invalid_arguments`.
+    pub fn check_edit(&self, id: &Uuid, edit: &Value) -> Result<()> {
+        let request =
+            self.inner.store.get(id).ok_or_else(|| Error::NotPending { id: *id, state: self.state_of(id) })?;
+        crate::json::check(edit, "edited arguments")?;
+        if *edit == request.arguments {
+            return Ok(());
+        }
+        if !request.editable {
+            return Err(Error::EditsNotAllowed(request.tool.clone()));
+        }
+        self.tool(&request.tool)?.validate(edit, "edited")
+    }
 }
 
 impl Default for Gate {

@@ -5,7 +5,7 @@ use crate::audit::{AuditKind, AuditRecord};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationResponse, Outcome, now_ms};
 use crate::token::fingerprint;
-use crate::token::{TokenClaims, TokenKeys, TokenResponse};
+use crate::token::{SignInClaims, TokenClaims, TokenKeys, TokenResponse};
 use uuid::Uuid;
 
 impl Gate {
@@ -136,6 +136,49 @@ impl Gate {
         }
     }
 
+    /// Issues a sign-in token for `approver`, valid for `ttl`: what an approval console puts in
+    /// a per-approver sign-in link. It only names a person; every decision they then make is
+    /// still checked by the gate's authenticator. The issue is audited (the token is not).
+    ///
+    /// Errors: `config` (no [`TokenKeys`]), `malformed` (empty approver, or a `ttl` of zero).
+    pub fn issue_sign_in(&self, approver: &str, ttl: std::time::Duration) -> Result<String> {
+        let keys = self.token_keys()?;
+        if approver.trim().is_empty() {
+            return Err(Error::Malformed("a sign-in link must name its approver".into()));
+        }
+        if ttl.is_zero() {
+            return Err(Error::Malformed("a sign-in link needs a lifetime above zero".into()));
+        }
+        let now = now_ms();
+        let mut claims = SignInClaims {
+            approver: approver.to_owned(),
+            nonce: Uuid::new_v4(),
+            issued_at_ms: now,
+            expires_at_ms: now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            key_id: String::new(),
+        };
+        let token = keys.sign_sign_in(&mut claims);
+        self.audit(|| {
+            AuditRecord::new(AuditKind::Notice)
+                .with_decision("sign-in-issued")
+                .with_responder(Some(claims.approver.clone()))
+                .with_reason(format!("key {}, expires at {} (epoch ms)", claims.key_id, claims.expires_at_ms))
+        });
+        Ok(token)
+    }
+
+    /// Verifies a sign-in token from [`issue_sign_in`](Self::issue_sign_in): form, key,
+    /// signature, then expiry. Single use is the caller's to enforce, by `nonce`.
+    ///
+    /// Errors: `config`, `malformed`, `unknown_key`, `bad_signature`, `token_expired`.
+    pub fn verify_sign_in(&self, token: &str) -> Result<SignInClaims> {
+        let claims = self.token_keys()?.verify_sign_in(token)?;
+        if now_ms() >= claims.expires_at_ms {
+            return Err(Error::TokenExpired { id: claims.nonce, expired_at_ms: claims.expires_at_ms });
+        }
+        Ok(claims)
+    }
+
     fn token_keys(&self) -> Result<&TokenKeys> {
         self.inner
             .tokens
@@ -154,7 +197,7 @@ impl Gate {
     }
 
     /// What became of a request that is not pending, in words for `not_pending`.
-    fn state_of(&self, id: &Uuid) -> String {
+    pub(super) fn state_of(&self, id: &Uuid) -> String {
         if let Some(o) = lock(&self.inner.tombstones).map.get(id) {
             return o.as_str().to_owned();
         }

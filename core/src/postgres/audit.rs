@@ -218,6 +218,10 @@ impl AuditSink for PostgresAuditSink {
             eprintln!("signoff: audit table {}: flush: {e}", self.table.display);
         }
     }
+
+    fn verify(&self) -> Option<Result<ChainReport>> {
+        Some(read_and_verify(&self.db, &self.table))
+    }
 }
 
 impl Drop for PostgresAuditSink {
@@ -477,7 +481,13 @@ async fn append(client: &Client, table: &Table, batch: &[AuditRecord], xid: &mut
 /// the table does not exist. (A problem *in* the chain is a finding of the report, not an error.)
 pub fn verify_chain_postgres(url: &str, schema: Option<&str>) -> Result<ChainReport> {
     let db = Db::new(url, schema)?;
-    let table = Table::new(schema);
+    let report = read_and_verify(&db, &Table::new(schema));
+    db.close();
+    report
+}
+
+/// Reads the whole table through `db` and verifies it.
+fn read_and_verify(db: &Arc<Db>, table: &Table) -> Result<ChainReport> {
     let (db2, t2) = (db.clone(), table.clone());
     let rows = db.block(async move {
         let client = db2.connect().await?;
@@ -496,9 +506,8 @@ pub fn verify_chain_postgres(url: &str, schema: Option<&str>) -> Result<ChainRep
             .into_iter()
             .map(|r| Row { seq: r.get(0), record: r.get(1), hash: r.get(2), prev_hash: r.get(3) })
             .collect::<Vec<_>>())
-    });
-    db.close();
-    Ok(verify_rows(&table.display, rows?))
+    })?;
+    Ok(verify_rows(&table.display, rows))
 }
 
 struct Row {
