@@ -1,11 +1,12 @@
 //! `signoff`: the command-line program. `main` only dispatches: each subcommand lives in a module
-//! of its own (`audit`; later `mcp-proxy`, `console`) with an entry point taking the arguments
+//! of its own (`audit`, `console`; later `mcp-proxy`) with an entry point taking the arguments
 //! after its name and returning the exit status.
 //!
 //! Exit status, for every subcommand: 0 success, 1 the check found a problem, 2 usage or I/O
 //! error.
 
 mod audit;
+mod console;
 
 use std::process::ExitCode;
 
@@ -14,6 +15,7 @@ usage: signoff <command> [<args>...]
 
 commands:
   audit      checks hash-chained audit trails (a JSON Lines file or a PostgreSQL table)
+  console    serves the browser approval console for agents sharing a PostgreSQL store
 
 options:
   -h, --help       this help
@@ -36,6 +38,7 @@ fn run(args: &[String]) -> u8 {
     };
     match command.as_str() {
         "audit" => audit::main(rest),
+        "console" => console::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             0

@@ -1,0 +1,164 @@
+//! `signoff console` as a process of its own: an agent in this process makes a gated call through
+//! the shared PostgreSQL store, a person signs in to the console process and approves, and the
+//! agent's call runs once. Needs `SIGNOFF_TEST_POSTGRES_URL` (scripts/with-postgres.sh sets it);
+//! skipped without it unless `SIGNOFF_REQUIRE_POSTGRES` is set.
+
+use serde_json::json;
+use signoff::{GateConfig, Naming, Tool, ToolCall, ToolStatus};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fn postgres_url() -> Option<String> {
+    match std::env::var("SIGNOFF_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var_os("SIGNOFF_REQUIRE_POSTGRES").is_some() => {
+            panic!("SIGNOFF_REQUIRE_POSTGRES is set but SIGNOFF_TEST_POSTGRES_URL is not")
+        }
+        _ => {
+            eprintln!("skipped: SIGNOFF_TEST_POSTGRES_URL is not set (scripts/with-postgres.sh sets it)");
+            None
+        }
+    }
+}
+
+/// One request over a fresh connection; returns (status, headers and body as text).
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nOrigin: http://{addr}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, out)
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_console_process_answers_an_agent_in_another_process() {
+    let Some(url) = postgres_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let schema = format!("console_{}", std::process::id());
+    let gate_json = dir.path().join("gate.json");
+    std::fs::write(&gate_json, json!({"store_url": url, "store_schema": schema, "token_keys": KEYS}).to_string())
+        .unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+        .args(["console", "--gate", gate_json.to_str().unwrap(), "--bind", "127.0.0.1:0", "--sign-in", "alice"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _guard = Killed(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let (mut base, mut link) = (String::new(), String::new());
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(u) = line.strip_prefix("console: ") {
+            base = u.to_owned();
+        } else if let Some(l) = line.strip_prefix("sign-in link for alice: ") {
+            link = l.to_owned();
+        } else if line == "ready" {
+            break;
+        }
+    }
+    let addr = base.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "{base}");
+
+    // The agent: another gate on the same store, with the tool.
+    let config = GateConfig::from_json(
+        &json!({"store_url": url, "store_schema": schema, "store_owner": "agent-host-1", "default_timeout_ms": 20000}),
+        Naming::Snake,
+    )
+    .unwrap();
+    let agent = config.build().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r2 = runs.clone();
+    agent
+        .register(
+            Tool::builder("send_email")
+                .requires_approval()
+                .executor(move |_| {
+                    let r = r2.clone();
+                    async move {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        Ok(json!("sent"))
+                    }
+                })
+                .build(),
+        )
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let a2 = agent.clone();
+    let call = rt.spawn(async move { a2.execute(ToolCall::new("send_email", json!({"to": "cfo@example.com"}))).await });
+    let request = (0..2000)
+        .find_map(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            agent.pending().into_iter().next()
+        })
+        .expect("the call is pending");
+
+    // A person signs in to the console process and approves.
+    let token = link.split_once("#token=").unwrap().1;
+    let (status, reply) = http(&addr, "POST", "/login", &[], Some(&json!({"token": token}).to_string()));
+    assert_eq!(status, 200, "{reply}");
+    let cookie =
+        reply.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap().split(';').next().unwrap().to_owned();
+    let (status, page) = http(&addr, "GET", "/", &[("Cookie", &cookie)], None);
+    assert_eq!(status, 200);
+    let csrf = page.split(r#"name="csrf-token" content=""#).nth(1).unwrap().split('"').next().unwrap().to_owned();
+    // The console lists the request made by the agent's process.
+    let listed = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        http(&addr, "GET", "/", &[("Cookie", &cookie)], None).1.contains(&request.id.to_string())
+    });
+    assert!(listed, "the console shows the agent's request");
+    let body = json!({"id": request.id, "digest": request.arguments_digest, "decision": "approve"}).to_string();
+    let (status, reply) =
+        http(&addr, "POST", "/api/decide", &[("Cookie", &cookie), ("X-CSRF-Token", &csrf)], Some(&body));
+    assert_eq!(status, 200, "{reply}");
+    let result = rt.block_on(call).unwrap();
+    assert_eq!(result.status, ToolStatus::Executed);
+    assert_eq!(result.decision.as_ref().and_then(|d| d.responder()), Some("alice"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn the_console_needs_a_shared_store_and_token_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_signoff")).args(args).output().unwrap();
+    let out = run(&["console"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gate is required"));
+    let gate = dir.path().join("gate.json");
+    std::fs::write(&gate, json!({"token_keys": KEYS}).to_string()).unwrap();
+    let out = run(&["console", "--gate", gate.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`store_url` is required"), "{out:?}");
+    std::fs::write(&gate, json!({"store_url": "postgres://x@127.0.0.1:1/x", "bogus": 1}).to_string()).unwrap();
+    let out = run(&["console", "--gate", gate.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"), "{out:?}");
+    let out = run(&["console", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--sign-in"));
+}

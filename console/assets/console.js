@@ -1,0 +1,394 @@
+// signoff approval console. Plain JavaScript, no build step. Every piece of markup inserted here
+// was rendered and escaped by the server; this script only moves it, counts down and submits.
+(() => {
+  'use strict';
+  const $ = (sel, el = document) => el.querySelector(sel);
+  const $$ = (sel, el = document) => Array.from(el.querySelectorAll(sel));
+  const csrf = $('meta[name="csrf-token"]').content;
+  const resume = $('meta[name="resume"]').content;
+  let offset = Number($('meta[name="server-now"]').content) - Date.now(); // server clock - ours
+  const pendingList = $('#pending');
+  const historyList = $('#history');
+  const conn = $('#conn');
+  const me = $('#approver').textContent;
+  const decided = new Set(); // ids this page saw resolved
+  let selected = null;
+
+  const cardOf = (id) => pendingList.querySelector(`li.request[data-id="${CSS.escape(id)}"]`);
+  const cards = () => $$('li.request', pendingList);
+  const fragment = (html) => {
+    const t = document.createElement('template');
+    t.innerHTML = html;
+    return t.content.firstElementChild;
+  };
+
+  // ---- the list -------------------------------------------------------------------------
+  function place(el) {
+    const created = Number(el.dataset.created);
+    const after = cards().find((c) => Number(c.dataset.created) > created);
+    pendingList.insertBefore(el, after || null);
+  }
+
+  function addRequest(c) {
+    if (decided.has(c.id) || cardOf(c.id)) return;
+    const el = fragment(c.html);
+    place(el);
+    localTimes(el);
+    tick();
+    refresh();
+    notifyNew(el);
+  }
+
+  function addHistory(d) {
+    const old = historyList.querySelector(`li[data-id="${CSS.escape(d.id)}"]`);
+    if (old) return;
+    const row = fragment(d.html);
+    localTimes(row);
+    historyList.prepend(row);
+  }
+
+  function notice(text) {
+    const n = $('#notice');
+    n.textContent = text;
+    n.hidden = !text;
+  }
+
+  function resolve(d) {
+    decided.add(d.id);
+    const card = cardOf(d.id);
+    // Someone else (or the deadline) decided a request this page was answering: say so, since
+    // the card is about to go.
+    if (card && card.classList.contains('busy') && d.responder !== me) {
+      const who = d.responder ? ` by ${d.responder}` : '';
+      notice(`${$('.tool', card).textContent}: already decided${who}: ${d.outcome}`);
+    }
+    if (card) {
+      if (card === selected) select(neighbour(card, 1) || neighbour(card, -1), false);
+      card.remove();
+    }
+    addHistory(d);
+    refresh();
+  }
+
+  function snapshot(s) {
+    offset = s.now_ms - Date.now();
+    const keep = new Set(s.pending.map((c) => c.id));
+    for (const c of cards()) if (!keep.has(c.dataset.id)) c.remove();
+    // Re-append in the server's order; cards already shown keep what the person typed.
+    for (const c of s.pending) {
+      decided.delete(c.id);
+      let el = cardOf(c.id);
+      if (!el) {
+        el = fragment(c.html);
+        localTimes(el);
+      }
+      pendingList.appendChild(el);
+    }
+    historyList.replaceChildren(...s.history.map((d) => {
+      decided.add(d.id);
+      const row = fragment(d.html);
+      localTimes(row);
+      return row;
+    }));
+    if (selected && !selected.isConnected) selected = null;
+    tick();
+    refresh();
+  }
+
+  function refresh() {
+    const all = cards();
+    $('#pending-count').textContent = String(all.length);
+    $('#empty').hidden = all.length > 0;
+    if (!selected && all.length) select(all[0], false);
+    // A "waiting" badge per agent session.
+    const counts = new Map();
+    for (const c of all) counts.set(c.dataset.session, (counts.get(c.dataset.session) || 0) + 1);
+    const badges = [];
+    for (const [session, n] of counts) {
+      const b = document.createElement('span');
+      b.className = 'badge';
+      b.dataset.session = session;
+      b.textContent = `${session}: ${n} waiting`;
+      badges.push(b);
+    }
+    $('#sessions').replaceChildren(...badges);
+    document.title = all.length ? `(${all.length}) ${document.title.replace(/^\(\d+\) /, '')}` : document.title.replace(/^\(\d+\) /, '');
+  }
+
+  function localTimes(root) {
+    for (const t of $$('time[datetime]', root)) {
+      const d = new Date(t.getAttribute('datetime'));
+      if (!Number.isNaN(d.getTime())) {
+        t.title = t.getAttribute('datetime');
+        t.textContent = d.toLocaleString();
+      }
+    }
+  }
+
+  // ---- countdowns ---------------------------------------------------------------------------
+  function tick() {
+    const now = Date.now() + offset;
+    for (const c of cards()) {
+      const left = Number(c.dataset.deadline) - now;
+      const out = $('.countdown', c);
+      if (left > 0) {
+        const s = Math.ceil(left / 1000);
+        out.textContent = s >= 3600 ? `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m left`
+          : `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')} left`;
+      } else if (!c.classList.contains('expired')) {
+        c.classList.add('expired');
+        out.textContent = 'expired';
+        for (const b of $$('button[data-action]', c)) if (b.dataset.action !== 'cancel') b.disabled = true;
+        status(c, 'Expired: this call will be reported as timed out, not denied.');
+      }
+    }
+  }
+  setInterval(tick, 250);
+
+  // ---- selection and keys ---------------------------------------------------------------------
+  function neighbour(card, step) {
+    const all = cards();
+    const i = all.indexOf(card);
+    return i < 0 ? null : all[i + step] || null;
+  }
+
+  function select(card, scroll = true) {
+    if (selected) selected.classList.remove('selected');
+    selected = card || null;
+    if (selected) {
+      selected.classList.add('selected');
+      if (scroll) selected.scrollIntoView({ block: 'nearest' });
+    }
+  }
+
+  document.addEventListener('keydown', (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const typing = e.target instanceof HTMLTextAreaElement || e.target instanceof HTMLInputElement;
+    if (e.key === 'Escape') {
+      if (selected) closeBoxes(selected);
+      if (typing) e.target.blur();
+      return;
+    }
+    if (typing) return;
+    const press = (action) => {
+      const b = selected && $(`button[data-action="${action}"]`, selected);
+      if (b && !b.disabled) b.click();
+    };
+    switch (e.key) {
+      case 'j': select(selected ? neighbour(selected, 1) || selected : cards()[0]); break;
+      case 'k': select(selected ? neighbour(selected, -1) || selected : cards()[0]); break;
+      case 'a': press('approve'); break;
+      case 's': press('session'); break;
+      case 'd': press('deny'); break;
+      case 'e': press('edit'); break;
+      default: return;
+    }
+    e.preventDefault();
+  });
+
+  // ---- decisions ----------------------------------------------------------------------------------
+  function status(card, text, kind) {
+    const p = $('.status', card);
+    p.textContent = text;
+    p.dataset.kind = kind || '';
+  }
+
+  function closeBoxes(card) {
+    for (const box of $$('.deny-box, .edit-box', card)) box.hidden = true;
+  }
+
+  async function post(path, body) {
+    const r = await fetch(path, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
+      body: JSON.stringify(body),
+    });
+    let data = {};
+    try { data = await r.json(); } catch (_) { /* no body */ }
+    return { ok: r.ok, status: r.status, data };
+  }
+
+  async function decide(card, body, label) {
+    const buttons = $$('button[data-action]', card).filter((b) => b.dataset.action !== 'cancel');
+    buttons.forEach((b) => { b.disabled = true; });
+    card.classList.add('busy');
+    status(card, `Sending: ${label}…`);
+    let res;
+    try {
+      res = await post('api/decide', { id: card.dataset.id, digest: card.dataset.digest, ...body });
+    } catch (err) {
+      res = { ok: false, status: 0, data: { message: `the console could not be reached (${err.message}); nothing was decided` } };
+    }
+    if (res.ok) {
+      card.classList.add('sent');
+      status(card, `${label}: done (${res.data.outcome}).`, 'ok');
+      return;
+    }
+    status(card, res.data.message || `refused (${res.status})`, 'error');
+    if (res.status === 409 || res.status === 410) {
+      card.classList.add('lost');
+      notice(`${$('.tool', card).textContent}: ${res.data.message || 'no longer pending'}`);
+    } else if (!card.classList.contains('expired')) {
+      card.classList.remove('busy');
+      buttons.forEach((b) => { b.disabled = false; });
+      refreshEditState(card);
+      const confirm = $('button[data-action="confirm-deny"]', card);
+      if (confirm) confirm.disabled = !$('.deny-reason', card).value.trim();
+    }
+  }
+
+  function refreshEditState(card) {
+    const submit = $('button[data-action="submit-edit"]', card);
+    if (submit) submit.disabled = card.dataset.checked === undefined || card.dataset.checked !== $('.editor', card).value;
+  }
+
+  async function checkEdit(card) {
+    const editor = $('.editor', card);
+    const errors = $('.edit-errors', card);
+    const diff = $('.diff', card);
+    const text = editor.value;
+    delete card.dataset.checked;
+    refreshEditState(card);
+    diff.replaceChildren();
+    let args;
+    try {
+      args = JSON.parse(text);
+    } catch (err) {
+      errors.textContent = `Not valid JSON: ${err.message}`;
+      return;
+    }
+    const res = await post('api/check', { id: card.dataset.id, arguments: args });
+    if (!res.ok) {
+      errors.textContent = res.data.message || `refused (${res.status})`;
+      return;
+    }
+    if (editor.value !== text) return; // changed while checking
+    const changes = res.data.changes || [];
+    if (!changes.length) {
+      errors.textContent = 'No change: use Approve once to run the arguments as shown.';
+      return;
+    }
+    errors.textContent = '';
+    diff.replaceChildren(...changes.map((c) => {
+      const li = document.createElement('li');
+      const path = document.createElement('code');
+      path.className = 'path';
+      path.textContent = c.path;
+      li.append(path, ' ');
+      if (c.before !== null) {
+        const del = document.createElement('del');
+        del.textContent = c.before;
+        li.append(del, ' ');
+      }
+      if (c.after !== null) {
+        const ins = document.createElement('ins');
+        ins.textContent = c.after;
+        li.append(ins);
+      }
+      return li;
+    }));
+    card.dataset.checked = text;
+    refreshEditState(card);
+  }
+
+  pendingList.addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-action]');
+    const card = b && b.closest('li.request');
+    if (!card || b.disabled) return;
+    select(card, false);
+    const sessionName = card.dataset.session;
+    switch (b.dataset.action) {
+      case 'approve': decide(card, { decision: 'approve', scope: 'once' }, 'Approve once'); break;
+      case 'session': decide(card, { decision: 'approve', scope: 'session' }, `Approve for session ${sessionName}`); break;
+      case 'deny': {
+        closeBoxes(card);
+        const box = $('.deny-box', card);
+        box.hidden = false;
+        $('.deny-reason', box).focus();
+        break;
+      }
+      case 'confirm-deny': {
+        const reason = $('.deny-reason', card).value.trim();
+        if (reason) decide(card, { decision: 'deny', reason }, 'Deny');
+        break;
+      }
+      case 'edit': {
+        closeBoxes(card);
+        const box = $('.edit-box', card);
+        box.hidden = false;
+        $('.editor', box).focus();
+        break;
+      }
+      case 'check-edit': checkEdit(card); break;
+      case 'submit-edit': {
+        const text = $('.editor', card).value;
+        if (card.dataset.checked !== text) { checkEdit(card); break; }
+        decide(card, { decision: 'approve', scope: 'once', arguments: JSON.parse(text) }, 'Approve once with edited arguments');
+        break;
+      }
+      case 'cancel': closeBoxes(card); break;
+      default: break;
+    }
+  });
+
+  pendingList.addEventListener('input', (e) => {
+    const card = e.target.closest('li.request');
+    if (!card) return;
+    if (e.target.classList.contains('deny-reason')) {
+      $('button[data-action="confirm-deny"]', card).disabled = !e.target.value.trim() || card.classList.contains('expired');
+    } else if (e.target.classList.contains('editor')) {
+      $('.diff', card).replaceChildren();
+      $('.edit-errors', card).textContent = '';
+      refreshEditState(card);
+    }
+  });
+
+  // ---- notifications ---------------------------------------------------------------------------
+  const notifyButton = $('#notify');
+  const canNotify = () => 'Notification' in window && Notification.permission === 'granted';
+  function showNotifyButton() {
+    notifyButton.hidden = !('Notification' in window) || Notification.permission !== 'default';
+  }
+  notifyButton.addEventListener('click', async () => {
+    if ('Notification' in window) await Notification.requestPermission();
+    showNotifyButton();
+  });
+  showNotifyButton();
+
+  function notifyNew(card) {
+    if (document.visibilityState !== 'hidden' || !canNotify()) return;
+    const tool = $('.tool', card).textContent;
+    const n = new Notification(`Approval needed: ${tool}`, { body: `session ${card.dataset.session}`, tag: card.dataset.id });
+    n.onclick = () => { window.focus(); select(card); n.close(); };
+  }
+
+  // ---- sign out -----------------------------------------------------------------------------------
+  $('#logout').addEventListener('click', async () => {
+    await post('logout', {});
+    location.replace('login');
+  });
+
+  // ---- the live stream ----------------------------------------------------------------------------
+  function connect() {
+    const source = new EventSource(`events?after=${encodeURIComponent(resume)}`);
+    source.addEventListener('open', () => { conn.textContent = 'live'; conn.dataset.state = 'live'; });
+    source.addEventListener('error', () => {
+      if (source.readyState === EventSource.CLOSED) {
+        conn.textContent = 'disconnected: reload the page (or sign in again)';
+        conn.dataset.state = 'closed';
+      } else {
+        conn.textContent = 'reconnecting…';
+        conn.dataset.state = 'reconnecting';
+      }
+    });
+    source.addEventListener('snapshot', (e) => snapshot(JSON.parse(e.data)));
+    source.addEventListener('request', (e) => addRequest(JSON.parse(e.data)));
+    source.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));
+  }
+
+  localTimes(document);
+  tick();
+  refresh();
+  connect();
+})();

@@ -1,0 +1,502 @@
+//! The routes: pages, the event stream, and the JSON endpoints the page's script calls.
+
+use crate::auth::{self, Hosts, Session, Sessions};
+use crate::feed::{Change, Feed, Item, Snapshot, Start};
+use crate::{ConsoleOptions, render};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use signoff::display::display_arguments;
+use signoff::{Error, ErrorKind, Gate, ResponseDecision, Result, Scope, TokenResponse};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; \
+                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+pub(crate) struct App {
+    gate: Gate,
+    opts: ConsoleOptions,
+    feed: Arc<Feed>,
+    sessions: Sessions,
+    hosts: Hosts,
+    secure: bool,
+    shutdown: Option<watch::Receiver<bool>>,
+}
+
+type Shared = State<Arc<App>>;
+
+pub(crate) fn router(gate: Gate, opts: ConsoleOptions, shutdown: Option<watch::Receiver<bool>>) -> Result<Router> {
+    opts.check()?;
+    if !gate.can_issue_tokens() {
+        return Err(Error::Config(
+            "the console needs a gate with token keys (GateBuilder::tokens / token_keys): every decision is submitted as a signed token".into(),
+        ));
+    }
+    let hosts = match &opts.public_origin {
+        Some(origin) => {
+            let host = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h).trim_end_matches('/');
+            Hosts::Only(vec![host.to_owned()])
+        }
+        None if opts.bind.ip().is_loopback() => Hosts::Loopback,
+        None => Hosts::Any,
+    };
+    let secure = opts.public_origin.as_deref().is_some_and(|o| o.starts_with("https://"));
+    let feed = Feed::start(gate.clone(), opts.history);
+    let app =
+        Arc::new(App { sessions: auth::Sessions::new(opts.session_ttl), gate, opts, feed, hosts, secure, shutdown });
+    Ok(Router::new()
+        .route("/", get(index))
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
+        .route("/events", get(events))
+        .route("/audit", get(audit_page))
+        .route("/api/audit", get(audit_json))
+        .route("/api/decide", post(decide))
+        .route("/api/check", post(check))
+        .route("/assets/console.js", get(|| asset("text/javascript", include_str!("../assets/console.js"))))
+        .route("/assets/login.js", get(|| asset("text/javascript", include_str!("../assets/login.js"))))
+        .route("/assets/console.css", get(|| asset("text/css", include_str!("../assets/console.css"))))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app))
+}
+
+/// Every response: the Host check first, then the security headers.
+async fn guard(State(app): Shared, req: Request, next: Next) -> Response {
+    let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok());
+    if !app.hosts.allows(host) {
+        return (StatusCode::MISDIRECTED_REQUEST, "this console does not answer that host name").into_response();
+    }
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    res
+}
+
+async fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// Strict JSON (a repeated key is refused), then the body's shape (an unknown field is refused).
+fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    let v = signoff::json::from_slice(bytes, "request body")?;
+    serde_json::from_value(v).map_err(|e| Error::Malformed(format!("request body: {e}")))
+}
+
+fn problem(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
+    (status, Json(json!({"kind": kind, "message": message.into()}))).into_response()
+}
+
+fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotPending
+        | ErrorKind::AlreadyUsed
+        | ErrorKind::AlreadyResolved
+        | ErrorKind::UnknownRequest
+        | ErrorKind::Mismatch => StatusCode::CONFLICT,
+        ErrorKind::Expired | ErrorKind::TokenExpired => StatusCode::GONE,
+        ErrorKind::Unauthorized | ErrorKind::WrongApprover => StatusCode::FORBIDDEN,
+        ErrorKind::InvalidArguments | ErrorKind::EditsNotAllowed | ErrorKind::Malformed | ErrorKind::UnknownTool => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        ErrorKind::Closed | ErrorKind::Store | ErrorKind::Io => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn error_response(e: &Error) -> Response {
+    problem(status_of(e.kind()), e.kind().as_str(), e.to_string())
+}
+
+/// Why a state-changing request was refused before it was looked at.
+struct Refused(StatusCode, &'static str, &'static str);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        problem(self.0, self.1, self.2)
+    }
+}
+
+const CROSS_SITE: Refused = Refused(StatusCode::FORBIDDEN, "cross_site", "cross-site requests are refused");
+
+/// The signed-in session behind a state-changing request: same origin, live session, CSRF token.
+fn change_allowed(app: &App, headers: &HeaderMap) -> std::result::Result<Session, Refused> {
+    if !auth::same_origin(headers, app.opts.public_origin.as_deref()) {
+        return Err(CROSS_SITE);
+    }
+    let session = app.sessions.get(headers).ok_or(Refused(StatusCode::UNAUTHORIZED, "signed_out", "sign in first"))?;
+    let sent = headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !auth::constant_time_eq(sent.as_bytes(), session.csrf.as_bytes()) {
+        return Err(Refused(StatusCode::FORBIDDEN, "csrf", "missing or wrong CSRF token; reload the page"));
+    }
+    Ok(session)
+}
+
+async fn index(State(app): Shared, headers: HeaderMap) -> Response {
+    let Some(session) = app.sessions.get(&headers) else { return Redirect::to("login").into_response() };
+    let snap = app.feed.snapshot();
+    let pending: Vec<String> = snap.pending.iter().map(|c| c.html.clone()).collect();
+    let history: Vec<String> = snap.history.iter().map(|d| d.html.clone()).collect();
+    Html(render::page(&render::Page {
+        title: &app.opts.title,
+        approver: &session.approver,
+        csrf: &session.csrf,
+        resume: &app.feed.event_id(snap.seq),
+        now_ms: snap.now_ms,
+        pending: &pending,
+        history: &history,
+    }))
+    .into_response()
+}
+
+async fn login_page(State(app): Shared) -> Response {
+    Html(render::login_page(&app.opts.title, app.opts.approver_keys.is_some(), None)).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginBody {
+    token: Option<String>,
+    approver: Option<String>,
+    key: Option<String>,
+}
+
+async fn login(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    // Login CSRF: only the console's own page may sign a browser in.
+    if !auth::same_origin(&headers, app.opts.public_origin.as_deref()) {
+        return CROSS_SITE.into_response();
+    }
+    let body: LoginBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, "malformed", format!("sign-in body: {e}")),
+    };
+    let approver = match (body.token, body.approver, body.key) {
+        (Some(token), None, None) => match app.gate.verify_sign_in(&token) {
+            Ok(claims) => {
+                if !app.sessions.use_link(claims.nonce, claims.expires_at_ms) {
+                    return problem(StatusCode::UNAUTHORIZED, "already_used", "this sign-in link was already used");
+                }
+                claims.approver
+            }
+            Err(e) if e.kind() == ErrorKind::TokenExpired => {
+                return problem(StatusCode::UNAUTHORIZED, "token_expired", "this sign-in link has expired");
+            }
+            Err(_) => return problem(StatusCode::UNAUTHORIZED, "bad_link", "this sign-in link is not valid here"),
+        },
+        (None, Some(approver), Some(key)) => {
+            let ok = app.opts.approver_keys.as_ref().is_some_and(|k| k.check(&approver, &key));
+            if !ok {
+                // Slows guessing; the answer does not say which half was wrong.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return problem(StatusCode::UNAUTHORIZED, "bad_key", "unknown approver or wrong key");
+            }
+            approver
+        }
+        _ => {
+            return problem(StatusCode::BAD_REQUEST, "malformed", "send either a sign-in token or an approver and key");
+        }
+    };
+    let cookie = app.sessions.start(approver.clone());
+    ([(header::SET_COOKIE, app.sessions.cookie_header(&cookie, app.secure))], Json(json!({"approver": approver})))
+        .into_response()
+}
+
+async fn logout(State(app): Shared, headers: HeaderMap) -> Response {
+    if let Err(r) = change_allowed(&app, &headers) {
+        return r.into_response();
+    }
+    app.sessions.end(&headers);
+    ([(header::SET_COOKIE, auth::clear_cookie_header(app.secure))], Json(json!({}))).into_response()
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    after: Option<String>,
+}
+
+fn snapshot_event(feed: &Feed, s: &Snapshot) -> SseEvent {
+    SseEvent::default()
+        .event("snapshot")
+        .id(feed.event_id(s.seq))
+        .data(serde_json::to_string(s).unwrap_or_else(|_| "{}".into()))
+}
+
+fn item_event(feed: &Feed, item: &Item) -> SseEvent {
+    let e = SseEvent::default().id(feed.event_id(item.seq));
+    match &item.change {
+        Change::Request(c) => e.event("request").data(serde_json::to_string(&**c).unwrap_or_default()),
+        Change::Resolved(d) => e.event("resolved").data(serde_json::to_string(&**d).unwrap_or_default()),
+        Change::Resync => snapshot_event(feed, &feed.snapshot()),
+    }
+}
+
+async fn events(State(app): Shared, headers: HeaderMap, Query(q): Query<EventsQuery>) -> Response {
+    if app.sessions.get(&headers).is_none() {
+        return problem(StatusCode::UNAUTHORIZED, "signed_out", "sign in first");
+    }
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned).or(q.after);
+    let (start, rx) = app.feed.attach(resume.as_deref());
+    // A short reconnect delay: a page that lost its connection catches up within half a second.
+    let hello = SseEvent::default().retry(Duration::from_millis(500)).comment("signoff");
+    let first: Vec<SseEvent> = match start {
+        Start::Snapshot(s) => vec![hello, snapshot_event(&app.feed, &s)],
+        // The id alone (no data: not dispatched) sets the page's last event id, so a reconnect
+        // before any new event still resumes from here.
+        Start::Replay { after, items } => std::iter::once(hello.id(app.feed.event_id(after)))
+            .chain(items.iter().map(|i| item_event(&app.feed, i)))
+            .collect(),
+    };
+    let feed = app.feed.clone();
+    let live = futures_util::stream::unfold((rx, feed), |(mut rx, feed)| async move {
+        match rx.recv().await {
+            Ok(item) => Some((item_event(&feed, &item), (rx, feed))),
+            // This page fell behind: a fresh snapshot (the page applies it idempotently).
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                let ev = snapshot_event(&feed, &feed.snapshot());
+                Some((ev, (rx, feed)))
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+        }
+    });
+    let stream = futures_util::stream::iter(first).chain(live).map(Ok::<_, Infallible>);
+    let mut shutdown = app.shutdown.clone();
+    let stop = async move {
+        match shutdown.as_mut() {
+            Some(rx) => {
+                let _ = rx.wait_for(|stop| *stop).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let stream = stream.take_until(Box::pin(stop));
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideBody {
+    id: Uuid,
+    /// The arguments digest the page showed: a request is answered only as it was seen.
+    digest: String,
+    decision: String,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+async fn decide(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let session = match change_allowed(&app, &headers) {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    let body: DecideBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, "malformed", e.to_string()),
+    };
+    let decision = match body.decision.as_str() {
+        "approve" => ResponseDecision::Approve,
+        "deny" => ResponseDecision::Deny,
+        other => return problem(StatusCode::BAD_REQUEST, "malformed", format!("unknown decision {other:?}")),
+    };
+    let scope = match body.scope.as_deref() {
+        None | Some("once") => Scope::Once,
+        Some("session") => Scope::Session,
+        Some(other) => return problem(StatusCode::BAD_REQUEST, "malformed", format!("unknown scope {other:?}")),
+    };
+    let reason = body.reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
+    if decision == ResponseDecision::Deny && reason.is_none() {
+        return problem(StatusCode::UNPROCESSABLE_ENTITY, "malformed", "a denial needs a reason");
+    }
+    let gate = app.gate.clone();
+    let approver = session.approver.clone();
+    let id = body.id;
+    let (digest, arguments) = (body.digest, body.arguments);
+    // The gate may wait on its store (PostgreSQL): off the async workers.
+    let answered = tokio::task::spawn_blocking(move || -> Result<signoff::Outcome> {
+        let request =
+            gate.pending_request(&id).ok_or_else(|| Error::NotPending { id, state: "no longer pending".into() })?;
+        if request.arguments_digest != digest {
+            return Err(Error::Mismatch {
+                id,
+                field: "arguments_digest",
+                expected: request.arguments_digest.clone(),
+                got: digest,
+            });
+        }
+        let token = gate.issue_token(&id, &approver)?;
+        let response = TokenResponse { approver: approver.clone(), decision, arguments, scope, reason };
+        gate.respond_token(&token, response)
+    })
+    .await;
+    match answered {
+        Ok(Ok(outcome)) => Json(json!({"outcome": outcome.as_str(), "scope": scope})).into_response(),
+        Ok(Err(e)) if status_of(e.kind()) == StatusCode::CONFLICT || e.kind() == ErrorKind::Expired => {
+            lost(&app, id, &e).await
+        }
+        Ok(Err(e)) => error_response(&e),
+        Err(_) => problem(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the decision task failed"),
+    }
+}
+
+/// A request that someone else (or the deadline) decided first: say who and how, once the
+/// console has seen the outcome.
+async fn lost(app: &App, id: Uuid, e: &Error) -> Response {
+    for _ in 0..50 {
+        if let Some(d) = app.feed.decided(&id) {
+            let who = d.responder.as_deref().map(|r| format!(" by {r}")).unwrap_or_default();
+            let message = format!("already decided{who}: {}", d.outcome);
+            return (
+                StatusCode::CONFLICT,
+                Json(json!({"kind": e.kind().as_str(), "message": message, "outcome": d.outcome, "decided_by": d.responder})),
+            )
+                .into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    error_response(e)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckBody {
+    id: Uuid,
+    arguments: Value,
+}
+
+/// Validates an edit as the gate will when it is submitted, and lists what changed.
+async fn check(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if let Err(r) = change_allowed(&app, &headers) {
+        return r.into_response();
+    }
+    let body: CheckBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, "malformed", e.to_string()),
+    };
+    let gate = app.gate.clone();
+    let checked = tokio::task::spawn_blocking(move || -> Result<Vec<Value>> {
+        gate.check_edit(&body.id, &body.arguments)?;
+        let request = gate
+            .pending_request(&body.id)
+            .ok_or_else(|| Error::NotPending { id: body.id, state: "no longer pending".into() })?;
+        let mut changes = Vec::new();
+        diff(&request.arguments, &body.arguments, &mut String::new(), &mut changes);
+        Ok(changes)
+    })
+    .await;
+    match checked {
+        Ok(Ok(changes)) => Json(json!({"ok": true, "changes": changes})).into_response(),
+        Ok(Err(e)) => error_response(&e),
+        Err(_) => problem(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the check failed"),
+    }
+}
+
+/// What changed between `a` and `b`, by JSON Pointer, each value shown as the person sees
+/// arguments (the core's display escaping).
+fn diff(a: &Value, b: &Value, path: &mut String, out: &mut Vec<Value>) {
+    let shown = |v: &Value| display_arguments(v);
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => diff(p, q, path, out),
+                    (Some(p), None) => out.push(json!({"path": path.clone(), "before": shown(p), "after": null})),
+                    (None, Some(q)) => out.push(json!({"path": path.clone(), "before": null, "after": shown(q)})),
+                    (None, None) => {}
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for i in 0..x.len().max(y.len()) {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                match (x.get(i), y.get(i)) {
+                    (Some(p), Some(q)) => diff(p, q, path, out),
+                    (Some(p), None) => out.push(json!({"path": path.clone(), "before": shown(p), "after": null})),
+                    (None, Some(q)) => out.push(json!({"path": path.clone(), "before": null, "after": shown(q)})),
+                    (None, None) => {}
+                }
+                path.truncate(len);
+            }
+        }
+        (p, q) if p != q => out.push(json!({"path": if path.is_empty() { "/".to_owned() } else { path.clone() }, "before": shown(p), "after": shown(q)})),
+        _ => {}
+    }
+}
+
+async fn verify(app: &App) -> Result<Option<signoff::ChainReport>> {
+    let gate = app.gate.clone();
+    tokio::task::spawn_blocking(move || gate.verify_audit())
+        .await
+        .unwrap_or_else(|_| Err(Error::Store("the audit check failed".into())))
+}
+
+async fn audit_json(State(app): Shared, headers: HeaderMap) -> Response {
+    if app.sessions.get(&headers).is_none() {
+        return problem(StatusCode::UNAUTHORIZED, "signed_out", "sign in first");
+    }
+    match verify(&app).await {
+        Ok(Some(report)) => Json(json!({"configured": true, "report": report})).into_response(),
+        Ok(None) => Json(json!({"configured": false})).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn audit_page(State(app): Shared, headers: HeaderMap) -> Response {
+    if app.sessions.get(&headers).is_none() {
+        return Redirect::to("login").into_response();
+    }
+    let body = match verify(&app).await {
+        Ok(Some(r)) => {
+            let files = r.files.iter().map(|f| render::text(&f.display().to_string())).collect::<Vec<_>>().join(", ");
+            match &r.problem {
+                None => format!(
+                    r#"<p id="audit-result" class="ok" data-ok="true">Verified: {n} records, hash chain intact{anchor}.</p><p>Head: <code>{head}</code></p><p>Files: {files}</p>"#,
+                    n = r.records,
+                    anchor = if r.anchor.is_some() {
+                        ", up to the head the store anchored"
+                    } else {
+                        " (no anchor: records cut from the end would not show)"
+                    },
+                    head = render::html(&r.head),
+                ),
+                Some(p) => format!(
+                    r#"<p id="audit-result" class="bad" data-ok="false">Problem: {kind:?} at record {seq}: {detail}</p><p>{n} records before it verify.</p><p>Files: {files}</p>"#,
+                    kind = p.kind,
+                    seq = p.seq.map_or("?".into(), |s| s.to_string()),
+                    detail = render::text(&p.message),
+                    n = r.records,
+                ),
+            }
+        }
+        Ok(None) => r#"<p id="audit-result" data-ok="none">This gate keeps no readable audit log.</p>"#.to_owned(),
+        Err(e) => format!(r#"<p id="audit-result" class="bad" data-ok="false">{}</p>"#, render::text(&e.to_string())),
+    };
+    Html(render::audit_page(&app.opts.title, &body)).into_response()
+}

@@ -1,0 +1,624 @@
+//! The console over real HTTP on a real socket: sign-in, sessions, CSRF and origin checks,
+//! decisions through the gate's token path, edits, the live stream with resume, audit, close.
+//! (The same flows in a real browser: `console/tests-browser/`.)
+
+use serde_json::{Value, json};
+use signoff::*;
+use signoff_console::{ApproverKeys, Console, ConsoleOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`).
+async fn http(console: &Console, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {
+    let addr = console.local_addr();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
+    }
+    req.push_str("\r\n");
+    if let Some(b) = body {
+        req.push_str(b);
+    }
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+    Reply { status, headers, body: body.to_owned() }
+}
+
+/// A browser that signed in: its cookie, CSRF token and origin.
+struct Browser {
+    cookie: String,
+    csrf: String,
+    origin: String,
+}
+
+impl Browser {
+    async fn sign_in(console: &Console, approver: &str) -> Browser {
+        let origin = format!("http://{}", console.local_addr());
+        let link = console.sign_in_link(approver).unwrap();
+        let token = link.split_once("#token=").unwrap().1;
+        let r =
+            http(console, "POST", "/login", &[("Origin", &origin)], Some(&json!({"token": token}).to_string())).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let cookie = r.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+        let page = http(console, "GET", "/", &[("Cookie", &cookie)], None).await;
+        assert_eq!(page.status, 200);
+        let csrf =
+            page.body.split(r#"name="csrf-token" content=""#).nth(1).unwrap().split('"').next().unwrap().to_owned();
+        Browser { cookie, csrf, origin }
+    }
+
+    async fn post(&self, console: &Console, path: &str, body: Value) -> Reply {
+        let headers =
+            [("Cookie", self.cookie.as_str()), ("Origin", self.origin.as_str()), ("X-CSRF-Token", self.csrf.as_str())];
+        http(console, "POST", path, &headers, Some(&body.to_string())).await
+    }
+
+    async fn decide(&self, console: &Console, req: &ConfirmationRequest, body: Value) -> Reply {
+        let mut b = json!({"id": req.id, "digest": req.arguments_digest});
+        b.as_object_mut().unwrap().extend(body.as_object().unwrap().clone());
+        self.post(console, "/api/decide", b).await
+    }
+}
+
+const SECRET: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fn keys() -> TokenKeys {
+    TokenKeys::new("k1", Secret::from_base64(SECRET).unwrap()).unwrap()
+}
+
+/// A gate with token keys and one editable tool that needs approval and records its runs.
+fn gate(builder: GateBuilder, runs: Arc<std::sync::Mutex<Vec<Value>>>) -> Gate {
+    let gate = builder.tokens(keys()).build().unwrap();
+    gate.register(
+        Tool::builder("write_file")
+            .description("Writes a file")
+            .parameters(json!({
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "mode": {"type": "integer", "minimum": 0}},
+                "required": ["path"],
+                "additionalProperties": false
+            }))
+            .requires_approval()
+            .editable(true)
+            .executor(move |args| {
+                let runs = runs.clone();
+                async move {
+                    runs.lock().unwrap().push(args.clone());
+                    Ok(json!({"written": args["path"]}))
+                }
+            })
+            .build(),
+    )
+    .unwrap();
+    gate
+}
+
+fn start(gate: &Gate) -> Console {
+    Console::start(gate.clone(), ConsoleOptions::default()).unwrap()
+}
+
+async fn pending(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
+    for _ in 0..3000 {
+        let p = gate.pending();
+        if p.len() >= n {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("expected {n} pending requests");
+}
+
+fn call(gate: &Gate, path: &str, session: &str) -> tokio::task::JoinHandle<ToolResult> {
+    let g = gate.clone();
+    let c = ToolCall::new("write_file", json!({"path": path})).session(session);
+    tokio::spawn(async move { g.execute(c).await })
+}
+
+type Runs = Arc<std::sync::Mutex<Vec<Value>>>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_once_through_the_console_runs_the_tool_exactly_once_and_a_second_answer_says_who_won() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let bob = Browser::sign_in(&console, "bob").await;
+    let task = call(&gate, "/tmp/a", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    let r = alice.decide(&console, &req, json!({"decision": "approve", "scope": "once"})).await;
+    assert_eq!((r.status, r.json()["outcome"].clone()), (200, json!("approved")), "{}", r.body);
+    let result = task.await.unwrap();
+    assert_eq!(result.status, ToolStatus::Executed);
+    assert_eq!(result.decision.as_ref().and_then(|d| d.responder()), Some("alice"));
+    let lost = bob.decide(&console, &req, json!({"decision": "approve"})).await;
+    assert_eq!(lost.status, 409, "{}", lost.body);
+    assert_eq!(lost.json()["decided_by"], "alice");
+    assert!(lost.json()["message"].as_str().unwrap().contains("already decided by alice: approved"));
+    assert_eq!(runs.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_approvers_racing_on_one_request_exactly_one_wins() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let browsers = [
+        Browser::sign_in(&console, "alice").await,
+        Browser::sign_in(&console, "bob").await,
+        Browser::sign_in(&console, "carol").await,
+    ];
+    for round in 0..10 {
+        let task = call(&gate, &format!("/tmp/race{round}"), "s1");
+        let req = pending(&gate, 1).await.remove(0);
+        let answers = futures_util::future::join_all(browsers.iter().enumerate().map(|(i, b)| {
+            let decision =
+                if i == 2 { json!({"decision": "deny", "reason": "no"}) } else { json!({"decision": "approve"}) };
+            b.decide(&console, &req, decision)
+        }))
+        .await;
+        let won: Vec<_> = answers.iter().filter(|a| a.status == 200).collect();
+        assert_eq!(won.len(), 1, "{:?}", answers.iter().map(|a| &a.body).collect::<Vec<_>>());
+        for a in answers.iter().filter(|a| a.status != 200) {
+            assert_eq!(a.status, 409, "{}", a.body);
+            assert!(a.json()["decided_by"].is_string(), "{}", a.body);
+        }
+        task.await.unwrap();
+    }
+    assert!(runs.lock().unwrap().len() <= 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_needs_a_reason_and_the_model_is_told_it() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let task = call(&gate, "/etc/passwd", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    for body in [json!({"decision": "deny"}), json!({"decision": "deny", "reason": "   "})] {
+        let r = alice.decide(&console, &req, body).await;
+        assert_eq!(r.status, 422, "{}", r.body);
+    }
+    let r = alice.decide(&console, &req, json!({"decision": "deny", "reason": "not that file"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let result = task.await.unwrap();
+    assert_eq!(result.status, ToolStatus::Denied);
+    assert!(result.content.contains("not that file"), "{}", result.content);
+    assert!(runs.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_grant_and_edits_checked_against_the_schema() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+
+    // An edit: a schema error first, then a valid one; the tool runs with the edit.
+    let task = call(&gate, "/tmp/draft", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    let bad =
+        alice.post(&console, "/api/check", json!({"id": req.id, "arguments": {"path": "/tmp/x", "mode": -1}})).await;
+    assert_eq!((bad.status, bad.json()["kind"].clone()), (422, json!("invalid_arguments")), "{}", bad.body);
+    let edit = json!({"path": "/tmp/final", "mode": 420});
+    let ok = alice.post(&console, "/api/check", json!({"id": req.id, "arguments": edit})).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let changes = ok.json()["changes"].clone();
+    assert_eq!(
+        changes,
+        json!([{"path": "/mode", "before": null, "after": "420"}, {"path": "/path", "before": "\"/tmp/draft\"", "after": "\"/tmp/final\""}])
+    );
+    let r =
+        alice.decide(&console, &req, json!({"decision": "approve", "arguments": {"path": "/tmp/x", "extra": 1}})).await;
+    assert_eq!(r.status, 422, "an unchecked invalid edit is refused by the gate too: {}", r.body);
+    let r = alice.decide(&console, &req, json!({"decision": "approve", "arguments": edit})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
+    assert_eq!(runs.lock().unwrap().last().unwrap(), &edit);
+
+    // Approve for the session: the next call in that session runs without asking.
+    let task = call(&gate, "/tmp/one", "s2");
+    let req = pending(&gate, 1).await.remove(0);
+    let r = alice.decide(&console, &req, json!({"decision": "approve", "scope": "session"})).await;
+    assert_eq!((r.status, r.json()["scope"].clone()), (200, json!("session")), "{}", r.body);
+    assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
+    assert_eq!(gate.grants("s2"), vec!["write_file".to_owned()]);
+    let again = call(&gate, "/tmp/two", "s2").await.unwrap();
+    assert_eq!(again.status, ToolStatus::Executed);
+    assert_eq!(runs.lock().unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_was_shown_is_what_is_answered() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let task = call(&gate, "/tmp/a", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    let mut forged = (*req).clone();
+    forged.arguments_digest = "sha256:0000".into();
+    let r = alice.decide(&console, &forged, json!({"decision": "approve"})).await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (409, json!("mismatch")), "{}", r.body);
+    for body in [
+        json!({"id": req.id, "digest": req.arguments_digest, "decision": "approve", "approver": "root"}),
+        json!({"id": req.id, "digest": req.arguments_digest, "decision": "always"}),
+        json!({"id": req.id, "digest": req.arguments_digest, "decision": "approve", "scope": "always"}),
+    ] {
+        let r = alice.post(&console, "/api/decide", body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+    }
+    // A repeated key in the raw text.
+    let raw = format!(
+        r#"{{"id":"{}","digest":"{}","decision":"deny","reason":"x","decision":"approve"}}"#,
+        req.id, req.arguments_digest
+    );
+    let headers =
+        [("Cookie", alice.cookie.as_str()), ("Origin", alice.origin.as_str()), ("X-CSRF-Token", alice.csrf.as_str())];
+    let r = http(&console, "POST", "/api/decide", &headers, Some(&raw)).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("duplicate key"), "{}", r.body);
+    assert_eq!(gate.pending().len(), 1, "nothing was answered");
+    gate.cancel_request(&req.id);
+    task.await.unwrap();
+    assert!(runs.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_decides_who_may_approve_not_the_console() {
+    let runs: Runs = Default::default();
+    let gate =
+        gate(Gate::builder().authenticator(Arc::new(Approvers::new().allow("write_file", ["alice"]))), runs.clone());
+    let console = start(&gate);
+    let mallory = Browser::sign_in(&console, "mallory").await;
+    let alice = Browser::sign_in(&console, "alice").await;
+    let task = call(&gate, "/tmp/a", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    let r = mallory.decide(&console, &req, json!({"decision": "approve"})).await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (403, json!("unauthorized")), "{}", r.body);
+    assert_eq!(gate.pending().len(), 1);
+    let r = alice.decide(&console, &req, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_cross_site_and_forged_requests_are_refused() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let task = call(&gate, "/tmp/a", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    let body = json!({"id": req.id, "digest": req.arguments_digest, "decision": "approve"}).to_string();
+
+    let r = http(&console, "GET", "/", &[], None).await;
+    assert_eq!((r.status, r.header("location")), (303, Some("login")));
+    assert_eq!(http(&console, "GET", "/events", &[], None).await.status, 401);
+    assert_eq!(http(&console, "GET", "/api/audit", &[], None).await.status, 401);
+    let r = http(&console, "POST", "/api/decide", &[("Origin", &alice.origin)], Some(&body)).await;
+    assert_eq!(r.status, 401, "no session: {}", r.body);
+    // A cross-site page that somehow has the cookie and the token: refused on its Origin.
+    let cross =
+        [("Cookie", alice.cookie.as_str()), ("Origin", "http://evil.example"), ("X-CSRF-Token", alice.csrf.as_str())];
+    let r = http(&console, "POST", "/api/decide", &cross, Some(&body)).await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (403, json!("cross_site")));
+    let r = http(
+        &console,
+        "POST",
+        "/api/decide",
+        &[("Cookie", &alice.cookie), ("Sec-Fetch-Site", "cross-site")],
+        Some(&body),
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    // Same origin, no CSRF token, or a wrong one.
+    let r = http(&console, "POST", "/api/decide", &[("Cookie", &alice.cookie), ("Origin", &alice.origin)], Some(&body))
+        .await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (403, json!("csrf")));
+    let wrong = [("Cookie", alice.cookie.as_str()), ("Origin", alice.origin.as_str()), ("X-CSRF-Token", "guess")];
+    assert_eq!(http(&console, "POST", "/api/decide", &wrong, Some(&body)).await.status, 403);
+    // A forged cookie.
+    let forged = [
+        ("Cookie", "signoff_console=forged"),
+        ("Origin", alice.origin.as_str()),
+        ("X-CSRF-Token", alice.csrf.as_str()),
+    ];
+    assert_eq!(http(&console, "POST", "/api/decide", &forged, Some(&body)).await.status, 401);
+    // Login from another site (login CSRF), and DNS rebinding (a foreign Host).
+    let link = console.sign_in_link("alice").unwrap();
+    let token = link.split_once("#token=").unwrap().1;
+    let r = http(
+        &console,
+        "POST",
+        "/login",
+        &[("Origin", "http://evil.example")],
+        Some(&json!({"token": token}).to_string()),
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    let r = http(&console, "GET", "/login", &[("Host", "evil.example:80")], None).await;
+    assert_eq!(r.status, 421);
+    assert_eq!(gate.pending().len(), 1, "nothing was answered");
+    // Signing out ends the session.
+    assert_eq!(alice.post(&console, "/logout", json!({})).await.status, 200);
+    assert_eq!(alice.decide(&console, &req, json!({"decision": "approve"})).await.status, 401);
+    gate.cancel_request(&req.id);
+    task.await.unwrap();
+    assert!(runs.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_links_work_once_keys_work_and_cookies_are_strict() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs);
+    let options = ConsoleOptions {
+        approver_keys: Some(ApproverKeys::new().add("dana", "dana-has-a-long-key").unwrap()),
+        sign_in_ttl: Duration::from_millis(300),
+        ..ConsoleOptions::default()
+    };
+    let console = Console::start(gate.clone(), options).unwrap();
+    let origin = format!("http://{}", console.local_addr());
+    let login = |body: Value| {
+        let origin = origin.clone();
+        let console = &console;
+        async move { http(console, "POST", "/login", &[("Origin", &origin)], Some(&body.to_string())).await }
+    };
+    let link = console.sign_in_link("alice").unwrap();
+    assert!(link.starts_with(console.url()) && link.contains("/login#token=so1s."), "{link}");
+    let token = link.split_once("#token=").unwrap().1.to_owned();
+    let r = login(json!({"token": token})).await;
+    assert_eq!(r.status, 200);
+    let cookie = r.header("set-cookie").unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(flag), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain http on loopback: {cookie}");
+    let again = login(json!({"token": token})).await;
+    assert_eq!((again.status, again.json()["kind"].clone()), (401, json!("already_used")));
+    // An expired link, an approval token, a tampered link.
+    let old = console.sign_in_link("alice").unwrap().split_once("#token=").unwrap().1.to_owned();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(login(json!({"token": old})).await.json()["kind"], "token_expired");
+    let mut tampered = console.sign_in_link("alice").unwrap().split_once("#token=").unwrap().1.to_owned();
+    tampered.pop();
+    assert_eq!(login(json!({"token": tampered})).await.status, 401);
+    // Keys.
+    assert_eq!(login(json!({"approver": "dana", "key": "dana-has-a-long-key"})).await.status, 200);
+    assert_eq!(login(json!({"approver": "dana", "key": "wrong-key-of-dana"})).await.json()["kind"], "bad_key");
+    assert_eq!(login(json!({"approver": "eve", "key": "dana-has-a-long-key"})).await.status, 401);
+    assert_eq!(login(json!({"approver": "dana"})).await.status, 400);
+    // Pages carry a strict CSP.
+    let page = http(&console, "GET", "/login", &[], None).await;
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
+}
+
+/// Reads SSE frames until `until` says stop; returns (event, id, data) triples.
+async fn sse(
+    console: &Console,
+    cookie: &str,
+    path: &str,
+    last_event_id: Option<&str>,
+    until: impl Fn(&[(String, String, String)]) -> bool,
+) -> Vec<(String, String, String)> {
+    let addr = console.local_addr();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n");
+    if let Some(id) = last_event_id {
+        req.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = String::new();
+    let mut frames = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut chunk = [0u8; 65536];
+        let n = tokio::time::timeout_at(deadline, s.read(&mut chunk)).await.expect("SSE timed out").unwrap();
+        if n == 0 {
+            return frames;
+        }
+        buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        while let Some(end) = buf.find("\n\n") {
+            let frame: String = buf.drain(..end + 2).collect();
+            let (mut ev, mut id, mut data) = (String::new(), String::new(), String::new());
+            for line in frame.lines() {
+                // The chunked encoding's size lines are not SSE fields.
+                if let Some(v) = line.strip_prefix("event:") {
+                    ev = v.trim().into();
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().into();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            if !ev.is_empty() {
+                frames.push((ev, id, data));
+                if until(&frames) {
+                    return frames;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let first = call(&gate, "/tmp/one", "s1");
+    let r1 = pending(&gate, 1).await.remove(0);
+
+    let frames = sse(&console, &alice.cookie, "/events", None, |f| !f.is_empty()).await;
+    let (ev, id, data) = &frames[0];
+    assert_eq!(ev, "snapshot");
+    let snap: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(snap["pending"].as_array().unwrap().len(), 1);
+    assert_eq!(snap["pending"][0]["id"], json!(r1.id));
+    assert!(snap["pending"][0]["html"].as_str().unwrap().contains("/tmp/one"));
+
+    // Missed while away: a new request and a decision. Resuming replays exactly those.
+    let second = call(&gate, "/tmp/two", "s2");
+    let both = pending(&gate, 2).await;
+    let r2 = both.iter().find(|r| r.id != r1.id).unwrap().clone();
+    alice.decide(&console, &r1, json!({"decision": "approve"})).await;
+    first.await.unwrap();
+    let frames = sse(&console, &alice.cookie, "/events", Some(id), |f| f.len() >= 2).await;
+    let kinds: Vec<&str> = frames.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(kinds, ["request", "resolved"], "{frames:?}");
+    assert!(frames[0].2.contains(&r2.id.to_string()));
+    let resolved: Value = serde_json::from_str(&frames[1].2).unwrap();
+    assert_eq!(
+        (resolved["id"].clone(), resolved["outcome"].clone(), resolved["responder"].clone()),
+        (json!(r1.id), json!("approved"), json!("alice"))
+    );
+    // An id from another console run (or garbage) gets a snapshot.
+    for stale in ["0123456789ab-3", "nonsense"] {
+        let frames = sse(&console, &alice.cookie, "/events", Some(stale), |f| !f.is_empty()).await;
+        assert_eq!(frames[0].0, "snapshot");
+        let snap: Value = serde_json::from_str(&frames[0].2).unwrap();
+        assert_eq!(snap["pending"][0]["id"], json!(r2.id));
+        assert_eq!(snap["history"][0]["id"], json!(r1.id));
+    }
+    // Closing the console ends open streams and releases the port.
+    let live = {
+        let cookie = alice.cookie.clone();
+        let c = &console;
+        async move { sse(c, &cookie, "/events", None, |_| false).await }
+    };
+    let closer = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let c = &console;
+        tokio::task::block_in_place(|| c.close());
+    };
+    let (frames, ()) = tokio::join!(live, closer);
+    assert_eq!(frames[0].0, "snapshot", "the stream ended when the console closed");
+    assert!(TcpStream::connect(console.local_addr()).await.is_err());
+    console.close();
+    gate.cancel_request(&r2.id);
+    second.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_requests_cannot_be_approved_and_show_as_timed_out() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder().default_timeout(Duration::from_millis(400)), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let task = call(&gate, "/tmp/late", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    let result = task.await.unwrap();
+    assert_eq!(result.status, ToolStatus::TimedOut);
+    let r = alice.decide(&console, &req, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.json()["outcome"], "timed-out");
+    assert!(runs.lock().unwrap().is_empty());
+    let page = http(&console, "GET", "/", &[("Cookie", &alice.cookie)], None).await;
+    assert!(
+        page.body.contains(r#"data-outcome="timed-out""#) && page.body.contains("timed out"),
+        "history shows a timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_view_verifies_the_gates_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder().audit(JsonlAuditSink::open(&path).unwrap()), runs.clone());
+    let console = start(&gate);
+    let alice = Browser::sign_in(&console, "alice").await;
+    let task = call(&gate, "/tmp/a", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    alice.decide(&console, &req, json!({"decision": "approve"})).await;
+    task.await.unwrap();
+    let r = http(&console, "GET", "/api/audit", &[("Cookie", &alice.cookie)], None).await;
+    let report = &r.json()["report"];
+    assert!(report["problem"].is_null() && report["records"].as_u64().unwrap() >= 4, "{}", r.body);
+    let page = http(&console, "GET", "/audit", &[("Cookie", &alice.cookie)], None).await;
+    assert!(page.body.contains(r#"data-ok="true""#), "{}", page.body);
+    // Someone edits the log: the view says so.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("alice", "mallory", 1)).unwrap();
+    let page = http(&console, "GET", "/audit", &[("Cookie", &alice.cookie)], None).await;
+    assert!(page.body.contains(r#"data-ok="false""#), "{}", page.body);
+}
+
+#[test]
+fn options_are_checked() {
+    let no_keys = Gate::new();
+    assert_eq!(Console::start(no_keys, ConsoleOptions::default()).unwrap_err().kind(), ErrorKind::Config);
+    let g = Gate::builder().tokens(keys()).build().unwrap();
+    let remote = ConsoleOptions { bind: "0.0.0.0:0".parse().unwrap(), ..ConsoleOptions::default() };
+    assert_eq!(Console::start(g.clone(), remote).unwrap_err().kind(), ErrorKind::Config);
+    let bad_origin = ConsoleOptions { public_origin: Some("approve.example.com".into()), ..ConsoleOptions::default() };
+    assert_eq!(Console::start(g.clone(), bad_origin).unwrap_err().kind(), ErrorKind::Config);
+    let c = Console::start(g.clone(), ConsoleOptions::default()).unwrap();
+    assert!(c.url().starts_with("http://127.0.0.1:") && c.url().ends_with('/'));
+    assert_eq!(c.sign_in_link("").unwrap_err().kind(), ErrorKind::Malformed);
+    // The port is taken while it runs, and free after close (which is idempotent).
+    let taken = ConsoleOptions { bind: c.local_addr(), ..ConsoleOptions::default() };
+    assert!(Console::start(g.clone(), taken.clone()).is_err());
+    c.close();
+    c.close();
+    assert!(c.is_closed());
+    Console::start(g, taken).unwrap().close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_counts_as_an_approver_until_it_closes() {
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs.clone());
+    let console = start(&gate);
+    // Someone could answer: the call waits.
+    let task = call(&gate, "/tmp/a", "s1");
+    let req = pending(&gate, 1).await.remove(0);
+    gate.cancel_request(&req.id);
+    task.await.unwrap();
+    tokio::task::block_in_place(|| console.close());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Nobody can: cancelled at once, visibly.
+    let result = call(&gate, "/tmp/b", "s1").await.unwrap();
+    assert_eq!(result.status, ToolStatus::Cancelled, "{result:?}");
+    let _ = AtomicUsize::new(0).load(Ordering::SeqCst);
+}
