@@ -72,24 +72,35 @@
 
   function snapshot(s) {
     offset = s.now_ms - Date.now();
+    const shown = new Map(cards().map((c) => [c.dataset.id, c]));
     const keep = new Set(s.pending.map((c) => c.id));
-    for (const c of cards()) if (!keep.has(c.dataset.id)) c.remove();
-    // Re-append in the server's order; cards already shown keep what the person typed.
+    for (const [id, c] of shown) if (!keep.has(id)) c.remove();
+    // Put the server's order in place, moving only what is out of place; cards already shown
+    // keep what the person typed.
+    let cursor = pendingList.firstElementChild;
     for (const c of s.pending) {
       decided.delete(c.id);
-      let el = cardOf(c.id);
+      let el = shown.get(c.id);
       if (!el) {
         el = fragment(c.html);
         localTimes(el);
       }
-      pendingList.appendChild(el);
+      if (el === cursor) {
+        cursor = cursor.nextElementSibling;
+      } else {
+        pendingList.insertBefore(el, cursor);
+      }
     }
-    historyList.replaceChildren(...s.history.map((d) => {
-      decided.add(d.id);
-      const row = fragment(d.html);
-      localTimes(row);
-      return row;
-    }));
+    const rows = historyList.children;
+    const same = rows.length === s.history.length && s.history.every((d, i) => rows[i].dataset.id === d.id);
+    for (const d of s.history) decided.add(d.id);
+    if (!same) {
+      historyList.replaceChildren(...s.history.map((d) => {
+        const row = fragment(d.html);
+        localTimes(row);
+        return row;
+      }));
+    }
     if (selected && !selected.isConnected) selected = null;
     tick();
     refresh();
@@ -133,8 +144,9 @@
       const out = $('.countdown', c);
       if (left > 0) {
         const s = Math.ceil(left / 1000);
-        out.textContent = s >= 3600 ? `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m left`
+        const text = s >= 3600 ? `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m left`
           : `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')} left`;
+        if (out.textContent !== text) out.textContent = text; // no layout work when nothing changed
       } else if (!c.classList.contains('expired')) {
         c.classList.add('expired');
         out.textContent = 'expired';

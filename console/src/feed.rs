@@ -75,7 +75,10 @@ pub(crate) struct Feed {
 pub(crate) enum Start {
     Snapshot(Snapshot),
     /// The events after `after`, the last one the page saw.
-    Replay { after: u64, items: Vec<Item> },
+    Replay {
+        after: u64,
+        items: Vec<Item>,
+    },
 }
 
 #[derive(Serialize)]

@@ -179,6 +179,11 @@ impl Gate {
         Ok(claims)
     }
 
+    /// Whether the gate has [`TokenKeys`], so it can issue approval tokens and sign-in links.
+    pub fn can_issue_tokens(&self) -> bool {
+        self.inner.tokens.is_some()
+    }
+
     fn token_keys(&self) -> Result<&TokenKeys> {
         self.inner
             .tokens
