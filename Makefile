@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test test-all lint test-rust test-python test-node test-swift demo remote-demo bench doc
+.PHONY: help test test-all lint test-rust test-python test-console test-node test-swift demo remote-demo console-demo bench doc
 
 help:
 	@echo "signoff: a person between your AI agent and the tools it calls"
@@ -18,10 +18,13 @@ help:
 	@echo
 	@echo "The rest:"
 	@echo "  make remote-demo   remote approval with signed tokens on the durable store, across a crash"
+	@echo "  make console-demo  an agent that keeps asking, and the approval console: open the printed link in a browser"
 	@echo "  make lint          cargo fmt --check and clippy with warnings as errors (part of make test)"
 	@echo "  make test-rust     the core (memory, SQLite and PostgreSQL stores), the examples and the shared vectors"
 	@echo "                     (Rust; starts its own PostgreSQL server unless SIGNOFF_TEST_POSTGRES_URL is set)"
 	@echo "  make test-python   the Python package (bindings-python/test.sh)"
+	@echo "  make test-console  the approval console in a real browser (headless Chromium, installed when missing;"
+	@echo "                     console/test-browser.sh, through the Python package)"
 	@echo "  make test-node     the Node package (bindings-node/test.sh)"
 	@echo "  make test-swift    the Swift package, through uniffi's Python bindings (bindings-swift/test.sh)"
 	@echo "  make bench         the Rust benchmarks (figures in BENCHMARKS.md)"
@@ -32,7 +35,7 @@ help:
 test:
 	scripts/with-postgres.sh $(MAKE) --no-print-directory test-all
 
-test-all: lint test-rust test-python test-node test-swift
+test-all: lint test-rust test-python test-console test-node test-swift
 	@echo "make test: all suites passed"
 
 # Format, lints and the core's API docs, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
@@ -43,22 +46,28 @@ lint:
 	$(CARGO) clippy --locked -p signoff-node --lib -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff --features postgres
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff-console
 
 # Alone, it starts its own PostgreSQL server; under `make test` (SIGNOFF_TEST_POSTGRES_URL set), it uses that one.
 test-rust:
 ifeq ($(SIGNOFF_TEST_POSTGRES_URL),)
 	scripts/with-postgres.sh $(MAKE) --no-print-directory test-rust
 else
-	$(CARGO) test --locked -p signoff -p signoff-examples -p signoff-cli --features signoff/postgres
+	$(CARGO) test --locked -p signoff -p signoff-console -p signoff-examples -p signoff-cli --features signoff/postgres
 	examples/check-demo.sh
 	examples/check-remote.sh
 	examples/check-quickstart.sh
 	examples/check-sdk-loop.sh
 	examples/check-postgres-faults.sh
+	examples/check-console.sh
 endif
 
 test-python:
 	bash bindings-python/test.sh
+
+# Drives the console with Playwright through the Python package (built by test-python when missing).
+test-console:
+	bash console/test-browser.sh
 
 test-node:
 	bash bindings-node/test.sh
@@ -68,6 +77,9 @@ test-swift:
 
 remote-demo:
 	$(CARGO) run -q -p signoff-examples --bin remote-approval
+
+console-demo:
+	$(CARGO) run -q -p signoff-examples --bin console-demo
 
 # Builds in the open (a fresh clone compiles every dependency first), then runs the binary itself,
 # so Ctrl-C reaches the demo alone: it prints its summary and exits with 130, which ends `make`

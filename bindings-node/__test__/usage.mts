@@ -25,6 +25,8 @@ import {
   type RecordState,
   type PendingPage,
   type LaggedEvent,
+  Console,
+  type ConsoleOptions,
 } from 'signoff'
 
 interface DeleteArgs {
@@ -191,3 +193,22 @@ async function remote(): Promise<void> {
   await g.close()
 }
 void remote
+
+// The approval console.
+async function approvalConsole(): Promise<void> {
+  const g = new Gate({ tokenKeys: new TokenKeys('k1', Secret.generate()) })
+  const options: ConsoleOptions = { bind: '127.0.0.1:0', signInTtlMs: 60_000, approverKeys: { alice: 'a-long-enough-key' } }
+  const c: Console = await g.serveConsole(options)
+  const url: string = c.url
+  const link: string = c.signInLink('alice')
+  const port: number = c.address.port
+  const closed: boolean = c.closed
+  void [url, link, port, closed]
+  // @ts-expect-error durations are in milliseconds: signInTtlMs
+  await g.serveConsole({ signInTtl: 60 })
+  // @ts-expect-error approver keys map names to keys
+  await g.serveConsole({ approverKeys: ['alice'] })
+  await c.close()
+  await g.close()
+}
+void approvalConsole

@@ -22,6 +22,7 @@ import {
   type CheckedCall,
   type Shape,
 } from './check'
+import { consoleOptionsJson, wrapConsole, type Console, type ConsoleOptions } from './console'
 import { SignoffError, describe, toSignoffError } from './errors'
 import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
 import {
@@ -686,6 +687,37 @@ export class Gate extends EventEmitter {
         scope,
         reason,
       )
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  // ---- approval console ----------------------------------------------------------------------
+
+  /**
+   * Starts the browser approval console for this gate (the crate `signoff-console`) on its own
+   * thread; resolves once it listens (starting runs off the JavaScript thread). The gate needs
+   * `tokenKeys`: every decision made in the page is submitted as a signed approval token, and
+   * the gate's `approvers` accept or refuse it. The console counts as an approver: while it
+   * runs, gated calls wait for a person until their deadline. See {@link Console}.
+   *
+   * @example
+   * ```ts
+   * const gate = new Gate({ tokenKeys: new TokenKeys('k1', Secret.generate()) })
+   * const console_ = await gate.serveConsole({ title: 'approvals' })
+   * sendToAlice(console_.signInLink('alice')) // http://127.0.0.1:PORT/login#token=...
+   * // ... the agent runs; Alice approves in her browser ...
+   * await console_.close()
+   * ```
+   * @throws {@link SignoffError} `config` (rejects): the gate has no `tokenKeys`; an unknown
+   *   option or one of the wrong type; `bind` is not an address, or not loopback without
+   *   `allowRemote`, or cannot be bound; a bad `publicOrigin`; short or duplicate approver keys;
+   *   both `approverKeys` and `approverKeysFile`; an unreadable keys file.
+   */
+  async serveConsole(options: ConsoleOptions = {}): Promise<Console> {
+    const json = consoleOptionsJson(options)
+    try {
+      return wrapConsole(await this.#native.serveConsole(json), this)
     } catch (e) {
       throw toSignoffError(e)
     }

@@ -5,6 +5,8 @@
  */
 export { Gate, DEFAULT_KEYWORDS, DEFAULT_SESSION, HANDLER_RESPONDER } from './gate'
 export { PendingRequest } from './request'
+export { Console } from './console'
+export type { ConsoleOptions, ConsoleAddress } from './console'
 export { EventStream, parseEvent, serializeEvent } from './events'
 export type { GateEvent, LaggedEvent, EventType, EventStreamOptions } from './events'
 export {

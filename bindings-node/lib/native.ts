@@ -23,6 +23,7 @@ export type {
   ErrorCode,
   EvaluationData,
   LaggedData,
+  NativeConsole,
   NativeGate,
   NativeSecret,
   NativeSubscription,

@@ -9,8 +9,36 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** A running approval console (the crate `signoff-console`'s `Console`). */
+export declare class NativeConsole {
+  /** The console's address, ending in `/`, e.g. `http://127.0.0.1:49152/`. */
+  get url(): string
+  /** The address it listens on. */
+  get address(): ConsoleAddress
+  /**
+   * A single-use sign-in link for `approver` (the signed token in the URL fragment).
+   * Throws `malformed` for an empty approver.
+   */
+  signInLink(approver: string): string
+  /** Whether `close` has run. */
+  get closed(): boolean
+  /**
+   * Stops the server and releases the port, off the JavaScript thread while the gate lives
+   * (at once, on this thread, once it was closed and released). Idempotent. Returns
+   * `undefined` when done at once, else a promise.
+   */
+  close(): undefined | Promise<void>
+}
+
 /** The approval gate (the core's `Gate`). */
 export declare class NativeGate {
+  /**
+   * Starts the approval console for this gate (`signoff_console::Console::start`) off the
+   * JavaScript thread, from the console options as JSON (camelCase). Resolves once it listens.
+   * Rejects with `config` (no token keys, a bad option, an address that cannot be bound, an
+   * unreadable keys file).
+   */
+  serveConsole(optionsJson: string): NativeConsole | Promise<NativeConsole>
   /**
    * A gate from its options, as JSON in Node's names (the core's `GateConfig`, read with
    * camelCase names and validated once by the core: every mistake is a `config` error naming
@@ -338,6 +366,12 @@ export interface ConfirmationTimeoutData {
   sessionId: string
   deadlineMs: number
   atMs: number
+}
+
+/** Where a console listens. */
+export interface ConsoleAddress {
+  host: string
+  port: number
 }
 
 /**

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.NativeConsole = nativeBinding.NativeConsole
 module.exports.NativeGate = nativeBinding.NativeGate
 module.exports.NativeSecret = nativeBinding.NativeSecret
 module.exports.NativeSubscription = nativeBinding.NativeSubscription

@@ -177,7 +177,7 @@ fn to_js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
 /// The approval gate (the core's `Gate`).
 #[napi(custom_finalize)]
 pub struct NativeGate {
-    state: Rc<JsState>,
+    pub(crate) state: Rc<JsState>,
     /// Executor function ids by tool name (released when replaced or unregistered).
     executors: RefCell<HashMap<String, u64>>,
     /// An audit sink may block on the disk: close and flush it off the JavaScript thread.
@@ -202,7 +202,7 @@ impl ObjectFinalize for NativeGate {
 }
 
 impl NativeGate {
-    fn run<'env>(
+    pub(crate) fn run<'env>(
         &self,
         env: &'env Env,
         fut: TaskFuture,

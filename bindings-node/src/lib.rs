@@ -21,6 +21,7 @@
 #![deny(clippy::all)]
 
 mod audit;
+mod console;
 mod driver;
 mod errors;
 mod events;

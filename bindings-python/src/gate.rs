@@ -684,7 +684,7 @@ fn answering<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// A value that is not JSON, as a `ConfigError` (the converter's message names the option).
-fn config_error(py: Python<'_>, e: &PyErr) -> PyErr {
+pub(crate) fn config_error(py: Python<'_>, e: &PyErr) -> PyErr {
     let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
     errors::kind_err(py, signoff::ErrorKind::Config, format!("configuration error: {msg}"))
 }

@@ -8,6 +8,7 @@
 //! | `token.rs` | `token` (Secret, TokenKeys, TokenClaims) |
 //! | `store.rs` | `store` + `sqlite` (SqliteStore, Approvers, StoredRecord) |
 //! | `audit.rs` | `audit` (JsonlAuditSink with rotation, verify_chain) |
+//! | `console.rs` | crate `signoff-console` (Console: the browser approval console) |
 //! | `events.rs` | `event` (events, Subscription, Lagged) |
 //! | `handler.rs` | `handler` (on_request, PendingRequest) |
 //! | `executor.rs` | `executor` + `tool::Executor` (Python executors, ToolResult) |
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 
 mod audit;
 mod bridge;
+mod console;
 mod convert;
 mod errors;
 mod events;
@@ -42,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     token::register(m)?;
     store::register(m)?;
     audit::register(m)?;
+    console::register(m)?;
     bridge::register(m)?;
     Ok(())
 }

@@ -25,10 +25,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::watch;
 
+mod console;
 mod error;
 mod remote;
 mod types;
 
+pub use console::*;
 pub use error::{CallbackError, ErrorKind, SignoffError, error_kind_name};
 pub use remote::*;
 pub use types::*;

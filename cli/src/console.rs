@@ -14,7 +14,7 @@
 
 use crate::USAGE_OR_IO;
 use signoff::{GateConfig, Naming};
-use signoff_console::{ApproverKeys, Console, ConsoleOptions};
+use signoff_console::{Console, ConsoleOptions};
 
 const USAGE: &str = "\
 usage: signoff console --gate <gate.json> [--bind <addr:port>] [--allow-remote]
@@ -65,10 +65,7 @@ fn run(args: &[String]) -> Result<(), String> {
             }
             "--allow-remote" => options.allow_remote = true,
             "--public-origin" => options.public_origin = Some(value("--public-origin")?),
-            "--approver-keys" => {
-                let path = value("--approver-keys")?;
-                options.approver_keys = Some(ApproverKeys::from_file(&path).map_err(|e| e.to_string())?);
-            }
+            "--approver-keys" => options.approver_keys_file = Some(value("--approver-keys")?.into()),
             "--sign-in" => sign_ins.push(value("--sign-in")?),
             "--title" => options.title = value("--title")?,
             other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),

@@ -37,7 +37,7 @@ pub(crate) struct App {
 type Shared = State<Arc<App>>;
 
 pub(crate) fn router(gate: Gate, opts: ConsoleOptions, shutdown: Option<watch::Receiver<bool>>) -> Result<Router> {
-    opts.check()?;
+    let opts = opts.prepare()?;
     if !gate.can_issue_tokens() {
         return Err(Error::Config(
             "the console needs a gate with token keys (GateBuilder::tokens / token_keys): every decision is submitted as a signed token".into(),

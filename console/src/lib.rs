@@ -25,7 +25,7 @@
 //! ## Security
 //! - Binds to loopback unless [`ConsoleOptions::allow_remote`] is set, and then answers only
 //!   the `Host` of [`ConsoleOptions::public_origin`] when one is given (DNS rebinding).
-//! - People sign in with a per-approver sign-in link signed by the gate's [`TokenKeys`]
+//! - People sign in with a per-approver sign-in link signed by the gate's [`TokenKeys`](signoff::TokenKeys)
 //!   (single use, the token in the URL fragment, which browsers never send to a server or log)
 //!   or with a name and key from [`ApproverKeys`].
 //! - The session cookie is `HttpOnly; SameSite=Strict` (plus `Secure` behind an `https` public
@@ -46,9 +46,21 @@ mod server;
 pub use auth::{ApproverKeys, MIN_KEY_LEN};
 pub use server::Console;
 
+use signoff::config::{Naming, OptionReader};
 use signoff::{Error, Gate, Result};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// `host:port` to an address (a name is resolved; IPv4 first).
+fn resolve(name: &str, bind: &str) -> Result<SocketAddr> {
+    let wrong = || Error::Config(format!("`{name}` must be a host and port, like \"127.0.0.1:8080\" (got {bind:?})"));
+    if let Ok(a) = bind.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let all: Vec<SocketAddr> = bind.to_socket_addrs().map_err(|_| wrong())?.collect();
+    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(wrong)
+}
 
 /// How a console runs. `Default` is a loopback-only console on a free port, with sign-in links
 /// only.
@@ -64,6 +76,9 @@ pub struct ConsoleOptions {
     pub public_origin: Option<String>,
     /// People who sign in with a name and a key. Sign-in links work either way.
     pub approver_keys: Option<ApproverKeys>,
+    /// The same, read from a file ([`ApproverKeys::from_file`]) when the console starts; not
+    /// with `approver_keys`.
+    pub approver_keys_file: Option<PathBuf>,
     /// How long a sign-in link stays valid (default 15 minutes).
     pub sign_in_ttl: Duration,
     /// How long a browser stays signed in (default 12 hours).
@@ -81,6 +96,7 @@ impl Default for ConsoleOptions {
             allow_remote: false,
             public_origin: None,
             approver_keys: None,
+            approver_keys_file: None,
             sign_in_ttl: Duration::from_secs(15 * 60),
             session_ttl: Duration::from_secs(12 * 3600),
             history: 500,
@@ -90,6 +106,84 @@ impl Default for ConsoleOptions {
 }
 
 impl ConsoleOptions {
+    /// Reads the options from a JSON object whose keys are spelled per `naming` (`bind`,
+    /// `allow_remote`, `public_origin`, `approver_keys` (an object of name to key),
+    /// `approver_keys_file`, `sign_in_ttl_ms`, `session_ttl_ms`, `history`, `title`; camelCase
+    /// for [`Naming::Camel`]); `null` means the default. What every binding calls, so all
+    /// languages accept and refuse the same options with the same messages. `bind` is
+    /// `"host:port"`; a host name is resolved (`localhost:8080`).
+    ///
+    /// ```
+    /// use signoff::config::Naming;
+    /// use signoff_console::ConsoleOptions;
+    /// let o = ConsoleOptions::from_json(&serde_json::json!({"bind": "localhost:0", "signInTtlMs": 60000}), Naming::Camel).unwrap();
+    /// assert!(o.bind.ip().is_loopback());
+    /// let e = ConsoleOptions::from_json(&serde_json::json!({"allowRemotely": true}), Naming::Camel).unwrap_err();
+    /// assert!(e.to_string().contains("did you mean `allowRemote`"));
+    /// ```
+    ///
+    /// Errors: `config`, naming the option.
+    pub fn from_json(options: &serde_json::Value, naming: Naming) -> Result<ConsoleOptions> {
+        let known = [
+            "bind",
+            "allow_remote",
+            "public_origin",
+            "approver_keys",
+            "approver_keys_file",
+            "sign_in_ttl_ms",
+            "session_ttl_ms",
+            "history",
+            "title",
+        ];
+        let r = OptionReader::new(options, naming, "console option", &known)?;
+        let mut o = ConsoleOptions::default();
+        if let Some(bind) = r.text("bind")? {
+            o.bind = resolve(&r.name("bind"), &bind)?;
+        }
+        o.allow_remote = r.bool("allow_remote")?.unwrap_or(false);
+        o.public_origin = r.text("public_origin")?;
+        if let Some(keys) = r.string_map("approver_keys")? {
+            let mut all = ApproverKeys::new();
+            for (name, key) in &keys {
+                all = all.add(name, key).map_err(|e| Error::Config(format!("`{}`: {}", r.name("approver_keys"), e)))?;
+            }
+            o.approver_keys = Some(all);
+        }
+        o.approver_keys_file = r.path("approver_keys_file")?;
+        if o.approver_keys.is_some() && o.approver_keys_file.is_some() {
+            return Err(Error::Config(format!(
+                "pass either `{}` or `{}`",
+                r.name("approver_keys"),
+                r.name("approver_keys_file")
+            )));
+        }
+        if let Some(d) = r.millis("sign_in_ttl_ms")? {
+            o.sign_in_ttl = d;
+        }
+        if let Some(d) = r.millis("session_ttl_ms")? {
+            o.session_ttl = d;
+        }
+        if let Some(h) = r.count("history", 1, 1_000_000)? {
+            o.history = h as usize;
+        }
+        if let Some(t) = r.text("title")? {
+            o.title = t;
+        }
+        Ok(o)
+    }
+
+    /// Checks the options and reads `approver_keys_file`.
+    fn prepare(mut self) -> Result<Self> {
+        if let Some(path) = self.approver_keys_file.take() {
+            if self.approver_keys.is_some() {
+                return Err(Error::Config("pass either approver_keys or approver_keys_file".into()));
+            }
+            self.approver_keys = Some(ApproverKeys::from_file(path)?);
+        }
+        self.check()?;
+        Ok(self)
+    }
+
     fn check(&self) -> Result<()> {
         if !self.bind.ip().is_loopback() && !self.allow_remote {
             return Err(Error::Config(format!(
@@ -126,4 +220,51 @@ impl ConsoleOptions {
 /// or an option is out of range.
 pub fn router(gate: Gate, options: ConsoleOptions) -> Result<axum::Router> {
     api::router(gate, options, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(v: serde_json::Value, naming: Naming) -> String {
+        let e = ConsoleOptions::from_json(&v, naming).unwrap_err();
+        assert_eq!(e.kind(), signoff::ErrorKind::Config, "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn options_from_json_in_both_namings() {
+        let o = ConsoleOptions::from_json(
+            &json!({"bind": "127.0.0.1:8080", "allow_remote": true, "approver_keys": {"alice": "a-long-enough-key"},
+                    "sign_in_ttl_ms": 1000, "session_ttl_ms": 2000, "history": 7, "title": "t", "public_origin": null}),
+            Naming::Snake,
+        )
+        .unwrap();
+        assert_eq!((o.bind.port(), o.allow_remote, o.history, o.title.as_str()), (8080, true, 7, "t"));
+        assert_eq!((o.sign_in_ttl.as_millis(), o.session_ttl.as_millis()), (1000, 2000));
+        assert_eq!(o.approver_keys.unwrap().names(), ["alice"]);
+        assert!(err(json!({"bind": "nowhere"}), Naming::Camel).contains("`bind` must be a host and port"));
+        assert!(err(json!({"signInTtlMs": 0}), Naming::Camel).contains("`signInTtlMs`"));
+        assert!(err(json!({"sign_in_ttl_ms": 1.5}), Naming::Snake).contains("`sign_in_ttl_ms`"));
+        assert!(err(json!({"history": 0}), Naming::Snake).contains("`history`"));
+        assert!(err(json!({"allowRemote": "yes"}), Naming::Camel).contains("true or false"));
+        assert!(err(json!({"approverKeys": {"a": "short"}}), Naming::Camel).contains("too short"));
+        assert!(err(json!({"approverKeys": {"a": 5}}), Naming::Camel).contains("`approverKeys`"));
+        let both = json!({"approverKeys": {"alice": "a-long-enough-key"}, "approverKeysFile": "/k"});
+        assert!(err(both, Naming::Camel).contains("either `approverKeys` or `approverKeysFile`"));
+        assert!(err(json!({"allow_remote": true}), Naming::Camel).contains("did you mean `allowRemote`"));
+        assert!(err(json!([1]), Naming::Camel).contains("must be an object"));
+    }
+
+    #[test]
+    fn a_keys_file_is_read_when_the_console_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys");
+        std::fs::write(&path, "dana:dana-has-a-long-key\n").unwrap();
+        let o = ConsoleOptions { approver_keys_file: Some(path), ..Default::default() }.prepare().unwrap();
+        assert_eq!(o.approver_keys.unwrap().names(), ["dana"]);
+        let missing = ConsoleOptions { approver_keys_file: Some(dir.path().join("nope")), ..Default::default() };
+        assert_eq!(missing.prepare().unwrap_err().kind(), signoff::ErrorKind::Config);
+    }
 }

@@ -31,7 +31,7 @@ impl Console {
     /// Errors: `config` (no token keys on the gate, a non-loopback address without
     /// `allow_remote`, an option out of range), `io` (the address cannot be bound).
     pub fn start(gate: Gate, options: ConsoleOptions) -> Result<Console> {
-        options.check()?;
+        let options = options.prepare()?;
         let listener = std::net::TcpListener::bind(options.bind)
             .map_err(|e| Error::Config(format!("the console cannot listen on {}: {e}", options.bind)))?;
         listener.set_nonblocking(true).map_err(|e| Error::Config(format!("console socket: {e}")))?;

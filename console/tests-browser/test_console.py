@@ -337,7 +337,9 @@ def test_two_approvers_racing_exactly_one_wins_and_the_other_sees_who(
 def test_keyboard_only(page: Page, agent: Agent) -> None:
     sign_in(page, agent)
     a = agent.call("/tmp/k1")
+    time.sleep(0.005)  # distinct creation times: the page lists oldest first
     b = agent.call("/tmp/k2")
+    time.sleep(0.005)
     c = agent.call("/tmp/k3")
     ids = agent.pending_ids()
     expect(page.locator("li.request")).to_have_count(3)
@@ -442,11 +444,12 @@ def test_what_is_shown_hides_nothing(page: Page, agent: Agent) -> None:
     sneaky = "/data/report.txt\u202e\ufe0f\U000e0041<img src=x onerror=alert(1)>"
     call = agent.call(sneaky)
     (rid,) = agent.pending_ids()
-    shown = card(page, rid).locator("pre.arguments").inner_text()
+    pre = card(page, rid).locator("pre.arguments")
+    for visible in ("\\u{202E}", "\\u{FE0F}", "\\u{E0041}", "<img src=x onerror=alert(1)>"):
+        expect(pre).to_contain_text(visible)
+    shown = pre.text_content() or ""
     for invisible in ("\u202e", "\ufe0f", "\U000e0041"):
         assert invisible not in shown
-    for visible in ("\\u{202E}", "\\u{FE0F}", "\\u{E0041}", "<img src=x onerror=alert(1)>"):
-        assert visible in shown, shown
     assert card(page, rid).locator("img").count() == 0, "markup in arguments is text, not HTML"
     agent.gate.cancel_request(rid)
     result(call)

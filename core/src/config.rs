@@ -414,13 +414,97 @@ impl GateConfig {
 
 fn unknown(key: &str, naming: Naming) -> Error {
     let names: Vec<String> = OPTIONS.iter().map(|(s, _)| naming.name(s)).collect();
+    unknown_among(key, &names, "gate option")
+}
+
+fn unknown_among(key: &str, names: &[String], what: &str) -> Error {
     let close = names
         .iter()
         .find(|n| squash(n) == squash(key))
         .or_else(|| names.iter().min_by_key(|n| edit_distance(n, key)).filter(|n| edit_distance(n, key) <= 3));
     match close {
-        Some(s) => Error::Config(format!("unknown gate option `{key}` (did you mean `{s}`?)")),
-        None => Error::Config(format!("unknown gate option `{key}`; the options are: {}", names.join(", "))),
+        Some(s) => Error::Config(format!("unknown {what} `{key}` (did you mean `{s}`?)")),
+        None => Error::Config(format!("unknown {what} `{key}`; the options are: {}", names.join(", "))),
+    }
+}
+
+/// Reads a JSON object of options the way [`GateConfig::from_json`] does, for crates that
+/// configure something beside the gate (the approval console), so every language gets the same
+/// checks and the same messages: keys spelled per [`Naming`], an unknown key refused with a
+/// suggestion, `null` meaning "not set", and each mistake a `config` error naming the option as
+/// the caller spelled it.
+///
+/// ```
+/// use signoff::config::{OptionReader, Naming};
+/// let v = serde_json::json!({"signInTtlMs": 60000, "title": null});
+/// let o = OptionReader::new(&v, Naming::Camel, "console option", &["sign_in_ttl_ms", "title"]).unwrap();
+/// assert_eq!(o.millis("sign_in_ttl_ms").unwrap().unwrap().as_secs(), 60);
+/// assert_eq!(o.text("title").unwrap(), None);
+/// let bad = serde_json::json!({"signinTtl": 1});
+/// let e = OptionReader::new(&bad, Naming::Camel, "console option", &["sign_in_ttl_ms"]).unwrap_err();
+/// assert!(e.to_string().contains("did you mean `signInTtlMs`"));
+/// ```
+#[derive(Debug)]
+pub struct OptionReader<'a> {
+    map: &'a serde_json::Map<String, Value>,
+    naming: Naming,
+}
+
+impl<'a> OptionReader<'a> {
+    /// Checks that `options` is an object whose keys are all among `known` (snake_case names,
+    /// spelled per `naming`); `what` names an option in messages (e.g. `"console option"`).
+    pub fn new(options: &'a Value, naming: Naming, what: &str, known: &[&str]) -> Result<Self> {
+        let Value::Object(map) = options else {
+            return Err(Error::Config(format!("{what}s must be an object")));
+        };
+        let names: Vec<String> = known.iter().map(|s| naming.name(s)).collect();
+        if let Some(key) = map.keys().find(|k| !names.contains(k)) {
+            return Err(unknown_among(key, &names, what));
+        }
+        Ok(OptionReader { map, naming })
+    }
+
+    /// The option's name as the caller spells it.
+    pub fn name(&self, snake: &str) -> String {
+        self.naming.name(snake)
+    }
+
+    fn get(&self, snake: &str) -> Option<(String, &'a Value)> {
+        let name = self.name(snake);
+        self.map.get(&name).filter(|v| !v.is_null()).map(|v| (name, v))
+    }
+
+    /// `true` or `false`.
+    pub fn bool(&self, snake: &str) -> Result<Option<bool>> {
+        self.get(snake).map(|(n, v)| boolean(&n, v)).transpose()
+    }
+    /// A non-empty string.
+    pub fn text(&self, snake: &str) -> Result<Option<String>> {
+        self.get(snake).map(|(n, v)| text(&n, v)).transpose()
+    }
+    /// A non-empty path.
+    pub fn path(&self, snake: &str) -> Result<Option<PathBuf>> {
+        self.get(snake).map(|(n, v)| path(&n, v)).transpose()
+    }
+    /// Whole milliseconds, 1 ms to 30 days.
+    pub fn millis(&self, snake: &str) -> Result<Option<Duration>> {
+        self.get(snake).map(|(n, v)| millis(&n, v)).transpose()
+    }
+    /// A whole number from `min` to `max`.
+    pub fn count(&self, snake: &str, min: u64, max: u64) -> Result<Option<u64>> {
+        self.get(snake).map(|(n, v)| count(&n, v, min, max)).transpose()
+    }
+    /// An object of strings, in key order.
+    pub fn string_map(&self, snake: &str) -> Result<Option<Vec<(String, String)>>> {
+        self.get(snake)
+            .map(|(n, v)| {
+                let expected = "an object mapping names to strings";
+                let map = v.as_object().ok_or_else(|| wrong(&n, expected, v))?;
+                map.iter()
+                    .map(|(k, s)| s.as_str().map(|s| (k.clone(), s.to_owned())).ok_or_else(|| wrong(&n, expected, v)))
+                    .collect()
+            })
+            .transpose()
     }
 }
 

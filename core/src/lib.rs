@@ -61,7 +61,7 @@ pub use audit::{
     AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind,
     ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
 };
-pub use config::{GateConfig, Naming};
+pub use config::{GateConfig, Naming, OptionReader};
 pub use dispatch::{ApproverGuard, HANDLER_RESPONDER, HandlerGuard, InlineApprover, PendingRequest, RequestHandler};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{

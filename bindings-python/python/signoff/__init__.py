@@ -28,7 +28,8 @@ Quickstart::
     asyncio.run(main())
 
 Remote approval with signed tokens, a durable SQLite store that survives restarts, and a
-hash-chained audit log: see :mod:`signoff.tokens`, :mod:`signoff.store` and :mod:`signoff.audit`.
+hash-chained audit log: see :mod:`signoff.tokens`, :mod:`signoff.store` and :mod:`signoff.audit`;
+a browser approval console: :meth:`Gate.serve_console` (:mod:`signoff.console`).
 
 This package is a thin layer over the Rust core (``signoff._native``); the core's semantics are
 the contract.
@@ -46,6 +47,7 @@ from ._native import (
     default_keywords,
 )
 from .audit import ChainProblem, ChainProblemKind, ChainReport, verify_audit_chain
+from .console import Console
 from .errors import (
     ERROR_CLASSES,
     ERROR_KINDS,
@@ -122,6 +124,7 @@ __all__ = [
     "ConfirmationResolved",
     "ConfirmationResponse",
     "ConfirmationTimeout",
+    "Console",
     "Decision",
     "EditsNotAllowedError",
     "ErrorKind",

@@ -20,6 +20,7 @@ __all__ = [
     "ConfirmationResolved",
     "ConfirmationResponse",
     "ConfirmationTimeout",
+    "Console",
     "DEFAULT_SESSION",
     "Decision",
     "ERROR_KINDS",
@@ -676,3 +677,28 @@ class Gate:
     @property
     def keywords(self) -> list[str]: ...
     def flush_audit(self) -> None: ...
+
+# ---- the approval console (crate signoff-console) --------------------------------------------
+
+@final
+class Console:
+    """A running browser approval console (use ``signoff.Gate.serve_console``)."""
+
+    def __new__(cls, gate: Gate, **options: Any) -> Console:
+        """Starts a console for ``gate`` from the console's options in snake_case (``bind``,
+        ``allow_remote``, ``public_origin``, ``approver_keys``, ``approver_keys_file``,
+        ``sign_in_ttl_ms``, ``session_ttl_ms``, ``history``, ``title``; ``None`` is the default);
+        returns once it listens (``ConfigError`` otherwise)."""
+    @property
+    def url(self) -> str:
+        """The console's address, ending in ``/``."""
+    @property
+    def address(self) -> tuple[str, int]:
+        """The address it listens on: ``(host, port)``."""
+    def sign_in_link(self, approver: str) -> str:
+        """A single-use sign-in link for ``approver``."""
+    def close(self) -> None:
+        """Stops the server and releases the port. Idempotent."""
+    @property
+    def closed(self) -> bool:
+        """True once closed."""

@@ -46,6 +46,7 @@ from ._native import (
     TokenKeys,
     ToolResult,
 )
+from .console import Console
 from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
 
 if TYPE_CHECKING:
@@ -589,6 +590,69 @@ class Gate:
         """
         return self._native.respond_token(token, decision, approver, arguments, scope, reason)
 
+    def serve_console(
+        self,
+        *,
+        bind: str = "127.0.0.1:0",
+        allow_remote: bool = False,
+        public_origin: Optional[str] = None,
+        approver_keys: Optional[Mapping[str, str]] = None,
+        approver_keys_file: Union[str, "os.PathLike[str]", None] = None,
+        sign_in_ttl: Optional[Seconds] = None,
+        session_ttl: Optional[Seconds] = None,
+        history: Optional[int] = None,
+        title: Optional[str] = None,
+    ) -> Console:
+        """Starts the browser approval console for this gate (see :mod:`signoff.console`) on its
+        own thread, and returns once it listens. The gate needs ``token_keys``: every decision
+        made in the page is submitted as a signed approval token.
+
+        >>> gate = Gate(token_keys=TokenKeys("k1", _native.Secret.generate()))
+        >>> with gate.serve_console(title="approvals") as console:
+        ...     console.url.startswith("http://127.0.0.1:"), "#token=" in console.sign_in_link("alice")
+        (True, True)
+
+        Args:
+            bind: ``"host:port"`` to listen on; ``"127.0.0.1:0"`` (loopback, a free port) by
+                default. A non-loopback address needs ``allow_remote=True``.
+            allow_remote: allow a non-loopback ``bind`` (put the console behind TLS then).
+            public_origin: the origin people reach the console at behind a proxy, e.g.
+                ``"https://approve.example.com"``: sign-in links use it, only its host is
+                answered, and an ``https`` origin makes the session cookie ``Secure``.
+            approver_keys: people who may also sign in with a name and a key: ``{name: key}``
+                (keys of at least 16 characters). Sign-in links work either way.
+            approver_keys_file: the same from a file of ``name:key`` or ``name:sha256:<hex>``
+                lines (``#`` comments); not with ``approver_keys``.
+            sign_in_ttl: seconds (or a ``timedelta``) a sign-in link stays valid; 15 minutes by
+                default.
+            session_ttl: seconds (or a ``timedelta``) a browser stays signed in; 12 hours by
+                default.
+            history: how many decided requests the page's history keeps (500).
+            title: the page title (``"signoff"``).
+
+        Starting and :meth:`Console.close` release the GIL. The console counts as an approver:
+        while it runs, gated calls wait for a person until their deadline.
+
+        Raises:
+            ConfigError: the gate has no ``token_keys``; ``bind`` is not an address or is not
+                loopback without ``allow_remote``; the address cannot be bound; a bad
+                ``public_origin``, a zero TTL, short or duplicate approver keys, an unreadable
+                keys file.
+        """
+        native = _native.Console(
+            self._native,
+            bind=bind,
+            allow_remote=allow_remote,
+            public_origin=public_origin,
+            approver_keys=None if approver_keys is None else dict(approver_keys),
+            approver_keys_file=None if approver_keys_file is None else os.fspath(approver_keys_file),
+            sign_in_ttl_ms=None if sign_in_ttl is None else to_ms(sign_in_ttl, "sign_in_ttl"),
+            session_ttl_ms=None if session_ttl is None else to_ms(session_ttl, "session_ttl"),
+            history=history,
+            title=title,
+        )
+        return Console(native, self)
+
     # ---- durable store -----------------------------------------------------------------------
 
     def recover(self) -> Recovery:
@@ -777,4 +841,4 @@ class Gate:
         return f"Gate(pending={self.pending_count}, closed={self.closed})"
 
 
-__all__ = ["Decision", "Executor", "Gate", "GateOptions", "Handler", "Outcome", "ToolResult"]
+__all__ = ["Console", "Decision", "Executor", "Gate", "GateOptions", "Handler", "Outcome", "ToolResult"]

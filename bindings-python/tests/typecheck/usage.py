@@ -4,6 +4,7 @@ application uses it, with the types editors and mypy see."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
 from typing_extensions import assert_type
@@ -119,8 +120,23 @@ def remote(workdir: str) -> None:
     print("remote ok", len(restored), len(interrupted), state, report.intact, problem)
 
 
+def approval_console() -> None:
+    keys = signoff.TokenKeys("k1", signoff.Secret.generate())
+    with signoff.Gate(token_keys=keys) as gate:
+        with gate.serve_console(sign_in_ttl=timedelta(minutes=5), approver_keys={"alice": "a-long-enough-key"}) as c:
+            assert_type(c, signoff.Console)
+            url: str = c.url
+            host, port = c.address
+            link: str = c.sign_in_link("alice")
+            assert link.startswith(url) and port > 0 and host == "127.0.0.1"
+        closed: bool = c.closed
+        assert closed
+    print("console ok")
+
+
 if __name__ == "__main__":
     asyncio.run(main())
+    approval_console()
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:

@@ -341,6 +341,7 @@ extension ConfirmationRequest: Sendable {}
 extension ConfirmationResolved: Sendable {}
 extension ConfirmationResponse: Sendable {}
 extension ConfirmationTimeout: Sendable {}
+extension ConsoleOptions: Sendable {}
 extension Evaluation: Sendable {}
 extension GateConfig: Sendable {}
 extension NotRestored: Sendable {}

@@ -471,6 +471,22 @@ private let UNIFFI_CALLBACK_UNEXPECTED_ERROR: Int32 = 2
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterUInt16: FfiConverterPrimitive {
+    typealias FfiType = UInt16
+    typealias SwiftType = UInt16
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UInt16 {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
     typealias FfiType = UInt32
     typealias SwiftType = UInt32
@@ -844,6 +860,223 @@ public func FfiConverterTypeApprovalHandler_lower(_ value: ApprovalHandler) -> U
 
 
 /**
+ * A running browser approval console: a person signs in (`signInLink(approver:)`) and approves
+ * pending calls from a web page, live. It runs on its own thread until `close()` (or until the
+ * last reference to it goes away). The console never decides who may approve: each decision is
+ * submitted as a signed approval token issued to the signed-in person, and the gate's
+ * `approvers` accept or refuse it.
+ */
+public protocol ConsoleProtocol: AnyObject, Sendable {
+    
+    /**
+     * Stops the server: open pages' event streams end and the port is released. Waits for the
+     * server's thread (briefly: call it off the main thread if in doubt). Pending requests are
+     * not touched. Idempotent.
+     */
+    func close() 
+    
+    /**
+     * Whether `close()` has run.
+     */
+    func isClosed()  -> Bool
+    
+    /**
+     * The port it listens on.
+     */
+    func port()  -> UInt16
+    
+    /**
+     * A single-use sign-in link for `approver`, valid for `signInTtlMs`:
+     * `{url}login#token=...`. Send it to that person only. The token is in the URL fragment,
+     * which browsers never send to a server, so it does not end up in access logs. Errors:
+     * `malformed` (an empty approver).
+     */
+    func signInLink(approver: String) throws  -> String
+    
+    /**
+     * The console's address, ending in `/`, e.g. `http://127.0.0.1:49152/` (or the
+     * `publicOrigin`).
+     */
+    func url()  -> String
+    
+}
+/**
+ * A running browser approval console: a person signs in (`signInLink(approver:)`) and approves
+ * pending calls from a web page, live. It runs on its own thread until `close()` (or until the
+ * last reference to it goes away). The console never decides who may approve: each decision is
+ * submitted as a signed approval token issued to the signed-in person, and the gate's
+ * `approvers` accept or refuse it.
+ */
+open class Console: ConsoleProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_signoff_ffi_fn_clone_console(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_signoff_ffi_fn_free_console(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Stops the server: open pages' event streams end and the port is released. Waits for the
+     * server's thread (briefly: call it off the main thread if in doubt). Pending requests are
+     * not touched. Idempotent.
+     */
+open func close()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_console_close(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Whether `close()` has run.
+     */
+open func isClosed() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_console_is_closed(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The port it listens on.
+     */
+open func port() -> UInt16  {
+    return try!  FfiConverterUInt16.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_console_port(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A single-use sign-in link for `approver`, valid for `signInTtlMs`:
+     * `{url}login#token=...`. Send it to that person only. The token is in the URL fragment,
+     * which browsers never send to a server, so it does not end up in access logs. Errors:
+     * `malformed` (an empty approver).
+     */
+open func signInLink(approver: String)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_console_sign_in_link(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(approver),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The console's address, ending in `/`, e.g. `http://127.0.0.1:49152/` (or the
+     * `publicOrigin`).
+     */
+open func url() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_console_url(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeConsole: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = Console
+
+    public static func lift(_ handle: UInt64) throws -> Console {
+        return Console(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: Console) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Console {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: Console, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeConsole_lift(_ handle: UInt64) throws -> Console {
+    return try FfiConverterTypeConsole.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeConsole_lower(_ value: Console) -> UInt64 {
+    return FfiConverterTypeConsole.lower(value)
+}
+
+
+
+
+
+
+/**
  * The approval gate.
  */
 public protocol GateProtocol: AnyObject, Sendable {
@@ -993,6 +1226,18 @@ public protocol GateProtocol: AnyObject, Sendable {
      * Removes a tool; later calls to it are `unknownTool`.
      */
     func unregisterTool(name: String)  -> Bool
+    
+    /**
+     * Starts the browser approval console for this gate on its own thread and returns once it
+     * listens (by default on `127.0.0.1`, a free port). The gate needs token keys
+     * (`Gate.open(config:keys:)`): every decision made in the page is submitted as a signed
+     * approval token. The console counts as an approver: while it runs, gated calls wait for a
+     * person until their deadline. Errors: `config` (no token keys; `bind` is not an address,
+     * or not loopback without `allowRemote`, or cannot be bound; a bad `publicOrigin`; a zero
+     * TTL; short or duplicate approver keys; both `approverKeys` and `approverKeysFile`; an
+     * unreadable keys file).
+     */
+    func serveConsole(options: ConsoleOptions) throws  -> Console
     
     /**
      * Waits until every audit record so far is written and synced (off the calling thread).
@@ -1490,6 +1735,26 @@ open func unregisterTool(name: String) -> Bool  {
     uniffi_signoff_ffi_fn_method_gate_unregister_tool(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(name),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Starts the browser approval console for this gate on its own thread and returns once it
+     * listens (by default on `127.0.0.1`, a free port). The gate needs token keys
+     * (`Gate.open(config:keys:)`): every decision made in the page is submitted as a signed
+     * approval token. The console counts as an approver: while it runs, gated calls wait for a
+     * person until their deadline. Errors: `config` (no token keys; `bind` is not an address,
+     * or not loopback without `allowRemote`, or cannot be bound; a bad `publicOrigin`; a zero
+     * TTL; short or duplicate approver keys; both `approverKeys` and `approverKeysFile`; an
+     * unreadable keys file).
+     */
+open func serveConsole(options: ConsoleOptions = ConsoleOptions())throws  -> Console  {
+    return try  FfiConverterTypeConsole_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_serve_console(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeConsoleOptions_lower(options),uniffiCallStatus
     )
 })
 }
@@ -3975,6 +4240,156 @@ public func FfiConverterTypeConfirmationTimeout_lift(_ buf: RustBuffer) throws -
 #endif
 public func FfiConverterTypeConfirmationTimeout_lower(_ value: ConfirmationTimeout) -> RustBuffer {
     return FfiConverterTypeConfirmationTimeout.lower(value)
+}
+
+
+/**
+ * How `Gate.serveConsole(options:)` runs the console. Every field has a default: a loopback-only
+ * console on a free port, with sign-in links only. nil options take the console's defaults.
+ */
+public struct ConsoleOptions: Equatable, Hashable {
+    /**
+     * `"host:port"` to listen on (`"127.0.0.1:0"`: loopback, a free port). A non-loopback
+     * address needs `allowRemote`.
+     */
+    public var bind: String
+    /**
+     * Allow a non-loopback `bind` (put the console behind TLS then).
+     */
+    public var allowRemote: Bool
+    /**
+     * The origin people reach the console at behind a proxy, e.g.
+     * `"https://approve.example.com"`: sign-in links use it, only its host is answered, and an
+     * `https` origin makes the session cookie `Secure`.
+     */
+    public var publicOrigin: String?
+    /**
+     * People who may also sign in with a name and a key: name → key (at least 16 characters).
+     * Sign-in links work either way.
+     */
+    public var approverKeys: [String: String]?
+    /**
+     * The same from a file of `name:key` or `name:sha256:<hex>` lines (`#` comments); not with
+     * `approverKeys`.
+     */
+    public var approverKeysFile: String?
+    /**
+     * How long a sign-in link stays valid, in milliseconds (15 minutes).
+     */
+    public var signInTtlMs: UInt64?
+    /**
+     * How long a browser stays signed in, in milliseconds (12 hours).
+     */
+    public var sessionTtlMs: UInt64?
+    /**
+     * How many decided requests the page's history keeps (500).
+     */
+    public var history: UInt64?
+    /**
+     * The page title (`"signoff"`).
+     */
+    public var title: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * `"host:port"` to listen on (`"127.0.0.1:0"`: loopback, a free port). A non-loopback
+         * address needs `allowRemote`.
+         */bind: String = "127.0.0.1:0", 
+        /**
+         * Allow a non-loopback `bind` (put the console behind TLS then).
+         */allowRemote: Bool = false, 
+        /**
+         * The origin people reach the console at behind a proxy, e.g.
+         * `"https://approve.example.com"`: sign-in links use it, only its host is answered, and an
+         * `https` origin makes the session cookie `Secure`.
+         */publicOrigin: String? = nil, 
+        /**
+         * People who may also sign in with a name and a key: name → key (at least 16 characters).
+         * Sign-in links work either way.
+         */approverKeys: [String: String]? = nil, 
+        /**
+         * The same from a file of `name:key` or `name:sha256:<hex>` lines (`#` comments); not with
+         * `approverKeys`.
+         */approverKeysFile: String? = nil, 
+        /**
+         * How long a sign-in link stays valid, in milliseconds (15 minutes).
+         */signInTtlMs: UInt64? = nil, 
+        /**
+         * How long a browser stays signed in, in milliseconds (12 hours).
+         */sessionTtlMs: UInt64? = nil, 
+        /**
+         * How many decided requests the page's history keeps (500).
+         */history: UInt64? = nil, 
+        /**
+         * The page title (`"signoff"`).
+         */title: String? = nil) {
+        self.bind = bind
+        self.allowRemote = allowRemote
+        self.publicOrigin = publicOrigin
+        self.approverKeys = approverKeys
+        self.approverKeysFile = approverKeysFile
+        self.signInTtlMs = signInTtlMs
+        self.sessionTtlMs = sessionTtlMs
+        self.history = history
+        self.title = title
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ConsoleOptions: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeConsoleOptions: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ConsoleOptions {
+        return
+            try ConsoleOptions(
+                bind: FfiConverterString.read(from: &buf), 
+                allowRemote: FfiConverterBool.read(from: &buf), 
+                publicOrigin: FfiConverterOptionString.read(from: &buf), 
+                approverKeys: FfiConverterOptionDictionaryStringString.read(from: &buf), 
+                approverKeysFile: FfiConverterOptionString.read(from: &buf), 
+                signInTtlMs: FfiConverterOptionUInt64.read(from: &buf), 
+                sessionTtlMs: FfiConverterOptionUInt64.read(from: &buf), 
+                history: FfiConverterOptionUInt64.read(from: &buf), 
+                title: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ConsoleOptions, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.bind, into: &buf)
+        FfiConverterBool.write(value.allowRemote, into: &buf)
+        FfiConverterOptionString.write(value.publicOrigin, into: &buf)
+        FfiConverterOptionDictionaryStringString.write(value.approverKeys, into: &buf)
+        FfiConverterOptionString.write(value.approverKeysFile, into: &buf)
+        FfiConverterOptionUInt64.write(value.signInTtlMs, into: &buf)
+        FfiConverterOptionUInt64.write(value.sessionTtlMs, into: &buf)
+        FfiConverterOptionUInt64.write(value.history, into: &buf)
+        FfiConverterOptionString.write(value.title, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeConsoleOptions_lift(_ buf: RustBuffer) throws -> ConsoleOptions {
+    return try FfiConverterTypeConsoleOptions.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeConsoleOptions_lower(_ value: ConsoleOptions) -> RustBuffer {
+    return FfiConverterTypeConsoleOptions.lower(value)
 }
 
 
@@ -7730,6 +8145,30 @@ fileprivate struct FfiConverterOptionSequenceTypeToolResult: FfiConverterRustBuf
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionDictionaryStringString: FfiConverterRustBuffer {
+    typealias SwiftType = [String: String]?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterDictionaryStringString.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterDictionaryStringString.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionDictionaryStringSequenceString: FfiConverterRustBuffer {
     typealias SwiftType = [String: [String]]?
 
@@ -7948,6 +8387,32 @@ fileprivate struct FfiConverterSequenceTypeArgRule: FfiConverterRustBuffer {
             seq.append(try FfiConverterTypeArgRule.read(from: &buf))
         }
         return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterDictionaryStringString: FfiConverterRustBuffer {
+    public static func write(_ value: [String: String], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for (key, value) in value {
+            FfiConverterString.write(key, into: &buf)
+            FfiConverterString.write(value, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [String: String] {
+        let len: Int32 = try readInt(&buf)
+        var dict = [String: String]()
+        dict.reserveCapacity(Int(len))
+        for _ in 0..<len {
+            let key = try FfiConverterString.read(from: &buf)
+            let value = try FfiConverterString.read(from: &buf)
+            dict[key] = value
+        }
+        return dict
     }
 }
 
@@ -8392,6 +8857,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_unregister_tool() != 9270) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_gate_serve_console() != 58657) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_gate_flush_audit() != 18880) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -8465,6 +8933,21 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_toolexecutor_execute() != 32989) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_console_close() != 62499) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_console_is_closed() != 34933) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_console_port() != 59990) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_console_sign_in_link() != 17246) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_console_url() != 33128) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_secret_to_base64() != 22360) {

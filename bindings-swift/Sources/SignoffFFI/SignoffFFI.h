@@ -449,6 +449,11 @@ RustBuffer uniffi_signoff_ffi_fn_method_gate_tools(uint64_t ptr, RustCallStatus 
 int8_t uniffi_signoff_ffi_fn_method_gate_unregister_tool(uint64_t ptr, RustBuffer name, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SERVE_CONSOLE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SERVE_CONSOLE
+uint64_t uniffi_signoff_ffi_fn_method_gate_serve_console(uint64_t ptr, RustBuffer options, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_FLUSH_AUDIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_FLUSH_AUDIT
 uint64_t uniffi_signoff_ffi_fn_method_gate_flush_audit(uint64_t ptr
@@ -647,6 +652,41 @@ void uniffi_signoff_ffi_fn_init_callback_vtable_toolexecutor(const UniffiVTableC
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOOLEXECUTOR_EXECUTE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOOLEXECUTOR_EXECUTE
 uint64_t uniffi_signoff_ffi_fn_method_toolexecutor_execute(uint64_t ptr, RustBuffer arguments_json
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_CONSOLE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_CONSOLE
+uint64_t uniffi_signoff_ffi_fn_clone_console(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_CONSOLE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_CONSOLE
+void uniffi_signoff_ffi_fn_free_console(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_CLOSE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_CLOSE
+void uniffi_signoff_ffi_fn_method_console_close(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_IS_CLOSED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_IS_CLOSED
+int8_t uniffi_signoff_ffi_fn_method_console_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_PORT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_PORT
+uint16_t uniffi_signoff_ffi_fn_method_console_port(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_SIGN_IN_LINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_SIGN_IN_LINK
+RustBuffer uniffi_signoff_ffi_fn_method_console_sign_in_link(uint64_t ptr, RustBuffer approver, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_URL
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_CONSOLE_URL
+RustBuffer uniffi_signoff_ffi_fn_method_console_url(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SECRET
@@ -1312,6 +1352,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_unregister_tool(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SERVE_CONSOLE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SERVE_CONSOLE
+uint16_t uniffi_signoff_ffi_checksum_method_gate_serve_console(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_FLUSH_AUDIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_FLUSH_AUDIT
 uint16_t uniffi_signoff_ffi_checksum_method_gate_flush_audit(void
@@ -1459,6 +1505,36 @@ uint16_t uniffi_signoff_ffi_checksum_method_subscription_next(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOOLEXECUTOR_EXECUTE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_TOOLEXECUTOR_EXECUTE
 uint16_t uniffi_signoff_ffi_checksum_method_toolexecutor_execute(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_CLOSE
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_CLOSE
+uint16_t uniffi_signoff_ffi_checksum_method_console_close(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_IS_CLOSED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_IS_CLOSED
+uint16_t uniffi_signoff_ffi_checksum_method_console_is_closed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_PORT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_PORT
+uint16_t uniffi_signoff_ffi_checksum_method_console_port(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_SIGN_IN_LINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_SIGN_IN_LINK
+uint16_t uniffi_signoff_ffi_checksum_method_console_sign_in_link(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_URL
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_CONSOLE_URL
+uint16_t uniffi_signoff_ffi_checksum_method_console_url(void
     
 );
 #endif
