@@ -24,9 +24,28 @@
 
   // ---- the list -------------------------------------------------------------------------
   function place(el) {
+    // Oldest first. A new request is almost always the newest: append without a scan.
     const created = Number(el.dataset.created);
+    const last = pendingList.lastElementChild;
+    if (!last || Number(last.dataset.created) <= created) {
+      pendingList.appendChild(el);
+      return;
+    }
     const after = cards().find((c) => Number(c.dataset.created) > created);
     pendingList.insertBefore(el, after || null);
+  }
+
+  // Counts, badges and countdowns are redrawn once per frame, however many events arrived in it
+  // (a burst of 1,000 requests costs one redraw, not 1,000).
+  let redrawQueued = false;
+  function redraw() {
+    if (redrawQueued) return;
+    redrawQueued = true;
+    requestAnimationFrame(() => {
+      redrawQueued = false;
+      tick();
+      refresh();
+    });
   }
 
   function addRequest(c) {
@@ -34,8 +53,7 @@
     const el = fragment(c.html);
     place(el);
     localTimes(el);
-    tick();
-    refresh();
+    redraw();
     notifyNew(el);
   }
 
@@ -45,6 +63,8 @@
     const row = fragment(d.html);
     localTimes(row);
     historyList.prepend(row);
+    // As many as the server keeps (a snapshot brings the same list back).
+    while (historyList.children.length > 500) historyList.lastElementChild.remove();
   }
 
   function notice(text) {
@@ -67,7 +87,7 @@
       card.remove();
     }
     addHistory(d);
-    refresh();
+    redraw();
   }
 
   function snapshot(s) {
