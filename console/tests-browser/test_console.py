@@ -93,15 +93,24 @@ def card(page: Page, request_id: str) -> Any:
     return page.locator(f'li.request[data-id="{request_id}"]')
 
 
+def ask(
+    page: Page, agent: Agent, path: str, **kw: Any
+) -> "tuple[concurrent.futures.Future[signoff.ToolResult], str, Any]":
+    """Starts a call; returns it with its request id and its card in the page (once shown)."""
+    call = agent.call(path, **kw)
+    (rid,) = agent.pending_ids()
+    c = card(page, rid)
+    expect(c).to_be_attached()
+    return call, rid, c
+
+
 def result(future: "concurrent.futures.Future[signoff.ToolResult]") -> signoff.ToolResult:
     return future.result(timeout=10)
 
 
 def test_approve_once_runs_the_tool_and_nothing_is_focused_by_default(page: Page, agent: Agent) -> None:
     sign_in(page, agent)
-    call = agent.call("/tmp/report.txt")
-    (rid,) = agent.pending_ids()
-    c = card(page, rid)
+    call, rid, c = ask(page, agent, "/tmp/report.txt")
     expect(c).to_be_visible()
     expect(c.locator(".tool")).to_have_text("write_file")
     expect(c.locator(".description")).to_have_text("Writes a file on the agent's host")
@@ -128,9 +137,7 @@ def test_approve_once_runs_the_tool_and_nothing_is_focused_by_default(page: Page
 
 def test_deny_needs_a_reason_and_the_model_gets_it(page: Page, agent: Agent) -> None:
     sign_in(page, agent)
-    call = agent.call("/etc/passwd")
-    (rid,) = agent.pending_ids()
-    c = card(page, rid)
+    call, rid, c = ask(page, agent, "/etc/passwd")
     c.locator('button[data-action="deny"]').click()
     confirm = c.locator('button[data-action="confirm-deny"]')
     expect(confirm).to_be_disabled()
@@ -149,9 +156,7 @@ def test_deny_needs_a_reason_and_the_model_gets_it(page: Page, agent: Agent) -> 
 
 def test_edit_with_a_schema_error_then_a_valid_edit_runs_the_edit(page: Page, agent: Agent) -> None:
     sign_in(page, agent)
-    call = agent.call("/tmp/draft.txt")
-    (rid,) = agent.pending_ids()
-    c = card(page, rid)
+    call, rid, c = ask(page, agent, "/tmp/draft.txt")
     c.locator('button[data-action="edit"]').click()
     editor = c.locator(".editor")
     expect(editor).to_be_focused()
@@ -209,9 +214,7 @@ def test_an_expired_request_cannot_be_approved_and_shows_as_timed_out(page: Page
     agent = Agent(tmp_path, timeout=3)
     try:
         sign_in(page, agent)
-        call = agent.call("/tmp/late")
-        (rid,) = agent.pending_ids()
-        c = card(page, rid)
+        call, rid, c = ask(page, agent, "/tmp/late")
         expect(c.locator('button[data-action="approve"]')).to_be_enabled()
         # The page's clock reaches the deadline before the gate's timeout lands (a slow link, a
         # clock a little ahead): everything but Cancel is disabled at once.
@@ -326,7 +329,7 @@ def test_two_approvers_racing_exactly_one_wins_and_the_other_sees_who(
         r = result(call)
         assert r.status == "executed"
         assert len(agent.runs) == round_ + 1, "exactly one execution"
-        assert r.decision is not None
+        assert r.decision is not None and r.decision.responder is not None
         winner = r.decision.responder
         loser = pages[1] if winner == "alice" else pages[0]
         expect(loser.locator("#notice")).to_contain_text(f"already decided by {winner}: approved")

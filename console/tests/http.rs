@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 use signoff::*;
 use signoff_console::{ApproverKeys, Console, ConsoleOptions};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -129,17 +128,6 @@ fn start(gate: &Gate) -> Console {
     Console::start(gate.clone(), ConsoleOptions::default()).unwrap()
 }
 
-async fn pending(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
-    for _ in 0..3000 {
-        let p = gate.pending();
-        if p.len() >= n {
-            return p;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    panic!("expected {n} pending requests");
-}
-
 fn call(gate: &Gate, path: &str, session: &str) -> tokio::task::JoinHandle<ToolResult> {
     let g = gate.clone();
     let c = ToolCall::new("write_file", json!({"path": path})).session(session);
@@ -148,15 +136,37 @@ fn call(gate: &Gate, path: &str, session: &str) -> tokio::task::JoinHandle<ToolR
 
 type Runs = Arc<std::sync::Mutex<Vec<Value>>>;
 
+/// The gate (built from `builder`, with the tool), a console for it, and the tool's runs.
+fn world(builder: GateBuilder) -> (Gate, Console, Runs) {
+    let runs: Runs = Default::default();
+    let gate = gate(builder, runs.clone());
+    let console = start(&gate);
+    (gate, console, runs)
+}
+
+/// Starts a call and returns it with its request, once pending.
+async fn ask(
+    gate: &Gate,
+    path: &str,
+    session: &str,
+) -> (tokio::task::JoinHandle<ToolResult>, Arc<ConfirmationRequest>) {
+    let before: Vec<_> = gate.pending().iter().map(|r| r.id).collect();
+    let task = call(gate, path, session);
+    for _ in 0..3000 {
+        if let Some(r) = gate.pending().into_iter().find(|r| !before.contains(&r.id)) {
+            return (task, r);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("the call to {path} never became pending");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_once_through_the_console_runs_the_tool_exactly_once_and_a_second_answer_says_who_won() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
     let bob = Browser::sign_in(&console, "bob").await;
-    let task = call(&gate, "/tmp/a", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     let r = alice.decide(&console, &req, json!({"decision": "approve", "scope": "once"})).await;
     assert_eq!((r.status, r.json()["outcome"].clone()), (200, json!("approved")), "{}", r.body);
     let result = task.await.unwrap();
@@ -171,17 +181,14 @@ async fn approve_once_through_the_console_runs_the_tool_exactly_once_and_a_secon
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvers_racing_on_one_request_exactly_one_wins() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let browsers = [
         Browser::sign_in(&console, "alice").await,
         Browser::sign_in(&console, "bob").await,
         Browser::sign_in(&console, "carol").await,
     ];
     for round in 0..10 {
-        let task = call(&gate, &format!("/tmp/race{round}"), "s1");
-        let req = pending(&gate, 1).await.remove(0);
+        let (task, req) = ask(&gate, &format!("/tmp/race{round}"), "s1").await;
         let answers = futures_util::future::join_all(browsers.iter().enumerate().map(|(i, b)| {
             let decision =
                 if i == 2 { json!({"decision": "deny", "reason": "no"}) } else { json!({"decision": "approve"}) };
@@ -201,12 +208,9 @@ async fn two_approvers_racing_on_one_request_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_needs_a_reason_and_the_model_is_told_it() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
-    let task = call(&gate, "/etc/passwd", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/etc/passwd", "s1").await;
     for body in [json!({"decision": "deny"}), json!({"decision": "deny", "reason": "   "})] {
         let r = alice.decide(&console, &req, body).await;
         assert_eq!(r.status, 422, "{}", r.body);
@@ -221,14 +225,11 @@ async fn deny_needs_a_reason_and_the_model_is_told_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_grant_and_edits_checked_against_the_schema() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
 
     // An edit: a schema error first, then a valid one; the tool runs with the edit.
-    let task = call(&gate, "/tmp/draft", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/draft", "s1").await;
     let bad =
         alice.post(&console, "/api/check", json!({"id": req.id, "arguments": {"path": "/tmp/x", "mode": -1}})).await;
     assert_eq!((bad.status, bad.json()["kind"].clone()), (422, json!("invalid_arguments")), "{}", bad.body);
@@ -249,8 +250,7 @@ async fn session_grant_and_edits_checked_against_the_schema() {
     assert_eq!(runs.lock().unwrap().last().unwrap(), &edit);
 
     // Approve for the session: the next call in that session runs without asking.
-    let task = call(&gate, "/tmp/one", "s2");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/one", "s2").await;
     let r = alice.decide(&console, &req, json!({"decision": "approve", "scope": "session"})).await;
     assert_eq!((r.status, r.json()["scope"].clone()), (200, json!("session")), "{}", r.body);
     assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
@@ -262,12 +262,9 @@ async fn session_grant_and_edits_checked_against_the_schema() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_was_shown_is_what_is_answered() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
-    let task = call(&gate, "/tmp/a", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     let mut forged = (*req).clone();
     forged.arguments_digest = "sha256:0000".into();
     let r = alice.decide(&console, &forged, json!({"decision": "approve"})).await;
@@ -304,8 +301,7 @@ async fn the_gate_decides_who_may_approve_not_the_console() {
     let console = start(&gate);
     let mallory = Browser::sign_in(&console, "mallory").await;
     let alice = Browser::sign_in(&console, "alice").await;
-    let task = call(&gate, "/tmp/a", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     let r = mallory.decide(&console, &req, json!({"decision": "approve"})).await;
     assert_eq!((r.status, r.json()["kind"].clone()), (403, json!("unauthorized")), "{}", r.body);
     assert_eq!(gate.pending().len(), 1);
@@ -316,12 +312,9 @@ async fn the_gate_decides_who_may_approve_not_the_console() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_cross_site_and_forged_requests_are_refused() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
-    let task = call(&gate, "/tmp/a", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     let body = json!({"id": req.id, "digest": req.arguments_digest, "decision": "approve"}).to_string();
 
     let r = http(&console, "GET", "/", &[], None).await;
@@ -482,12 +475,9 @@ async fn sse(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
-    let first = call(&gate, "/tmp/one", "s1");
-    let r1 = pending(&gate, 1).await.remove(0);
+    let (first, r1) = ask(&gate, "/tmp/one", "s1").await;
 
     let frames = sse(&console, &alice.cookie, "/events", None, |f| !f.is_empty()).await;
     let (ev, id, data) = &frames[0];
@@ -498,11 +488,10 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
     assert!(snap["pending"][0]["html"].as_str().unwrap().contains("/tmp/one"));
 
     // Missed while away: a new request and a decision. Resuming replays exactly those.
-    let second = call(&gate, "/tmp/two", "s2");
-    let both = pending(&gate, 2).await;
-    let r2 = both.iter().find(|r| r.id != r1.id).unwrap().clone();
+    let (second, r2) = ask(&gate, "/tmp/two", "s2").await;
     alice.decide(&console, &r1, json!({"decision": "approve"})).await;
     first.await.unwrap();
+    assert_eq!(runs.lock().unwrap().len(), 1);
     let frames = sse(&console, &alice.cookie, "/events", Some(id), |f| f.len() >= 2).await;
     let kinds: Vec<&str> = frames.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(kinds, ["request", "resolved"], "{frames:?}");
@@ -541,12 +530,9 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_requests_cannot_be_approved_and_show_as_timed_out() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder().default_timeout(Duration::from_millis(400)), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder().default_timeout(Duration::from_millis(400)));
     let alice = Browser::sign_in(&console, "alice").await;
-    let task = call(&gate, "/tmp/late", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/late", "s1").await;
     let result = task.await.unwrap();
     assert_eq!(result.status, ToolStatus::TimedOut);
     let r = alice.decide(&console, &req, json!({"decision": "approve"})).await;
@@ -564,14 +550,12 @@ async fn expired_requests_cannot_be_approved_and_show_as_timed_out() {
 async fn the_audit_view_verifies_the_gates_chain() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder().audit(JsonlAuditSink::open(&path).unwrap()), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder().audit(JsonlAuditSink::open(&path).unwrap()));
     let alice = Browser::sign_in(&console, "alice").await;
-    let task = call(&gate, "/tmp/a", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     alice.decide(&console, &req, json!({"decision": "approve"})).await;
-    task.await.unwrap();
+    assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
+    assert_eq!(runs.lock().unwrap().len(), 1);
     let r = http(&console, "GET", "/api/audit", &[("Cookie", &alice.cookie)], None).await;
     let report = &r.json()["report"];
     assert!(report["problem"].is_null() && report["records"].as_u64().unwrap() >= 4, "{}", r.body);
@@ -607,12 +591,9 @@ fn options_are_checked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_console_counts_as_an_approver_until_it_closes() {
-    let runs: Runs = Default::default();
-    let gate = gate(Gate::builder(), runs.clone());
-    let console = start(&gate);
+    let (gate, console, runs) = world(Gate::builder());
     // Someone could answer: the call waits.
-    let task = call(&gate, "/tmp/a", "s1");
-    let req = pending(&gate, 1).await.remove(0);
+    let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     gate.cancel_request(&req.id);
     task.await.unwrap();
     tokio::task::block_in_place(|| console.close());
@@ -620,5 +601,6 @@ async fn a_console_counts_as_an_approver_until_it_closes() {
     // Nobody can: cancelled at once, visibly.
     let result = call(&gate, "/tmp/b", "s1").await.unwrap();
     assert_eq!(result.status, ToolStatus::Cancelled, "{result:?}");
-    let _ = AtomicUsize::new(0).load(Ordering::SeqCst);
+    assert_eq!(result.decision.and_then(|d| d.cancel_reason()), Some(CancelReason::NoApprover));
+    assert!(runs.lock().unwrap().is_empty());
 }

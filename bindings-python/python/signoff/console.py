@@ -26,16 +26,16 @@ It binds to loopback (``127.0.0.1``, a free port) unless told otherwise::
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import TYPE_CHECKING, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Tuple
 
 from . import _native
+from ._closing import Closing
 
 if TYPE_CHECKING:
     from .gate import Gate
 
 
-class Console:
+class Console(Closing):
     """A running approval console (see :mod:`signoff.console`). Made by
     :meth:`signoff.Gate.serve_console`.
 
@@ -87,28 +87,6 @@ class Console:
     def closed(self) -> bool:
         """True once closed."""
         return self._native.closed
-
-    def __enter__(self) -> "Console":
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "Console":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Console(url={self.url!r}, closed={self.closed})"

@@ -10,7 +10,6 @@ import functools
 import inspect
 import os
 from datetime import timedelta
-from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -32,6 +31,7 @@ from typing import (
 )
 
 from . import _native
+from ._closing import Closing
 from ._native import (
     Approvers,
     ConfigError,
@@ -142,7 +142,7 @@ def _native_options(options: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-class Gate:
+class Gate(Closing):
     """A person between an agent and its tools.
 
     Register tools, then run each model tool call through :meth:`execute` (or ask with
@@ -814,28 +814,6 @@ class Gate:
     def closed(self) -> bool:
         """True once closed."""
         return self._native.closed
-
-    def __enter__(self) -> "Gate":
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "Gate":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Gate(pending={self.pending_count}, closed={self.closed})"
