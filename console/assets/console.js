@@ -132,14 +132,19 @@
     $('#empty').hidden = all.length > 0;
     if (!selected && all.length) select(all[0], false);
     // A "waiting" badge per agent session.
+    // Sessions are shown as the server escaped them (invisible code points spelled out).
     const counts = new Map();
-    for (const c of all) counts.set(c.dataset.session, (counts.get(c.dataset.session) || 0) + 1);
+    for (const c of all) {
+      const seen = counts.get(c.dataset.session) || { shown: c.dataset.sessionShown, n: 0 };
+      seen.n += 1;
+      counts.set(c.dataset.session, seen);
+    }
     const badges = [];
-    for (const [session, n] of counts) {
+    for (const [session, { shown, n }] of counts) {
       const b = document.createElement('span');
       b.className = 'badge';
       b.dataset.session = session;
-      b.textContent = `${session}: ${n} waiting`;
+      b.textContent = `${shown}: ${n} waiting`;
       badges.push(b);
     }
     $('#sessions').replaceChildren(...badges);
@@ -329,7 +334,7 @@
     const card = b && b.closest('li.request');
     if (!card || b.disabled) return;
     select(card, false);
-    const sessionName = card.dataset.session;
+    const sessionName = card.dataset.sessionShown;
     switch (b.dataset.action) {
       case 'approve': decide(card, { decision: 'approve', scope: 'once' }, 'Approve once'); break;
       case 'session': decide(card, { decision: 'approve', scope: 'session' }, `Approve for session ${sessionName}`); break;
@@ -391,7 +396,7 @@
   function notifyNew(card) {
     if (document.visibilityState !== 'hidden' || !canNotify()) return;
     const tool = $('.tool', card).textContent;
-    const n = new Notification(`Approval needed: ${tool}`, { body: `session ${card.dataset.session}`, tag: card.dataset.id });
+    const n = new Notification(`Approval needed: ${tool}`, { body: `session ${card.dataset.sessionShown}`, tag: card.dataset.id });
     n.onclick = () => { window.focus(); select(card); n.close(); };
   }
 

@@ -216,6 +216,11 @@ impl ConsoleOptions {
 /// The console counts as an approver on the gate's bus (it can answer), so with it mounted,
 /// gated calls wait for a person until their deadline.
 ///
+/// It answers only the `Host` names it expects: loopback names (`localhost`, `127.0.0.1`,
+/// `[::1]`) when `options.bind` is a loopback address (the default), the host of
+/// `options.public_origin` when one is set (do set it when the service is reached under a public
+/// name), and any host for a non-loopback `bind` without a public origin.
+///
 /// Errors: `config` when the gate has no token keys (decisions are submitted as signed tokens)
 /// or an option is out of range.
 pub fn router(gate: Gate, options: ConsoleOptions) -> Result<axum::Router> {

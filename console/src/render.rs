@@ -51,7 +51,7 @@ pub(crate) fn card(gate: &Gate, r: &ConfirmationRequest) -> String {
     let session = text(&r.session_id);
     let _ = write!(
         h,
-        r#"<li class="request" data-id="{id}" data-digest="{digest}" data-session="{session_attr}" data-deadline="{deadline}" data-created="{created}" data-editable="{editable}">"#,
+        r#"<li class="request" data-id="{id}" data-digest="{digest}" data-session="{session_attr}" data-session-shown="{session}" data-deadline="{deadline}" data-created="{created}" data-editable="{editable}">"#,
         id = r.id,
         digest = html(&r.arguments_digest),
         session_attr = html(&r.session_id),

@@ -445,15 +445,18 @@ def test_a_notification_when_a_request_arrives_in_a_hidden_tab(
 def test_what_is_shown_hides_nothing(page: Page, agent: Agent) -> None:
     sign_in(page, agent)
     sneaky = "/data/report.txt\u202e\ufe0f\U000e0041<img src=x onerror=alert(1)>"
-    call = agent.call(sneaky)
-    (rid,) = agent.pending_ids()
-    pre = card(page, rid).locator("pre.arguments")
+    call, rid, c = ask(page, agent, sneaky, session="ops\u200b-agent")
+    pre = c.locator("pre.arguments")
     for visible in ("\\u{202E}", "\\u{FE0F}", "\\u{E0041}", "<img src=x onerror=alert(1)>"):
         expect(pre).to_contain_text(visible)
     shown = pre.text_content() or ""
     for invisible in ("\u202e", "\ufe0f", "\U000e0041"):
         assert invisible not in shown
-    assert card(page, rid).locator("img").count() == 0, "markup in arguments is text, not HTML"
+    assert c.locator("img").count() == 0, "markup in arguments is text, not HTML"
+    # The session too, wherever it is shown: the card, its scope button, the waiting badge.
+    expect(c.locator(".session")).to_have_text("ops\\u{200B}-agent")
+    expect(c.locator('button[data-action="session"]')).to_have_text("Approve for session ops\\u{200B}-agent")
+    expect(page.locator("#sessions .badge")).to_have_text("ops\\u{200B}-agent: 1 waiting")
     agent.gate.cancel_request(rid)
     result(call)
 
