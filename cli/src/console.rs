@@ -4,7 +4,7 @@
 //! ```text
 //! signoff console --gate gate.json [--bind 127.0.0.1:8080] [--allow-remote]
 //!                 [--public-origin https://approve.example.com] [--approver-keys FILE]
-//!                 [--sign-in NAME]... [--title TEXT]
+//!                 [--sign-in NAME]... [--title TEXT] [--tools specs.json]
 //! ```
 //!
 //! `gate.json` holds the core's gate options (`GateConfig`, snake_case, as in every signoff
@@ -19,7 +19,7 @@ use signoff_console::{Console, ConsoleOptions};
 const USAGE: &str = "\
 usage: signoff console --gate <gate.json> [--bind <addr:port>] [--allow-remote]
                        [--public-origin <url>] [--approver-keys <file>] [--sign-in <name>]...
-                       [--title <text>]
+                       [--title <text>] [--tools <specs.json>]
 
 Serves the browser approval console for the agents that share the gate's PostgreSQL store.
 
@@ -32,9 +32,12 @@ Serves the browser approval console for the agents that share the gate's Postgre
   --approver-keys <file>  people who sign in with a name and key (`name:key` or `name:sha256:<hex>` lines)
   --sign-in <name>        print a single-use sign-in link for this person (repeatable)
   --title <text>          the page title
+  --tools <specs.json>    the agents' tool definitions (a JSON list of ToolSpec objects, as
+                          `register_spec` takes them): the console shows their descriptions and
+                          hints, and checks edited arguments against their schemas
 
-Edits are checked against the tool's schema, which a console process only has for tools it
-registered: for tools of agents elsewhere it accepts approvals and denials, and refuses edits.";
+Edits are checked against the tool's schema, which a console process has only for the tools in
+--tools: for other tools it accepts approvals and denials, and refuses edits (`unknown_tool`).";
 
 pub(crate) fn main(args: &[String]) -> u8 {
     match run(args) {
@@ -50,6 +53,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let mut gate_file = None;
     let mut options = ConsoleOptions { bind: "127.0.0.1:8080".parse().expect("a valid address"), ..Default::default() };
     let mut sign_ins = Vec::new();
+    let mut tools_file = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().cloned().ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"));
@@ -68,6 +72,7 @@ fn run(args: &[String]) -> Result<(), String> {
             "--approver-keys" => options.approver_keys_file = Some(value("--approver-keys")?.into()),
             "--sign-in" => sign_ins.push(value("--sign-in")?),
             "--title" => options.title = value("--title")?,
+            "--tools" => tools_file = Some(value("--tools")?),
             other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
         }
     }
@@ -84,6 +89,11 @@ fn run(args: &[String]) -> Result<(), String> {
         return Err(format!("{gate_file}: `token_keys` is required (decisions and sign-in links are signed)"));
     }
     let gate = config.build().map_err(|e| e.to_string())?;
+    if let Some(path) = tools_file {
+        for spec in read_tools(&path)? {
+            gate.register_spec(spec).map_err(|e| format!("{path}: {e}"))?;
+        }
+    }
     let console = Console::start(gate, options).map_err(|e| e.to_string())?;
     println!("console: {}", console.url());
     for name in &sign_ins {
@@ -96,4 +106,14 @@ fn run(args: &[String]) -> Result<(), String> {
     loop {
         std::thread::park();
     }
+}
+
+/// A JSON list of tool specs (no executors: this process never runs them).
+fn read_tools(path: &str) -> Result<Vec<signoff::ToolSpec>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let list = match signoff::json::from_str(&text, path).map_err(|e| e.to_string())? {
+        serde_json::Value::Array(list) => list,
+        _ => return Err(format!("{path}: expected a JSON list of tool definitions")),
+    };
+    list.into_iter().map(|v| signoff::ToolSpec::from_json(v).map_err(|e| format!("{path}: {e}"))).collect()
 }

@@ -43,6 +43,18 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: Op
     (status, out)
 }
 
+/// The agent's tool, as data both processes register.
+fn email_spec() -> serde_json::Value {
+    json!({
+        "name": "send_email",
+        "description": "Sends an email",
+        "approval": "required",
+        "editable": true,
+        "parameters": {"type": "object", "properties": {"to": {"type": "string"}, "cc": {"type": "string"}},
+                       "required": ["to"], "additionalProperties": false}
+    })
+}
+
 struct Killed(Child);
 
 impl Drop for Killed {
@@ -93,19 +105,19 @@ fn a_console_process_answers_an_agent_in_another_process() {
     let agent = config.build().unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let r2 = runs.clone();
+    let sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = sent.clone();
     agent
-        .register(
-            Tool::builder("send_email")
-                .requires_approval()
-                .executor(move |_| {
-                    let r = r2.clone();
-                    async move {
-                        r.fetch_add(1, Ordering::SeqCst);
-                        Ok(json!("sent"))
-                    }
+        .register(Tool::from_spec(signoff::ToolSpec::from_json(email_spec()).unwrap()).with_executor(Arc::new(
+            move |args: serde_json::Value| {
+                let (r, s) = (r2.clone(), s2.clone());
+                Box::pin(async move {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    s.lock().unwrap().push(args);
+                    Ok(json!("sent"))
                 })
-                .build(),
-        )
+            },
+        )))
         .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let a2 = agent.clone();
