@@ -200,8 +200,16 @@ async fn login(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) 
             Err(_) => return problem(StatusCode::UNAUTHORIZED, "bad_link", "this sign-in link is not valid here"),
         },
         (None, Some(approver), Some(key)) => {
+            if app.sessions.locked_out(&approver) {
+                return problem(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "locked_out",
+                    "too many wrong keys for this approver: try again in a few minutes, or use a sign-in link",
+                );
+            }
             let ok = app.opts.approver_keys.as_ref().is_some_and(|k| k.check(&approver, &key));
             if !ok {
+                app.sessions.failed(&approver);
                 // Slows guessing; the answer does not say which half was wrong.
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 return problem(StatusCode::UNAUTHORIZED, "bad_key", "unknown approver or wrong key");

@@ -179,13 +179,44 @@ pub(crate) struct Sessions {
     ttl: Duration,
     map: Mutex<HashMap<[u8; 32], Session>>,
     used_links: Mutex<HashMap<Uuid, u64>>,
+    /// Wrong keys per approver name: (failures, first failure of the window).
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
 }
+
+/// Wrong keys allowed per approver name within [`LOCKOUT`] before that name is refused for the
+/// rest of the window (whoever guesses, from wherever).
+pub(crate) const MAX_FAILURES: u32 = 5;
+/// The window.
+pub(crate) const LOCKOUT: Duration = Duration::from_secs(300);
 
 pub(crate) const COOKIE: &str = "signoff_console";
 
 impl Sessions {
     pub fn new(ttl: Duration) -> Self {
-        Sessions { ttl, map: Mutex::new(HashMap::new()), used_links: Mutex::new(HashMap::new()) }
+        Sessions {
+            ttl,
+            map: Mutex::new(HashMap::new()),
+            used_links: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether key sign-in for `approver` is locked after too many wrong keys.
+    pub fn locked_out(&self, approver: &str) -> bool {
+        let now = Instant::now();
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        f.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
+        f.get(approver).is_some_and(|(n, _)| *n >= MAX_FAILURES)
+    }
+
+    /// Counts a wrong key for `approver` (a bounded map: names nobody has are counted too, so
+    /// guessing names and keys costs the same).
+    pub fn failed(&self, approver: &str) {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if f.len() >= 10_000 && !f.contains_key(approver) {
+            return;
+        }
+        f.entry(approver.to_owned()).or_insert((0, Instant::now())).0 += 1;
     }
 
     /// Starts a session; returns the cookie value.

@@ -413,6 +413,15 @@ async fn sign_in_links_work_once_keys_work_and_cookies_are_strict() {
     assert_eq!(login(json!({"approver": "dana", "key": "wrong-key-of-dana"})).await.json()["kind"], "bad_key");
     assert_eq!(login(json!({"approver": "eve", "key": "dana-has-a-long-key"})).await.status, 401);
     assert_eq!(login(json!({"approver": "dana"})).await.status, 400);
+    // Guessing: after 5 wrong keys for a name, that name is locked for a while, even with the right key.
+    for _ in 0..4 {
+        assert_eq!(login(json!({"approver": "dana", "key": "a-wrong-key-for-dana"})).await.status, 401);
+    }
+    let locked = login(json!({"approver": "dana", "key": "dana-has-a-long-key"})).await;
+    assert_eq!((locked.status, locked.json()["kind"].clone()), (429, json!("locked_out")));
+    // Sign-in links still work.
+    let link = console.sign_in_link("dana").unwrap();
+    assert_eq!(login(json!({"token": link.split_once("#token=").unwrap().1})).await.status, 200);
     // Pages carry a strict CSP.
     let page = http(&console, "GET", "/login", &[], None).await;
     let csp = page.header("content-security-policy").unwrap();
