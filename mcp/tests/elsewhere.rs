@@ -1,0 +1,154 @@
+//! A client that cannot be asked, with rmcp's own client and an in-process rmcp upstream (over
+//! in-memory pipes): the request stays pending in the gate, is approved with a signed token, and
+//! then one identical retry runs the upstream exactly once.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use signoff::{Gate, Secret, TokenKeys, TokenResponse};
+use signoff_mcp::{McpGate, Risk, ToolOverride, Upstream};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// An upstream with one tool, `write` (no annotations: destructive and open-world by the spec),
+/// that counts its runs.
+#[derive(Clone, Default)]
+struct Counter(Arc<AtomicUsize>);
+
+impl ServerHandler for Counter {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+        let Value::Object(schema) = schema else { unreachable!() };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", "Writes", Arc::new(schema))]))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("wrote {text} (run {n})"))]).into())
+    }
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
+}
+
+async fn call(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, text: &str) -> CallToolResult {
+    let mut p = CallToolRequestParams::new("up__write");
+    p.arguments = Some(json!({"text": text}).as_object().unwrap().clone());
+    client.call_tool(p).await.expect("tools/call")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_once() {
+    let runs = Counter::default();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let upstream_server = runs.clone().serve(up_server);
+    let upstream_client = ().serve(up_client);
+    let (server, client) = tokio::join!(upstream_server, upstream_client);
+    let _server = server.unwrap();
+    let gate = Gate::builder()
+        .tokens(TokenKeys::new("k1", Secret::generate()).unwrap())
+        .default_timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let overrides: BTreeMap<String, ToolOverride> = BTreeMap::new();
+    let mcp = McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &overrides)
+        .await
+        .unwrap();
+    let gating = mcp.gating("up__write").unwrap();
+    assert!(gating.approval);
+    assert_eq!((gating.risk, gating.shown), (Risk::L4, Risk::L3));
+
+    // Downstream: rmcp's client, which declares no elicitation.
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let proxy = mcp.connection().serve(down_server);
+    let (proxy, client) = tokio::join!(proxy, ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    let r = call(&client, "a").await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("pending elsewhere"), "{}", text(&r));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    let pending = gate.pending();
+    assert_eq!(pending.len(), 1);
+    let request = pending[0].clone();
+    assert_eq!(request.tool, "up__write");
+    assert_eq!(request.metadata["risk"], "L3");
+    assert_eq!(request.metadata["mcp"]["server"], "up");
+
+    // Before approval, the identical retry is still pending and runs nothing.
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains(&request.id.to_string()), "{}", text(&r));
+    assert_eq!(gate.pending().len(), 1);
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    // Approved elsewhere, with a signed token.
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0, "approval alone runs nothing");
+
+    // A retry with other arguments is another call: a new request, nothing runs.
+    let r = call(&client, "b").await;
+    assert!(text(&r).contains("pending elsewhere"));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    // The identical retry runs, once.
+    let r = call(&client, "a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(text(&r), "wrote \"a\" (run 1)");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+
+    // And only once: the next identical call is a new request.
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains("pending elsewhere"));
+    assert!(!text(&r).contains(&request.id.to_string()));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
+    let runs = Counter::default();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(runs.clone().serve(up_server), ().serve(up_client));
+    let _server = server.unwrap();
+    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::deny("alice", Some("not today".into()))).unwrap();
+    let r = call(&client, "a").await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("not today"), "{}", text(&r));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    gate.close();
+}
