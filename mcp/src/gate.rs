@@ -42,6 +42,9 @@ struct Exposed {
     upstream_tool: String,
     /// The definition the client sees (namespaced name).
     def: McpTool,
+    /// `sha256:<hex>` of the upstream's definition (name, description, schema, annotations) as
+    /// listed at start; bound into every `requestState`.
+    def_hash: String,
     gating: Gating,
 }
 
@@ -49,7 +52,14 @@ struct Exposed {
 /// and the request's deadline (epoch ms).
 type Deferred = Arc<Mutex<HashMap<Uuid, (oneshot::Receiver<()>, u64)>>>;
 
-type Routes = Arc<Mutex<HashMap<Uuid, oneshot::Sender<PendingRequest>>>>;
+/// A call waiting for its request: where to hand it, and (pending elsewhere) the signal its
+/// executor waits for before running.
+struct RouteEntry {
+    tx: oneshot::Sender<PendingRequest>,
+    defer: Option<oneshot::Receiver<()>>,
+}
+
+type Routes = Arc<Mutex<HashMap<Uuid, RouteEntry>>>;
 
 /// A call parked between the two rounds of a 2026-07-28 approval.
 struct Parked {
@@ -120,7 +130,14 @@ impl McpGate {
                 register(&gate, &name, &def, gating, overrides.get(&name), up.client.peer().clone(), deferred.clone())?;
                 let mut exposed = def.clone();
                 exposed.name = name.clone().into();
-                let ex = Exposed { server: up.name.clone(), upstream_tool: def.name.to_string(), def: exposed, gating };
+                let def_hash = signoff::display::arguments_digest(&serde_json::to_value(&def).unwrap_or_default());
+                let ex = Exposed {
+                    server: up.name.clone(),
+                    upstream_tool: def.name.to_string(),
+                    def: exposed,
+                    def_hash,
+                    gating,
+                };
                 tools.insert(name, ex);
             }
             clients.push(up.client);
@@ -131,13 +148,18 @@ impl McpGate {
             }
         }
         let routes: Routes = Default::default();
-        let r = routes.clone();
+        let (r, d) = (routes.clone(), deferred.clone());
         // Requests made by our calls go back to the call that made them (by a nonce in metadata);
-        // anything else is left to the gate's other approvers (a console, a token link).
+        // anything else is left to the gate's other approvers (a console, a token link). Called
+        // where the request is published, before any answer can reach the waiting call, so a
+        // deferred run is in place before anyone can approve.
         let approver = gate.on_request_inline(move |p: PendingRequest| {
             let route = p.request().metadata.get(ROUTE_KEY).and_then(Value::as_str).and_then(|s| s.parse().ok());
-            if let Some(tx) = route.and_then(|id: Uuid| lock(&r).remove(&id)) {
-                let _ = tx.send(p);
+            if let Some(entry) = route.and_then(|id: Uuid| lock(&r).remove(&id)) {
+                if let Some(wait) = entry.defer {
+                    lock(&d).insert(p.request().id, (wait, p.request().deadline_ms));
+                }
+                let _ = entry.tx.send(p);
             }
         });
         let key: [u8; 32] = rand::random();
@@ -190,10 +212,10 @@ impl McpGate {
         self.inner.tools.get(name).map(|t| t.gating)
     }
 
-    fn route(&self) -> (Route, oneshot::Receiver<PendingRequest>) {
+    fn route(&self, defer: Option<oneshot::Receiver<()>>) -> (Route, oneshot::Receiver<PendingRequest>) {
         let (tx, rx) = oneshot::channel();
         let id = Uuid::new_v4();
-        lock(&self.inner.routes).insert(id, tx);
+        lock(&self.inner.routes).insert(id, RouteEntry { tx, defer });
         (Route { id, routes: self.inner.routes.clone() }, rx)
     }
 
@@ -206,12 +228,14 @@ impl McpGate {
         if let Some(r) = route {
             meta[ROUTE_KEY] = json!(r.to_string());
         }
-        ToolCall::new(name, args.clone()).session(self.session.clone()).metadata(meta)
+        // The call id reaches the audit: the client's identity and protocol era with every record.
+        let call_id = format!("mcp {} {} #{}", who.era, who.principal, who.rpc_id);
+        ToolCall::new(name, args.clone()).session(self.session.clone()).metadata(meta).call_id(call_id)
     }
 
     /// Legacy era: `elicitation/create` inside the call.
     async fn ask_legacy(&self, name: &str, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
-        let (route, rx) = self.route();
+        let (route, rx) = self.route(None);
         let exec = self.inner.gate.execute(self.call(name, args, who, Some(route.id)));
         let ask = async {
             if let Ok(p) = rx.await {
@@ -263,7 +287,7 @@ impl McpGate {
     /// client gets an `InputRequiredResult` whose `requestState` carries a signed single-use
     /// approval token, sealed and bound to principal, server, tool and the arguments' digest.
     async fn input_required(&self, name: &str, args: &Value, who: &Who) -> CallToolResponse {
-        let (route, rx) = self.route();
+        let (route, rx) = self.route(None);
         let gate = self.inner.gate.clone();
         let call = self.call(name, args, who, Some(route.id));
         let mut task = tokio::spawn(async move { gate.execute(call).await });
@@ -281,7 +305,7 @@ impl McpGate {
                 return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
             }
         };
-        let ad = associated_data(&who.principal, &self.inner.tools[name].server, name, &req.arguments_digest);
+        let ad = associated_data(&who.principal, &self.inner.tools[name], &req.arguments_digest);
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
         let state =
             match self.inner.codec.seal_json_with(&State { token }, &SealOptions::new().associated_data(&ad).ttl(left))
@@ -316,7 +340,7 @@ impl McpGate {
         sealed: &str,
     ) -> CallToolResponse {
         let digest = signoff::display::arguments_digest(args);
-        let ad = associated_data(&who.principal, &self.inner.tools[name].server, name, &digest);
+        let ad = associated_data(&who.principal, &self.inner.tools[name], &digest);
         let Ok(state) = self.inner.codec.open_json_with::<State>(sealed, &ad) else {
             return refused(
                 name,
@@ -364,7 +388,8 @@ impl McpGate {
             lock(&self.inner.deferred).remove(&e.request_id);
             return e.task.await.unwrap_or_else(|err| panicked(name, err));
         }
-        let (route, rx) = self.route();
+        let (go, wait) = oneshot::channel();
+        let (route, rx) = self.route(Some(wait));
         let gate = self.inner.gate.clone();
         let call = self.call(name, args, who, Some(route.id));
         let mut task = tokio::spawn(async move { gate.execute(call).await });
@@ -374,9 +399,7 @@ impl McpGate {
         };
         drop(route);
         let Ok(p) = p else { return task.await.unwrap_or_else(|e| panicked(name, e)) };
-        let (id, deadline_ms) = (p.request().id, p.request().deadline_ms);
-        let (go, wait) = oneshot::channel();
-        lock(&self.inner.deferred).insert(id, (wait, deadline_ms));
+        let id = p.request().id;
         eprintln!(
             "signoff mcp: request {id} ({name}, from {}) is pending approval elsewhere (console or approval token)",
             who.principal
@@ -403,6 +426,8 @@ impl Drop for Route {
 struct Who {
     principal: String,
     era: String,
+    /// The JSON-RPC id of the `tools/call`.
+    rpc_id: String,
 }
 
 /// What `requestState` carries (sealed: integrity-protected, bound by associated data).
@@ -415,9 +440,11 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Binds a sealed state to who asked, which server and tool, and exactly which arguments.
-fn associated_data(principal: &str, server: &str, tool: &str, digest: &str) -> Vec<u8> {
-    format!("signoff-mcp/1\n{principal}\n{server}\n{tool}\n{digest}").into_bytes()
+/// Binds a sealed state to who asked, which server and tool (and its definition), and exactly
+/// which arguments.
+fn associated_data(principal: &str, tool: &Exposed, digest: &str) -> Vec<u8> {
+    let (server, name, def) = (&tool.server, &tool.def.name, &tool.def_hash);
+    format!("signoff-mcp/1\n{principal}\n{server}\n{name}\n{def}\n{digest}").into_bytes()
 }
 
 fn register(
@@ -612,6 +639,7 @@ impl ServerHandler for McpGate {
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| "mcp-client".into()),
             era: version.as_ref().map_or_else(|| "unknown".into(), |v| v.as_str().to_owned()),
+            rpc_id: cx.id.to_string(),
         };
         if !tool.gating.approval {
             let r = self.inner.gate.execute(self.call(&name, &args, &who, None)).await;

@@ -193,13 +193,18 @@ async def test_a_tampered_request_state_is_refused(proxy, sandbox):
     assert not (sandbox / "a.txt").exists()
 
 
-async def test_the_audit_records_each_decision(proxy, sandbox):
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
     import json
 
-    async with proxy("legacy", Person("deny", reason="no")) as c:
+    async with proxy(mode, Person("deny", reason="no")) as c:
         await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
     records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
-    kinds = [r.get("kind") for r in records]
-    assert "request" in kinds, kinds
-    req = next(r for r in records if r.get("kind") == "request")
+    requests = [r for r in records if r.get("kind") == "request"]
+    assert len(requests) == 1, records
+    req = requests[0]
     assert req["tool"] == "fs__write_file"
+    era = "2026-07-28" if mode == "2026-07-28" else "2025-"
+    assert req["tool_call_id"].startswith(f"mcp {era}"), req
+    outcome = [r for r in records if r.get("request_id") == req["request_id"] and r.get("decision") == "denied"]
+    assert outcome and outcome[0]["reason"] == "no", records
