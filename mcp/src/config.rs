@@ -185,6 +185,13 @@ mod tests {
     }
 
     #[test]
+    fn the_example_in_the_readme_parses() {
+        let c = ProxyConfig::from_json(include_str!("../proxy.example.json"), "proxy.example.json").unwrap();
+        assert_eq!(c.upstreams[0].command, "npx");
+        assert_eq!(c.tools["fs__list_allowed_directories"].risk, Some(Risk::L0));
+    }
+
+    #[test]
     fn typos_and_bad_names_are_errors() {
         let e =
             ProxyConfig::from_json(r#"{"upstreams": [{"name": "fs", "command": "x", "arg": []}]}"#, "c").unwrap_err();

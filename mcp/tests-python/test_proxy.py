@@ -208,3 +208,50 @@ async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
     assert req["tool_call_id"].startswith(f"mcp {era}"), req
     outcome = [r for r in records if r.get("request_id") == req["request_id"] and r.get("decision") == "denied"]
     assert outcome and outcome[0]["reason"] == "no", records
+
+
+def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox):
+    """The 2025-06-18 era, spoken by hand over the proxy's stdio: the nested elicitation/create
+    comes before the upstream is contacted; approving writes the file."""
+    import json
+    import subprocess
+
+    proxy("legacy")  # writes the configuration
+    config = str(sandbox.parent / "proxy.json")
+    from conftest import SIGNOFF
+
+    p = subprocess.Popen(
+        [SIGNOFF, "mcp-proxy", "--config", config],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        def send(m):
+            p.stdin.write(json.dumps(m) + "\n")
+            p.stdin.flush()
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw-0618", "version": "0"}}})
+        init = json.loads(p.stdout.readline())
+        assert init["result"]["protocolVersion"] == "2025-06-18"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        target = sandbox / "0618.txt"
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "fs__write_file", "arguments": {"path": str(target), "content": "x"}}})
+        asked = 0
+        while True:
+            m = json.loads(p.stdout.readline())
+            if m.get("method") == "elicitation/create":
+                asked += 1
+                assert not target.exists(), "the upstream ran before the approval"
+                assert "decision" in m["params"]["requestedSchema"]["properties"]
+                send({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"decision": "approve"}}})
+            elif m.get("id") == 2:
+                result = m["result"]
+                break
+        assert asked == 1
+        assert not result.get("isError"), result
+        assert target.read_text() == "x"
+    finally:
+        p.stdin.close()
+        p.wait(10)
