@@ -255,3 +255,15 @@ def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox)
     finally:
         p.stdin.close()
         p.wait(10)
+
+
+async def test_an_expired_request_state_is_refused(proxy, sandbox):
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person(), timeout_ms=400) as c:
+        state = await first_round(c, a)
+        await anyio.sleep(0.8)
+        r = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+    assert r.is_error and "refused" in text(r), text(r)
+    assert not (sandbox / "a.txt").exists()

@@ -18,7 +18,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// An upstream with one tool, `write` (no annotations: destructive and open-world by the spec),
 /// that counts its runs.
 #[derive(Clone, Default)]
-struct Counter(Arc<AtomicUsize>);
+struct Counter(Arc<AtomicUsize>, bool);
+
+impl Counter {
+    /// An upstream whose tool never answers (the test then kills it mid-call).
+    fn hanging() -> Self {
+        Counter(Default::default(), true)
+    }
+}
 
 impl ServerHandler for Counter {
     fn get_info(&self) -> ServerConfig {
@@ -41,6 +48,9 @@ impl ServerHandler for Counter {
         _cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.1 {
+            std::future::pending::<()>().await;
+        }
         let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
         Ok(CallToolResult::success(vec![ContentBlock::text(format!("wrote {text} (run {n})"))]).into())
     }
@@ -150,5 +160,40 @@ async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     assert_eq!(r.is_error, Some(true));
     assert!(text(&r).contains("not today"), "{}", text(&r));
     assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
+    let runs = Counter::hanging();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(runs.clone().serve(up_server), ().serve(up_client));
+    let server = server.unwrap();
+    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    let counter = runs.0.clone();
+    let killer = tokio::spawn(async move {
+        while counter.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // The upstream has the call and dies before answering.
+        let _ = server.cancel().await;
+    });
+    let r = call(&client, "a").await;
+    killer.await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("upstream server failed"), "{}", text(&r));
     gate.close();
 }
