@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The MCP gate's tests against real parts: the `signoff mcp-proxy` binary, the npm package
-# @modelcontextprotocol/server-filesystem as the upstream (installed into mcp/node_modules), and
+# @modelcontextprotocol/server-filesystem and server-everything as upstreams (installed into
+# mcp/node_modules), and
 # the official Python SDK's client, mcp==2.3.0 from PyPI, in both protocol eras (a venv:
 # bindings-python/.venv when it exists, otherwise mcp/.venv). Extra arguments go to pytest.
 set -euo pipefail
@@ -16,11 +17,12 @@ echo "mcp/test.sh: building signoff (the mcp-proxy command)"
 "${cargo[@]}" build --locked -q -p signoff-cli
 export SIGNOFF_BIN="$CARGO_TARGET_DIR/debug/signoff"
 
-if [ ! -x "$here/node_modules/.bin/mcp-server-filesystem" ]; then
-  echo "mcp/test.sh: installing @modelcontextprotocol/server-filesystem (npm)"
+if [ ! -x "$here/node_modules/.bin/mcp-server-filesystem" ] || [ ! -x "$here/node_modules/.bin/mcp-server-everything" ]; then
+  echo "mcp/test.sh: installing @modelcontextprotocol/server-filesystem and server-everything (npm)"
   (cd "$here" && npm install --no-audit --no-fund --loglevel=error)
 fi
 export SIGNOFF_MCP_FS="$here/node_modules/.bin/mcp-server-filesystem"
+export SIGNOFF_MCP_EVERYTHING="$here/node_modules/.bin/mcp-server-everything"
 
 if [ -x "$root/bindings-python/.venv/bin/python" ]; then
   venv="$root/bindings-python/.venv"

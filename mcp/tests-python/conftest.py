@@ -7,6 +7,7 @@ from mcp import Client, StdioServerParameters
 
 SIGNOFF = os.environ.get("SIGNOFF_BIN", "")
 FS = os.environ.get("SIGNOFF_MCP_FS", "")
+EVERYTHING = os.environ.get("SIGNOFF_MCP_EVERYTHING", "")
 MODES = ["legacy", "2026-07-28"]
 
 
@@ -24,9 +25,14 @@ def proxy(tmp_path, sandbox):
         pytest.skip("run through mcp/test.sh (SIGNOFF_BIN, SIGNOFF_MCP_FS)")
     audit = tmp_path / "audit.jsonl"
 
-    def make(mode, callback=None, tools=None, timeout_ms=20000):
+    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False):
+        upstreams = [{"name": "fs", "command": FS, "args": [str(sandbox)]}]
+        if everything:
+            if not EVERYTHING:
+                pytest.skip("run through mcp/test.sh (SIGNOFF_MCP_EVERYTHING)")
+            upstreams.append({"name": "ev", "command": EVERYTHING, "args": ["stdio"]})
         config = {
-            "upstreams": [{"name": "fs", "command": FS, "args": [str(sandbox)]}],
+            "upstreams": upstreams,
             "tools": tools or {},
             "default_timeout_ms": timeout_ms,
             "gate": {"audit_path": str(audit)},

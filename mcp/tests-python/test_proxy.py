@@ -126,6 +126,11 @@ async def test_client_cancellation_denies(proxy, sandbox):
         d = await c.call_tool("fs__list_allowed_directories", {})
         assert not d.is_error
     assert not (sandbox / "a.txt").exists()
+    import json
+
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    decisions = [r.get("decision") for r in records if r.get("tool") == "fs__write_file"]
+    assert "cancelled" in decisions and "approved" not in decisions, records
 
 
 async def test_timeout_denies(proxy, sandbox):
@@ -267,3 +272,22 @@ async def test_an_expired_request_state_is_refused(proxy, sandbox):
         )
     assert r.is_error and "refused" in text(r), text(r)
     assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_upstreams_each_gated_by_its_annotations(proxy, sandbox, mode):
+    """server-filesystem and server-everything behind one proxy: read-only tools of either run
+    without asking; `ev__toggle-simulated-logging` (readOnlyHint false) asks, and a denial runs
+    nothing."""
+    person = Person("deny", reason="leave logging alone")
+    async with proxy(mode, person, everything=True) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"fs__write_file", "ev__get-sum", "ev__toggle-simulated-logging"} <= names
+        s = await c.call_tool("ev__get-sum", {"a": 2, "b": 3})
+        assert not s.is_error and "5" in text(s), text(s)
+        structured = await c.call_tool("ev__get-structured-content", {"location": "New York"})
+        assert not structured.is_error and structured.structured_content, structured
+        assert person.asked == []
+        t = await c.call_tool("ev__toggle-simulated-logging", {})
+    assert t.is_error and "leave logging alone" in text(t), text(t)
+    assert len(person.asked) == 1
