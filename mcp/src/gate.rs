@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 use signoff::{
     ApproverGuard, Gate, PendingRequest, Scope, TokenResponse, ToolCall, ToolResult, ToolSource, ToolStatus,
 };
+use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -33,10 +35,31 @@ const ROUTE_KEY: &str = "signoff_mcp_route";
 pub struct Upstream {
     /// The namespace of its tools (`<name>__<tool>`).
     pub name: String,
-    /// The connected client.
-    pub client: RunningService<RoleClient, ()>,
+    /// The connected client (`UpstreamClient::default().serve(transport)`).
+    pub client: RunningService<RoleClient, UpstreamClient>,
 }
 
+/// The client side of an upstream connection: notes `notifications/tools/list_changed`, so the
+/// gate lists that server's tools again before the next call and compares their definitions
+/// with the pinned ones.
+#[derive(Clone, Default)]
+pub struct UpstreamClient {
+    changed: Arc<AtomicBool>,
+}
+
+impl rmcp::ClientHandler for UpstreamClient {
+    async fn on_tool_list_changed(&self, _cx: rmcp::service::NotificationContext<RoleClient>) {
+        self.changed.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Up {
+    name: String,
+    client: RunningService<RoleClient, UpstreamClient>,
+    changed: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
 struct Exposed {
     server: String,
     upstream_tool: String,
@@ -77,14 +100,18 @@ struct Elsewhere {
 
 struct Inner {
     gate: Gate,
-    tools: BTreeMap<String, Exposed>,
+    /// By the name the client sees; replaced when an upstream's definition changes.
+    tools: RwLock<BTreeMap<String, Exposed>>,
+    overrides: BTreeMap<String, ToolOverride>,
+    /// Every downstream connection's gate session (a changed definition voids their grants).
+    sessions: Mutex<HashSet<String>>,
     codec: RequestStateCodec,
     routes: Routes,
     parked: Mutex<HashMap<Uuid, Parked>>,
     elsewhere: Mutex<HashMap<(String, String, String), Elsewhere>>,
     deferred: Deferred,
     _approver: ApproverGuard,
-    _upstreams: Vec<RunningService<RoleClient, ()>>,
+    upstreams: Vec<Up>,
 }
 
 /// The MCP gate: an rmcp [`ServerHandler`] whose tools are those of its upstream servers, each
@@ -125,22 +152,11 @@ impl McpGate {
         for up in upstreams {
             let listed = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
             for def in listed {
-                let name = format!("{}{SEPARATOR}{}", up.name, def.name);
-                let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name));
-                register(&gate, &name, &def, gating, overrides.get(&name), up.client.peer().clone(), deferred.clone())?;
-                let mut exposed = def.clone();
-                exposed.name = name.clone().into();
-                let def_hash = signoff::display::arguments_digest(&serde_json::to_value(&def).unwrap_or_default());
-                let ex = Exposed {
-                    server: up.name.clone(),
-                    upstream_tool: def.name.to_string(),
-                    def: exposed,
-                    def_hash,
-                    gating,
-                };
-                tools.insert(name, ex);
+                let ex = expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone())?;
+                tools.insert(ex.def.name.to_string(), ex);
             }
-            clients.push(up.client);
+            let changed = up.client.service().changed.clone();
+            clients.push(Up { name: up.name, client: up.client, changed });
         }
         for name in overrides.keys() {
             if !tools.contains_key(name) {
@@ -164,18 +180,21 @@ impl McpGate {
         });
         let key: [u8; 32] = rand::random();
         let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())?;
+        let session = format!("mcp-{}", Uuid::new_v4());
         let inner = Inner {
             gate,
-            tools,
+            tools: RwLock::new(tools),
+            overrides: overrides.clone(),
+            sessions: Mutex::new(HashSet::from([session.clone()])),
             codec,
             routes,
             parked: Default::default(),
             elsewhere: Default::default(),
             deferred,
             _approver: approver,
-            _upstreams: clients,
+            upstreams: clients,
         };
-        Ok(McpGate { inner: Arc::new(inner), session: format!("mcp-{}", Uuid::new_v4()) })
+        Ok(McpGate { inner: Arc::new(inner), session })
     }
 
     /// Starts the configured upstreams as child processes and gates their tools with a gate built
@@ -191,7 +210,10 @@ impl McpGate {
                 .stderr(std::process::Stdio::inherit())
                 .spawn()
                 .map_err(|e| format!("upstream {:?}: cannot start {:?}: {e}", u.name, u.command))?;
-            let client = ().serve(transport).await.map_err(|e| format!("upstream {:?}: initialize: {e}", u.name))?;
+            let client = UpstreamClient::default()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("upstream {:?}: initialize: {e}", u.name))?;
             upstreams.push(Upstream { name: u.name.clone(), client });
         }
         McpGate::new(gate, upstreams, &config.tools).await
@@ -204,12 +226,86 @@ impl McpGate {
 
     /// A handle for a new downstream connection: its own gate session.
     pub fn connection(&self) -> McpGate {
-        McpGate { inner: self.inner.clone(), session: format!("mcp-{}", Uuid::new_v4()) }
+        let session = format!("mcp-{}", Uuid::new_v4());
+        lock(&self.inner.sessions).insert(session.clone());
+        McpGate { inner: self.inner.clone(), session }
+    }
+
+    fn exposed(&self, name: &str) -> Option<Exposed> {
+        self.inner.tools.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// Lists again the tools of every upstream that announced a change, and compares each
+    /// definition with the one pinned: a changed tool is registered anew, its session grants are
+    /// revoked in every session (audited), and calls pending elsewhere for it are cancelled, so
+    /// the next call asks afresh; a `requestState` issued for the old definition no longer opens.
+    async fn refresh(&self) {
+        for up in &self.inner.upstreams {
+            if !up.changed.swap(false, Ordering::SeqCst) {
+                continue;
+            }
+            let listed = match up.client.list_all_tools().await {
+                Ok(l) => l,
+                Err(e) => {
+                    up.changed.store(true, Ordering::SeqCst);
+                    eprintln!("signoff mcp: {}: tools/list after a change: {e}", up.name);
+                    continue;
+                }
+            };
+            let mut seen = HashSet::new();
+            for def in listed {
+                let name = format!("{}{SEPARATOR}{}", up.name, def.name);
+                seen.insert(name.clone());
+                let old = self.exposed(&name).map(|t| t.def_hash);
+                let hash = definition_hash(&def);
+                if old.as_deref() == Some(hash.as_str()) {
+                    continue;
+                }
+                let peer = up.client.peer().clone();
+                match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, peer, self.inner.deferred.clone())
+                {
+                    Ok(ex) => {
+                        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), ex);
+                    }
+                    Err(e) => eprintln!("signoff mcp: {name}: {e}"),
+                }
+                if old.is_some() {
+                    eprintln!("signoff mcp: {name}: the upstream changed its definition; approvals for it start over");
+                    self.void(&name);
+                }
+            }
+            let gone: Vec<String> = {
+                let prefix = format!("{}{SEPARATOR}", up.name);
+                let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+                tools.keys().filter(|n| n.starts_with(&prefix) && !seen.contains(*n)).cloned().collect()
+            };
+            for name in gone {
+                eprintln!("signoff mcp: {name}: the upstream no longer offers it");
+                self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                self.inner.gate.unregister(&name);
+                self.void(&name);
+            }
+        }
+    }
+
+    /// Voids every approval of a tool: session grants and calls pending elsewhere.
+    fn void(&self, name: &str) {
+        let sessions: Vec<String> = lock(&self.inner.sessions).iter().cloned().collect();
+        for s in sessions {
+            self.inner.gate.revoke_grant(&s, name);
+        }
+        let mut elsewhere = lock(&self.inner.elsewhere);
+        let stale: Vec<_> = elsewhere.keys().filter(|k| k.1 == name).cloned().collect();
+        for k in stale {
+            if let Some(e) = elsewhere.remove(&k) {
+                self.inner.gate.cancel_request(&e.request_id);
+            }
+        }
     }
 
     /// How a tool (by the name the client sees) is gated.
     pub fn gating(&self, name: &str) -> Option<Gating> {
-        self.inner.tools.get(name).map(|t| t.gating)
+        self.exposed(name).map(|t| t.gating)
     }
 
     fn route(&self, defer: Option<oneshot::Receiver<()>>) -> (Route, oneshot::Receiver<PendingRequest>) {
@@ -219,8 +315,8 @@ impl McpGate {
         (Route { id, routes: self.inner.routes.clone() }, rx)
     }
 
-    fn call(&self, name: &str, args: &Value, who: &Who, route: Option<Uuid>) -> ToolCall {
-        let t = &self.inner.tools[name];
+    fn call(&self, t: &Exposed, args: &Value, who: &Who, route: Option<Uuid>) -> ToolCall {
+        let name = t.def.name.as_ref();
         let mut meta = json!({
             "risk": t.gating.shown.to_string(),
             "mcp": {"server": t.server, "tool": t.upstream_tool, "client": who.principal, "era": who.era},
@@ -234,9 +330,9 @@ impl McpGate {
     }
 
     /// Legacy era: `elicitation/create` inside the call.
-    async fn ask_legacy(&self, name: &str, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
+    async fn ask_legacy(&self, t: &Exposed, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
         let (route, rx) = self.route(None);
-        let exec = self.inner.gate.execute(self.call(name, args, who, Some(route.id)));
+        let exec = self.inner.gate.execute(self.call(t, args, who, Some(route.id)));
         let ask = async {
             if let Ok(p) = rx.await {
                 self.elicit(p, who, cx).await;
@@ -286,10 +382,10 @@ impl McpGate {
     /// 2026-07-28 era, first round: the request is made (and stays pending in the gate), the
     /// client gets an `InputRequiredResult` whose `requestState` carries a signed single-use
     /// approval token, sealed and bound to principal, server, tool and the arguments' digest.
-    async fn input_required(&self, name: &str, args: &Value, who: &Who) -> CallToolResponse {
+    async fn input_required(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> CallToolResponse {
         let (route, rx) = self.route(None);
         let gate = self.inner.gate.clone();
-        let call = self.call(name, args, who, Some(route.id));
+        let call = self.call(t, args, who, Some(route.id));
         let mut task = tokio::spawn(async move { gate.execute(call).await });
         let p = tokio::select! {
             p = rx => p,
@@ -305,7 +401,7 @@ impl McpGate {
                 return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
             }
         };
-        let ad = associated_data(&who.principal, &self.inner.tools[name], &req.arguments_digest);
+        let ad = associated_data(&who.principal, t, &req.arguments_digest);
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
         let state =
             match self.inner.codec.seal_json_with(&State { token }, &SealOptions::new().associated_data(&ad).ttl(left))
@@ -333,6 +429,7 @@ impl McpGate {
     /// token inside answers the request once.
     async fn retry(
         &self,
+        t: &Exposed,
         name: &str,
         args: &Value,
         who: &Who,
@@ -340,7 +437,7 @@ impl McpGate {
         sealed: &str,
     ) -> CallToolResponse {
         let digest = signoff::display::arguments_digest(args);
-        let ad = associated_data(&who.principal, &self.inner.tools[name], &digest);
+        let ad = associated_data(&who.principal, t, &digest);
         let Ok(state) = self.inner.codec.open_json_with::<State>(sealed, &ad) else {
             return refused(
                 name,
@@ -372,7 +469,7 @@ impl McpGate {
     /// A client that can be asked in no way: the request stays pending in the gate (a console or an
     /// approval token can answer it); once approved, one identical retry before the deadline runs
     /// the call, exactly once.
-    async fn elsewhere(&self, name: &str, args: &Value, who: &Who) -> ToolResult {
+    async fn elsewhere(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> ToolResult {
         let key = (who.principal.clone(), name.to_owned(), signoff::display::arguments_digest(args));
         let existing = lock(&self.inner.elsewhere).remove(&key);
         if let Some(mut e) = existing {
@@ -391,7 +488,7 @@ impl McpGate {
         let (go, wait) = oneshot::channel();
         let (route, rx) = self.route(Some(wait));
         let gate = self.inner.gate.clone();
-        let call = self.call(name, args, who, Some(route.id));
+        let call = self.call(t, args, who, Some(route.id));
         let mut task = tokio::spawn(async move { gate.execute(call).await });
         let p = tokio::select! {
             p = rx => p,
@@ -445,6 +542,35 @@ fn now_ms() -> u64 {
 fn associated_data(principal: &str, tool: &Exposed, digest: &str) -> Vec<u8> {
     let (server, name, def) = (&tool.server, &tool.def.name, &tool.def_hash);
     format!("signoff-mcp/1\n{principal}\n{server}\n{name}\n{def}\n{digest}").into_bytes()
+}
+
+/// `sha256:<hex>` of an upstream tool's definition as listed (name, description, schema,
+/// annotations, ...): its pin.
+fn definition_hash(def: &McpTool) -> String {
+    signoff::display::arguments_digest(&serde_json::to_value(def).unwrap_or_default())
+}
+
+/// Registers (or replaces) an upstream tool in the gate and describes it as the client sees it.
+fn expose(
+    gate: &Gate,
+    server: &str,
+    def: &McpTool,
+    overrides: &BTreeMap<String, ToolOverride>,
+    peer: Peer<RoleClient>,
+    deferred: Deferred,
+) -> Result<Exposed, String> {
+    let name = format!("{server}{SEPARATOR}{}", def.name);
+    let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name));
+    register(gate, &name, def, gating, overrides.get(&name), peer, deferred)?;
+    let mut exposed = def.clone();
+    exposed.name = name.into();
+    Ok(Exposed {
+        server: server.to_owned(),
+        upstream_tool: def.name.to_string(),
+        def: exposed,
+        def_hash: definition_hash(def),
+        gating,
+    })
 }
 
 fn register(
@@ -618,7 +744,9 @@ impl ServerHandler for McpGate {
         _req: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.values().map(|t| t.def.clone()).collect()))
+        self.refresh().await;
+        let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+        Ok(ListToolsResult::with_all_items(tools.values().map(|t| t.def.clone()).collect()))
     }
 
     async fn call_tool(
@@ -627,7 +755,8 @@ impl ServerHandler for McpGate {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = req.name.to_string();
-        let Some(tool) = self.inner.tools.get(&name) else {
+        self.refresh().await;
+        let Some(tool) = self.exposed(&name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool {name}"), None));
         };
         let args = Value::Object(req.arguments.clone().unwrap_or_default());
@@ -642,7 +771,7 @@ impl ServerHandler for McpGate {
             rpc_id: cx.id.to_string(),
         };
         if !tool.gating.approval {
-            let r = self.inner.gate.execute(self.call(&name, &args, &who, None)).await;
+            let r = self.inner.gate.execute(self.call(&tool, &args, &who, None)).await;
             return Ok(finish(r));
         }
         let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
@@ -650,10 +779,10 @@ impl ServerHandler for McpGate {
         let can_ask =
             caps.as_ref().and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.form.is_some() || e.url.is_none());
         Ok(match (modern, req.request_state.as_deref()) {
-            (true, Some(sealed)) => self.retry(&name, &args, &who, &req, sealed).await,
-            (true, None) if can_ask => self.input_required(&name, &args, &who).await,
-            (false, _) if can_ask => finish(self.ask_legacy(&name, &args, &who, &cx).await),
-            _ => finish(self.elsewhere(&name, &args, &who).await),
+            (true, Some(sealed)) => self.retry(&tool, &name, &args, &who, &req, sealed).await,
+            (true, None) if can_ask => self.input_required(&tool, &name, &args, &who).await,
+            (false, _) if can_ask => finish(self.ask_legacy(&tool, &args, &who, &cx).await),
+            _ => finish(self.elsewhere(&tool, &name, &args, &who).await),
         })
     }
 }

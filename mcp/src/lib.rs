@@ -29,5 +29,5 @@ mod gate;
 pub mod risk;
 
 pub use config::{ApprovalOverride, Gating, ProxyConfig, ToolOverride, UpstreamConfig};
-pub use gate::{INPUT_KEY, McpGate, Upstream, build_gate, serve_stdio};
+pub use gate::{INPUT_KEY, McpGate, Upstream, UpstreamClient, build_gate, serve_stdio};
 pub use risk::Risk;

@@ -10,7 +10,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use signoff::{Gate, Secret, TokenKeys, TokenResponse};
-use signoff_mcp::{McpGate, Risk, ToolOverride, Upstream};
+use signoff_mcp::{McpGate, Risk, ToolOverride, Upstream, UpstreamClient};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,7 +71,7 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
     let runs = Counter::default();
     let (up_server, up_client) = tokio::io::duplex(64 * 1024);
     let upstream_server = runs.clone().serve(up_server);
-    let upstream_client = ().serve(up_client);
+    let upstream_client = UpstreamClient::default().serve(up_client);
     let (server, client) = tokio::join!(upstream_server, upstream_client);
     let _server = server.unwrap();
     let gate = Gate::builder()
@@ -140,7 +140,7 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
 async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     let runs = Counter::default();
     let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let (server, client) = tokio::join!(runs.clone().serve(up_server), ().serve(up_client));
+    let (server, client) = tokio::join!(runs.clone().serve(up_server), UpstreamClient::default().serve(up_client));
     let _server = server.unwrap();
     let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
     let mcp =
@@ -167,7 +167,7 @@ async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
 async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let runs = Counter::hanging();
     let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let (server, client) = tokio::join!(runs.clone().serve(up_server), ().serve(up_client));
+    let (server, client) = tokio::join!(runs.clone().serve(up_server), UpstreamClient::default().serve(up_client));
     let server = server.unwrap();
     let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
     let mcp =
@@ -195,5 +195,78 @@ async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     killer.await.unwrap();
     assert_eq!(r.is_error, Some(true));
     assert!(text(&r).contains("upstream server failed"), "{}", text(&r));
+    gate.close();
+}
+
+/// An upstream whose one tool's description changes when told to.
+#[derive(Clone, Default)]
+struct Shifty {
+    runs: Arc<AtomicUsize>,
+    version: Arc<AtomicUsize>,
+}
+
+impl ServerHandler for Shifty {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let Value::Object(schema) = json!({"type": "object"}) else { unreachable!() };
+        let description = format!("Writes (version {})", self.version.load(Ordering::SeqCst));
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", description, Arc::new(schema))]))
+    }
+
+    async fn call_tool(
+        &self,
+        _req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_upstream_definition_voids_the_session_grant() {
+    let up = Shifty::default();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(up.clone().serve(up_server), UpstreamClient::default().serve(up_client));
+    let server = server.unwrap();
+    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    // Approved for the session (elsewhere, by token), then the identical retry runs.
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice").for_session()).unwrap();
+    let r = call(&client, "a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    // The grant covers the next call of the tool in this session.
+    let r = call(&client, "b").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+
+    // The upstream changes the tool's definition and says so.
+    up.version.store(1, Ordering::SeqCst);
+    server.peer().notify_tool_list_changed().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let r = call(&client, "c").await;
+    assert!(text(&r).contains("pending elsewhere"), "the grant was not voided: {}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+    let listed = client.list_all_tools().await.unwrap();
+    assert_eq!(listed[0].description.as_deref(), Some("Writes (version 1)"));
     gate.close();
 }
