@@ -375,7 +375,10 @@ impl McpGate {
             }
         };
         if let Err(e) = done {
-            eprintln!("signoff mcp: answering request {}: {e}", req.id);
+            // Refused by the gate (e.g. its authenticator does not accept this client as an
+            // approver): nothing runs, and the call does not wait for its deadline.
+            eprintln!("signoff mcp: the client's answer to request {} was refused: {e}", req.id);
+            self.inner.gate.cancel_request(&req.id);
         }
     }
 

@@ -25,7 +25,7 @@ def proxy(tmp_path, sandbox):
         pytest.skip("run through mcp/test.sh (SIGNOFF_BIN, SIGNOFF_MCP_FS)")
     audit = tmp_path / "audit.jsonl"
 
-    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False):
+    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None):
         upstreams = [{"name": "fs", "command": FS, "args": [str(sandbox)]}]
         if everything:
             if not EVERYTHING:
@@ -35,7 +35,7 @@ def proxy(tmp_path, sandbox):
             "upstreams": upstreams,
             "tools": tools or {},
             "default_timeout_ms": timeout_ms,
-            "gate": {"audit_path": str(audit)},
+            "gate": {"audit_path": str(audit), **(gate or {})},
         }
         path = tmp_path / "proxy.json"
         path.write_text(json.dumps(config))

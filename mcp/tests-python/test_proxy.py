@@ -291,3 +291,13 @@ async def test_two_upstreams_each_gated_by_its_annotations(proxy, sandbox, mode)
         t = await c.call_tool("ev__toggle-simulated-logging", {})
     assert t.is_error and "leave logging alone" in text(t), text(t)
     assert len(person.asked) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_the_gate_does_not_accept_as_approver_cannot_approve(proxy, sandbox, mode):
+    person = Person("approve")
+    async with proxy(mode, person, gate={"allowed_responders": ["alice"]}) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert len(person.asked) == 1
+    assert not (sandbox / "a.txt").exists()
