@@ -104,9 +104,10 @@ async def test_an_override_gates_a_read_only_tool(proxy, sandbox, mode):
     assert len(person.asked) == 1
 
 
-async def test_approve_for_the_session_asks_once(proxy, sandbox):
+@pytest.mark.parametrize("mode", MODES)
+async def test_approve_for_the_session_asks_once(proxy, sandbox, mode):
     person = Person("approve_session")
-    async with proxy("legacy", person) as c:
+    async with proxy(mode, person) as c:
         for name in ("a.txt", "b.txt"):
             r = await c.call_tool("fs__write_file", write(sandbox / name))
             assert not r.is_error, text(r)
