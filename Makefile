@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test test-all lint test-rust test-python test-console test-node test-swift demo remote-demo console-demo bench doc
+.PHONY: help test test-all lint test-rust test-python test-console test-node test-swift test-mcp demo remote-demo console-demo bench doc
 
 help:
 	@echo "signoff: a person between your AI agent and the tools it calls"
@@ -27,6 +27,8 @@ help:
 	@echo "                     console/test-browser.sh, through the Python package)"
 	@echo "  make test-node     the Node package (bindings-node/test.sh)"
 	@echo "  make test-swift    the Swift package, through uniffi's Python bindings (bindings-swift/test.sh)"
+	@echo "  make test-mcp      the MCP gate and signoff mcp-proxy against @modelcontextprotocol/server-filesystem (npm),"
+	@echo "                     driven by the Python SDK mcp==2.3.0 in both protocol eras (mcp/test.sh)"
 	@echo "  make bench         the Rust benchmarks (figures in BENCHMARKS.md)"
 	@echo "  make doc           the core's API documentation (target/doc/signoff)"
 
@@ -35,7 +37,7 @@ help:
 test:
 	scripts/with-postgres.sh $(MAKE) --no-print-directory test-all
 
-test-all: lint test-rust test-python test-console test-node test-swift
+test-all: lint test-rust test-python test-console test-node test-swift test-mcp
 	@echo "make test: all suites passed"
 
 # Format, lints and the core's API docs, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
@@ -47,6 +49,7 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff --features postgres
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff-console
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps -q -p signoff-mcp
 
 # Alone, it starts its own PostgreSQL server; under `make test` (SIGNOFF_TEST_POSTGRES_URL set), it uses that one.
 test-rust:
@@ -74,6 +77,9 @@ test-node:
 
 test-swift:
 	bash bindings-swift/test.sh
+
+test-mcp:
+	CARGO="$(CARGO)" bash mcp/test.sh
 
 remote-demo:
 	$(CARGO) run -q -p signoff-examples --bin remote-approval

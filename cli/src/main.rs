@@ -1,5 +1,5 @@
 //! `signoff`: the command-line program. `main` only dispatches: each subcommand lives in a module
-//! of its own (`audit`, `console`; later `mcp-proxy`) with an entry point taking the arguments
+//! of its own (`audit`, `console`, `mcp_proxy`) with an entry point taking the arguments
 //! after its name and returning the exit status.
 //!
 //! Exit status, for every subcommand: 0 success, 1 the check found a problem, 2 usage or I/O
@@ -7,6 +7,7 @@
 
 mod audit;
 mod console;
+mod mcp_proxy;
 
 use std::process::ExitCode;
 
@@ -16,6 +17,7 @@ usage: signoff <command> [<args>...]
 commands:
   audit      checks hash-chained audit trails (a JSON Lines file or a PostgreSQL table)
   console    serves the browser approval console for agents sharing a PostgreSQL store
+  mcp-proxy  serves the tools of MCP servers over stdio, each call gated by signoff
 
 options:
   -h, --help       this help
@@ -39,6 +41,7 @@ fn run(args: &[String]) -> u8 {
     match command.as_str() {
         "audit" => audit::main(rest),
         "console" => console::main(rest),
+        "mcp-proxy" => mcp_proxy::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             0

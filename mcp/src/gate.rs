@@ -1,0 +1,823 @@
+//! [`McpGate`]: the tools of upstream MCP servers, re-exposed under namespaced names and gated by
+//! a signoff [`Gate`].
+
+use crate::config::{Gating, ProxyConfig, SEPARATOR, ToolOverride};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InputRequest, InputRequests,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestStateCodec, ResultType,
+    SealOptions, ServerCapabilities, ServerConfig, Tool as McpTool,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use signoff::{
+    ApproverGuard, Gate, PendingRequest, Scope, TokenResponse, ToolCall, ToolResult, ToolSource, ToolStatus,
+};
+use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+/// The key of our one input request in an `InputRequiredResult` and of its answer in the retry's
+/// `inputResponses`.
+pub const INPUT_KEY: &str = "signoff_approval";
+
+/// The metadata key that routes a gate request back to the MCP call that made it.
+const ROUTE_KEY: &str = "signoff_mcp_route";
+
+/// An upstream server's client: a name (its tools' namespace) and a running rmcp client.
+pub struct Upstream {
+    /// The namespace of its tools (`<name>__<tool>`).
+    pub name: String,
+    /// The connected client (`UpstreamClient::default().serve(transport)`).
+    pub client: RunningService<RoleClient, UpstreamClient>,
+}
+
+/// The client side of an upstream connection: notes `notifications/tools/list_changed`, so the
+/// gate lists that server's tools again before the next call and compares their definitions
+/// with the pinned ones.
+#[derive(Clone, Default)]
+pub struct UpstreamClient {
+    changed: Arc<AtomicBool>,
+}
+
+impl rmcp::ClientHandler for UpstreamClient {
+    async fn on_tool_list_changed(&self, _cx: rmcp::service::NotificationContext<RoleClient>) {
+        self.changed.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Up {
+    name: String,
+    client: RunningService<RoleClient, UpstreamClient>,
+    changed: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
+struct Exposed {
+    server: String,
+    upstream_tool: String,
+    /// The definition the client sees (namespaced name).
+    def: McpTool,
+    /// `sha256:<hex>` of the upstream's definition (name, description, schema, annotations) as
+    /// listed at start; bound into every `requestState`.
+    def_hash: String,
+    gating: Gating,
+}
+
+/// Request id → the signal that the identical retry of an approved pending-elsewhere call came,
+/// and the request's deadline (epoch ms).
+type Deferred = Arc<Mutex<HashMap<Uuid, (oneshot::Receiver<()>, u64)>>>;
+
+/// A call waiting for its request: where to hand it, and (pending elsewhere) the signal its
+/// executor waits for before running.
+struct RouteEntry {
+    tx: oneshot::Sender<PendingRequest>,
+    defer: Option<oneshot::Receiver<()>>,
+}
+
+type Routes = Arc<Mutex<HashMap<Uuid, RouteEntry>>>;
+
+/// A call parked between the two rounds of a 2026-07-28 approval.
+struct Parked {
+    task: JoinHandle<ToolResult>,
+    _pending: PendingRequest,
+}
+
+/// A call that could not be asked, pending in the gate until someone approves it elsewhere.
+struct Elsewhere {
+    request_id: Uuid,
+    task: JoinHandle<ToolResult>,
+    go: Option<oneshot::Sender<()>>,
+    _pending: PendingRequest,
+}
+
+struct Inner {
+    gate: Gate,
+    /// By the name the client sees; replaced when an upstream's definition changes.
+    tools: RwLock<BTreeMap<String, Exposed>>,
+    overrides: BTreeMap<String, ToolOverride>,
+    /// Every downstream connection's gate session (a changed definition voids their grants).
+    sessions: Mutex<HashSet<String>>,
+    codec: RequestStateCodec,
+    routes: Routes,
+    parked: Mutex<HashMap<Uuid, Parked>>,
+    elsewhere: Mutex<HashMap<(String, String, String), Elsewhere>>,
+    deferred: Deferred,
+    _approver: ApproverGuard,
+    upstreams: Vec<Up>,
+}
+
+/// The MCP gate: an rmcp [`ServerHandler`] whose tools are those of its upstream servers, each
+/// registered in a signoff [`Gate`] and asked about through the client (see the crate's
+/// documentation). Cheap to clone.
+#[derive(Clone)]
+pub struct McpGate {
+    inner: Arc<Inner>,
+    /// The gate session this connection's calls belong to (session grants never cross it).
+    session: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a person answered through the client.
+enum Verdict {
+    Approve(Scope),
+    Deny(Option<String>),
+}
+
+impl McpGate {
+    /// Lists the upstreams' tools and registers each in `gate` as `<server>__<tool>`, gated by its
+    /// annotations and `overrides` ([`Gating::decide`]). The gate must have token keys (for the
+    /// 2026-07-28 era's `requestState`).
+    pub async fn new(
+        gate: Gate,
+        upstreams: Vec<Upstream>,
+        overrides: &BTreeMap<String, ToolOverride>,
+    ) -> Result<McpGate, String> {
+        if !gate.can_issue_tokens() {
+            return Err("the gate needs token keys (GateBuilder::tokens)".into());
+        }
+        let deferred: Deferred = Default::default();
+        let mut tools = BTreeMap::new();
+        let mut clients = Vec::new();
+        for up in upstreams {
+            let listed = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
+            for def in listed {
+                let ex = expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone())?;
+                tools.insert(ex.def.name.to_string(), ex);
+            }
+            let changed = up.client.service().changed.clone();
+            clients.push(Up { name: up.name, client: up.client, changed });
+        }
+        for name in overrides.keys() {
+            if !tools.contains_key(name) {
+                eprintln!("signoff mcp: warning: the configuration names {name:?}, which no upstream offers");
+            }
+        }
+        let routes: Routes = Default::default();
+        let (r, d) = (routes.clone(), deferred.clone());
+        // Requests made by our calls go back to the call that made them (by a nonce in metadata);
+        // anything else is left to the gate's other approvers (a console, a token link). Called
+        // where the request is published, before any answer can reach the waiting call, so a
+        // deferred run is in place before anyone can approve.
+        let approver = gate.on_request_inline(move |p: PendingRequest| {
+            let route = p.request().metadata.get(ROUTE_KEY).and_then(Value::as_str).and_then(|s| s.parse().ok());
+            if let Some(entry) = route.and_then(|id: Uuid| lock(&r).remove(&id)) {
+                if let Some(wait) = entry.defer {
+                    lock(&d).insert(p.request().id, (wait, p.request().deadline_ms));
+                }
+                let _ = entry.tx.send(p);
+            }
+        });
+        let key: [u8; 32] = rand::random();
+        let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())?;
+        let session = format!("mcp-{}", Uuid::new_v4());
+        let inner = Inner {
+            gate,
+            tools: RwLock::new(tools),
+            overrides: overrides.clone(),
+            sessions: Mutex::new(HashSet::from([session.clone()])),
+            codec,
+            routes,
+            parked: Default::default(),
+            elsewhere: Default::default(),
+            deferred,
+            _approver: approver,
+            upstreams: clients,
+        };
+        Ok(McpGate { inner: Arc::new(inner), session })
+    }
+
+    /// Starts the configured upstreams as child processes and gates their tools with a gate built
+    /// from the configuration.
+    pub async fn from_config(config: &ProxyConfig) -> Result<McpGate, String> {
+        let gate = build_gate(config)?;
+        let mut upstreams = Vec::new();
+        for u in &config.upstreams {
+            let mut command = tokio::process::Command::new(&u.command);
+            command.args(&u.args).envs(&u.env);
+            // The child's stderr is ours: its diagnostics stay visible and never block it.
+            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .map_err(|e| format!("upstream {:?}: cannot start {:?}: {e}", u.name, u.command))?;
+            let client = UpstreamClient::default()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("upstream {:?}: initialize: {e}", u.name))?;
+            upstreams.push(Upstream { name: u.name.clone(), client });
+        }
+        McpGate::new(gate, upstreams, &config.tools).await
+    }
+
+    /// The signoff gate behind it (to attach a console, issue tokens, read the audit).
+    pub fn gate(&self) -> &Gate {
+        &self.inner.gate
+    }
+
+    /// A handle for a new downstream connection: its own gate session.
+    pub fn connection(&self) -> McpGate {
+        let session = format!("mcp-{}", Uuid::new_v4());
+        lock(&self.inner.sessions).insert(session.clone());
+        McpGate { inner: self.inner.clone(), session }
+    }
+
+    fn exposed(&self, name: &str) -> Option<Exposed> {
+        self.inner.tools.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// Lists again the tools of every upstream that announced a change, and compares each
+    /// definition with the one pinned: a changed tool is registered anew, its session grants are
+    /// revoked in every session (audited), and calls pending elsewhere for it are cancelled, so
+    /// the next call asks afresh; a `requestState` issued for the old definition no longer opens.
+    async fn refresh(&self) {
+        for up in &self.inner.upstreams {
+            if !up.changed.swap(false, Ordering::SeqCst) {
+                continue;
+            }
+            let listed = match up.client.list_all_tools().await {
+                Ok(l) => l,
+                Err(e) => {
+                    up.changed.store(true, Ordering::SeqCst);
+                    eprintln!("signoff mcp: {}: tools/list after a change: {e}", up.name);
+                    continue;
+                }
+            };
+            let mut seen = HashSet::new();
+            for def in listed {
+                let name = format!("{}{SEPARATOR}{}", up.name, def.name);
+                seen.insert(name.clone());
+                let old = self.exposed(&name).map(|t| t.def_hash);
+                let hash = definition_hash(&def);
+                if old.as_deref() == Some(hash.as_str()) {
+                    continue;
+                }
+                let peer = up.client.peer().clone();
+                match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, peer, self.inner.deferred.clone())
+                {
+                    Ok(ex) => {
+                        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), ex);
+                    }
+                    Err(e) => eprintln!("signoff mcp: {name}: {e}"),
+                }
+                if old.is_some() {
+                    eprintln!("signoff mcp: {name}: the upstream changed its definition; approvals for it start over");
+                    self.void(&name);
+                }
+            }
+            let gone: Vec<String> = {
+                let prefix = format!("{}{SEPARATOR}", up.name);
+                let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+                tools.keys().filter(|n| n.starts_with(&prefix) && !seen.contains(*n)).cloned().collect()
+            };
+            for name in gone {
+                eprintln!("signoff mcp: {name}: the upstream no longer offers it");
+                self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                self.inner.gate.unregister(&name);
+                self.void(&name);
+            }
+        }
+    }
+
+    /// Voids every approval of a tool: session grants and calls pending elsewhere.
+    fn void(&self, name: &str) {
+        let sessions: Vec<String> = lock(&self.inner.sessions).iter().cloned().collect();
+        for s in sessions {
+            self.inner.gate.revoke_grant(&s, name);
+        }
+        let mut elsewhere = lock(&self.inner.elsewhere);
+        let stale: Vec<_> = elsewhere.keys().filter(|k| k.1 == name).cloned().collect();
+        for k in stale {
+            if let Some(e) = elsewhere.remove(&k) {
+                self.inner.gate.cancel_request(&e.request_id);
+            }
+        }
+    }
+
+    /// How a tool (by the name the client sees) is gated.
+    pub fn gating(&self, name: &str) -> Option<Gating> {
+        self.exposed(name).map(|t| t.gating)
+    }
+
+    fn route(&self, defer: Option<oneshot::Receiver<()>>) -> (Route, oneshot::Receiver<PendingRequest>) {
+        let (tx, rx) = oneshot::channel();
+        let id = Uuid::new_v4();
+        lock(&self.inner.routes).insert(id, RouteEntry { tx, defer });
+        (Route { id, routes: self.inner.routes.clone() }, rx)
+    }
+
+    fn call(&self, t: &Exposed, args: &Value, who: &Who, route: Option<Uuid>) -> ToolCall {
+        let name = t.def.name.as_ref();
+        let mut meta = json!({
+            "risk": t.gating.shown.to_string(),
+            "mcp": {"server": t.server, "tool": t.upstream_tool, "client": who.principal, "era": who.era},
+        });
+        if let Some(r) = route {
+            meta[ROUTE_KEY] = json!(r.to_string());
+        }
+        // The call id reaches the audit: the client's identity and protocol era with every record.
+        let call_id = format!("mcp {} {} #{}", who.era, who.principal, who.rpc_id);
+        ToolCall::new(name, args.clone()).session(self.session.clone()).metadata(meta).call_id(call_id)
+    }
+
+    /// Legacy era: `elicitation/create` inside the call.
+    async fn ask_legacy(&self, t: &Exposed, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
+        let (route, rx) = self.route(None);
+        let exec = self.inner.gate.execute(self.call(t, args, who, Some(route.id)));
+        let ask = async {
+            if let Ok(p) = rx.await {
+                self.elicit(p, who, cx).await;
+            }
+            std::future::pending::<ToolResult>().await
+        };
+        tokio::select! {
+            biased;
+            r = exec => r,
+            r = ask => r,
+        }
+    }
+
+    async fn elicit(&self, p: PendingRequest, who: &Who, cx: &RequestContext<RoleServer>) {
+        let req = p.request().clone();
+        let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
+        let asked =
+            cx.peer.create_elicitation_with_timeout(approval_form(&req.prompt, &req.display_arguments), Some(left));
+        let answer = tokio::select! {
+            r = asked => r,
+            _ = cx.ct.cancelled() => {
+                // The client gave up on the call: nothing runs.
+                self.inner.gate.cancel_request(&req.id);
+                return;
+            }
+        };
+        let responder = Some(who.principal.clone());
+        let done = match answer {
+            Ok(res) => match verdict(&res) {
+                Some(Verdict::Approve(scope)) => p.approve_with(None, scope, responder).map(drop),
+                Some(Verdict::Deny(reason)) => p.deny(reason, responder).map(drop),
+                None => {
+                    self.inner.gate.cancel_request(&req.id);
+                    Ok(())
+                }
+            },
+            Err(e) => {
+                p.fail(&format!("could not ask the MCP client: {e}"));
+                Ok(())
+            }
+        };
+        if let Err(e) = done {
+            // Refused by the gate (e.g. its authenticator does not accept this client as an
+            // approver): nothing runs, and the call does not wait for its deadline.
+            eprintln!("signoff mcp: the client's answer to request {} was refused: {e}", req.id);
+            self.inner.gate.cancel_request(&req.id);
+        }
+    }
+
+    /// 2026-07-28 era, first round: the request is made (and stays pending in the gate), the
+    /// client gets an `InputRequiredResult` whose `requestState` carries a signed single-use
+    /// approval token, sealed and bound to principal, server, tool and the arguments' digest.
+    async fn input_required(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> CallToolResponse {
+        let (route, rx) = self.route(None);
+        let gate = self.inner.gate.clone();
+        let call = self.call(t, args, who, Some(route.id));
+        let mut task = tokio::spawn(async move { gate.execute(call).await });
+        let p = tokio::select! {
+            p = rx => p,
+            r = &mut task => return finish(r.unwrap_or_else(|e| panicked(name, e))),
+        };
+        drop(route);
+        let Ok(p) = p else { return finish(task.await.unwrap_or_else(|e| panicked(name, e))) };
+        let req = p.request().clone();
+        let token = match self.inner.gate.issue_token(&req.id, &who.principal) {
+            Ok(t) => t,
+            Err(e) => {
+                p.fail(&format!("could not issue an approval token: {e}"));
+                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+            }
+        };
+        let ad = associated_data(&who.principal, t, &req.arguments_digest);
+        let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
+        let state =
+            match self.inner.codec.seal_json_with(&State { token }, &SealOptions::new().associated_data(&ad).ttl(left))
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    p.fail(&format!("could not seal the request state: {e}"));
+                    return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+                }
+            };
+        {
+            let mut parked = lock(&self.inner.parked);
+            parked.retain(|_, p| !p.task.is_finished());
+            parked.insert(req.id, Parked { task, _pending: p });
+        }
+        let mut asks = InputRequests::new();
+        asks.insert(
+            INPUT_KEY.into(),
+            InputRequest::Elicitation(ElicitRequest::new(approval_form(&req.prompt, &req.display_arguments))),
+        );
+        InputRequiredResult::new(Some(asks), Some(state)).into()
+    }
+
+    /// 2026-07-28 era, the retry: the state must open with the *retried* arguments' digest; the
+    /// token inside answers the request once.
+    async fn retry(
+        &self,
+        t: &Exposed,
+        name: &str,
+        args: &Value,
+        who: &Who,
+        req: &CallToolRequestParams,
+        sealed: &str,
+    ) -> CallToolResponse {
+        let digest = signoff::display::arguments_digest(args);
+        let ad = associated_data(&who.principal, t, &digest);
+        let Ok(state) = self.inner.codec.open_json_with::<State>(sealed, &ad) else {
+            return refused(
+                name,
+                "its requestState is invalid, expired, or was issued for another client, tool or other arguments",
+            );
+        };
+        let claims = match self.inner.gate.inspect_token(&state.token) {
+            Ok(c) if c.tool == name && c.arguments_digest == digest && c.session_id == self.session => c,
+            Ok(_) => return refused(name, "its approval was issued for another call"),
+            Err(e) => return refused(name, &format!("its approval token is not valid: {e}")),
+        };
+        let answer = req.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY));
+        let v = answer.and_then(|v| ElicitResult::deserialize(v).ok()).and_then(|r| verdict(&r));
+        let response = match v {
+            Some(Verdict::Approve(scope)) => TokenResponse { scope, ..TokenResponse::approve(&who.principal) },
+            Some(Verdict::Deny(reason)) => TokenResponse::deny(&who.principal, reason),
+            None => TokenResponse::deny(&who.principal, None),
+        };
+        if let Err(e) = self.inner.gate.respond_token(&state.token, response) {
+            return refused(name, &format!("its approval cannot be used: {e}"));
+        }
+        let parked = lock(&self.inner.parked).remove(&claims.request_id);
+        match parked {
+            Some(p) => finish(p.task.await.unwrap_or_else(|e| panicked(name, e))),
+            None => refused(name, "the approval was recorded, but this proxy is not holding the call"),
+        }
+    }
+
+    /// A client that can be asked in no way: the request stays pending in the gate (a console or an
+    /// approval token can answer it); once approved, one identical retry before the deadline runs
+    /// the call, exactly once.
+    async fn elsewhere(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> ToolResult {
+        let key = (who.principal.clone(), name.to_owned(), signoff::display::arguments_digest(args));
+        let existing = lock(&self.inner.elsewhere).remove(&key);
+        if let Some(mut e) = existing {
+            let still_pending = !e.task.is_finished() && self.inner.gate.pending_request(&e.request_id).is_some();
+            if still_pending {
+                let id = e.request_id;
+                lock(&self.inner.elsewhere).insert(key, e);
+                return pending_elsewhere(name, id);
+            }
+            if let Some(go) = e.go.take() {
+                let _ = go.send(());
+            }
+            lock(&self.inner.deferred).remove(&e.request_id);
+            return e.task.await.unwrap_or_else(|err| panicked(name, err));
+        }
+        let (go, wait) = oneshot::channel();
+        let (route, rx) = self.route(Some(wait));
+        let gate = self.inner.gate.clone();
+        let call = self.call(t, args, who, Some(route.id));
+        let mut task = tokio::spawn(async move { gate.execute(call).await });
+        let p = tokio::select! {
+            p = rx => p,
+            r = &mut task => return r.unwrap_or_else(|e| panicked(name, e)),
+        };
+        drop(route);
+        let Ok(p) = p else { return task.await.unwrap_or_else(|e| panicked(name, e)) };
+        let id = p.request().id;
+        eprintln!(
+            "signoff mcp: request {id} ({name}, from {}) is pending approval elsewhere (console or approval token)",
+            who.principal
+        );
+        let mut all = lock(&self.inner.elsewhere);
+        all.retain(|_, e| !e.task.is_finished());
+        all.insert(key, Elsewhere { request_id: id, task, go: Some(go), _pending: p });
+        pending_elsewhere(name, id)
+    }
+}
+
+struct Route {
+    id: Uuid,
+    routes: Routes,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        lock(&self.routes).remove(&self.id);
+    }
+}
+
+/// Who is calling and in which protocol era.
+struct Who {
+    principal: String,
+    era: String,
+    /// The JSON-RPC id of the `tools/call`.
+    rpc_id: String,
+}
+
+/// What `requestState` carries (sealed: integrity-protected, bound by associated data).
+#[derive(Serialize, Deserialize)]
+struct State {
+    token: String,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Binds a sealed state to who asked, which server and tool (and its definition), and exactly
+/// which arguments.
+fn associated_data(principal: &str, tool: &Exposed, digest: &str) -> Vec<u8> {
+    let (server, name, def) = (&tool.server, &tool.def.name, &tool.def_hash);
+    format!("signoff-mcp/1\n{principal}\n{server}\n{name}\n{def}\n{digest}").into_bytes()
+}
+
+/// `sha256:<hex>` of an upstream tool's definition as listed (name, description, schema,
+/// annotations, ...): its pin.
+fn definition_hash(def: &McpTool) -> String {
+    signoff::display::arguments_digest(&serde_json::to_value(def).unwrap_or_default())
+}
+
+/// Registers (or replaces) an upstream tool in the gate and describes it as the client sees it.
+fn expose(
+    gate: &Gate,
+    server: &str,
+    def: &McpTool,
+    overrides: &BTreeMap<String, ToolOverride>,
+    peer: Peer<RoleClient>,
+    deferred: Deferred,
+) -> Result<Exposed, String> {
+    let name = format!("{server}{SEPARATOR}{}", def.name);
+    let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name));
+    register(gate, &name, def, gating, overrides.get(&name), peer, deferred)?;
+    let mut exposed = def.clone();
+    exposed.name = name.into();
+    Ok(Exposed {
+        server: server.to_owned(),
+        upstream_tool: def.name.to_string(),
+        def: exposed,
+        def_hash: definition_hash(def),
+        gating,
+    })
+}
+
+fn register(
+    gate: &Gate,
+    name: &str,
+    def: &McpTool,
+    gating: Gating,
+    over: Option<&ToolOverride>,
+    peer: Peer<RoleClient>,
+    deferred: Deferred,
+) -> Result<(), String> {
+    let upstream_tool = def.name.to_string();
+    let server = name.split_once(SEPARATOR).map_or("", |(s, _)| s).to_owned();
+    let hints = def.annotations.as_ref();
+    let build = |schema: Value| {
+        let (peer, upstream_tool, deferred) = (peer.clone(), upstream_tool.clone(), deferred.clone());
+        let mut b = signoff::Tool::builder(name)
+            .description(def.description.as_deref().unwrap_or_default())
+            .parameters(schema)
+            .approval(if gating.approval {
+                signoff::ApprovalMode::Required
+            } else {
+                signoff::ApprovalMode::NotRequired
+            })
+            .source(ToolSource::External { server: server.clone() })
+            .read_only(hints.and_then(|a| a.read_only_hint) == Some(true))
+            .destructive(hints.and_then(|a| a.destructive_hint) != Some(false))
+            .executor_with_context(move |args, cx| {
+                let (peer, tool) = (peer.clone(), upstream_tool.clone());
+                let wait = cx.request_id.and_then(|id| lock(&deferred).remove(&id));
+                async move {
+                    if let Some((wait, deadline_ms)) = wait {
+                        // Approved while the client was away: run only on its identical retry,
+                        // before the request's deadline.
+                        let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
+                        match tokio::time::timeout(left, wait).await {
+                            Ok(Ok(())) => {}
+                            _ => return Err("approved, but the call was not retried before its deadline".into()),
+                        }
+                    }
+                    forward(&peer, &tool, args).await
+                }
+            });
+        if let Some(ms) = over.and_then(|o| o.timeout_ms) {
+            b = b.timeout(Duration::from_millis(ms));
+        }
+        b.build()
+    };
+    let schema = Value::Object((*def.input_schema).clone());
+    if let Err(e) = gate.register(build(schema)) {
+        // Our validator refused the upstream's schema: the upstream still validates its input.
+        eprintln!("signoff mcp: {name}: the upstream's input schema is not usable here ({e}); accepting any object");
+        gate.register(build(json!({"type": "object"}))).map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Calls the upstream (only ever after the gate let the call through).
+async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::ExecResult {
+    let mut p = CallToolRequestParams::new(tool.to_owned());
+    p.arguments = match args {
+        Value::Object(m) => Some(m),
+        _ => None,
+    };
+    match peer.call_tool_once(p).await {
+        Ok(CallToolResponse::Complete(r)) => serde_json::to_value(&r).map_err(|e| e.to_string()),
+        Ok(_) => Err("the upstream server asked for input, which this proxy does not relay".into()),
+        Err(e) => Err(format!("the upstream server failed: {e}")),
+    }
+}
+
+/// Turns signoff's result into the client's: the upstream's own result when it ran, otherwise an
+/// error result with signoff's words for the model.
+fn finish(r: ToolResult) -> CallToolResponse {
+    to_mcp(r).into()
+}
+
+fn to_mcp(r: ToolResult) -> CallToolResult {
+    let mut out = match (&r.status, r.output) {
+        (ToolStatus::Executed, Some(v)) => serde_json::from_value::<CallToolResult>(v).unwrap_or_else(|e| {
+            CallToolResult::error(vec![ContentBlock::text(format!("unreadable upstream result: {e}"))])
+        }),
+        _ => CallToolResult::error(vec![ContentBlock::text(r.content)]),
+    };
+    // An upstream on <= 2025-11-25 sends no `resultType`; 2026-07-28 clients require it.
+    out.result_type = Some(ResultType::COMPLETE);
+    out
+}
+
+fn refused(name: &str, why: &str) -> CallToolResponse {
+    let text = format!("The call to `{name}` was refused and did not run: {why}. Do not retry the same call.");
+    finish_text(text)
+}
+
+fn finish_text(text: String) -> CallToolResponse {
+    let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
+    r.result_type = Some(ResultType::COMPLETE);
+    r.into()
+}
+
+fn pending_elsewhere(name: &str, id: Uuid) -> ToolResult {
+    ToolResult {
+        call_id: None,
+        tool: name.to_owned(),
+        status: ToolStatus::Cancelled,
+        output: None,
+        error: None,
+        error_kind: None,
+        arguments: None,
+        edited: false,
+        request_id: Some(id),
+        decision: None,
+        content: format!(
+            "The call to `{name}` did not run: it needs a person's approval, and this client cannot ask for it. \
+             Approval is pending elsewhere (request {id}). Once it is approved, the identical call may be made \
+             once more before the request's deadline; otherwise continue without it."
+        ),
+    }
+}
+
+fn panicked(name: &str, e: tokio::task::JoinError) -> ToolResult {
+    let mut r = pending_elsewhere(name, Uuid::nil());
+    r.request_id = None;
+    r.content = format!("The call to `{name}` did not run: the approval task ended unexpectedly ({e}).");
+    r
+}
+
+/// The approval form: one choice and a reason (form elicitation carries flat fields only, so the
+/// arguments are shown in the message, not edited).
+fn approval_form(prompt: &str, display_arguments: &str) -> ElicitRequestParams {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "title": "Decision", "oneOf": [
+                {"const": "approve", "title": "Approve once"},
+                {"const": "approve_session", "title": "Approve for this session"},
+                {"const": "deny", "title": "Deny"}]},
+            "reason": {"type": "string", "title": "Reason (told to the agent when you deny)"}
+        },
+        "required": ["decision"]
+    });
+    let Value::Object(schema) = schema else { unreachable!("an object literal") };
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("signoff: {prompt}\n{display_arguments}"),
+        requested_schema: ElicitationSchema::from_json_schema(schema).expect("a flat schema"),
+    }
+}
+
+/// Only an explicit `accept` with `decision` `approve` or `approve_session` approves; `decline`
+/// and any other accepted answer deny; `cancel` is `None` (the request is cancelled).
+fn verdict(res: &ElicitResult) -> Option<Verdict> {
+    let field = |k: &str| res.content.as_ref().and_then(|c| c.get(k)).and_then(Value::as_str);
+    let reason = field("reason").map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned);
+    match (&res.action, field("decision")) {
+        (ElicitationAction::Accept, Some("approve")) => Some(Verdict::Approve(Scope::Once)),
+        (ElicitationAction::Accept, Some("approve_session")) => Some(Verdict::Approve(Scope::Session)),
+        (ElicitationAction::Accept, _) | (ElicitationAction::Decline, _) => Some(Verdict::Deny(reason)),
+        _ => None,
+    }
+}
+
+impl ServerHandler for McpGate {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("signoff-mcp", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.refresh().await;
+        let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+        Ok(ListToolsResult::with_all_items(tools.values().map(|t| t.def.clone()).collect()))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = req.name.to_string();
+        self.refresh().await;
+        let Some(tool) = self.exposed(&name) else {
+            return Err(ErrorData::invalid_params(format!("unknown tool {name}"), None));
+        };
+        let args = Value::Object(req.arguments.clone().unwrap_or_default());
+        let version = cx.protocol_version();
+        let who = Who {
+            principal: cx
+                .client_info()
+                .map(|i| i.name)
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "mcp-client".into()),
+            era: version.as_ref().map_or_else(|| "unknown".into(), |v| v.as_str().to_owned()),
+            rpc_id: cx.id.to_string(),
+        };
+        if !tool.gating.approval {
+            let r = self.inner.gate.execute(self.call(&tool, &args, &who, None)).await;
+            return Ok(finish(r));
+        }
+        let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let caps = cx.client_capabilities();
+        let can_ask =
+            caps.as_ref().and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.form.is_some() || e.url.is_none());
+        Ok(match (modern, req.request_state.as_deref()) {
+            (true, Some(sealed)) => self.retry(&tool, &name, &args, &who, &req, sealed).await,
+            (true, None) if can_ask => self.input_required(&tool, &name, &args, &who).await,
+            (false, _) if can_ask => finish(self.ask_legacy(&tool, &args, &who, &cx).await),
+            _ => finish(self.elsewhere(&tool, &name, &args, &who).await),
+        })
+    }
+}
+
+/// Serves an [`McpGate`] over this process's stdin and stdout until the client goes away.
+pub async fn serve_stdio(gate: McpGate) -> Result<(), String> {
+    let running = gate.serve(rmcp::transport::stdio()).await.map_err(|e| format!("stdio: {e}"))?;
+    running.waiting().await.map_err(|e| format!("stdio: {e}"))?;
+    Ok(())
+}
+
+/// Builds the signoff gate a configuration describes (token keys made for the process when the
+/// configuration has none).
+pub fn build_gate(config: &ProxyConfig) -> Result<Gate, String> {
+    let gate_config = match &config.gate {
+        Some(v) => signoff::GateConfig::from_json(v, signoff::Naming::Snake).map_err(|e| format!("gate: {e}"))?,
+        None => signoff::GateConfig::default(),
+    };
+    let mut b = gate_config.builder().map_err(|e| format!("gate: {e}"))?;
+    if let Some(ms) = config.default_timeout_ms {
+        b = b.default_timeout(Duration::from_millis(ms));
+    }
+    let keys = match (&config.token_keys, gate_config.token_keys.is_some()) {
+        (Some(text), _) => Some(signoff::TokenKeys::parse(text).map_err(|e| format!("token_keys: {e}"))?),
+        (None, true) => None,
+        (None, false) => Some(
+            signoff::TokenKeys::new("mcp-proxy", signoff::Secret::generate())
+                .map_err(|e| format!("token keys: {e}"))?,
+        ),
+    };
+    if let Some(k) = keys {
+        b = b.tokens(k);
+    }
+    b.build().map_err(|e| format!("gate: {e}"))
+}

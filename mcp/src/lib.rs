@@ -1,0 +1,33 @@
+//! # signoff-mcp
+//!
+//! Gates the tools of MCP servers with signoff. [`McpGate`] re-exposes the tools of one or more
+//! upstream rmcp clients as `<server>__<tool>`; each is registered in a signoff [`Gate`](signoff::Gate)
+//! with its approval flag from the tool's annotations (`readOnlyHint: true` runs without asking,
+//! anything else asks) and per-tool overrides ([`ToolOverride`]), and a risk level L0–L5
+//! ([`Risk`]) shown in each request's `metadata.risk`.
+//!
+//! A gated call goes through the gate, so timeouts, the audit, the store and any console apply,
+//! and the upstream is contacted only after an explicit approval. The client is asked, per call:
+//! - **2025-06-18 / 2025-11-25 clients that declared elicitation**: `elicitation/create` inside
+//!   the call (approve once, approve for the session, deny with a reason);
+//! - **2026-07-28 clients that declared elicitation**: an `InputRequiredResult` whose
+//!   `requestState` carries a signed, single-use signoff approval token for the request, sealed
+//!   with rmcp's `RequestStateCodec` and bound to the principal, server, tool and the arguments'
+//!   digest; the retry's arguments are digested again, so swapped arguments are refused, and a
+//!   replayed state is refused;
+//! - **clients that cannot be asked**: a denial saying approval is pending elsewhere; the request
+//!   stays pending in the gate, and once approved (a console, an approval token) one identical
+//!   retry before the deadline runs the call, exactly once.
+//!
+//! Every other outcome (the client cancels, the request times out, the transport fails, the person
+//! declines) denies, and the model reads signoff's words for it.
+
+#![warn(missing_docs)]
+
+pub mod config;
+mod gate;
+pub mod risk;
+
+pub use config::{ApprovalOverride, Gating, ProxyConfig, ToolOverride, UpstreamConfig};
+pub use gate::{INPUT_KEY, McpGate, Upstream, UpstreamClient, build_gate, serve_stdio};
+pub use risk::Risk;

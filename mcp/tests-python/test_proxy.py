@@ -1,0 +1,304 @@
+"""signoff mcp-proxy over @modelcontextprotocol/server-filesystem, driven by the official Python SDK
+(mcp 2.3.0) in both protocol eras: the upstream is contacted only after an explicit approval."""
+import anyio
+import mcp_types as types
+import pytest
+
+from conftest import MODES, text
+
+pytestmark = pytest.mark.anyio
+
+
+class Person:
+    """An elicitation callback that answers as told and counts how often it was asked."""
+
+    def __init__(self, decision="approve", reason=None, action="accept", delay=0):
+        self.decision, self.reason, self.action, self.delay = decision, reason, action, delay
+        self.asked = []
+
+    async def __call__(self, ctx, params):
+        self.asked.append(params.message)
+        if self.delay:
+            await anyio.sleep(self.delay)
+        if self.action != "accept":
+            return types.ElicitResult(action=self.action)
+        content = {"decision": self.decision}
+        if self.reason:
+            content["reason"] = self.reason
+        return types.ElicitResult(action="accept", content=content)
+
+
+def write(path, content="hello"):
+    return {"path": str(path), "content": content}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_are_namespaced(proxy, mode):
+    async with proxy(mode, Person()) as c:
+        tools = await c.list_tools()
+    names = {t.name for t in tools.tools}
+    assert "fs__write_file" in names and "fs__read_text_file" in names
+    assert all(n.startswith("fs__") for n in names)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_approve_writes_the_file(proxy, sandbox, mode):
+    person = Person("approve")
+    async with proxy(mode, person) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert not r.is_error, text(r)
+    assert (sandbox / "a.txt").read_text() == "hello"
+    assert len(person.asked) == 1 and "fs__write_file" in person.asked[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_deny_with_reason_leaves_the_file_untouched(proxy, sandbox, mode):
+    person = Person("deny", reason="not on a Friday")
+    async with proxy(mode, person) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error
+    assert "not on a Friday" in text(r) and "did not run" in text(r)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_decline_denies(proxy, sandbox, mode):
+    async with proxy(mode, Person(action="decline")) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "declined" in text(r)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_without_elicitation_is_told_approval_is_pending_elsewhere(proxy, sandbox, mode):
+    async with proxy(mode) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+        # The same call again: still pending, still not run (no second request either).
+        again = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "pending elsewhere" in text(r), text(r)
+    assert again.is_error and "pending elsewhere" in text(again)
+    request = text(r).split("(request ")[1].split(")")[0]
+    assert request in text(again)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_only_tools_run_without_asking(proxy, sandbox, mode):
+    (sandbox / "r.txt").write_text("contents")
+    person = Person("deny")
+    async with proxy(mode, person) as c:
+        r = await c.call_tool("fs__read_text_file", {"path": str(sandbox / "r.txt")})
+        d = await c.call_tool("fs__list_allowed_directories", {})
+    assert not r.is_error and "contents" in text(r)
+    assert not d.is_error
+    assert person.asked == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_override_gates_a_read_only_tool(proxy, sandbox, mode):
+    (sandbox / "r.txt").write_text("contents")
+    person = Person("deny", reason="private")
+    async with proxy(mode, person, tools={"fs__read_text_file": {"approval": "required"}}) as c:
+        r = await c.call_tool("fs__read_text_file", {"path": str(sandbox / "r.txt")})
+    assert r.is_error and "private" in text(r)
+    assert len(person.asked) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_approve_for_the_session_asks_once(proxy, sandbox, mode):
+    person = Person("approve_session")
+    async with proxy(mode, person) as c:
+        for name in ("a.txt", "b.txt"):
+            r = await c.call_tool("fs__write_file", write(sandbox / name))
+            assert not r.is_error, text(r)
+    assert len(person.asked) == 1
+    assert (sandbox / "b.txt").exists()
+
+
+async def test_client_cancellation_denies(proxy, sandbox):
+    # The person takes too long; the client abandons the call (notifications/cancelled).
+    person = Person("approve", delay=2)
+    async with proxy("legacy", person) as c:
+        with pytest.raises(TimeoutError):
+            with anyio.fail_after(0.7):
+                await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+        await anyio.sleep(2.5)  # the late approval arrives, and must not run anything
+        # The connection still works afterwards.
+        d = await c.call_tool("fs__list_allowed_directories", {})
+        assert not d.is_error
+    assert not (sandbox / "a.txt").exists()
+    import json
+
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    decisions = [r.get("decision") for r in records if r.get("tool") == "fs__write_file"]
+    assert "cancelled" in decisions and "approved" not in decisions, records
+
+
+async def test_timeout_denies(proxy, sandbox):
+    person = Person("approve", delay=2)
+    async with proxy("legacy", person, timeout_ms=500) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+        await anyio.sleep(2)
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert not (sandbox / "a.txt").exists()
+
+
+APPROVE = {"signoff_approval": {"action": "accept", "content": {"decision": "approve"}}}
+
+
+async def first_round(c, args):
+    r = await c.session.call_tool("fs__write_file", args, allow_input_required=True)
+    assert type(r).__name__ == "InputRequiredResult", r
+    assert list(r.input_requests) == ["signoff_approval"]
+    return r.request_state
+
+
+async def test_a_replayed_request_state_is_refused(proxy, sandbox):
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person()) as c:
+        state = await first_round(c, a)
+        r = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+        assert not r.is_error, text(r)
+        (sandbox / "a.txt").unlink()
+        replay = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+    assert replay.is_error and "refused" in text(replay), text(replay)
+    assert not (sandbox / "a.txt").exists()
+
+
+async def test_swapped_arguments_on_retry_are_refused(proxy, sandbox):
+    a, b = write(sandbox / "a.txt", "benign"), write(sandbox / "b.txt", "evil")
+    async with proxy("2026-07-28", Person()) as c:
+        state = await first_round(c, a)
+        swapped = await c.session.call_tool(
+            "fs__write_file", b, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+        assert swapped.is_error and "refused" in text(swapped), text(swapped)
+        assert not (sandbox / "b.txt").exists()
+        # The honest retry still works: the refused one consumed nothing.
+        honest = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+    assert not honest.is_error, text(honest)
+    assert (sandbox / "a.txt").read_text() == "benign"
+    assert not (sandbox / "b.txt").exists()
+
+
+async def test_a_tampered_request_state_is_refused(proxy, sandbox):
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person()) as c:
+        state = await first_round(c, a)
+        bad = state[:-2] + ("AA" if not state.endswith("AA") else "BB")
+        r = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=bad, allow_input_required=True
+        )
+    assert r.is_error and "refused" in text(r)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
+    import json
+
+    async with proxy(mode, Person("deny", reason="no")) as c:
+        await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    requests = [r for r in records if r.get("kind") == "request"]
+    assert len(requests) == 1, records
+    req = requests[0]
+    assert req["tool"] == "fs__write_file"
+    era = "2026-07-28" if mode == "2026-07-28" else "2025-"
+    assert req["tool_call_id"].startswith(f"mcp {era}"), req
+    outcome = [r for r in records if r.get("request_id") == req["request_id"] and r.get("decision") == "denied"]
+    assert outcome and outcome[0]["reason"] == "no", records
+
+
+def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox):
+    """The 2025-06-18 era, spoken by hand over the proxy's stdio: the nested elicitation/create
+    comes before the upstream is contacted; approving writes the file."""
+    import json
+    import subprocess
+
+    proxy("legacy")  # writes the configuration
+    config = str(sandbox.parent / "proxy.json")
+    from conftest import SIGNOFF
+
+    p = subprocess.Popen(
+        [SIGNOFF, "mcp-proxy", "--config", config],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        def send(m):
+            p.stdin.write(json.dumps(m) + "\n")
+            p.stdin.flush()
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw-0618", "version": "0"}}})
+        init = json.loads(p.stdout.readline())
+        assert init["result"]["protocolVersion"] == "2025-06-18"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        target = sandbox / "0618.txt"
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "fs__write_file", "arguments": {"path": str(target), "content": "x"}}})
+        asked = 0
+        while True:
+            m = json.loads(p.stdout.readline())
+            if m.get("method") == "elicitation/create":
+                asked += 1
+                assert not target.exists(), "the upstream ran before the approval"
+                assert "decision" in m["params"]["requestedSchema"]["properties"]
+                send({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"decision": "approve"}}})
+            elif m.get("id") == 2:
+                result = m["result"]
+                break
+        assert asked == 1
+        assert not result.get("isError"), result
+        assert target.read_text() == "x"
+    finally:
+        p.stdin.close()
+        p.wait(10)
+
+
+async def test_an_expired_request_state_is_refused(proxy, sandbox):
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person(), timeout_ms=400) as c:
+        state = await first_round(c, a)
+        await anyio.sleep(0.8)
+        r = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+    assert r.is_error and "refused" in text(r), text(r)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_upstreams_each_gated_by_its_annotations(proxy, sandbox, mode):
+    """server-filesystem and server-everything behind one proxy: read-only tools of either run
+    without asking; `ev__toggle-simulated-logging` (readOnlyHint false) asks, and a denial runs
+    nothing."""
+    person = Person("deny", reason="leave logging alone")
+    async with proxy(mode, person, everything=True) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"fs__write_file", "ev__get-sum", "ev__toggle-simulated-logging"} <= names
+        s = await c.call_tool("ev__get-sum", {"a": 2, "b": 3})
+        assert not s.is_error and "5" in text(s), text(s)
+        structured = await c.call_tool("ev__get-structured-content", {"location": "New York"})
+        assert not structured.is_error and structured.structured_content, structured
+        assert person.asked == []
+        t = await c.call_tool("ev__toggle-simulated-logging", {})
+    assert t.is_error and "leave logging alone" in text(t), text(t)
+    assert len(person.asked) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_the_gate_does_not_accept_as_approver_cannot_approve(proxy, sandbox, mode):
+    person = Person("approve")
+    async with proxy(mode, person, gate={"allowed_responders": ["alice"]}) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert len(person.asked) == 1
+    assert not (sandbox / "a.txt").exists()

@@ -1,0 +1,272 @@
+//! A client that cannot be asked, with rmcp's own client and an in-process rmcp upstream (over
+//! in-memory pipes): the request stays pending in the gate, is approved with a signed token, and
+//! then one identical retry runs the upstream exactly once.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use signoff::{Gate, Secret, TokenKeys, TokenResponse};
+use signoff_mcp::{McpGate, Risk, ToolOverride, Upstream, UpstreamClient};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// An upstream with one tool, `write` (no annotations: destructive and open-world by the spec),
+/// that counts its runs.
+#[derive(Clone, Default)]
+struct Counter(Arc<AtomicUsize>, bool);
+
+impl Counter {
+    /// An upstream whose tool never answers (the test then kills it mid-call).
+    fn hanging() -> Self {
+        Counter(Default::default(), true)
+    }
+}
+
+impl ServerHandler for Counter {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+        let Value::Object(schema) = schema else { unreachable!() };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", "Writes", Arc::new(schema))]))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.1 {
+            std::future::pending::<()>().await;
+        }
+        let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("wrote {text} (run {n})"))]).into())
+    }
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
+}
+
+async fn call(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, text: &str) -> CallToolResult {
+    let mut p = CallToolRequestParams::new("up__write");
+    p.arguments = Some(json!({"text": text}).as_object().unwrap().clone());
+    client.call_tool(p).await.expect("tools/call")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_once() {
+    let runs = Counter::default();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let upstream_server = runs.clone().serve(up_server);
+    let upstream_client = UpstreamClient::default().serve(up_client);
+    let (server, client) = tokio::join!(upstream_server, upstream_client);
+    let _server = server.unwrap();
+    let gate = Gate::builder()
+        .tokens(TokenKeys::new("k1", Secret::generate()).unwrap())
+        .default_timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let overrides: BTreeMap<String, ToolOverride> = BTreeMap::new();
+    let mcp = McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &overrides)
+        .await
+        .unwrap();
+    let gating = mcp.gating("up__write").unwrap();
+    assert!(gating.approval);
+    assert_eq!((gating.risk, gating.shown), (Risk::L4, Risk::L3));
+
+    // Downstream: rmcp's client, which declares no elicitation.
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let proxy = mcp.connection().serve(down_server);
+    let (proxy, client) = tokio::join!(proxy, ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    let r = call(&client, "a").await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("pending elsewhere"), "{}", text(&r));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    let pending = gate.pending();
+    assert_eq!(pending.len(), 1);
+    let request = pending[0].clone();
+    assert_eq!(request.tool, "up__write");
+    assert_eq!(request.metadata["risk"], "L3");
+    assert_eq!(request.metadata["mcp"]["server"], "up");
+
+    // Before approval, the identical retry is still pending and runs nothing.
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains(&request.id.to_string()), "{}", text(&r));
+    assert_eq!(gate.pending().len(), 1);
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    // Approved elsewhere, with a signed token.
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0, "approval alone runs nothing");
+
+    // A retry with other arguments is another call: a new request, nothing runs.
+    let r = call(&client, "b").await;
+    assert!(text(&r).contains("pending elsewhere"));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    // The identical retry runs, once.
+    let r = call(&client, "a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(text(&r), "wrote \"a\" (run 1)");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+
+    // And only once: the next identical call is a new request.
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains("pending elsewhere"));
+    assert!(!text(&r).contains(&request.id.to_string()));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
+    let runs = Counter::default();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(runs.clone().serve(up_server), UpstreamClient::default().serve(up_client));
+    let _server = server.unwrap();
+    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::deny("alice", Some("not today".into()))).unwrap();
+    let r = call(&client, "a").await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("not today"), "{}", text(&r));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
+    let runs = Counter::hanging();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(runs.clone().serve(up_server), UpstreamClient::default().serve(up_client));
+    let server = server.unwrap();
+    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    let counter = runs.0.clone();
+    let killer = tokio::spawn(async move {
+        while counter.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // The upstream has the call and dies before answering.
+        let _ = server.cancel().await;
+    });
+    let r = call(&client, "a").await;
+    killer.await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("upstream server failed"), "{}", text(&r));
+    gate.close();
+}
+
+/// An upstream whose one tool's description changes when told to.
+#[derive(Clone, Default)]
+struct Shifty {
+    runs: Arc<AtomicUsize>,
+    version: Arc<AtomicUsize>,
+}
+
+impl ServerHandler for Shifty {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let Value::Object(schema) = json!({"type": "object"}) else { unreachable!() };
+        let description = format!("Writes (version {})", self.version.load(Ordering::SeqCst));
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", description, Arc::new(schema))]))
+    }
+
+    async fn call_tool(
+        &self,
+        _req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_upstream_definition_voids_the_session_grant() {
+    let up = Shifty::default();
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(up.clone().serve(up_server), UpstreamClient::default().serve(up_client));
+    let server = server.unwrap();
+    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    let _proxy = proxy.unwrap();
+    let client = client.unwrap();
+
+    // Approved for the session (elsewhere, by token), then the identical retry runs.
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice").for_session()).unwrap();
+    let r = call(&client, "a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    // The grant covers the next call of the tool in this session.
+    let r = call(&client, "b").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+
+    // The upstream changes the tool's definition and says so.
+    up.version.store(1, Ordering::SeqCst);
+    server.peer().notify_tool_list_changed().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let r = call(&client, "c").await;
+    assert!(text(&r).contains("pending elsewhere"), "the grant was not voided: {}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 2);
+    let listed = client.list_all_tools().await.unwrap();
+    assert_eq!(listed[0].description.as_deref(), Some("Writes (version 1)"));
+    gate.close();
+}
