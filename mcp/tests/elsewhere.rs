@@ -10,7 +10,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use signoff::{Gate, Secret, TokenKeys, TokenResponse};
-use signoff_mcp::{McpGate, Risk, ToolOverride, Upstream, UpstreamClient};
+use signoff_mcp::{McpGate, Risk, Upstream, UpstreamClient};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,33 +66,46 @@ async fn call(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, text
     client.call_tool(p).await.expect("tools/call")
 }
 
+type Running<R, S> = rmcp::service::RunningService<R, S>;
+
+/// An upstream served in process, the gate's proxy over it, and rmcp's client (which declares no
+/// elicitation) connected to the proxy.
+struct Wired<S: ServerHandler> {
+    mcp: McpGate,
+    server: Running<RoleServer, S>,
+    _proxy: Running<RoleServer, McpGate>,
+    client: Running<rmcp::RoleClient, ()>,
+}
+
+async fn wire<S: ServerHandler + Clone>(upstream: S, gate: &Gate) -> Wired<S> {
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(upstream.serve(up_server), UpstreamClient::default().serve(up_client));
+    let mcp =
+        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
+            .await
+            .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
+    Wired { mcp, server: server.unwrap(), _proxy: proxy.unwrap(), client: client.unwrap() }
+}
+
+fn keyed_gate() -> Gate {
+    Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_once() {
     let runs = Counter::default();
-    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let upstream_server = runs.clone().serve(up_server);
-    let upstream_client = UpstreamClient::default().serve(up_client);
-    let (server, client) = tokio::join!(upstream_server, upstream_client);
-    let _server = server.unwrap();
     let gate = Gate::builder()
         .tokens(TokenKeys::new("k1", Secret::generate()).unwrap())
         .default_timeout(std::time::Duration::from_secs(30))
         .build()
         .unwrap();
-    let overrides: BTreeMap<String, ToolOverride> = BTreeMap::new();
-    let mcp = McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &overrides)
-        .await
-        .unwrap();
+    // Downstream: rmcp's client, which declares no elicitation.
+    let Wired { mcp, server: _server, _proxy, client } = wire(runs.clone(), &gate).await;
     let gating = mcp.gating("up__write").unwrap();
     assert!(gating.approval);
     assert_eq!((gating.risk, gating.shown), (Risk::L4, Risk::L3));
-
-    // Downstream: rmcp's client, which declares no elicitation.
-    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
-    let proxy = mcp.connection().serve(down_server);
-    let (proxy, client) = tokio::join!(proxy, ().serve(down_client));
-    let _proxy = proxy.unwrap();
-    let client = client.unwrap();
 
     let r = call(&client, "a").await;
     assert_eq!(r.is_error, Some(true));
@@ -139,18 +152,8 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     let runs = Counter::default();
-    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let (server, client) = tokio::join!(runs.clone().serve(up_server), UpstreamClient::default().serve(up_client));
-    let _server = server.unwrap();
-    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
-    let mcp =
-        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
-            .await
-            .unwrap();
-    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
-    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
-    let _proxy = proxy.unwrap();
-    let client = client.unwrap();
+    let gate = keyed_gate();
+    let Wired { mcp: _mcp, server: _server, _proxy, client } = wire(runs.clone(), &gate).await;
 
     call(&client, "a").await;
     let request = gate.pending()[0].clone();
@@ -166,18 +169,8 @@ async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let runs = Counter::hanging();
-    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let (server, client) = tokio::join!(runs.clone().serve(up_server), UpstreamClient::default().serve(up_client));
-    let server = server.unwrap();
-    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
-    let mcp =
-        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
-            .await
-            .unwrap();
-    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
-    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
-    let _proxy = proxy.unwrap();
-    let client = client.unwrap();
+    let gate = keyed_gate();
+    let Wired { mcp: _mcp, server, _proxy, client } = wire(runs.clone(), &gate).await;
 
     call(&client, "a").await;
     let request = gate.pending()[0].clone();
@@ -233,18 +226,8 @@ impl ServerHandler for Shifty {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_upstream_definition_voids_the_session_grant() {
     let up = Shifty::default();
-    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let (server, client) = tokio::join!(up.clone().serve(up_server), UpstreamClient::default().serve(up_client));
-    let server = server.unwrap();
-    let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap();
-    let mcp =
-        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
-            .await
-            .unwrap();
-    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
-    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
-    let _proxy = proxy.unwrap();
-    let client = client.unwrap();
+    let gate = keyed_gate();
+    let Wired { mcp: _mcp, server, _proxy, client } = wire(up.clone(), &gate).await;
 
     // Approved for the session (elsewhere, by token), then the identical retry runs.
     call(&client, "a").await;
