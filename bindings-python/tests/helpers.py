@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from typing import Any, Dict, List, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional
 
 import signoff
 
@@ -55,3 +56,12 @@ def read_line(proc: "subprocess.Popen[str]") -> str:
         proc.wait(10)
         raise AssertionError(f"child exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
     return line.strip()
+
+
+def wait_for(pred: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Polls ``pred`` (blocking) until it holds; fails naming ``what`` after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)

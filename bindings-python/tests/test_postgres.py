@@ -26,7 +26,7 @@ import pytest
 
 import signoff
 from conftest import Collector, wait_until
-from helpers import PATH_SCHEMA, Recorder, read_line
+from helpers import PATH_SCHEMA, Recorder, read_line, wait_for
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 
@@ -71,14 +71,6 @@ async def listed(gate: signoff.Gate, n: int = 1, timeout: float = 10.0) -> List[
     """The pending requests once `gate` lists at least `n` (made elsewhere)."""
     await wait_until(lambda: len(gate.pending()) >= n, timeout, f"{n} pending request(s) listed")
     return gate.pending()
-
-
-def wait_for(pred: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 # ---- two gates in one process -----------------------------------------------------------------

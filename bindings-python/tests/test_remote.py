@@ -19,7 +19,7 @@ import pytest
 
 import signoff
 from conftest import wait_until
-from helpers import PATH_SCHEMA, Recorder, gate_with_tools, read_line
+from helpers import PATH_SCHEMA, Recorder, gate_with_tools, read_line, wait_for
 
 SECRET_A = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 SECRET_B = "ISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0A="
@@ -441,14 +441,6 @@ def counting_gate(db: Path, count: Path, **options: Any) -> signoff.Gate:
     gate.register("delete_file", parameters=PATH_SCHEMA, executor=delete_file)
     gate.register("send_email", parameters={"type": "object"}, timeout=0.5, executor=lambda a: "sent")
     return gate
-
-
-def wait_for(pred: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_a_pending_request_survives_a_killed_process_and_runs_once(tmp_path: Path) -> None:

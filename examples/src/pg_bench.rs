@@ -24,7 +24,7 @@
 
 #[path = "pg_common.rs"]
 mod pg_common;
-use pg_common::{Args, Res, now_us, url};
+use pg_common::{Args, Res, now_us, runtime, url};
 use serde_json::json;
 use signoff::{
     ApprovalMode, ConfirmationRequest, ConfirmationResponse, Event, Gate, PendingCursor, PostgresOptions,
@@ -181,11 +181,7 @@ fn latency(a: &Args) -> Res<()> {
 fn latency_agent(a: &Args) -> Res<()> {
     let url = url()?;
     let (schema, dir, n) = (a.req("--schema")?.to_owned(), PathBuf::from(a.req("--dir")?), a.num("--requests", 1000)?);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(2)?;
     rt.block_on(async move {
         let gate = gate(&url, &schema, None)?;
         // When the decision reaches this process's gate (before `confirm` records `released`).
@@ -220,11 +216,7 @@ fn latency_agent(a: &Args) -> Res<()> {
 fn latency_approver(a: &Args) -> Res<()> {
     let url = url()?;
     let (schema, dir, n) = (a.req("--schema")?.to_owned(), PathBuf::from(a.req("--dir")?), a.num("--requests", 1000)?);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(2)?;
     let _guard = rt.enter();
     let gate = gate(&url, &schema, None)?;
     let mut out = String::new();
@@ -260,11 +252,7 @@ fn load_agent(a: &Args) -> Res<()> {
     let inflight = a.num("--inflight", 64)? as usize;
     let confirm_only = a.get("--mode") == Some("confirm");
     // Store calls block their thread for a round trip: one thread per call in flight.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(inflight + 2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(inflight + 2)?;
     rt.block_on(async move {
         let gs: Vec<Gate> =
             (0..gates).map(|g| gate(&url, &schema, Some(format!("bench-{k}-{g}")))).collect::<Res<_>>()?;
@@ -310,11 +298,7 @@ fn load_approver(a: &Args) -> Res<()> {
     let index = a.num("--index", 0)? as usize;
     let of = a.num("--of", 1)?.max(1) as usize;
     let workers = a.num("--gates", 4)?.max(1) as usize;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(2)?;
     let _guard = rt.enter();
     let pager = gate(&url, &schema, None)?;
     let stop = dir.join("stop-approver");

@@ -39,3 +39,8 @@ pub fn url() -> Res<String> {
 pub fn now_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
+
+/// A multi-threaded runtime with `workers` worker threads, time and I/O enabled.
+pub fn runtime(workers: usize) -> Res<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().map_err(|e| e.to_string())
+}

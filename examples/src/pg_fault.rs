@@ -31,7 +31,7 @@
 
 #[path = "pg_common.rs"]
 mod pg_common;
-use pg_common::{Args, Res, now_us, url};
+use pg_common::{Args, Res, now_us, runtime, url};
 use serde_json::{Value, json};
 use signoff::{
     ApprovalMode, CallContext, ConfirmationResponse, ErrorKind, Gate, PendingStore, PostgresOptions, PostgresStore,
@@ -165,11 +165,7 @@ fn agent(a: &Args) -> Res<()> {
     let recover = a.flag("--recover");
     // The store's calls block the calling thread for a round trip: threads, not cores, bound the
     // number of calls in progress.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(inflight.max(2) + 2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(inflight.max(2) + 2)?;
     let log = Log::open(&dir.join(format!("agent-{owner}.{life}.log")))?;
     let side = Log::open(&dir.join("side-effects.log"))?;
     let reports = Log::open(&dir.join("recovery.jsonl"))?;
@@ -262,11 +258,7 @@ fn approver(a: &Args) -> Res<()> {
     let schema = a.req("--schema")?.to_owned();
     let dir = PathBuf::from(a.req("--dir")?);
     let log = Log::open(&dir.join("approver.log"))?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(2)?;
     rt.block_on(async move {
         let store = connect(&url, &schema, None)?;
         let side = Log::open(&dir.join("side-effects.log"))?;
@@ -539,11 +531,7 @@ fn orchestrate(a: &Args) -> Res<()> {
         ends: Vec::new(),
     };
     let owners: Vec<String> = (0..n_agents).map(|k| format!("agent-{k}")).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime(2)?;
     let mut sql = Sql { url: url.clone(), schema: schema.clone(), client: None };
     let started = Instant::now();
 
