@@ -589,6 +589,26 @@ impl PyGate {
         Ok(answering(py, || self.gate.respond_token(token, response)).py_err()?.as_str())
     }
 
+    /// An approval marker for a call this gate approved by a person (`Gate::approval_marker`).
+    fn approval_marker(&self, py: Python<'_>, tool: &str, decision: PyRef<'_, Decision>) -> PyResult<String> {
+        let d = decision.inner.clone();
+        py.detach(|| self.gate.approval_marker(tool, &d)).py_err()
+    }
+
+    /// Accepts an approval marker once for a call to `tool` with `arguments`
+    /// (`Gate::accept_approval_marker`); returns its claims as a dict.
+    fn accept_approval_marker<'py>(
+        &self,
+        py: Python<'py>,
+        marker: &str,
+        tool: &str,
+        arguments: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = convert::from_py(arguments, "arguments")?;
+        let claims = py.detach(|| self.gate.accept_approval_marker(marker, tool, &args)).py_err()?;
+        to_py(py, &serde_json::to_value(&claims).unwrap_or_default())
+    }
+
     // ---- durable store (core `gate::recovery`, `store`) ---------------------------------------
 
     /// A request's stored record in any state, or `None`.

@@ -35,6 +35,7 @@ mod tools;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MARKER_META_KEY", signoff::MARKER_META_KEY)?;
     errors::register(m)?;
     events::register(m)?;
     gate::register(m)?;

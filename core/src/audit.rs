@@ -61,6 +61,10 @@ pub struct AuditRecord {
     /// A person's edited arguments (`response` when accepted, `response-rejected` when refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_arguments: Option<Value>,
+    /// The call's metadata as the host gave it (`request`, when there is any): e.g. the MCP
+    /// gate's client identity and protocol era under `mcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
     /// approve / deny / approved / denied / timed-out / cancelled / not-gated / ok / error ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
@@ -99,6 +103,7 @@ impl AuditRecord {
             arguments_digest: None,
             arguments: None,
             edited_arguments: None,
+            metadata: None,
             decision: None,
             responder: None,
             reason: None,

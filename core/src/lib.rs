@@ -70,8 +70,8 @@ pub use event::{
 };
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{
-    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, NotRestored,
-    PendingPage, Recovery, Subscription, SubscriptionCloser, ToolCall,
+    ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, MARKER_META_KEY,
+    MARKER_TTL, NotRestored, PendingPage, Recovery, Subscription, SubscriptionCloser, ToolCall,
 };
 pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 #[cfg(feature = "postgres")]
@@ -81,7 +81,7 @@ pub use store::{
     AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, PendingCursor, PendingStore,
     RecordState, ResponseAuthenticator, StateChange, StoreFuture, StoreWatcher, StoredRecord,
 };
-pub use token::{Secret, SignInClaims, TokenClaims, TokenKeys, TokenResponse};
+pub use token::{MarkerClaims, Secret, SignInClaims, TokenClaims, TokenKeys, TokenResponse};
 pub use tool::{
     ApprovalMode, ArgRule, CallContext, ContextExecutor, ExecResult, Executor, Tool, ToolBuilder, ToolSource, ToolSpec,
 };

@@ -250,6 +250,39 @@ impl TokenKeys {
         let (w, kid): (SignInWire, String) = self.verify_body(&SIGN_IN, token)?;
         Ok(SignInClaims { approver: w.apr, nonce: w.nonce, issued_at_ms: w.iat, expires_at_ms: w.exp, key_id: kid })
     }
+    /// Signs an approval marker (see [`MarkerClaims`]); its `key_id` is set to the current key's id.
+    pub fn sign_marker(&self, claims: &mut MarkerClaims) -> String {
+        let wire = MarkerWire {
+            nonce: claims.nonce,
+            rid: claims.request_id,
+            tool: claims.tool.clone(),
+            dig: claims.arguments_digest.clone(),
+            apr: claims.approver.clone(),
+            iat: claims.issued_at_ms,
+            exp: claims.expires_at_ms,
+        };
+        let (token, kid) = self.sign_body(&MARKER, &wire);
+        claims.key_id = kid;
+        token
+    }
+
+    /// Checks an approval marker's form, key and signature and returns its claims (expiry, the
+    /// call it names and single use are checked by
+    /// [`Gate::accept_approval_marker`](crate::Gate::accept_approval_marker)). Approval and
+    /// sign-in tokens are refused here (`malformed`), and a marker by their verifiers.
+    pub fn verify_marker(&self, token: &str) -> Result<MarkerClaims> {
+        let (w, kid): (MarkerWire, String) = self.verify_body(&MARKER, token)?;
+        Ok(MarkerClaims {
+            nonce: w.nonce,
+            request_id: w.rid,
+            tool: w.tool,
+            arguments_digest: w.dig,
+            approver: w.apr,
+            issued_at_ms: w.iat,
+            expires_at_ms: w.exp,
+            key_id: kid,
+        })
+    }
 }
 
 /// What a kind of token is called, its prefix and its MAC domain.
@@ -261,6 +294,45 @@ struct Kind {
 
 const APPROVAL: Kind = Kind { prefix: PREFIX, domain: b"signoff-approval-token-v1\0", what: "approval token" };
 const SIGN_IN: Kind = Kind { prefix: "so1s", domain: b"signoff-sign-in-token-v1\0", what: "sign-in token" };
+const MARKER: Kind = Kind { prefix: "so1m", domain: b"signoff-approval-marker-v1\0", what: "approval marker" };
+
+/// An approval marker's claims: a call that a signoff gate already had approved by a person
+/// (`approver`), so that another signoff gate it reaches (the MCP gate in front of a proxied
+/// server) need not ask again. Issued by [`Gate::approval_marker`](crate::Gate::approval_marker),
+/// accepted once by [`Gate::accept_approval_marker`](crate::Gate::accept_approval_marker); signed
+/// with the gates' shared [`TokenKeys`] under its own prefix (`so1m`) and MAC domain, so it is
+/// never an approval token or a sign-in link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerClaims {
+    /// Unique per marker.
+    pub nonce: Uuid,
+    /// The request the person answered (`None` for a call a session grant covered).
+    pub request_id: Option<Uuid>,
+    /// The tool, by the name the receiving gate knows it.
+    pub tool: String,
+    /// `sha256:<hex>` of the canonical JSON of the approved arguments.
+    pub arguments_digest: String,
+    /// Who approved.
+    pub approver: String,
+    /// When it was issued (epoch ms).
+    pub issued_at_ms: u64,
+    /// When it stops being accepted (epoch ms).
+    pub expires_at_ms: u64,
+    /// The id of the key that signed it.
+    pub key_id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MarkerWire {
+    nonce: Uuid,
+    rid: Option<Uuid>,
+    tool: String,
+    dig: String,
+    apr: String,
+    iat: u64,
+    exp: u64,
+}
 
 /// A sign-in token's claims: a person may open an approval console as `approver` until
 /// `expires_at_ms`. Signed with the gate's [`TokenKeys`] under its own prefix (`so1s`) and MAC

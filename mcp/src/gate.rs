@@ -13,7 +13,8 @@ use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use signoff::{
-    ApproverGuard, Gate, PendingRequest, Scope, TokenResponse, ToolCall, ToolResult, ToolSource, ToolStatus,
+    ApproverGuard, Gate, MARKER_META_KEY, MarkerClaims, PendingRequest, Scope, TokenResponse, ToolCall, ToolResult,
+    ToolSource, ToolStatus,
 };
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
@@ -153,6 +154,7 @@ impl McpGate {
             let listed = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
             for def in listed {
                 let ex = expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone())?;
+                pinned(&gate, &up.name, &def, &ex.def_hash);
                 tools.insert(ex.def.name.to_string(), ex);
             }
             let changed = up.client.service().changed.clone();
@@ -269,9 +271,23 @@ impl McpGate {
                     }
                     Err(e) => eprintln!("signoff mcp: {name}: {e}"),
                 }
-                if old.is_some() {
-                    eprintln!("signoff mcp: {name}: the upstream changed its definition; approvals for it start over");
-                    self.void(&name);
+                match &old {
+                    Some(old) => {
+                        eprintln!(
+                            "signoff mcp: {name}: the upstream changed its definition; approvals for it start over"
+                        );
+                        self.inner.gate.audit_notice(
+                            "definition-changed",
+                            Some(&name),
+                            format!(
+                                "upstream {:?} changed the definition of {:?} from {old} to {hash}: session grants \
+                                 revoked, calls pending elsewhere cancelled, request states for the old definition void",
+                                up.name, def.name
+                            ),
+                        );
+                        self.void(&name);
+                    }
+                    None => pinned(&self.inner.gate, &up.name, &def, &hash),
                 }
             }
             let gone: Vec<String> = {
@@ -281,6 +297,11 @@ impl McpGate {
             };
             for name in gone {
                 eprintln!("signoff mcp: {name}: the upstream no longer offers it");
+                self.inner.gate.audit_notice(
+                    "definition-removed",
+                    Some(&name),
+                    format!("upstream {:?} no longer offers it; its approvals are void", up.name),
+                );
                 self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
                 self.inner.gate.unregister(&name);
                 self.void(&name);
@@ -327,6 +348,32 @@ impl McpGate {
         // The call id reaches the audit: the client's identity and protocol era with every record.
         let call_id = format!("mcp {} {} #{}", who.era, who.principal, who.rpc_id);
         ToolCall::new(name, args.clone()).session(self.session.clone()).metadata(meta).call_id(call_id)
+    }
+
+    /// A call approved in process (its approval marker accepted): the request is made and approved
+    /// at once by the marker's approver, so the gate's audit, store and authenticator see it like
+    /// any approval; the marker's request is named in the request's metadata.
+    async fn loopback(&self, t: &Exposed, args: &Value, who: &Who, claims: MarkerClaims) -> ToolResult {
+        let (route, rx) = self.route(None);
+        let mut call = self.call(t, args, who, Some(route.id));
+        call.metadata["loopback"] =
+            json!({"request": claims.request_id, "approver": claims.approver, "key": claims.key_id});
+        let exec = self.inner.gate.execute(call);
+        let approve = async {
+            if let Ok(p) = rx.await
+                && let Err(e) = p.approve_with(None, Scope::Once, Some(claims.approver.clone()))
+            {
+                // E.g. the gate's authenticator does not accept this approver: nothing runs.
+                eprintln!("signoff mcp: the approval marker's approver was refused: {e}");
+                self.inner.gate.cancel_request(&p.request().id);
+            }
+            std::future::pending::<ToolResult>().await
+        };
+        tokio::select! {
+            biased;
+            r = exec => r,
+            r = approve => r,
+        }
     }
 
     /// Legacy era: `elicitation/create` inside the call.
@@ -553,6 +600,12 @@ fn definition_hash(def: &McpTool) -> String {
     signoff::display::arguments_digest(&serde_json::to_value(def).unwrap_or_default())
 }
 
+/// Records in the audit the definition a tool is pinned to when first seen.
+fn pinned(gate: &Gate, server: &str, def: &McpTool, hash: &str) {
+    let name = format!("{server}{SEPARATOR}{}", def.name);
+    gate.audit_notice("definition-pinned", Some(&name), format!("upstream {server:?} tool {:?} is {hash}", def.name));
+}
+
 /// Registers (or replaces) an upstream tool in the gate and describes it as the client sees it.
 fn expose(
     gate: &Gate,
@@ -776,6 +829,19 @@ impl ServerHandler for McpGate {
         if !tool.gating.approval {
             let r = self.inner.gate.execute(self.call(&tool, &args, &who, None)).await;
             return Ok(finish(r));
+        }
+        let marker = cx.meta.get(MARKER_META_KEY).or_else(|| req.meta.as_ref().and_then(|m| m.get(MARKER_META_KEY)));
+        if let Some(marker) = marker {
+            // Approved in process already: run without asking, once. Anything wrong with the marker
+            // (forged, reused, another call's, expired) means the person is asked as usual.
+            let accepted = match marker.as_str() {
+                Some(m) => self.inner.gate.accept_approval_marker(m, &name, &args),
+                None => Err(signoff::Error::Malformed("the approval marker is not a string".into())),
+            };
+            match accepted {
+                Ok(claims) => return Ok(finish(self.loopback(&tool, &args, &who, claims).await)),
+                Err(e) => eprintln!("signoff mcp: {name}: approval marker not accepted ({e}); asking"),
+            }
         }
         let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         let caps = cx.client_capabilities();

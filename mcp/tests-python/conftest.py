@@ -25,7 +25,7 @@ def proxy(tmp_path, sandbox):
         pytest.skip("run through mcp/test.sh (SIGNOFF_BIN, SIGNOFF_MCP_FS)")
     audit = tmp_path / "audit.jsonl"
 
-    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None):
+    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None, token_keys=None):
         upstreams = [{"name": "fs", "command": FS, "args": [str(sandbox)]}]
         if everything:
             if not EVERYTHING:
@@ -37,6 +37,8 @@ def proxy(tmp_path, sandbox):
             "default_timeout_ms": timeout_ms,
             "gate": {"audit_path": str(audit), **(gate or {})},
         }
+        if token_keys:
+            config["token_keys"] = token_keys
         path = tmp_path / "proxy.json"
         path.write_text(json.dumps(config))
         params = StdioServerParameters(command=SIGNOFF, args=["mcp-proxy", "--config", str(path)])

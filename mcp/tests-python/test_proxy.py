@@ -212,6 +212,13 @@ async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
     assert req["tool"] == "fs__write_file"
     era = "2026-07-28" if mode == "2026-07-28" else "2025-"
     assert req["tool_call_id"].startswith(f"mcp {era}"), req
+    # The client's identity and era are fields of the request's record, not only words in its id.
+    mcp_meta = req["metadata"]["mcp"]
+    assert mcp_meta["era"].startswith(era) and mcp_meta["client"], req
+    assert (mcp_meta["server"], mcp_meta["tool"]) == ("fs", "write_file")
+    # Each upstream definition is pinned (by hash) in the same chain when first seen.
+    pinned = [r for r in records if r.get("decision") == "definition-pinned" and r.get("tool") == "fs__write_file"]
+    assert len(pinned) == 1 and "sha256:" in pinned[0]["reason"], records
     outcome = [r for r in records if r.get("request_id") == req["request_id"] and r.get("decision") == "denied"]
     assert outcome and outcome[0]["reason"] == "no", records
 

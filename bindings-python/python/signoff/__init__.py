@@ -40,6 +40,7 @@ from __future__ import annotations
 from ._native import (
     DEFAULT_SESSION,
     HANDLER_RESPONDER,
+    MARKER_META_KEY,
     Decision,
     HandlerRegistration,
     ToolResult,
@@ -110,6 +111,7 @@ __all__ = [
     "ERROR_CLASSES",
     "ERROR_KINDS",
     "HANDLER_RESPONDER",
+    "MARKER_META_KEY",
     "AlreadyResolvedError",
     "AlreadyUsedError",
     "ApprovalMode",

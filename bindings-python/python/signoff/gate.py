@@ -51,6 +51,7 @@ from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spe
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+    from ._native import MarkerClaims
 
 #: How a response ended a request.
 Outcome = Literal["approved", "denied"]
@@ -557,6 +558,44 @@ class Gate(Closing):
             MalformedError: an empty approver.
         """
         return self._native.issue_token(request, approver)
+
+    def approval_marker(self, tool: str, decision: Decision) -> str:
+        """An approval marker for a call a person approved through this gate: send it with the
+        call to the next signoff gate it reaches, so the person is not asked twice. For an MCP
+        server behind ``signoff mcp-proxy`` (configured with the same ``token_keys``), put it in
+        the request's ``_meta`` under :data:`signoff.MARKER_META_KEY`::
+
+            decision = await gate.confirm("fs__write_file", args)
+            if decision.approved:
+                marker = gate.approval_marker("fs__write_file", decision)
+                await session.call_tool("fs__write_file", decision.arguments,
+                                        meta={signoff.MARKER_META_KEY: marker})
+
+        It names ``tool`` (as the receiving gate knows it), the digest of the arguments approved to
+        run (``decision.arguments``, an edit included), who approved and the request; it is signed
+        with the gate's ``token_keys``, accepted once, and expires after a minute. One marker per
+        request: asking again raises ``AlreadyUsedError``.
+
+        Raises:
+            ConfigError: the gate has no ``token_keys``.
+            MalformedError: the decision is not a person's approval (denied, timed out, cancelled,
+                not gated), or ``tool`` is empty.
+            AlreadyUsedError: a marker was already issued for this request.
+            MismatchError: this gate's record of the request names other arguments.
+        """
+        return self._native.approval_marker(tool, decision)
+
+    def accept_approval_marker(self, marker: str, tool: str, arguments: JSON) -> MarkerClaims:
+        """Accepts an approval marker from :meth:`approval_marker` (a gate with the same keys) for
+        a call to ``tool`` with ``arguments``, once; returns what it claims (``approver``,
+        ``request_id``, ...). On any error, ask a person as if there were no marker. Acceptances
+        and refusals are audited.
+
+        Raises ``MalformedError``, ``UnknownKeyError``, ``BadSignatureError``,
+        ``TokenExpiredError``, ``MismatchError`` (another tool or other arguments),
+        ``AlreadyUsedError``, ``ConfigError``.
+        """
+        return self._native.accept_approval_marker(marker, tool, arguments)
 
     def inspect_token(self, token: str) -> TokenClaims:
         """Verifies a token's key and signature and returns what it claims (which request, for

@@ -141,6 +141,7 @@ impl GateBuilder {
             inner: Arc::new_cyclic(|me| Inner {
                 inserting: Mutex::new(HashMap::default()),
                 built_at_ms: crate::event::now_ms(),
+                markers: Mutex::default(),
                 watcher: shared
                     .then(|| Arc::new(super::shared::Watcher(me.clone())) as Arc<dyn crate::store::StoreWatcher>),
                 policy: self.policy,

@@ -26,6 +26,7 @@ mod bus;
 mod call;
 mod confirm;
 mod grants;
+mod marker;
 mod recovery;
 mod respond;
 mod shared;
@@ -34,6 +35,7 @@ pub use builder::GateBuilder;
 pub use bus::{LAGGED_SNAPSHOT_LIMIT, Lagged, PendingPage, Subscription, SubscriptionCloser};
 pub use call::{ApprovedBy, DEFAULT_SESSION, Decision, ToolCall};
 pub use confirm::Confirm;
+pub use marker::{MARKER_META_KEY, MARKER_TTL};
 pub use recovery::{NotRestored, Recovery};
 
 /// What resolved a waiter; sent through its oneshot.
@@ -156,6 +158,8 @@ pub(crate) struct Inner {
     inserting: Mutex<HashMap<Uuid, Arc<AtomicBool>, FxBuildHasher>>,
     /// When the gate was built (epoch ms).
     built_at_ms: u64,
+    /// Approval markers issued and accepted ([`Gate::approval_marker`]).
+    markers: Mutex<marker::Markers>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -237,6 +241,19 @@ impl Gate {
     /// True when gating is disabled (development only).
     pub fn gating_disabled(&self) -> bool {
         self.inner.policy.gating_disabled
+    }
+
+    /// Adds a [`Notice`](AuditKind::Notice) to the gate's audit (nothing without an audit sink):
+    /// something the host reports that belongs in the same hash-chained record as the gate's
+    /// decisions, e.g. the MCP gate's "an upstream changed a tool's definition". `what` names it
+    /// (the record's `decision`, e.g. `"definition-changed"`), `tool` is the tool it is about,
+    /// `detail` says what happened.
+    pub fn audit_notice(&self, what: &str, tool: Option<&str>, detail: impl Into<String>) {
+        self.audit(|| {
+            let mut r = AuditRecord::notice(what, detail);
+            r.tool = tool.map(str::to_owned);
+            r
+        });
     }
 
     fn audit(&self, f: impl FnOnce() -> AuditRecord) {
@@ -406,6 +423,10 @@ impl Gate {
             let mut r = AuditRecord::about(AuditKind::Request, request);
             r.arguments = Some(request.arguments.clone());
             r.reason = Some(request.reasons.join("; "));
+            let m = &request.metadata;
+            if !(m.is_null() || m.as_object().is_some_and(|o| o.is_empty())) {
+                r.metadata = Some(m.clone());
+            }
             r
         });
         if !announce {

@@ -184,7 +184,7 @@ impl Gate {
         self.inner.tokens.is_some()
     }
 
-    fn token_keys(&self) -> Result<&TokenKeys> {
+    pub(super) fn token_keys(&self) -> Result<&TokenKeys> {
         self.inner
             .tokens
             .as_ref()
