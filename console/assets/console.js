@@ -424,8 +424,16 @@
     source.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));
   }
 
+  // A link to one request (`#request-<id>`, e.g. from an MCP client's URL-mode elicitation,
+  // sent once the request is pending) selects its card.
+  function linked() {
+    const m = /^#request-([0-9a-f-]{36})$/.exec(location.hash);
+    return m ? cards().find((c) => c.dataset.id === m[1]) || null : null;
+  }
+
   localTimes(document);
   tick();
   refresh();
+  if (linked()) select(linked());
   connect();
 })();

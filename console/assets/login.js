@@ -17,7 +17,8 @@
       return;
     }
     if (r.ok) {
-      location.replace('./');
+      // A link to one request keeps pointing at it after sign-in.
+      location.replace(/^#request-[0-9a-f-]{36}$/.test(location.hash) ? `./${location.hash}` : './');
       return;
     }
     let text = `Sign-in failed (${r.status})`;

@@ -31,7 +31,7 @@ SCHEMA = {
 class Agent:
     """A gate with one editable, gated tool, a console, and calls running in threads."""
 
-    def __init__(self, tmp: Path, timeout: float = 30.0) -> None:
+    def __init__(self, tmp: Path, timeout: float = 30.0, console: Optional[Dict[str, Any]] = None) -> None:
         self.runs: List[Dict[str, Any]] = []
         self.gate = signoff.Gate(
             token_keys=signoff.TokenKeys("k1", signoff.Secret.generate()),
@@ -47,7 +47,7 @@ class Agent:
             destructive=True,
             executor=self._run,
         )
-        self.console = self.gate.serve_console(title="signoff test console")
+        self.console = self.gate.serve_console(title="signoff test console", **(console or {}))
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=16)
 
     def _run(self, args: Dict[str, Any]) -> str:
@@ -490,3 +490,31 @@ def test_screenshot_for_the_readme(page: Page, agent: Agent, tmp_path: Path) -> 
         agent.gate.cancel_request(i)
     for c in calls:
         result(c)
+
+
+def test_a_link_to_one_request_survives_sign_in_and_selects_it(page: Page, tmp_path: Path) -> None:
+    """What an MCP client's URL-mode elicitation opens: `<console>/#request-<id>`. A signed-out
+    person is sent to sign in; the link survives it and the request is selected, ready to decide."""
+    agent = Agent(tmp_path, console={"approver_keys": {"alice": "alice-key-0123456789"}})
+    try:
+        first = agent.call("/tmp/first")
+        time.sleep(0.005)  # distinct creation times: the page lists oldest first
+        second = agent.call("/tmp/second")
+        ids = agent.pending_ids()
+        page.goto(f"{agent.console.url}#request-{ids[1]}")
+        page.wait_for_url(re.compile(r"/login#request-"))
+        page.fill('input[name="approver"]', "alice")
+        page.fill('input[name="key"]', "alice-key-0123456789")
+        page.click("#login-submit")
+        page.wait_for_url(re.compile(rf"/#request-{ids[1]}$"))
+        expect(page.locator("li.request.selected")).to_have_attribute("data-id", ids[1])
+        page.keyboard.press("a")
+        assert result(second).status == "executed"
+        assert agent.runs == [{"path": "/tmp/second"}]
+        # Without a link, the oldest is selected, as always.
+        page.goto(agent.console.url)
+        expect(page.locator("li.request.selected")).to_have_attribute("data-id", ids[0])
+        page.keyboard.press("a")
+        assert result(first).status == "executed"
+    finally:
+        agent.close()

@@ -47,6 +47,15 @@ pub struct ProxyConfig {
     /// The core gate's options ([`GateConfig`](signoff::GateConfig), snake_case).
     #[serde(default)]
     pub gate: Option<Value>,
+    /// Start a browser approval console on this gate (`signoff-console`'s options, snake_case:
+    /// `bind`, `approver_keys`, `public_origin`, ...): clients that can open a URL are sent to it
+    /// (URL-mode elicitation) instead of answering in a form.
+    #[serde(default)]
+    pub console: Option<Value>,
+    /// An approval page elsewhere (e.g. `signoff console` on a shared store) that URL-mode
+    /// elicitations point at; overrides the URL of `console`. `http` or `https`.
+    #[serde(default)]
+    pub approval_url: Option<String>,
 }
 
 /// One upstream server.
@@ -149,6 +158,17 @@ impl ProxyConfig {
                 return Err(format!("upstream {:?}: `command` is empty", u.name));
             }
         }
+        if let Some(url) = &self.approval_url {
+            let ok = (url.starts_with("https://") || url.starts_with("http://"))
+                && url.len() > "https://".len()
+                && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+            if !ok {
+                return Err(format!("approval_url {url:?}: give an http or https URL"));
+            }
+        }
+        if self.console.as_ref().is_some_and(|c| !c.is_object()) {
+            return Err("`console` takes the console's options as an object, e.g. {\"approver_keys\": {...}}".into());
+        }
         for name in self.tools.keys() {
             let server = name.split_once(SEPARATOR).map(|(s, _)| s);
             if !server.is_some_and(|s| seen.contains(s)) {
@@ -223,6 +243,15 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("0 to 5"), "{e}");
         assert!(ProxyConfig::from_json(r#"{"upstreams": []}"#, "c").unwrap_err().contains("empty"));
+        let e = ProxyConfig::from_json(
+            r#"{"upstreams": [{"name": "fs", "command": "x"}], "approval_url": "javascript:alert(1)"}"#,
+            "c",
+        )
+        .unwrap_err();
+        assert!(e.contains("http or https"), "{e}");
+        let e = ProxyConfig::from_json(r#"{"upstreams": [{"name": "fs", "command": "x"}], "console": true}"#, "c")
+            .unwrap_err();
+        assert!(e.contains("as an object"), "{e}");
     }
 
     fn ann(read_only: Option<bool>) -> ToolAnnotations {

@@ -88,6 +88,8 @@ type Routes = Arc<Mutex<HashMap<Uuid, RouteEntry>>>;
 /// A call parked between the two rounds of a 2026-07-28 approval.
 struct Parked {
     task: JoinHandle<ToolResult>,
+    /// URL mode: the signal that lets the call run once approved (on the retry only).
+    go: Option<oneshot::Sender<()>>,
     _pending: PendingRequest,
 }
 
@@ -111,6 +113,10 @@ struct Inner {
     parked: Mutex<HashMap<Uuid, Parked>>,
     elsewhere: Mutex<HashMap<(String, String, String), Elsewhere>>,
     deferred: Deferred,
+    /// The approval page URL-mode elicitations point at (`<page>#request-<id>`).
+    approval_page: std::sync::OnceLock<String>,
+    /// A console this gate started for its approval page, kept running while the gate lives.
+    console: Mutex<Option<signoff_console::Console>>,
     _approver: ApproverGuard,
     upstreams: Vec<Up>,
 }
@@ -193,6 +199,8 @@ impl McpGate {
             parked: Default::default(),
             elsewhere: Default::default(),
             deferred,
+            approval_page: Default::default(),
+            console: Default::default(),
             _approver: approver,
             upstreams: clients,
         };
@@ -218,7 +226,21 @@ impl McpGate {
                 .map_err(|e| format!("upstream {:?}: initialize: {e}", u.name))?;
             upstreams.push(Upstream { name: u.name.clone(), client });
         }
-        McpGate::new(gate, upstreams, &config.tools).await
+        let mcp = McpGate::new(gate, upstreams, &config.tools).await?;
+        if let Some(options) = &config.console {
+            let options = signoff_console::ConsoleOptions::from_json(options, signoff::Naming::Snake)
+                .map_err(|e| format!("console: {e}"))?;
+            let console =
+                signoff_console::Console::start(mcp.gate().clone(), options).map_err(|e| format!("console: {e}"))?;
+            eprintln!("signoff mcp: approval console at {}", console.url());
+            // An explicit `approval_url` wins over the console's own URL.
+            mcp.set_approval_page(config.approval_url.as_deref().unwrap_or(console.url()));
+            *lock(&mcp.inner.console) = Some(console);
+        }
+        if let Some(page) = &config.approval_url {
+            mcp.set_approval_page(page.clone());
+        }
+        Ok(mcp)
     }
 
     /// The signoff gate behind it (to attach a console, issue tokens, read the audit).
@@ -453,19 +475,21 @@ impl McpGate {
         };
         let ad = associated_data(&who.principal, t, &req.arguments_digest);
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
-        let state =
-            match self.inner.codec.seal_json_with(&State { token }, &SealOptions::new().associated_data(&ad).ttl(left))
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    p.fail(&format!("could not seal the request state: {e}"));
-                    return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
-                }
-            };
+        let state = match self
+            .inner
+            .codec
+            .seal_json_with(&State::Form { token }, &SealOptions::new().associated_data(&ad).ttl(left))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                p.fail(&format!("could not seal the request state: {e}"));
+                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+            }
+        };
         {
             let mut parked = lock(&self.inner.parked);
             parked.retain(|_, p| !p.task.is_finished());
-            parked.insert(req.id, Parked { task, _pending: p });
+            parked.insert(req.id, Parked { task, go: None, _pending: p });
         }
         let mut asks = InputRequests::new();
         asks.insert(
@@ -488,13 +512,17 @@ impl McpGate {
     ) -> CallToolResponse {
         let digest = signoff::display::arguments_digest(args);
         let ad = associated_data(&who.principal, t, &digest);
-        let Ok(state) = self.inner.codec.open_json_with::<State>(sealed, &ad) else {
-            return refused(
-                name,
-                "its requestState is invalid, expired, or was issued for another client, tool or other arguments",
-            );
+        let state = match self.inner.codec.open_json_with::<State>(sealed, &ad) {
+            Ok(State::Form { token }) => token,
+            Ok(State::Url { request }) => return self.retry_url(name, request, req).await,
+            Err(_) => {
+                return refused(
+                    name,
+                    "its requestState is invalid, expired, or was issued for another client, tool or other arguments",
+                );
+            }
         };
-        let claims = match self.inner.gate.inspect_token(&state.token) {
+        let claims = match self.inner.gate.inspect_token(&state) {
             Ok(c) if c.tool == name && c.arguments_digest == digest && c.session_id == self.session => c,
             Ok(_) => return refused(name, "its approval was issued for another call"),
             Err(e) => return refused(name, &format!("its approval token is not valid: {e}")),
@@ -506,7 +534,7 @@ impl McpGate {
             Some(Verdict::Deny(reason)) => TokenResponse::deny(&who.principal, reason),
             None => TokenResponse::deny(&who.principal, None),
         };
-        if let Err(e) = self.inner.gate.respond_token(&state.token, response) {
+        if let Err(e) = self.inner.gate.respond_token(&state, response) {
             return refused(name, &format!("its approval cannot be used: {e}"));
         }
         let parked = lock(&self.inner.parked).remove(&claims.request_id);
@@ -514,6 +542,125 @@ impl McpGate {
             Some(p) => finish(p.task.await.unwrap_or_else(|e| panicked(name, e))),
             None => refused(name, "the approval was recorded, but this proxy is not holding the call"),
         }
+    }
+
+    /// Legacy era, URL mode: an `elicitation/create` pointing at the approval page, where a
+    /// signed-in approver decides. The client's `accept` only says the person went there; the
+    /// decision is the page's. `decline`, `cancel`, the client cancelling the call or a failed
+    /// elicitation cancel the request.
+    async fn ask_legacy_url(
+        &self,
+        t: &Exposed,
+        args: &Value,
+        who: &Who,
+        cx: &RequestContext<RoleServer>,
+        page: &str,
+    ) -> ToolResult {
+        let (route, rx) = self.route(None);
+        let exec = self.inner.gate.execute(self.call(t, args, who, Some(route.id)));
+        let ask = async {
+            let Ok(p) = rx.await else { return std::future::pending::<ToolResult>().await };
+            let req = p.request().clone();
+            let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
+            let asked = cx.peer.create_elicitation_with_timeout(url_form(&req, page), Some(left));
+            let answer = tokio::select! {
+                r = asked => r,
+                _ = cx.ct.cancelled() => Ok(ElicitResult::new(ElicitationAction::Cancel)),
+            };
+            match answer {
+                // Held until the page decides (dropping it unanswered would fail the request).
+                Ok(res) if res.action == ElicitationAction::Accept => {}
+                Ok(_) => {
+                    self.inner.gate.cancel_request(&req.id);
+                }
+                Err(e) => {
+                    p.fail(&format!("could not ask the MCP client: {e}"));
+                }
+            }
+            let _hold = p;
+            std::future::pending::<ToolResult>().await
+        };
+        tokio::select! {
+            biased;
+            r = exec => r,
+            r = ask => r,
+        }
+    }
+
+    /// 2026-07-28 era, URL mode, first round: the request is made and stays pending in the gate
+    /// for the approval page; the client gets an `InputRequiredResult` with a URL elicitation and a
+    /// sealed `requestState` naming the request. Approved on the page, the call still runs only on
+    /// the client's retry, once.
+    async fn input_required_url(
+        &self,
+        t: &Exposed,
+        name: &str,
+        args: &Value,
+        who: &Who,
+        page: &str,
+    ) -> CallToolResponse {
+        let (go, wait) = oneshot::channel();
+        let (route, rx) = self.route(Some(wait));
+        let gate = self.inner.gate.clone();
+        let call = self.call(t, args, who, Some(route.id));
+        let mut task = tokio::spawn(async move { gate.execute(call).await });
+        let p = tokio::select! {
+            p = rx => p,
+            r = &mut task => return finish(r.unwrap_or_else(|e| panicked(name, e))),
+        };
+        drop(route);
+        let Ok(p) = p else { return finish(task.await.unwrap_or_else(|e| panicked(name, e))) };
+        let req = p.request().clone();
+        let ad = associated_data(&who.principal, t, &req.arguments_digest);
+        let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
+        let sealed = self
+            .inner
+            .codec
+            .seal_json_with(&State::Url { request: req.id }, &SealOptions::new().associated_data(&ad).ttl(left));
+        let state = match sealed {
+            Ok(s) => s,
+            Err(e) => {
+                p.fail(&format!("could not seal the request state: {e}"));
+                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+            }
+        };
+        {
+            let mut parked = lock(&self.inner.parked);
+            parked.retain(|_, p| !p.task.is_finished());
+            parked.insert(req.id, Parked { task, go: Some(go), _pending: p });
+        }
+        let mut asks = InputRequests::new();
+        asks.insert(INPUT_KEY.into(), InputRequest::Elicitation(ElicitRequest::new(url_form(&req, page))));
+        InputRequiredResult::new(Some(asks), Some(state)).into()
+    }
+
+    /// 2026-07-28 era, URL mode, the retry (its state already opened with the retried arguments):
+    /// `accept` lets the call run once the page approves it (waiting for the decision until the
+    /// deadline); anything else cancels the request. A replayed state finds nothing parked.
+    async fn retry_url(&self, name: &str, request: Uuid, req: &CallToolRequestParams) -> CallToolResponse {
+        let Some(mut parked) = lock(&self.inner.parked).remove(&request) else {
+            return refused(name, "its requestState was already used, or the call it names has ended");
+        };
+        let answer = req.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY));
+        let accepted = answer
+            .and_then(|v| ElicitResult::deserialize(v).ok())
+            .is_some_and(|r| r.action == ElicitationAction::Accept);
+        if accepted {
+            if let Some(go) = parked.go.take() {
+                let _ = go.send(());
+            }
+        } else {
+            self.inner.gate.cancel_request(&request);
+        }
+        finish(parked.task.await.unwrap_or_else(|e| panicked(name, e)))
+    }
+
+    /// Points URL-mode elicitations at an approval page (a signoff console on this gate or on a
+    /// store it shares): clients that declared URL elicitation are sent to
+    /// `<page>#request-<id>` instead of answering in a form. Set once; later calls are ignored.
+    pub fn set_approval_page(&self, page: impl Into<String>) {
+        let page: String = page.into();
+        let _ = self.inner.approval_page.set(page.split('#').next().unwrap_or_default().to_owned());
     }
 
     /// A client that can be asked in no way: the request stays pending in the gate (a console or an
@@ -579,8 +726,12 @@ struct Who {
 
 /// What `requestState` carries (sealed: integrity-protected, bound by associated data).
 #[derive(Serialize, Deserialize)]
-struct State {
-    token: String,
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum State {
+    /// Form mode: the approval token the client's answer is submitted with.
+    Form { token: String },
+    /// URL mode: the request a person answers on the approval page.
+    Url { request: Uuid },
 }
 
 fn now_ms() -> u64 {
@@ -776,6 +927,19 @@ fn approval_form(prompt: &str, display_arguments: &str) -> ElicitRequestParams {
     }
 }
 
+/// A URL-mode elicitation sending the person to the approval page for `req`.
+fn url_form(req: &signoff::ConfirmationRequest, page: &str) -> ElicitRequestParams {
+    ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: format!(
+            "signoff: {}\n{}\nApprove or deny it on the approval page (sign in as an approver).",
+            req.prompt, req.display_arguments
+        ),
+        url: format!("{page}#request-{}", req.id),
+        elicitation_id: req.id.to_string(),
+    }
+}
+
 /// Only an explicit `accept` with `decision` `approve` or `approve_session` approves; `decline`
 /// and any other accepted answer deny; `cancel` is `None` (the request is cancelled).
 fn verdict(res: &ElicitResult) -> Option<Verdict> {
@@ -845,12 +1009,17 @@ impl ServerHandler for McpGate {
         }
         let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         let caps = cx.client_capabilities();
-        let can_ask =
-            caps.as_ref().and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.form.is_some() || e.url.is_none());
-        Ok(match (modern, req.request_state.as_deref()) {
-            (true, Some(sealed)) => self.retry(&tool, &name, &args, &who, &req, sealed).await,
-            (true, None) if can_ask => self.input_required(&tool, &name, &args, &who).await,
-            (false, _) if can_ask => finish(self.ask_legacy(&tool, &args, &who, &cx).await),
+        let elicitation = caps.as_ref().and_then(|c| c.elicitation.as_ref());
+        let can_form = elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none());
+        // With an approval page, clients that can open a URL are sent there (a signed-in
+        // approver decides, not the client); others answer in a form.
+        let page = self.inner.approval_page.get().filter(|_| elicitation.is_some_and(|e| e.url.is_some()));
+        Ok(match (modern, req.request_state.as_deref(), page) {
+            (true, Some(sealed), _) => self.retry(&tool, &name, &args, &who, &req, sealed).await,
+            (true, None, Some(page)) => self.input_required_url(&tool, &name, &args, &who, page).await,
+            (true, None, None) if can_form => self.input_required(&tool, &name, &args, &who).await,
+            (false, _, Some(page)) => finish(self.ask_legacy_url(&tool, &args, &who, &cx, page).await),
+            (false, _, None) if can_form => finish(self.ask_legacy(&tool, &args, &who, &cx).await),
             _ => finish(self.elsewhere(&tool, &name, &args, &who).await),
         })
     }

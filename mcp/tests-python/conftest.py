@@ -25,7 +25,7 @@ def proxy(tmp_path, sandbox):
         pytest.skip("run through mcp/test.sh (SIGNOFF_BIN, SIGNOFF_MCP_FS)")
     audit = tmp_path / "audit.jsonl"
 
-    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None, token_keys=None):
+    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None, token_keys=None, extra=None):
         upstreams = [{"name": "fs", "command": FS, "args": [str(sandbox)]}]
         if everything:
             if not EVERYTHING:
@@ -39,6 +39,7 @@ def proxy(tmp_path, sandbox):
         }
         if token_keys:
             config["token_keys"] = token_keys
+        config.update(extra or {})
         path = tmp_path / "proxy.json"
         path.write_text(json.dumps(config))
         params = StdioServerParameters(command=SIGNOFF, args=["mcp-proxy", "--config", str(path)])

@@ -226,7 +226,9 @@ impl ServerHandler for Shifty {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_upstream_definition_voids_the_session_grant() {
     let up = Shifty::default();
-    let gate = keyed_gate();
+    let audit = signoff::MemoryAuditSink::new();
+    let gate =
+        Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).audit(audit.clone()).build().unwrap();
     let Wired { mcp: _mcp, server, _proxy, client } = wire(up.clone(), &gate).await;
 
     // Approved for the session (elsewhere, by token), then the identical retry runs.
@@ -251,5 +253,13 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     assert_eq!(up.runs.load(Ordering::SeqCst), 2);
     let listed = client.list_all_tools().await.unwrap();
     assert_eq!(listed[0].description.as_deref(), Some("Writes (version 1)"));
+    // Pinned when first seen, the change recorded in the same audit, and the grant's revocation.
+    let records = audit.records();
+    let noted = |what: &str| records.iter().filter(|r| r.decision.as_deref() == Some(what)).count();
+    assert_eq!(noted("definition-pinned"), 1, "{records:?}");
+    assert_eq!(noted("definition-changed"), 1, "{records:?}");
+    let changed = records.iter().find(|r| r.decision.as_deref() == Some("definition-changed")).unwrap();
+    assert_eq!(changed.tool.as_deref(), Some("up__write"));
+    assert!(records.iter().any(|r| r.kind == signoff::AuditKind::Grant && r.decision.as_deref() == Some("revoked")));
     gate.close();
 }

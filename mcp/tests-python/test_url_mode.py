@@ -1,0 +1,171 @@
+"""URL-mode elicitation: with an approval console configured, a client that can open a URL is sent
+to the console's page for the request (`<console>/#request-<id>`), where a signed-in approver
+decides over the console's real HTTP API; the client's `accept` only says the person went there.
+Clients that cannot be asked at all are told approval is pending elsewhere, and the same console
+approves them."""
+import http.client
+import json
+import re
+import socket
+import urllib.parse
+
+import anyio
+import mcp_types as types
+import pytest
+
+from conftest import MODES, text
+from test_proxy import write
+
+pytestmark = pytest.mark.anyio
+
+KEY = "alice-approval-key-0123"
+CONSOLE = {"console": {"approver_keys": {"alice": KEY}}}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Page:
+    """The approval console, as a signed-in approver's browser speaks to it (cookie, CSRF token,
+    same-origin headers), answering one request."""
+
+    def __init__(self, url):
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.origin = parts.netloc, f"{parts.scheme}://{parts.netloc}"
+        self.request_id = parts.fragment.removeprefix("request-")
+        self.cookie = None
+
+    def call(self, method, path, body=None, headers=None):
+        conn = http.client.HTTPConnection(self.host, timeout=10)
+        h = {"Origin": self.origin, **(headers or {})}
+        if self.cookie:
+            h["Cookie"] = self.cookie
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            h["Content-Type"] = "application/json"
+        conn.request(method, path, data, h)
+        res = conn.getresponse()
+        out = res.status, res.msg.get_all("Set-Cookie") or [], res.read().decode()
+        conn.close()
+        return out
+
+    def decide(self, decision, reason=None):
+        status, cookies, body = self.call("POST", "/login", {"approver": "alice", "key": KEY})
+        assert status == 200, body
+        self.cookie = cookies[0].split(";", 1)[0]
+        status, _, page = self.call("GET", "/")
+        assert status == 200, page
+        csrf = re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1)
+        card = re.search(rf'data-id="{self.request_id}" data-digest="([^"]+)"', page)
+        assert card, f"request {self.request_id} is not on the page"
+        answer = {"id": self.request_id, "digest": card.group(1), "decision": decision}
+        if reason:
+            answer["reason"] = reason
+        status, _, body = self.call("POST", "/api/decide", answer, {"X-CSRF-Token": csrf})
+        assert status == 200, body
+
+
+class Person:
+    """An elicitation callback: goes to the URL, decides on the page, then tells the client it
+    went (`accept`), or refuses to open the URL at all."""
+
+    def __init__(self, decision="approve", reason=None, action="accept"):
+        self.decision, self.reason, self.action = decision, reason, action
+        self.asked = []
+
+    async def __call__(self, ctx, params):
+        self.asked.append(params)
+        assert params.mode == "url", params
+        if self.action != "accept":
+            return types.ElicitResult(action=self.action)
+        await anyio.to_thread.run_sync(lambda: Page(params.url).decide(self.decision, self.reason))
+        return types.ElicitResult(action="accept")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_approved_on_the_page_runs_the_call(proxy, sandbox, mode):
+    person = Person("approve")
+    async with proxy(mode, person, extra=CONSOLE) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert not r.is_error, text(r)
+    assert (sandbox / "a.txt").read_text() == "hello"
+    assert len(person.asked) == 1
+    url = person.asked[0].url
+    assert re.match(r"^http://127\.0\.0\.1:\d+/#request-[0-9a-f-]{36}$", url), url
+    assert "fs__write_file" in person.asked[0].message
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    approved = [r for r in records if r.get("kind") == "outcome" and r.get("decision") == "approved"]
+    assert approved and approved[0]["responder"] == "alice", records
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_denied_on_the_page_runs_nothing_and_tells_the_reason(proxy, sandbox, mode):
+    async with proxy(mode, Person("deny", reason="not this file"), extra=CONSOLE) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "not this file" in text(r), text(r)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_a_refused_url_cancels_the_request(proxy, sandbox, mode, action):
+    async with proxy(mode, Person(action=action), extra=CONSOLE) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert not (sandbox / "a.txt").exists()
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    assert any(r.get("kind") == "outcome" and r.get("decision") == "cancelled" for r in records), records
+
+
+async def test_a_replayed_url_state_runs_nothing_twice(proxy, sandbox):
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person(), extra=CONSOLE) as c:
+        first = await c.session.call_tool("fs__write_file", a, allow_input_required=True)
+        assert type(first).__name__ == "InputRequiredResult", first
+        asked = first.input_requests["signoff_approval"]
+        url = asked.params.url if hasattr(asked, "params") else asked["params"]["url"]
+        await anyio.to_thread.run_sync(lambda: Page(url).decide("approve"))
+        # Approved on the page, but nothing runs until the client retries.
+        await anyio.sleep(0.3)
+        assert not (sandbox / "a.txt").exists()
+        went = {"signoff_approval": {"action": "accept"}}
+        state = first.request_state
+        r = await c.session.call_tool(
+            "fs__write_file", a, input_responses=went, request_state=state, allow_input_required=True
+        )
+        assert not r.is_error, text(r)
+        (sandbox / "a.txt").unlink()
+        replay = await c.session.call_tool(
+            "fs__write_file", a, input_responses=went, request_state=state, allow_input_required=True
+        )
+    assert replay.is_error and "refused" in text(replay), text(replay)
+    assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_that_cannot_be_asked_is_approved_on_the_console(proxy, sandbox, mode):
+    """Pending elsewhere, approved by a person on the console (not by a token in the test), then
+    the identical retry runs once."""
+    args = write(sandbox / "a.txt")
+    port = free_port()
+    console = {"console": {**CONSOLE["console"], "bind": f"127.0.0.1:{port}"}}
+    async with proxy(mode, extra=console) as c:
+        r = await c.call_tool("fs__write_file", args)
+        assert r.is_error and "pending elsewhere" in text(r), text(r)
+        request = text(r).split("(request ")[1].split(")")[0]
+        page = Page(f"http://127.0.0.1:{port}/#request-{request}")
+        await anyio.to_thread.run_sync(lambda: page.decide("approve"))
+        assert not (sandbox / "a.txt").exists()
+        again = await c.call_tool("fs__write_file", args)
+        assert not again.is_error, text(again)
+        assert (sandbox / "a.txt").read_text() == "hello"
+        (sandbox / "a.txt").unlink()
+        third = await c.call_tool("fs__write_file", args)
+    # The approval ran one call; the next identical call is a new request.
+    assert third.is_error and "pending elsewhere" in text(third)
+    assert request not in text(third)
+    assert not (sandbox / "a.txt").exists()
