@@ -59,6 +59,7 @@ import type {
   Recovery,
   StoredRecord,
   TokenClaims,
+  MarkerClaims,
   TokenResponseInput,
   ToolCall,
   ToolDefinition,
@@ -74,6 +75,12 @@ export const DEFAULT_SESSION: string = native.defaultSession()
  * approval step: a request listener that threw, rejected, or settled without answering.
  */
 export const HANDLER_RESPONDER: string = native.handlerResponder()
+
+/**
+ * The `_meta` key an approval marker travels under in an MCP request (`"dev.signoff/approval"`;
+ * see {@link Gate.approvalMarker}).
+ */
+export const MARKER_META_KEY: string = native.markerMetaKey()
 
 /**
  * The gate options as JSON for the core's `GateConfig`, which checks every option once (the same
@@ -660,6 +667,56 @@ export class Gate extends EventEmitter {
   }
 
   /**
+   * An approval marker for a call a person approved through this gate: send it with the call to
+   * the next signoff gate it reaches, so the person is not asked twice. For an MCP server behind
+   * `signoff mcp-proxy` (configured with the same `tokenKeys`), put it in the request's `_meta`
+   * under {@link MARKER_META_KEY}:
+   *
+   * ```ts
+   * const decision = await gate.confirm({ tool: 'fs__write_file', arguments: args })
+   * if (decision.approved) {
+   *   const marker = gate.approvalMarker('fs__write_file', decision)
+   *   await client.callTool({ name: 'fs__write_file', arguments: decision.arguments, _meta: { [MARKER_META_KEY]: marker } })
+   * }
+   * ```
+   *
+   * It names `tool` (as the receiving gate knows it), the digest of the arguments approved to run
+   * (`decision.arguments`, an edit included), who approved and the request; signed with the
+   * gate's `tokenKeys`, accepted once, expires after a minute. One marker per request.
+   * @throws {@link SignoffError} `config` (no `tokenKeys`), `malformed` (not a person's approval:
+   *   denied, timed out, cancelled, not gated; or an empty tool), `already_used` (a marker was
+   *   already issued for this request), `mismatch`.
+   */
+  approvalMarker(tool: string, decision: Decision): string {
+    checkParam(tool, 'tool', 'approvalMarker')
+    if (decision === null || typeof decision !== 'object') {
+      throw new SignoffError('malformed payload: approvalMarker: `decision` must be a decision from gate.confirm', 'malformed')
+    }
+    try {
+      return this.#native.approvalMarker(tool, coreDecisionJson(decision))
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * Accepts an approval marker from {@link approvalMarker} (a gate with the same keys) for a call
+   * to `tool` with `args`, once; returns what it claims. On any error, ask a person as if there
+   * were no marker. Acceptances and refusals are audited.
+   * @throws {@link SignoffError} `malformed`, `unknown_key`, `bad_signature`, `token_expired`,
+   *   `mismatch` (another tool or other arguments), `already_used`, `config`.
+   */
+  acceptApprovalMarker(marker: string, tool: string, args: unknown): MarkerClaims {
+    checkParam(marker, 'marker', 'acceptApprovalMarker')
+    checkParam(tool, 'tool', 'acceptApprovalMarker')
+    try {
+      return this.#native.acceptApprovalMarker(marker, tool, toJson(args, 'arguments'))
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
    * Answers a pending request with a signed token, presented by `response.approver` (as your
    * server authenticated them). An approval runs exactly the arguments stored with the request,
    * or a validated edit where the tool allows it. A token answers once.
@@ -1230,6 +1287,20 @@ export interface Gate {
 }
 
 const parseDecision = (s: string): Decision => JSON.parse(s) as Decision
+
+/** A decision in the core's JSON form (snake_case keys), as the native side reads it. */
+function coreDecisionJson(d: Decision): string {
+  const { requestId, timeoutMs, approved: _approved, cancelReason: _cancelReason, ...rest } = d as Decision & {
+    requestId?: string
+    timeoutMs?: number
+    cancelReason?: string
+  }
+  const core: Record<string, unknown> = { ...rest }
+  if (requestId !== undefined) core.request_id = requestId
+  if (timeoutMs !== undefined) core.timeout_ms = timeoutMs
+  for (const k of Object.keys(core)) if (core[k] === undefined) delete core[k]
+  return toJson(core, 'decision') ?? '{}'
+}
 const parseResult = (s: string): ToolResult => new ToolResult(JSON.parse(s) as ToolResultData)
 const parseResults = (s: string): ToolResult[] => (JSON.parse(s) as ToolResultData[]).map((d) => new ToolResult(d))
 

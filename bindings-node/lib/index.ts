@@ -3,7 +3,7 @@
  *
  * @packageDocumentation
  */
-export { Gate, DEFAULT_KEYWORDS, DEFAULT_SESSION, HANDLER_RESPONDER } from './gate'
+export { Gate, DEFAULT_KEYWORDS, DEFAULT_SESSION, HANDLER_RESPONDER, MARKER_META_KEY } from './gate'
 export { PendingRequest } from './request'
 export { Console } from './console'
 export type { ConsoleOptions, ConsoleAddress } from './console'

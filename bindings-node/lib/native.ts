@@ -37,6 +37,7 @@ export type {
   ScopeKind,
   StoredRecordData,
   TokenClaimsData,
+  MarkerClaimsData,
   ToolCallData,
   ToolResultData,
   ToolStatusKind,

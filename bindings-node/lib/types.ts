@@ -10,6 +10,7 @@ import type {
   ResponseDecisionKind,
   ScopeKind,
   StoredRecordData,
+  MarkerClaimsData,
   TokenClaimsData,
   ToolStatusKind,
 } from './native'
@@ -376,6 +377,9 @@ export type SignoffEvent =
 
 /** What an approval token says, once its signature verified ({@link Gate.inspectToken}). */
 export type TokenClaims = TokenClaimsData
+
+/** What an accepted approval marker says ({@link Gate.acceptApprovalMarker}). */
+export type MarkerClaims = MarkerClaimsData
 
 /** A person's answer presented with an approval token ({@link Gate.respondToken}). */
 export interface TokenResponseInput {

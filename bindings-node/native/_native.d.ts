@@ -108,6 +108,18 @@ export declare class NativeGate {
   /** Verifies a token's key and signature and returns its claims (`Gate::inspect_token`). */
   inspectToken(token: string): TokenClaimsData
   /**
+   * An approval marker for a call this gate approved by a person (`Gate::approval_marker`);
+   * `decision_json` is the decision in the core's JSON form (the facade converts it). Throws
+   * `config`, `malformed`, `already_used`, `mismatch`, `not_pending`.
+   */
+  approvalMarker(tool: string, decisionJson: string): string
+  /**
+   * Accepts an approval marker once for a call to `tool` with these arguments
+   * (`Gate::accept_approval_marker`). Throws `config`, `malformed`, `unknown_key`,
+   * `bad_signature`, `token_expired`, `mismatch`, `already_used`.
+   */
+  acceptApprovalMarker(marker: string, tool: string, argumentsJson?: string | undefined | null): MarkerClaimsData
+  /**
    * Answers a pending request with a signed token presented by `approver`
    * (`Gate::respond_token`). `argumentsJson` (an edit) and `scope` apply to approvals.
    */
@@ -439,6 +451,29 @@ export interface LaggedData {
   /** A page cursor when more requests are pending than `pending` holds, else `null`. */
   more: string | null
 }
+
+/** What an accepted approval marker says (the core's `MarkerClaims`). */
+export interface MarkerClaimsData {
+  /** Unique per marker. */
+  nonce: string
+  /** The request the person answered (absent for a call a session grant covered). */
+  requestId?: string
+  /** The tool, by the name the receiving gate knows it. */
+  tool: string
+  /** `sha256:<hex>` of the canonical JSON of the approved arguments. */
+  argumentsDigest: string
+  /** Who approved. */
+  approver: string
+  /** When it was issued (epoch ms). */
+  issuedAtMs: number
+  /** When it stops being accepted (epoch ms). */
+  expiresAtMs: number
+  /** The id of the key that signed it. */
+  keyId: string
+}
+
+/** The `_meta` key an approval marker travels under in an MCP request (`MARKER_META_KEY`). */
+export declare function markerMetaKey(): string
 
 /**
  * How deeply arrays and objects may nest in a value (the core's `signoff::json::MAX_NESTING`;

@@ -849,6 +849,7 @@ module.exports.ErrorCode = nativeBinding.ErrorCode
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.handlerResponder = nativeBinding.handlerResponder
 module.exports.isStrictJson = nativeBinding.isStrictJson
+module.exports.markerMetaKey = nativeBinding.markerMetaKey
 module.exports.maxNesting = nativeBinding.maxNesting
 module.exports.OutcomeKind = nativeBinding.OutcomeKind
 module.exports.parseEvent = nativeBinding.parseEvent

@@ -8,7 +8,7 @@ use crate::handler;
 use crate::json;
 use crate::policy::EvaluationData;
 use crate::store::{Tracked, record_data, request_value};
-use crate::token::{NativeTokenKeys, TokenClaimsData};
+use crate::token::{MarkerClaimsData, NativeTokenKeys, TokenClaimsData};
 use crate::tools;
 use napi::bindgen_prelude::*;
 use napi::{Env, sys};
@@ -494,6 +494,36 @@ impl NativeGate {
     #[napi]
     pub fn inspect_token(&self, env: Env, token: String) -> Result<TokenClaimsData> {
         self.state.gate.inspect_token(&token).map(Into::into).map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// An approval marker for a call this gate approved by a person (`Gate::approval_marker`);
+    /// `decision_json` is the decision in the core's JSON form (the facade converts it). Throws
+    /// `config`, `malformed`, `already_used`, `mismatch`, `not_pending`.
+    #[napi]
+    pub fn approval_marker(&self, env: Env, tool: String, decision_json: String) -> Result<String> {
+        let decision: signoff::Decision = serde_json::from_str(&decision_json).map_err(|e| {
+            errors::throw(&env, &signoff::Error::Malformed(format!("decision: not a decision from this gate ({e})")))
+        })?;
+        self.state.gate.approval_marker(&tool, &decision).map_err(|e| errors::throw(&env, &e))
+    }
+
+    /// Accepts an approval marker once for a call to `tool` with these arguments
+    /// (`Gate::accept_approval_marker`). Throws `config`, `malformed`, `unknown_key`,
+    /// `bad_signature`, `token_expired`, `mismatch`, `already_used`.
+    #[napi]
+    pub fn accept_approval_marker(
+        &self,
+        env: Env,
+        marker: String,
+        tool: String,
+        arguments_json: Option<String>,
+    ) -> Result<MarkerClaimsData> {
+        let args = json_arg(&env, "arguments", arguments_json)?.unwrap_or(Value::Null);
+        self.state
+            .gate
+            .accept_approval_marker(&marker, &tool, &args)
+            .map(Into::into)
+            .map_err(|e| errors::throw(&env, &e))
     }
 
     /// Answers a pending request with a signed token presented by `approver`

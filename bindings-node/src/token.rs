@@ -146,3 +146,45 @@ impl From<TokenClaims> for TokenClaimsData {
         }
     }
 }
+
+/// What an accepted approval marker says (the core's `MarkerClaims`).
+#[napi(object, object_from_js = false)]
+pub struct MarkerClaimsData {
+    /// Unique per marker.
+    pub nonce: String,
+    /// The request the person answered (absent for a call a session grant covered).
+    pub request_id: Option<String>,
+    /// The tool, by the name the receiving gate knows it.
+    pub tool: String,
+    /// `sha256:<hex>` of the canonical JSON of the approved arguments.
+    pub arguments_digest: String,
+    /// Who approved.
+    pub approver: String,
+    /// When it was issued (epoch ms).
+    pub issued_at_ms: f64,
+    /// When it stops being accepted (epoch ms).
+    pub expires_at_ms: f64,
+    /// The id of the key that signed it.
+    pub key_id: String,
+}
+
+impl From<signoff::MarkerClaims> for MarkerClaimsData {
+    fn from(c: signoff::MarkerClaims) -> Self {
+        MarkerClaimsData {
+            nonce: c.nonce.to_string(),
+            request_id: c.request_id.map(|u| u.to_string()),
+            tool: c.tool,
+            arguments_digest: c.arguments_digest,
+            approver: c.approver,
+            issued_at_ms: c.issued_at_ms as f64,
+            expires_at_ms: c.expires_at_ms as f64,
+            key_id: c.key_id,
+        }
+    }
+}
+
+/// The `_meta` key an approval marker travels under in an MCP request (`MARKER_META_KEY`).
+#[napi]
+pub fn marker_meta_key() -> &'static str {
+    signoff::MARKER_META_KEY
+}

@@ -13,7 +13,7 @@ use signoff::AuditAnchor;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use signoff::{ChainHead, ChainProblemKind, RecordState, TokenClaims};
+pub use signoff::{ChainHead, ChainProblemKind, MarkerClaims, RecordState, TokenClaims};
 
 // ---------------------------------------------------------------------------------------------
 // tokens
@@ -134,6 +134,33 @@ pub struct TokenClaims {
     pub expires_at_ms: u64,
     /// The id of the key that signed it.
     pub key_id: String,
+}
+
+/// What an accepted approval marker says (`Gate.acceptApprovalMarker`).
+#[uniffi::remote(Record)]
+pub struct MarkerClaims {
+    /// Unique per marker.
+    pub nonce: RequestId,
+    /// The request the person answered (nil for a call a session grant covered).
+    pub request_id: Option<RequestId>,
+    /// The tool, by the name the receiving gate knows it.
+    pub tool: String,
+    /// `sha256:<hex>` of the canonical JSON of the approved arguments.
+    pub arguments_digest: String,
+    /// Who approved.
+    pub approver: String,
+    /// When it was issued (epoch ms).
+    pub issued_at_ms: u64,
+    /// When it stops being accepted (epoch ms).
+    pub expires_at_ms: u64,
+    /// The id of the key that signed it.
+    pub key_id: String,
+}
+
+/// The `_meta` key an approval marker travels under in an MCP request (`"dev.signoff/approval"`).
+#[uniffi::export]
+pub fn marker_meta_key() -> String {
+    signoff::MARKER_META_KEY.to_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -495,6 +522,31 @@ impl Gate {
     /// `unknownRequest` (an id that is not a UUID).
     pub fn issue_token(&self, request_id: String, approver: String) -> Result<String, SignoffError> {
         Ok(self.inner.issue_token(&crate::types::request_id(&request_id)?, &approver)?)
+    }
+
+    /// An approval marker for a call a person approved through this gate: send it with the call
+    /// to the next signoff gate it reaches (for an MCP server behind `signoff mcp-proxy` with the
+    /// same token keys, in the request's `_meta` under `markerMetaKey()`), so the person is not
+    /// asked twice. It names `tool`, the digest of the arguments approved to run (an edit
+    /// included), who approved and the request; accepted once, it expires after a minute. One
+    /// marker per request. Errors: `config` (no token keys), `malformed` (not a person's approval,
+    /// or an empty tool), `alreadyUsed` (one was issued for this request), `mismatch`.
+    pub fn approval_marker(&self, tool: String, decision: crate::types::Decision) -> Result<String, SignoffError> {
+        Ok(self.inner.approval_marker(&tool, &decision.to_core()?)?)
+    }
+
+    /// Accepts an approval marker (from a gate with the same keys) for a call to `tool` with
+    /// `argumentsJson`, once, and returns what it claims; on any error, ask a person as usual.
+    /// Errors: `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`, `mismatch`
+    /// (another tool or other arguments), `alreadyUsed`.
+    pub fn accept_approval_marker(
+        &self,
+        marker: String,
+        tool: String,
+        arguments_json: String,
+    ) -> Result<MarkerClaims, SignoffError> {
+        let args = crate::types::parse_value("arguments", &arguments_json)?;
+        Ok(self.inner.accept_approval_marker(&marker, &tool, &args)?)
     }
 
     /// Verifies a token's key and signature and returns what it claims (e.g. to show which

@@ -363,6 +363,33 @@ impl From<core::Decision> for Decision {
 }
 
 impl Decision {
+    /// The core's decision with its arguments and request id, checked (for `approvalMarker`): an
+    /// id that is no UUID or arguments that are no JSON are `malformed`.
+    pub(crate) fn to_core(&self) -> Result<core::Decision, SignoffError> {
+        let id = |s: &str| parse_uuid("a decision's request id", s);
+        Ok(match self.clone() {
+            Decision::Approved { request_id, arguments_json, edited, by, scope, responder } => {
+                core::Decision::Approved {
+                    request_id: request_id.as_deref().map(id).transpose()?,
+                    arguments: parse_value("a decision's arguments", &arguments_json)?,
+                    edited,
+                    by,
+                    scope,
+                    responder,
+                }
+            }
+            Decision::Denied { request_id, reason, responder } => {
+                core::Decision::Denied { request_id: id(&request_id)?, reason, responder }
+            }
+            Decision::TimedOut { request_id, timeout_ms } => {
+                core::Decision::TimedOut { request_id: id(&request_id)?, timeout_ms }
+            }
+            Decision::Cancelled { request_id, reason } => {
+                core::Decision::Cancelled { request_id: request_id.as_deref().map(id).transpose()?, reason }
+            }
+        })
+    }
+
     /// The core's decision, for its accessors. The arguments and request ids are left out: no
     /// accessor but `request_id` reads them, and a `Decision` made up on the Swift side may hold
     /// text that is no JSON or no UUID.

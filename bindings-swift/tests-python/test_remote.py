@@ -870,3 +870,64 @@ async def test_verifying_against_the_wrong_store_or_a_running_one(tmp_path):
     # Not a database at all.
     with pytest.raises(so.SignoffError.Store):
         so.verify_audit_chain(str(log), store_path=str(log))
+
+
+class Answer(so.ApprovalHandler):
+    """Approves as alice (optionally with an edit), or denies."""
+
+    def __init__(self, deny=False, edit=None):
+        self.deny, self.edit = deny, edit
+
+    async def handle(self, request):
+        if self.deny:
+            request.deny(reason="no", responder="alice")
+        else:
+            request.approve_with(arguments_json=json.dumps(self.edit) if self.edit else None, responder="alice")
+
+
+async def decided(gate, handler, path="/tmp/a"):
+    reg = gate.on_request(handler)
+    try:
+        return await gate.confirm_cancellable(call(path)).wait()
+    finally:
+        reg.stop()
+
+
+@async_test
+async def test_an_approval_marker_is_accepted_once_by_a_gate_sharing_the_keys():
+    local, remote = remote_gate(), remote_gate()
+    d = await decided(local, Answer())
+    assert d.is_approved()
+    marker = local.approval_marker("delete_file", d)
+    assert marker.startswith("so1m.") and so.marker_meta_key() == "dev.signoff/approval"
+    claims = remote.accept_approval_marker(marker, "delete_file", json.dumps({"path": "/tmp/a"}))
+    assert (claims.approver, claims.request_id) == ("alice", d.request_id)
+    with pytest.raises(so.SignoffError.AlreadyUsed):
+        remote.accept_approval_marker(marker, "delete_file", json.dumps({"path": "/tmp/a"}))
+    with pytest.raises(so.SignoffError.AlreadyUsed):
+        local.approval_marker("delete_file", d)
+
+
+@async_test
+async def test_an_approval_marker_for_other_arguments_or_keys_is_refused():
+    local, remote, stranger = remote_gate(), remote_gate(), remote_gate(token_keys=keys(secret=SECRET_B))
+    marker = local.approval_marker("delete_file", await decided(local, Answer(edit={"path": "/tmp/b"})))
+    with pytest.raises(so.SignoffError.Mismatch):
+        remote.accept_approval_marker(marker, "delete_file", json.dumps({"path": "/tmp/a"}))
+    with pytest.raises(so.SignoffError.BadSignature):
+        stranger.accept_approval_marker(marker, "delete_file", json.dumps({"path": "/tmp/b"}))
+    with pytest.raises(so.SignoffError.Malformed):
+        remote.accept_approval_marker(marker, "delete_file", "{not json")
+    remote.accept_approval_marker(marker, "delete_file", json.dumps({"path": "/tmp/b"}))
+
+
+@async_test
+async def test_only_a_persons_approval_gets_a_marker():
+    local = remote_gate()
+    denied = await decided(local, Answer(deny=True))
+    assert isinstance(denied, so.Decision.DENIED) and denied.responder == "alice"
+    with pytest.raises(so.SignoffError.Malformed):
+        local.approval_marker("delete_file", denied)
+    keyless = remote_gate(token_keys=NO_KEYS)
+    with pytest.raises(so.SignoffError.Config):
+        keyless.approval_marker("delete_file", await decided(keyless, Answer()))

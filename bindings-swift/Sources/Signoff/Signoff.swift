@@ -1240,6 +1240,25 @@ public protocol GateProtocol: AnyObject, Sendable {
     func serveConsole(options: ConsoleOptions) throws  -> Console
     
     /**
+     * Accepts an approval marker (from a gate with the same keys) for a call to `tool` with
+     * `argumentsJson`, once, and returns what it claims; on any error, ask a person as usual.
+     * Errors: `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`, `mismatch`
+     * (another tool or other arguments), `alreadyUsed`.
+     */
+    func acceptApprovalMarker(marker: String, tool: String, argumentsJson: String) throws  -> MarkerClaims
+    
+    /**
+     * An approval marker for a call a person approved through this gate: send it with the call
+     * to the next signoff gate it reaches (for an MCP server behind `signoff mcp-proxy` with the
+     * same token keys, in the request's `_meta` under `markerMetaKey()`), so the person is not
+     * asked twice. It names `tool`, the digest of the arguments approved to run (an edit
+     * included), who approved and the request; accepted once, it expires after a minute. One
+     * marker per request. Errors: `config` (no token keys), `malformed` (not a person's approval,
+     * or an empty tool), `alreadyUsed` (one was issued for this request), `mismatch`.
+     */
+    func approvalMarker(tool: String, decision: Decision) throws  -> String
+    
+    /**
      * Waits until every audit record so far is written and synced (off the calling thread).
      * `close()` flushes too.
      */
@@ -1755,6 +1774,44 @@ open func serveConsole(options: ConsoleOptions = ConsoleOptions())throws  -> Con
     uniffi_signoff_ffi_fn_method_gate_serve_console(
             self.uniffiCloneHandle(),
         FfiConverterTypeConsoleOptions_lower(options),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Accepts an approval marker (from a gate with the same keys) for a call to `tool` with
+     * `argumentsJson`, once, and returns what it claims; on any error, ask a person as usual.
+     * Errors: `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`, `mismatch`
+     * (another tool or other arguments), `alreadyUsed`.
+     */
+open func acceptApprovalMarker(marker: String, tool: String, argumentsJson: String)throws  -> MarkerClaims  {
+    return try  FfiConverterTypeMarkerClaims_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_accept_approval_marker(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(marker),
+        FfiConverterString.lower(tool),
+        FfiConverterString.lower(argumentsJson),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * An approval marker for a call a person approved through this gate: send it with the call
+     * to the next signoff gate it reaches (for an MCP server behind `signoff mcp-proxy` with the
+     * same token keys, in the request's `_meta` under `markerMetaKey()`), so the person is not
+     * asked twice. It names `tool`, the digest of the arguments approved to run (an edit
+     * included), who approved and the request; accepted once, it expires after a minute. One
+     * marker per request. Errors: `config` (no token keys), `malformed` (not a person's approval,
+     * or an empty tool), `alreadyUsed` (one was issued for this request), `mismatch`.
+     */
+open func approvalMarker(tool: String, decision: Decision)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_approval_marker(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(tool),
+        FfiConverterTypeDecision_lower(decision),uniffiCallStatus
     )
 })
 }
@@ -4729,6 +4786,135 @@ public func FfiConverterTypeGateConfig_lift(_ buf: RustBuffer) throws -> GateCon
 #endif
 public func FfiConverterTypeGateConfig_lower(_ value: GateConfig) -> RustBuffer {
     return FfiConverterTypeGateConfig.lower(value)
+}
+
+
+/**
+ * What an accepted approval marker says (`Gate.acceptApprovalMarker`).
+ */
+public struct MarkerClaims: Equatable, Hashable {
+    /**
+     * Unique per marker.
+     */
+    public var nonce: RequestId
+    /**
+     * The request the person answered (nil for a call a session grant covered).
+     */
+    public var requestId: RequestId?
+    /**
+     * The tool, by the name the receiving gate knows it.
+     */
+    public var tool: String
+    /**
+     * `sha256:<hex>` of the canonical JSON of the approved arguments.
+     */
+    public var argumentsDigest: String
+    /**
+     * Who approved.
+     */
+    public var approver: String
+    /**
+     * When it was issued (epoch ms).
+     */
+    public var issuedAtMs: UInt64
+    /**
+     * When it stops being accepted (epoch ms).
+     */
+    public var expiresAtMs: UInt64
+    /**
+     * The id of the key that signed it.
+     */
+    public var keyId: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Unique per marker.
+         */nonce: RequestId, 
+        /**
+         * The request the person answered (nil for a call a session grant covered).
+         */requestId: RequestId?, 
+        /**
+         * The tool, by the name the receiving gate knows it.
+         */tool: String, 
+        /**
+         * `sha256:<hex>` of the canonical JSON of the approved arguments.
+         */argumentsDigest: String, 
+        /**
+         * Who approved.
+         */approver: String, 
+        /**
+         * When it was issued (epoch ms).
+         */issuedAtMs: UInt64, 
+        /**
+         * When it stops being accepted (epoch ms).
+         */expiresAtMs: UInt64, 
+        /**
+         * The id of the key that signed it.
+         */keyId: String) {
+        self.nonce = nonce
+        self.requestId = requestId
+        self.tool = tool
+        self.argumentsDigest = argumentsDigest
+        self.approver = approver
+        self.issuedAtMs = issuedAtMs
+        self.expiresAtMs = expiresAtMs
+        self.keyId = keyId
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MarkerClaims: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMarkerClaims: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MarkerClaims {
+        return
+            try MarkerClaims(
+                nonce: FfiConverterTypeRequestId.read(from: &buf), 
+                requestId: FfiConverterOptionTypeRequestId.read(from: &buf), 
+                tool: FfiConverterString.read(from: &buf), 
+                argumentsDigest: FfiConverterString.read(from: &buf), 
+                approver: FfiConverterString.read(from: &buf), 
+                issuedAtMs: FfiConverterUInt64.read(from: &buf), 
+                expiresAtMs: FfiConverterUInt64.read(from: &buf), 
+                keyId: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MarkerClaims, into buf: inout [UInt8]) {
+        FfiConverterTypeRequestId.write(value.nonce, into: &buf)
+        FfiConverterOptionTypeRequestId.write(value.requestId, into: &buf)
+        FfiConverterString.write(value.tool, into: &buf)
+        FfiConverterString.write(value.argumentsDigest, into: &buf)
+        FfiConverterString.write(value.approver, into: &buf)
+        FfiConverterUInt64.write(value.issuedAtMs, into: &buf)
+        FfiConverterUInt64.write(value.expiresAtMs, into: &buf)
+        FfiConverterString.write(value.keyId, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMarkerClaims_lift(_ buf: RustBuffer) throws -> MarkerClaims {
+    return try FfiConverterTypeMarkerClaims.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMarkerClaims_lower(_ value: MarkerClaims) -> RustBuffer {
+    return FfiConverterTypeMarkerClaims.lower(value)
 }
 
 
@@ -8193,6 +8379,30 @@ fileprivate struct FfiConverterOptionDictionaryStringSequenceString: FfiConverte
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeRequestId: FfiConverterRustBuffer {
+    typealias SwiftType = RequestId?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeRequestId.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeRequestId.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
     typealias SwiftType = [String]
 
@@ -8632,6 +8842,16 @@ public func errorKindName(kind: ErrorKind) -> String  {
 })
 }
 /**
+ * The `_meta` key an approval marker travels under in an MCP request (`"dev.signoff/approval"`).
+ */
+public func markerMetaKey() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_func_marker_meta_key(uniffiCallStatus
+    )
+})
+}
+/**
  * Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
  * (`<path>.1`, `<path>.2`, ...) then `path`, as one chain, reporting the first edited, missing,
  * reordered or malformed record. With `storePath` (the store of the gate that wrote the log,
@@ -8749,6 +8969,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_func_error_kind_name() != 5734) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_func_marker_meta_key() != 60223) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_func_verify_audit_chain() != 46536) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -8858,6 +9081,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_serve_console() != 58657) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_accept_approval_marker() != 14592) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_approval_marker() != 40210) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_flush_audit() != 18880) {

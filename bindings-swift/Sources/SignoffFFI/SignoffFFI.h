@@ -454,6 +454,16 @@ int8_t uniffi_signoff_ffi_fn_method_gate_unregister_tool(uint64_t ptr, RustBuffe
 uint64_t uniffi_signoff_ffi_fn_method_gate_serve_console(uint64_t ptr, RustBuffer options, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ACCEPT_APPROVAL_MARKER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ACCEPT_APPROVAL_MARKER
+RustBuffer uniffi_signoff_ffi_fn_method_gate_accept_approval_marker(uint64_t ptr, RustBuffer marker, RustBuffer tool, RustBuffer arguments_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVAL_MARKER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_APPROVAL_MARKER
+RustBuffer uniffi_signoff_ffi_fn_method_gate_approval_marker(uint64_t ptr, RustBuffer tool, RustBuffer decision, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_FLUSH_AUDIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_FLUSH_AUDIT
 uint64_t uniffi_signoff_ffi_fn_method_gate_flush_audit(uint64_t ptr
@@ -830,6 +840,12 @@ RustBuffer uniffi_signoff_ffi_fn_method_decision_timeout_ms(RustBuffer ptr, Rust
 RustBuffer uniffi_signoff_ffi_fn_func_error_kind_name(RustBuffer kind, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_MARKER_META_KEY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_MARKER_META_KEY
+RustBuffer uniffi_signoff_ffi_fn_func_marker_meta_key(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_VERIFY_AUDIT_CHAIN
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_VERIFY_AUDIT_CHAIN
 RustBuffer uniffi_signoff_ffi_fn_func_verify_audit_chain(RustBuffer path, RustBuffer store_path, RustCallStatus *_Nonnull out_status
@@ -1136,6 +1152,12 @@ uint16_t uniffi_signoff_ffi_checksum_func_error_kind_name(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_MARKER_META_KEY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_MARKER_META_KEY
+uint16_t uniffi_signoff_ffi_checksum_func_marker_meta_key(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_VERIFY_AUDIT_CHAIN
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_VERIFY_AUDIT_CHAIN
 uint16_t uniffi_signoff_ffi_checksum_func_verify_audit_chain(void
@@ -1355,6 +1377,18 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_unregister_tool(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SERVE_CONSOLE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SERVE_CONSOLE
 uint16_t uniffi_signoff_ffi_checksum_method_gate_serve_console(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ACCEPT_APPROVAL_MARKER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ACCEPT_APPROVAL_MARKER
+uint16_t uniffi_signoff_ffi_checksum_method_gate_accept_approval_marker(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_APPROVAL_MARKER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_APPROVAL_MARKER
+uint16_t uniffi_signoff_ffi_checksum_method_gate_approval_marker(void
     
 );
 #endif

@@ -953,4 +953,62 @@ extension RemoteTests {
         }
         XCTAssertThrowsKind(.store) { try Gate.open(config: GateConfig(storeUrl: "postgres://signoff@127.0.0.1:1/signoff")) }
     }
+
+    // ---- approval markers (loopback de-duplication) ---------------------------------------------
+
+    /// A person (alice) answers the next request on `gate`: approves (optionally with an edit) or denies.
+    func decided(_ gate: Gate, deny: Bool = false, edit: String? = nil, path: String = "/tmp/a") async throws -> Decision {
+        let registration = gate.onRequest { request in
+            if deny {
+                _ = try request.deny(reason: "no", responder: "alice")
+            } else {
+                _ = try request.approveWith(argumentsJson: edit, responder: "alice")
+            }
+        }
+        defer { registration.stop() }
+        return try await gate.confirm(makeCall("delete_file", #"{"path":"\#(path)"}"#))
+    }
+
+    func testAnApprovalMarkerIsAcceptedOnceByAGateSharingTheKeys() async throws {
+        let local = try remoteGate(Recorder())
+        let remote = try remoteGate(Recorder())
+        let decision = try await decided(local)
+        let marker = try local.approvalMarker(tool: "delete_file", decision: decision)
+        XCTAssertTrue(marker.hasPrefix("so1m."))
+        XCTAssertEqual(markerMetaKey(), "dev.signoff/approval")
+        let claims = try remote.acceptApprovalMarker(marker: marker, tool: "delete_file", argumentsJson: #"{"path":"/tmp/a"}"#)
+        XCTAssertEqual(claims.approver, "alice")
+        XCTAssertEqual(claims.requestId, decision.requestId())
+        XCTAssertThrowsKind(.alreadyUsed) {
+            try remote.acceptApprovalMarker(marker: marker, tool: "delete_file", argumentsJson: #"{"path":"/tmp/a"}"#)
+        }
+        XCTAssertThrowsKind(.alreadyUsed) { try local.approvalMarker(tool: "delete_file", decision: decision) }
+        local.close()
+        remote.close()
+    }
+
+    func testAnApprovalMarkerForOtherArgumentsOrKeysIsRefused() async throws {
+        let local = try remoteGate(Recorder())
+        let remote = try remoteGate(Recorder())
+        let stranger = try remoteGate(Recorder(), keys: try tokenKeys("k1", secretB))
+        let marker = try local.approvalMarker(tool: "delete_file", decision: try await decided(local, edit: #"{"path":"/tmp/b"}"#))
+        XCTAssertThrowsKind(.mismatch) {
+            try remote.acceptApprovalMarker(marker: marker, tool: "delete_file", argumentsJson: #"{"path":"/tmp/a"}"#)
+        }
+        XCTAssertThrowsKind(.badSignature) {
+            try stranger.acceptApprovalMarker(marker: marker, tool: "delete_file", argumentsJson: #"{"path":"/tmp/b"}"#)
+        }
+        _ = try remote.acceptApprovalMarker(marker: marker, tool: "delete_file", argumentsJson: #"{"path":"/tmp/b"}"#)
+        local.close()
+        remote.close()
+        stranger.close()
+    }
+
+    func testOnlyAPersonsApprovalGetsAMarker() async throws {
+        let local = try remoteGate(Recorder())
+        let denied = try await decided(local, deny: true)
+        XCTAssertFalse(denied.isApproved())
+        XCTAssertThrowsKind(.malformed) { try local.approvalMarker(tool: "delete_file", decision: denied) }
+        local.close()
+    }
 }
