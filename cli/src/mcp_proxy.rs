@@ -20,7 +20,9 @@ client cannot be asked, through the gate's other approvers.
 
   --config <file>   JSON: {\"upstreams\": [{\"name\": \"fs\", \"command\": \"npx\", \"args\": [...]}],
                     \"tools\": {\"fs__write_file\": {\"approval\": \"required\", \"risk\": 3, \"timeout_ms\": 60000}},
-                    \"default_timeout_ms\": 120000, \"token_keys\": \"id:base64\", \"gate\": {GateConfig options}}";
+                    \"default_timeout_ms\": 120000, \"token_keys\": \"id:base64\", \"gate\": {GateConfig options},
+                    \"console\": {console options: approver_keys, bind, ...}, \"approval_url\": \"https://...\"}
+                    With `console` or `approval_url`, clients that can open a URL approve on that page.";
 
 pub(crate) fn main(args: &[String]) -> u8 {
     match run(args) {
