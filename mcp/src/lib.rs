@@ -26,8 +26,10 @@
 
 pub mod config;
 mod gate;
+pub mod http;
 pub mod risk;
 
-pub use config::{ApprovalOverride, Gating, ProxyConfig, ToolOverride, UpstreamConfig};
+pub use config::{ApprovalOverride, Gating, HttpConfig, ProxyConfig, ToolOverride, UpstreamConfig, UpstreamTransport};
 pub use gate::{INPUT_KEY, McpGate, Upstream, UpstreamClient, build_gate, serve_stdio};
+pub use http::HttpServer;
 pub use risk::Risk;
