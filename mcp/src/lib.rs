@@ -21,6 +21,10 @@
 //!
 //! Every other outcome (the client cancels, the request times out, the transport fails, the person
 //! declines) denies, and the model reads signoff's words for it.
+//!
+//! Upstreams are child processes over stdio or Streamable HTTP endpoints ([`UpstreamConfig`]);
+//! the gate is served over stdio ([`serve_stdio`]) or Streamable HTTP ([`HttpServer`], with the
+//! session design described in [`http`]).
 
 #![warn(missing_docs)]
 
