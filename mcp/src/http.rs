@@ -23,6 +23,7 @@
 
 use crate::config::{HttpConfig, UpstreamConfig, UpstreamTransport};
 use crate::gate::{McpGate, UpstreamClient};
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -80,7 +81,11 @@ fn install_crypto() {
 /// module's documentation).
 pub(crate) fn for_request(gate: &McpGate, cx: &RequestContext<RoleServer>) -> McpGate {
     let parts = cx.extensions.get::<http::request::Parts>();
-    let mcp_session = parts.and_then(|p| p.headers.get("mcp-session-id")).and_then(|v| v.to_str().ok());
+    // rmcp checks `Mcp-Session-Id` only on legacy requests; on a 2026-07-28 (stateless) request
+    // the header is not checked, so it must not choose the session there.
+    let modern = cx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    let mcp_session =
+        parts.filter(|_| !modern).and_then(|p| p.headers.get("mcp-session-id")).and_then(|v| v.to_str().ok());
     let session = match mcp_session {
         Some(id) => format!("mcp-http-session:{id}"),
         None => {

@@ -94,6 +94,40 @@ async def test_over_http_approve_for_the_session_asks_once_and_stays_in_its_sess
         assert again.asked == [] and (sandbox / "d.txt").exists()
 
 
+async def test_over_http_a_2026_request_cannot_borrow_a_legacy_session_by_its_header(proxy, sandbox):
+    """rmcp checks `Mcp-Session-Id` only on legacy requests: a 2026-07-28 request carrying a legacy
+    client's session id does not get that session's grants."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with proxy("legacy", Person(), http=True):
+        pass  # starts the proxy
+    seen = []
+
+    async def note(response):
+        if response.headers.get("mcp-session-id"):
+            seen.append(response.headers["mcp-session-id"])
+
+    http_client = create_mcp_http_client()
+    http_client.event_hooks["response"].append(note)
+    owner = Person("approve_session")
+    async with Client(streamable_http_client(proxy.url, http_client=http_client), mode="legacy",
+                      elicitation_callback=owner) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+        assert not r.is_error, text(r)
+        assert seen, "the legacy client has an MCP session"
+        thief = Person("deny", reason="asked after all")
+        async with proxy("2026-07-28", thief, http=True, headers={"Mcp-Session-Id": seen[-1]}) as t:
+            stolen = await t.call_tool("fs__write_file", write(sandbox / "b.txt"))
+        # The owner's grant still holds in its own session.
+        r = await c.call_tool("fs__write_file", write(sandbox / "c.txt"))
+        assert not r.is_error, text(r)
+    assert stolen.is_error and "asked after all" in text(stolen), text(stolen)
+    assert len(thief.asked) == 1 and not (sandbox / "b.txt").exists()
+    assert len(owner.asked) == 1 and (sandbox / "c.txt").exists()
+
+
 def post(url, body, headers=None):
     """A raw POST; returns (status, body text)."""
     h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})}
