@@ -2,7 +2,7 @@
 # The MCP gate's tests against real parts: the `signoff mcp-proxy` binary, the npm package
 # @modelcontextprotocol/server-filesystem and server-everything as upstreams (installed into
 # mcp/node_modules), and
-# the official Python SDK's client, mcp==2.3.0 from PyPI, in both protocol eras (a venv:
+# the official Python SDK's client (stdio and Streamable HTTP), mcp==2.3.0 from PyPI, in both protocol eras (a venv:
 # bindings-python/.venv when it exists, otherwise mcp/.venv). Extra arguments go to pytest.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,5 +36,5 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.vers
   "$venv/bin/pip" install -q "mcp==2.3.0" pytest
 fi
 
-echo "mcp/test.sh: the proxy against server-filesystem, driven by the Python SDK"
+echo "mcp/test.sh: the proxy (over stdio and Streamable HTTP) against server-filesystem and server-everything (stdio and HTTP), driven by the Python SDK"
 "$venv/bin/python" -m pytest -q "$here/tests-python" "$@"

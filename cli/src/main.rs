@@ -17,7 +17,7 @@ usage: signoff <command> [<args>...]
 commands:
   audit      checks hash-chained audit trails (a JSON Lines file or a PostgreSQL table)
   console    serves the browser approval console for agents sharing a PostgreSQL store
-  mcp-proxy  serves the tools of MCP servers over stdio, each call gated by signoff
+  mcp-proxy  serves the tools of MCP servers over stdio or HTTP, each call gated by signoff
 
 options:
   -h, --help       this help

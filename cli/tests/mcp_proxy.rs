@@ -32,9 +32,15 @@ fn usage_and_configuration_errors_exit_2() {
     let typo = write("typo.json", r#"{"upstreams": [{"name": "fs", "command": "x", "arg": []}]}"#);
     let empty = write("empty.json", r#"{"upstreams": []}"#);
     let missing = write("missing.json", r#"{"upstreams": [{"name": "fs", "command": "/nonexistent/server"}]}"#);
-    let cases: [(&[&str], &str); 6] = [
+    let both =
+        write("both.json", r#"{"upstreams": [{"name": "fs", "command": "x", "url": "http://127.0.0.1:1/mcp"}]}"#);
+    let cases: [(&[&str], &str); 10] = [
         (&["mcp-proxy"], "--config is required"),
         (&["mcp-proxy", "--config"], "--config needs a value"),
+        (&["mcp-proxy", "--config", &both], "not both"),
+        (&["mcp-proxy", "--config", &missing, "--http"], "--http needs a value"),
+        (&["mcp-proxy", "--config", &missing, "--http", "0.0.0.0:0"], "refusing to listen on 0.0.0.0:0"),
+        (&["mcp-proxy", "--config", &missing, "--http", "nowhere"], "give an IP address and a port"),
         (&["mcp-proxy", "--bogus"], "unknown argument"),
         (&["mcp-proxy", "--config", &typo], "unknown field `arg`"),
         (&["mcp-proxy", "--config", &empty], "nothing to proxy"),

@@ -15,6 +15,11 @@
 //! }
 //! ```
 //!
+//! An upstream is either a child process speaking MCP over stdio (`command`, `args`, `env`) or a
+//! server reached over Streamable HTTP (`url`, `headers`):
+//! `{"name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ..."}}`.
+//! The optional `http` section serves the proxy itself over Streamable HTTP ([`HttpConfig`]).
+//!
 //! Tool keys are the namespaced names the client sees (`<server>__<tool>`). Unknown fields are
 //! errors, so a typo never silently weakens a tool's gating. `gate` takes the core's
 //! [`GateConfig`](signoff::GateConfig) options (snake_case), e.g. an audit file or a shared store;
@@ -56,22 +61,143 @@ pub struct ProxyConfig {
     /// elicitations point at; overrides the URL of `console`. `http` or `https`.
     #[serde(default)]
     pub approval_url: Option<String>,
+    /// Serving the proxy over Streamable HTTP instead of stdio (`signoff mcp-proxy --http`).
+    #[serde(default)]
+    pub http: Option<HttpConfig>,
 }
 
-/// One upstream server.
-#[derive(Debug, Clone, Deserialize)]
+/// One upstream server: a child process (`command`, `args`, `env`) or a Streamable HTTP endpoint
+/// (`url`, `headers`), exactly one of the two.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// The namespace of its tools: letters, digits, `-` and single `_` (no `__`).
     pub name: String,
-    /// The program to run.
-    pub command: String,
+    /// The program to run (it speaks MCP over its stdin and stdout).
+    #[serde(default)]
+    pub command: Option<String>,
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
     /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The server's Streamable HTTP endpoint (`http://` or `https://`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Extra HTTP headers sent with every request to `url`, e.g. `Authorization`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// How an upstream is reached, once its configuration is checked.
+#[derive(Debug, Clone, Copy)]
+pub enum UpstreamTransport<'a> {
+    /// A child process speaking MCP over stdio.
+    Command {
+        /// The program.
+        command: &'a str,
+        /// Its arguments.
+        args: &'a [String],
+        /// Extra environment variables.
+        env: &'a BTreeMap<String, String>,
+    },
+    /// A Streamable HTTP endpoint.
+    Url {
+        /// The endpoint.
+        url: &'a str,
+        /// Extra headers.
+        headers: &'a BTreeMap<String, String>,
+    },
+}
+
+impl UpstreamConfig {
+    /// A child-process upstream.
+    pub fn command(name: &str, command: &str, args: &[&str]) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.into(),
+            command: Some(command.into()),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A Streamable HTTP upstream.
+    pub fn url(name: &str, url: &str) -> UpstreamConfig {
+        UpstreamConfig { name: name.into(), url: Some(url.into()), ..Default::default() }
+    }
+
+    /// How it is reached; an error in the user's terms when the configuration says both or neither.
+    pub fn transport(&self) -> Result<UpstreamTransport<'_>, String> {
+        let name = &self.name;
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => {
+                Err(format!("upstream {name:?}: give either `command` (a child process) or `url` (HTTP), not both"))
+            }
+            (None, None) => Err(format!(
+                "upstream {name:?}: give `command` (a child process speaking stdio) or `url` (a Streamable HTTP endpoint)"
+            )),
+            (Some(command), None) => {
+                if command.is_empty() {
+                    return Err(format!("upstream {name:?}: `command` is empty"));
+                }
+                if !self.headers.is_empty() {
+                    return Err(format!("upstream {name:?}: `headers` apply to a `url` upstream only"));
+                }
+                Ok(UpstreamTransport::Command { command, args: &self.args, env: &self.env })
+            }
+            (None, Some(url)) => {
+                let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+                if !matches!(scheme.as_deref(), Some("http" | "https")) {
+                    return Err(format!("upstream {name:?}: `url` must start with http:// or https:// (got {url:?})"));
+                }
+                if !url.parse::<http::Uri>().is_ok_and(|u| u.host().is_some_and(|h| !h.is_empty())) {
+                    return Err(format!("upstream {name:?}: `url` {url:?} is not a valid URL"));
+                }
+                if !self.args.is_empty() || !self.env.is_empty() {
+                    return Err(format!("upstream {name:?}: `args` and `env` apply to a `command` upstream only"));
+                }
+                for (k, v) in &self.headers {
+                    if http::HeaderName::try_from(k.as_str()).is_err()
+                        || http::HeaderValue::try_from(v.as_str()).is_err()
+                    {
+                        return Err(format!("upstream {name:?}: header {k:?} is not a valid HTTP header"));
+                    }
+                }
+                Ok(UpstreamTransport::Url { url, headers: &self.headers })
+            }
+        }
+    }
+}
+
+/// Serving the proxy over Streamable HTTP (`"http": {...}`; `signoff mcp-proxy --http <addr>`
+/// sets `listen`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// The address to listen on, `host:port` (`127.0.0.1:8931`; port 0 picks a free one).
+    /// Without it (and without `--http`) the proxy speaks stdio.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// The endpoint's path (default `/mcp`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Allow listening on an address other machines can reach (default: loopback only).
+    #[serde(default)]
+    pub allow_non_loopback: bool,
+    /// The `Host` values accepted (DNS rebinding protection), `host` or `host:port`. Default:
+    /// `localhost`, `127.0.0.1`, `::1`, plus the listening address's host.
+    #[serde(default)]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Browser origins allowed to call (`scheme://host:port`, `:*` for any port). Default: none, so
+    /// any request carrying an `Origin` header is refused (403); MCP clients send none.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Bearer tokens accepted, by name: `{"alice": "<token>"}`. When set, every request must
+    /// carry `Authorization: Bearer <token>` (401 otherwise), and the token's name is the
+    /// principal: the approver of the client's answers and the key of its stateless session.
+    #[serde(default)]
+    pub bearer_tokens: BTreeMap<String, String>,
 }
 
 /// Whether a tool asks, when configured explicitly.
@@ -154,9 +280,7 @@ impl ProxyConfig {
             if !seen.insert(u.name.as_str()) {
                 return Err(format!("upstream name {:?} is used twice", u.name));
             }
-            if u.command.is_empty() {
-                return Err(format!("upstream {:?}: `command` is empty", u.name));
-            }
+            u.transport()?;
         }
         if let Some(url) = &self.approval_url {
             let ok = (url.starts_with("https://") || url.starts_with("http://"))
@@ -177,7 +301,48 @@ impl ProxyConfig {
                 ));
             }
         }
+        if let Some(h) = &self.http {
+            h.check()?;
+        }
         Ok(())
+    }
+}
+
+impl HttpConfig {
+    /// Checks the path, the tokens and (when set) the listening address.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(p) = &self.path
+            && (!p.starts_with('/') || p.contains(['?', '#', ' ']))
+        {
+            return Err(format!("http.path {p:?}: give an absolute path such as \"/mcp\""));
+        }
+        for (name, token) in &self.bearer_tokens {
+            if name.is_empty() || token.len() < 16 {
+                return Err(format!("http.bearer_tokens: {name:?}: give each token a name and at least 16 characters"));
+            }
+        }
+        if let Some(l) = &self.listen {
+            self.address(l)?;
+        }
+        Ok(())
+    }
+
+    /// The socket address to listen on (`localhost` means 127.0.0.1); refuses an address other
+    /// machines can reach unless `allow_non_loopback`.
+    pub fn address(&self, listen: &str) -> Result<std::net::SocketAddr, String> {
+        let addr: std::net::SocketAddr = match listen.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}").parse(),
+            None => listen.parse(),
+        }
+        .map_err(|_| format!("http listen address {listen:?}: give an IP address and a port, e.g. 127.0.0.1:8931"))?;
+        if !addr.ip().is_loopback() && !self.allow_non_loopback {
+            return Err(format!(
+                "refusing to listen on {addr}, which other machines can reach: the proxy approves tool calls \
+                 for whoever can talk to it. Listen on 127.0.0.1, or set \"http\": {{\"allow_non_loopback\": true}} \
+                 (with \"bearer_tokens\" and \"allowed_hosts\")"
+            ));
+        }
+        Ok(addr)
     }
 }
 
@@ -207,7 +372,7 @@ mod tests {
     #[test]
     fn the_example_in_the_readme_parses() {
         let c = ProxyConfig::from_json(include_str!("../proxy.example.json"), "proxy.example.json").unwrap();
-        assert_eq!(c.upstreams[0].command, "npx");
+        assert_eq!(c.upstreams[0].command.as_deref(), Some("npx"));
         assert_eq!(c.tools["fs__list_allowed_directories"].risk, Some(Risk::L0));
     }
 
@@ -252,6 +417,67 @@ mod tests {
         let e = ProxyConfig::from_json(r#"{"upstreams": [{"name": "fs", "command": "x"}], "console": true}"#, "c")
             .unwrap_err();
         assert!(e.contains("as an object"), "{e}");
+    }
+
+    #[test]
+    fn an_upstream_is_a_command_or_a_url_exactly() {
+        let c = ProxyConfig::from_json(
+            r#"{"upstreams": [{"name": "r", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer x"}}]}"#,
+            "c",
+        )
+        .unwrap();
+        match c.upstreams[0].transport().unwrap() {
+            UpstreamTransport::Url { url, headers } => {
+                assert_eq!(url, "https://mcp.example.com/mcp");
+                assert_eq!(headers["Authorization"], "Bearer x");
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = |json: &str| ProxyConfig::from_json(json, "c").unwrap_err();
+        let e = err(r#"{"upstreams": [{"name": "r", "command": "x", "url": "http://h/mcp"}]}"#);
+        assert!(e.contains("not both"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r"}]}"#);
+        assert!(e.contains("give `command`") && e.contains("or `url`"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "url": "ftp://h/mcp"}]}"#);
+        assert!(e.contains("http:// or https://"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "url": "localhost:8080/mcp"}]}"#);
+        assert!(e.contains("http:// or https://"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "url": "http:///mcp"}]}"#);
+        assert!(e.contains("not a valid URL"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "url": "http://h/mcp", "args": ["x"]}]}"#);
+        assert!(e.contains("`command` upstream only"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "command": "x", "headers": {"A": "b"}}]}"#);
+        assert!(e.contains("`url` upstream only"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "url": "http://h/mcp", "headers": {"Bad Name": "b"}}]}"#);
+        assert!(e.contains("not a valid HTTP header"), "{e}");
+        let e = err(r#"{"upstreams": [{"name": "r", "command": ""}]}"#);
+        assert!(e.contains("`command` is empty"), "{e}");
+    }
+
+    #[test]
+    fn the_http_section_is_checked() {
+        let ok =
+            r#"{"upstreams": [{"name": "fs", "command": "x"}], "http": {"listen": "127.0.0.1:0", "path": "/mcp"}}"#;
+        let c = ProxyConfig::from_json(ok, "c").unwrap();
+        let h = c.http.unwrap();
+        assert_eq!(h.address("localhost:8931").unwrap().to_string(), "127.0.0.1:8931");
+        assert!(h.address("[::1]:0").is_ok());
+        let e = h.address("0.0.0.0:8931").unwrap_err();
+        assert!(e.contains("refusing to listen on 0.0.0.0:8931"), "{e}");
+        assert!(h.address("example.com:80").unwrap_err().contains("give an IP address"));
+        let open = HttpConfig { allow_non_loopback: true, ..Default::default() };
+        assert!(open.address("0.0.0.0:8931").is_ok());
+        let err = |http: &str| {
+            ProxyConfig::from_json(
+                &format!(r#"{{"upstreams": [{{"name": "fs", "command": "x"}}], "http": {http}}}"#),
+                "c",
+            )
+            .unwrap_err()
+        };
+        assert!(err(r#"{"listen": "192.0.2.1:80"}"#).contains("refusing to listen"));
+        assert!(err(r#"{"path": "mcp"}"#).contains("absolute path"));
+        assert!(err(r#"{"bearer_tokens": {"alice": "short"}}"#).contains("at least 16"));
+        assert!(err(r#"{"listn": "127.0.0.1:0"}"#).contains("unknown field `listn`"));
     }
 
     fn ann(read_only: Option<bool>) -> ToolAnnotations {

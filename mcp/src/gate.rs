@@ -101,13 +101,13 @@ struct Elsewhere {
     _pending: PendingRequest,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     gate: Gate,
     /// By the name the client sees; replaced when an upstream's definition changes.
     tools: RwLock<BTreeMap<String, Exposed>>,
     overrides: BTreeMap<String, ToolOverride>,
     /// Every downstream connection's gate session (a changed definition voids their grants).
-    sessions: Mutex<HashSet<String>>,
+    pub(crate) sessions: Mutex<HashSet<String>>,
     codec: RequestStateCodec,
     routes: Routes,
     parked: Mutex<HashMap<Uuid, Parked>>,
@@ -126,9 +126,12 @@ struct Inner {
 /// documentation). Cheap to clone.
 #[derive(Clone)]
 pub struct McpGate {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     /// The gate session this connection's calls belong to (session grants never cross it).
-    session: String,
+    pub(crate) session: String,
+    /// Served over Streamable HTTP: each call's session is chosen from its request
+    /// ([`crate::http`]), not fixed by the connection.
+    pub(crate) per_request: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -204,26 +207,17 @@ impl McpGate {
             _approver: approver,
             upstreams: clients,
         };
-        Ok(McpGate { inner: Arc::new(inner), session })
+        Ok(McpGate { inner: Arc::new(inner), session, per_request: false })
     }
 
-    /// Starts the configured upstreams as child processes and gates their tools with a gate built
-    /// from the configuration.
+    /// Starts the configured upstreams as child processes (or connects to them over Streamable
+    /// HTTP) and gates their tools with a gate built from the configuration.
     pub async fn from_config(config: &ProxyConfig) -> Result<McpGate, String> {
         let gate = build_gate(config)?;
         let mut upstreams = Vec::new();
         for u in &config.upstreams {
-            let mut command = tokio::process::Command::new(&u.command);
-            command.args(&u.args).envs(&u.env);
-            // The child's stderr is ours: its diagnostics stay visible and never block it.
-            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::inherit())
-                .spawn()
-                .map_err(|e| format!("upstream {:?}: cannot start {:?}: {e}", u.name, u.command))?;
-            let client = UpstreamClient::default()
-                .serve(transport)
-                .await
-                .map_err(|e| format!("upstream {:?}: initialize: {e}", u.name))?;
+            // A child process over stdio or a Streamable HTTP endpoint.
+            let client = crate::http::connect_upstream(u).await?;
             upstreams.push(Upstream { name: u.name.clone(), client });
         }
         let mcp = McpGate::new(gate, upstreams, &config.tools).await?;
@@ -252,7 +246,7 @@ impl McpGate {
     pub fn connection(&self) -> McpGate {
         let session = format!("mcp-{}", Uuid::new_v4());
         lock(&self.inner.sessions).insert(session.clone());
-        McpGate { inner: self.inner.clone(), session }
+        McpGate { inner: self.inner.clone(), session, per_request: false }
     }
 
     fn exposed(&self, name: &str) -> Option<Exposed> {
@@ -974,6 +968,20 @@ impl ServerHandler for McpGate {
         req: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.per_request {
+            // Over HTTP: the call's gate session comes from its request (crate::http).
+            return crate::http::for_request(self, &cx).call_tool_in(req, cx).await;
+        }
+        self.call_tool_in(req, cx).await
+    }
+}
+
+impl McpGate {
+    async fn call_tool_in(
+        &self,
+        req: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let name = req.name.to_string();
         self.refresh().await;
         let Some(tool) = self.exposed(&name) else {
@@ -982,11 +990,10 @@ impl ServerHandler for McpGate {
         let args = Value::Object(req.arguments.clone().unwrap_or_default());
         let version = cx.protocol_version();
         let who = Who {
-            principal: cx
-                .client_info()
-                .map(|i| i.name)
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "mcp-client".into()),
+            // Over HTTP with bearer tokens, the token's name; otherwise the client's own name.
+            principal: crate::http::authenticated(&cx).unwrap_or_else(|| {
+                cx.client_info().map(|i| i.name).filter(|n| !n.is_empty()).unwrap_or_else(|| "mcp-client".into())
+            }),
             era: version.as_ref().map_or_else(|| "unknown".into(), |v| v.as_str().to_owned()),
             rpc_id: cx.id.to_string(),
         };

@@ -21,13 +21,19 @@
 //!
 //! Every other outcome (the client cancels, the request times out, the transport fails, the person
 //! declines) denies, and the model reads signoff's words for it.
+//!
+//! Upstreams are child processes over stdio or Streamable HTTP endpoints ([`UpstreamConfig`]);
+//! the gate is served over stdio ([`serve_stdio`]) or Streamable HTTP ([`HttpServer`], with the
+//! session design described in [`http`]).
 
 #![warn(missing_docs)]
 
 pub mod config;
 mod gate;
+pub mod http;
 pub mod risk;
 
-pub use config::{ApprovalOverride, Gating, ProxyConfig, ToolOverride, UpstreamConfig};
+pub use config::{ApprovalOverride, Gating, HttpConfig, ProxyConfig, ToolOverride, UpstreamConfig, UpstreamTransport};
 pub use gate::{INPUT_KEY, McpGate, Upstream, UpstreamClient, build_gate, serve_stdio};
+pub use http::HttpServer;
 pub use risk::Risk;

@@ -1,6 +1,12 @@
-"""Shared pieces: a proxy configuration over server-filesystem in a fresh sandbox, and clients."""
+"""Shared pieces: a proxy configuration over server-filesystem in a fresh sandbox, and clients
+(over the proxy's stdio, or over Streamable HTTP with the proxy started by `--http`)."""
 import json
 import os
+import queue
+import re
+import socket
+import subprocess
+import threading
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -18,35 +24,134 @@ def sandbox(tmp_path):
     return box
 
 
+class Child:
+    """A child process whose stderr (or stdout) is drained by a thread, line by line, so it never
+    blocks; `wait_for` blocks until a line matches (no sleeps)."""
+
+    def __init__(self, argv, env=None, stream="stderr"):
+        self.lines = []
+        self._q = queue.Queue()
+        out = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL} if stream == "stdout" else \
+            {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+        self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, text=True, **out)
+        pipe = self.p.stdout if stream == "stdout" else self.p.stderr
+        threading.Thread(target=self._drain, args=(pipe,), daemon=True).start()
+
+    def _drain(self, pipe):
+        for line in pipe:
+            self.lines.append(line)
+            self._q.put(line)
+        self._q.put(None)
+
+    def wait_for(self, pattern, timeout=60):
+        """The first match of `pattern` in a line still to come; None if the process ended first."""
+        while True:
+            line = self._q.get(timeout=timeout)
+            if line is None:
+                return None
+            m = re.search(pattern, line)
+            if m:
+                return m
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(10)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
-def proxy(tmp_path, sandbox):
-    """Returns a function making a Client for the proxy (mode, elicitation callback, extra config)."""
+def children():
+    """Child processes started by a test, stopped when it ends (whatever happened)."""
+    started = []
+    yield started
+    for c in reversed(started):
+        c.stop()
+
+
+@pytest.fixture
+def everything_http(children):
+    """Starts server-everything in its streamableHttp mode on a free port; returns its URL and
+    the child (to stop it)."""
+    if not EVERYTHING:
+        pytest.skip("run through mcp/test.sh (SIGNOFF_MCP_EVERYTHING)")
+
+    def start():
+        for _ in range(5):
+            port = free_port()
+            c = Child([EVERYTHING, "streamableHttp"], env={**os.environ, "PORT": str(port)})
+            children.append(c)
+            if c.wait_for(r"listening on port") is not None:
+                return f"http://127.0.0.1:{port}/mcp", c
+            c.stop()  # the port was taken between free_port() and listen(): try another
+        raise RuntimeError("server-everything did not start: " + "".join(c.lines))
+
+    return start
+
+
+@pytest.fixture
+def proxy(tmp_path, sandbox, children):
+    """Returns a function making a Client for the proxy (mode, elicitation callback, extra
+    config). With `http=True` the proxy is started with `--http 127.0.0.1:0` and the client
+    connects to the URL it prints (`make.url`)."""
     if not (SIGNOFF and FS):
         pytest.skip("run through mcp/test.sh (SIGNOFF_BIN, SIGNOFF_MCP_FS)")
     audit = tmp_path / "audit.jsonl"
 
-    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None, token_keys=None, extra=None):
-        upstreams = [{"name": "fs", "command": FS, "args": [str(sandbox)]}]
+    def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None, http=False,
+             upstreams=None, http_config=None, client_name=None, headers=None, token_keys=None, extra=None):
+        ups = [{"name": "fs", "command": FS, "args": [str(sandbox)]}] + (upstreams or [])
         if everything:
             if not EVERYTHING:
                 pytest.skip("run through mcp/test.sh (SIGNOFF_MCP_EVERYTHING)")
-            upstreams.append({"name": "ev", "command": EVERYTHING, "args": ["stdio"]})
+            ups.append({"name": "ev", "command": EVERYTHING, "args": ["stdio"]})
         config = {
-            "upstreams": upstreams,
+            "upstreams": ups,
             "tools": tools or {},
             "default_timeout_ms": timeout_ms,
             "gate": {"audit_path": str(audit), **(gate or {})},
         }
+        if http_config:
+            config["http"] = http_config
         if token_keys:
             config["token_keys"] = token_keys
         config.update(extra or {})
         path = tmp_path / "proxy.json"
         path.write_text(json.dumps(config))
-        params = StdioServerParameters(command=SIGNOFF, args=["mcp-proxy", "--config", str(path)])
         kw = {"elicitation_callback": callback} if callback else {}
-        return Client(params, mode=mode, **kw)
+        if client_name:
+            import mcp_types as types
+
+            kw["client_info"] = types.Implementation(name=client_name, version="0")
+        if not http:
+            params = StdioServerParameters(command=SIGNOFF, args=["mcp-proxy", "--config", str(path)])
+            return Client(params, mode=mode, **kw)
+        if make.url is None:
+            c = Child([SIGNOFF, "mcp-proxy", "--config", str(path), "--http", "127.0.0.1:0"])
+            children.append(c)
+            m = c.wait_for(r"listening on (http://\S+)")
+            assert m is not None, "the proxy did not start: " + "".join(c.lines)
+            make.url, make.child = m.group(1), c
+        if headers:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            transport = streamable_http_client(make.url, http_client=create_mcp_http_client(headers=headers))
+            return Client(transport, mode=mode, **kw)
+        return Client(make.url, mode=mode, **kw)
 
     make.audit = audit
+    make.url = None
+    make.child = None
     return make
 
 

@@ -1,0 +1,157 @@
+//! Streamable HTTP on both sides, with rmcp's own parts: an rmcp upstream served over HTTP (axum
+//! on a free loopback port) and configured by `url`, the gate served by [`HttpServer`], and
+//! rmcp's Streamable HTTP client (which declares no elicitation) calling it. A gated call is
+//! pending elsewhere, approved with a signed token, and the identical retry runs the upstream
+//! exactly once, over HTTP.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use signoff::TokenResponse;
+use signoff_mcp::{HttpConfig, HttpServer, McpGate, ProxyConfig, UpstreamConfig};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// An upstream with one tool, `write` (no annotations: gated), that counts its runs.
+#[derive(Clone, Default)]
+struct Counter(Arc<AtomicUsize>);
+
+impl ServerHandler for Counter {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+        let Value::Object(schema) = schema else { unreachable!() };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", "Writes", Arc::new(schema))]))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("wrote {text} (run {n})"))]).into())
+    }
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
+}
+
+/// Serves `upstream` over Streamable HTTP on a free loopback port; returns its URL.
+async fn serve_upstream(upstream: Counter) -> String {
+    let service = StreamableHttpService::new(
+        move || Ok(upstream.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new().route_service("/mcp", service);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}/mcp")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_over_http_pending_elsewhere_then_approved_runs_once() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runs = Counter::default();
+    let upstream_url = serve_upstream(runs.clone()).await;
+    let config = ProxyConfig {
+        upstreams: vec![UpstreamConfig::url("up", &upstream_url)],
+        default_timeout_ms: Some(30_000),
+        ..Default::default()
+    };
+    config.check().unwrap();
+    let mcp = McpGate::from_config(&config).await.unwrap();
+    let gate = mcp.gate().clone();
+    let server = HttpServer::bind(mcp, "127.0.0.1:0", &HttpConfig::default()).await.unwrap();
+    let url = server.url().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp") && !url.contains(":0/"), "{url}");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async move {
+        let _ = stopped.await;
+    }));
+
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connect over HTTP");
+    let call = |t: &str| {
+        let mut p = CallToolRequestParams::new("up__write");
+        p.arguments = Some(json!({"text": t}).as_object().unwrap().clone());
+        let client = &client;
+        async move { client.call_tool(p).await.expect("tools/call") }
+    };
+
+    let r = call("a").await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("pending elsewhere"), "{}", text(&r));
+    let pending = gate.pending();
+    assert_eq!(pending.len(), 1);
+    let request = pending[0].clone();
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0, "approval alone runs nothing");
+
+    let r = call("a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(text(&r), "wrote \"a\" (run 1)");
+    let r = call("a").await;
+    assert!(text(&r).contains("pending elsewhere"), "the next identical call is a new request");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+
+    let _ = client.cancel().await;
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+    gate.close();
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_refused_before_anything_runs() {
+    let runs = Counter::default();
+    let upstream_url = serve_upstream(runs.clone()).await;
+    let config = ProxyConfig { upstreams: vec![UpstreamConfig::url("up", &upstream_url)], ..Default::default() };
+    let mcp = McpGate::from_config(&config).await.unwrap();
+    let server = HttpServer::bind(mcp, "127.0.0.1:0", &HttpConfig::default()).await.unwrap();
+    let addr = server.url().trim_start_matches("http://").split('/').next().unwrap().to_owned();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async move {
+        let _ = stopped.await;
+    }));
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let status = |origin: Option<&str>| {
+        let (addr, body) = (addr.clone(), body.to_owned());
+        let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let req = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{origin}Content-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).await.unwrap();
+            String::from_utf8_lossy(&head[9..12]).into_owned()
+        }
+    };
+    assert_eq!(status(Some("http://evil.example")).await, "403");
+    assert_eq!(status(None).await, "200");
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}
