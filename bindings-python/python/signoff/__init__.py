@@ -91,7 +91,7 @@ from .events import (
 )
 from .gate import Executor, Gate, GateOptions, Handler, Outcome
 from .store import Approvers, NotRestored, RecordState, Recovery, StoredRecord
-from .tokens import Secret, TokenClaims, TokenKeys
+from .tokens import MarkerClaims, Secret, TokenClaims, TokenKeys
 from .tools import (
     ApprovalMode,
     Scope,
@@ -112,6 +112,7 @@ __all__ = [
     "ERROR_KINDS",
     "HANDLER_RESPONDER",
     "MARKER_META_KEY",
+    "MarkerClaims",
     "AlreadyResolvedError",
     "AlreadyUsedError",
     "ApprovalMode",

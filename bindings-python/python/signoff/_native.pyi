@@ -3,7 +3,7 @@
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, ClassVar, Literal, Optional, TypedDict, Union, final
+from typing import Any, Callable, ClassVar, Literal, Optional, Union, final
 
 from typing_extensions import Self, disjoint_base
 
@@ -34,6 +34,7 @@ __all__ = [
     "InvalidToolError",
     "IoError",
     "Lagged",
+    "MARKER_META_KEY",
     "MalformedError",
     "MismatchError",
     "NoExecutorError",
@@ -413,18 +414,6 @@ class TokenKeys:
     def key_ids(self) -> list[str]:
         """Every key id, current first."""
 
-class MarkerClaims(TypedDict):
-    """What an accepted approval marker says."""
-
-    nonce: str
-    request_id: Optional[str]
-    tool: str
-    arguments_digest: str
-    approver: str
-    issued_at_ms: int
-    expires_at_ms: int
-    key_id: str
-
 MARKER_META_KEY: str
 
 @final
@@ -654,7 +643,7 @@ class Gate:
         """Issues a signed approval token for a pending request, for ``approver`` only."""
     def approval_marker(self, tool: str, decision: Decision) -> str:
         """An approval marker for a call this gate approved by a person."""
-    def accept_approval_marker(self, marker: str, tool: str, arguments: Any) -> MarkerClaims:
+    def accept_approval_marker(self, marker: str, tool: str, arguments: Any) -> dict[str, Any]:
         """Accepts an approval marker once for this call; returns its claims."""
     def inspect_token(self, token: str) -> TokenClaims:
         """Verifies a token's key and signature and returns its claims."""

@@ -28,6 +28,7 @@ from typing import (
     TypedDict,
     TypeVar,
     Union,
+    cast,
 )
 
 from . import _native
@@ -51,7 +52,8 @@ from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spe
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-    from ._native import MarkerClaims
+
+    from .tokens import MarkerClaims
 
 #: How a response ended a request.
 Outcome = Literal["approved", "denied"]
@@ -595,7 +597,7 @@ class Gate(Closing):
         ``TokenExpiredError``, ``MismatchError`` (another tool or other arguments),
         ``AlreadyUsedError``, ``ConfigError``.
         """
-        return self._native.accept_approval_marker(marker, tool, arguments)
+        return cast("MarkerClaims", self._native.accept_approval_marker(marker, tool, arguments))
 
     def inspect_token(self, token: str) -> TokenClaims:
         """Verifies a token's key and signature and returns what it claims (which request, for

@@ -27,6 +27,25 @@ first) so tokens stay valid across a restart.
 
 from __future__ import annotations
 
+from typing import Optional, TypedDict
+
 from ._native import Secret, TokenClaims, TokenKeys
 
-__all__ = ["Secret", "TokenClaims", "TokenKeys"]
+__all__ = ["MarkerClaims", "Secret", "TokenClaims", "TokenKeys"]
+
+
+class MarkerClaims(TypedDict):
+    """What an accepted approval marker says (:meth:`signoff.Gate.accept_approval_marker`)."""
+
+    nonce: str
+    #: The request a person answered; ``None`` for a call a session grant covered.
+    request_id: Optional[str]
+    #: The tool, by the name the receiving gate knows it.
+    tool: str
+    #: ``sha256:<hex>`` of the canonical JSON of the approved arguments.
+    arguments_digest: str
+    #: Who approved.
+    approver: str
+    issued_at_ms: int
+    expires_at_ms: int
+    key_id: str
