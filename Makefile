@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test test-all lint test-rust test-python test-console test-node test-swift test-mcp demo remote-demo console-demo bench doc
+.PHONY: help test test-all lint test-rust test-python test-console test-node test-swift test-mcp demo remote-demo console-demo bench bench-mcp doc
 
 help:
 	@echo "signoff: a person between your AI agent and the tools it calls"
@@ -29,7 +29,7 @@ help:
 	@echo "  make test-swift    the Swift package, through uniffi's Python bindings (bindings-swift/test.sh)"
 	@echo "  make test-mcp      the MCP gate and signoff mcp-proxy against @modelcontextprotocol/server-filesystem (npm),"
 	@echo "                     driven by the Python SDK mcp==2.3.0 in both protocol eras (mcp/test.sh)"
-	@echo "  make bench         the Rust benchmarks (figures in BENCHMARKS.md)"
+	@echo "  make bench         the Rust benchmarks and the MCP proxy's (figures in BENCHMARKS.md; make bench-mcp alone)"
 	@echo "  make doc           the core's API documentation (target/doc/signoff)"
 
 # Every suite runs under one private PostgreSQL server (scripts/with-postgres.sh: started here, stopped and deleted
@@ -100,6 +100,14 @@ bench:
 	$(CARGO) bench -p signoff --bench remote
 	$(CARGO) run --release -q -p signoff --example durable_latency
 	$(CARGO) run --release -q -p signoff --example pending_memory
+	$(MAKE) --no-print-directory bench-mcp
+
+# The MCP proxy's latency against its upstream called directly (stdio, rmcp's client).
+bench-mcp:
+	$(CARGO) build --release -q -p signoff-cli -p signoff-mcp --example bench
+	@[ -x mcp/node_modules/.bin/mcp-server-filesystem ] || (cd mcp && npm install --no-audit --no-fund --loglevel=error)
+	"$${CARGO_TARGET_DIR:-target}/release/examples/bench" "$${CARGO_TARGET_DIR:-target}/release/signoff" \
+		mcp/node_modules/.bin/mcp-server-filesystem 500
 
 doc:
 	$(CARGO) doc --no-deps -p signoff

@@ -73,10 +73,13 @@ fn run(args: &[String]) -> Result<(), String> {
     if let Some(h) = &http {
         h.check()?;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // Over stdio one client talks to us one line at a time: a single-threaded runtime answers it
+    // without waking another thread per message (latency; BENCHMARKS.md). HTTP serves many.
+    let runtime = match &http {
+        Some(_) => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+        None => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+    }
+    .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
         let gate = McpGate::from_config(&config).await?;
         let result = match &http {

@@ -1032,9 +1032,12 @@ impl McpGate {
     }
 }
 
-/// Serves an [`McpGate`] over this process's stdin and stdout until the client goes away.
+/// Serves an [`McpGate`] over this process's stdin and stdout until the client goes away. When
+/// both are pipes (as MCP clients start servers) they are driven by the runtime's reactor
+/// (`rmcp::transport::stdio_pipes`), not by a blocking thread per read and write: one thread
+/// hand-off less each way, per message.
 pub async fn serve_stdio(gate: McpGate) -> Result<(), String> {
-    let running = gate.serve(rmcp::transport::stdio()).await.map_err(|e| format!("stdio: {e}"))?;
+    let running = gate.serve(rmcp::transport::stdio_pipes()).await.map_err(|e| format!("stdio: {e}"))?;
     running.waiting().await.map_err(|e| format!("stdio: {e}"))?;
     Ok(())
 }
