@@ -223,6 +223,11 @@ pub struct ToolOverride {
     /// This tool's approval timeout in milliseconds.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// A person may edit the arguments before approving (on the approval page; MCP forms carry
+    /// flat fields only, so clients are never offered edits). Edits are checked against the
+    /// tool's input schema and recorded in the audit. Default false.
+    #[serde(default)]
+    pub editable: Option<bool>,
 }
 
 /// How one tool is gated, once annotations and overrides are combined.
@@ -353,7 +358,7 @@ mod tests {
 
     const FULL: &str = r#"{
         "upstreams": [{"name": "fs", "command": "npx", "args": ["-y", "server"], "env": {"A": "1"}}],
-        "tools": {"fs__write_file": {"risk": 3, "timeout_ms": 5000}, "fs__read_file": {"approval": "required"}},
+        "tools": {"fs__write_file": {"risk": 3, "timeout_ms": 5000, "editable": true}, "fs__read_file": {"approval": "required"}},
         "default_timeout_ms": 1000,
         "token_keys": "k1:AAAA",
         "gate": {"audit_path": "/tmp/a.jsonl"}
@@ -366,6 +371,7 @@ mod tests {
         assert_eq!(c.upstreams[0].args, ["-y", "server"]);
         assert_eq!(c.tools["fs__write_file"].risk, Some(Risk::L3));
         assert_eq!(c.tools["fs__read_file"].approval, Some(ApprovalOverride::Required));
+        assert_eq!(c.tools["fs__write_file"].editable, Some(true));
         assert_eq!(c.default_timeout_ms, Some(1000));
     }
 

@@ -799,6 +799,7 @@ fn register(
             .source(ToolSource::External { server: server.clone() })
             .read_only(hints.and_then(|a| a.read_only_hint) == Some(true))
             .destructive(hints.and_then(|a| a.destructive_hint) != Some(false))
+            .editable(over.and_then(|o| o.editable) == Some(true))
             .executor_with_context(move |args, cx| {
                 let (peer, tool) = (peer.clone(), upstream_tool.clone());
                 let wait = cx.request_id.and_then(|id| lock(&deferred).remove(&id));

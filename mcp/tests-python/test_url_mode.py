@@ -53,7 +53,7 @@ class Page:
         conn.close()
         return out
 
-    def decide(self, decision, reason=None):
+    def decide(self, decision, reason=None, arguments=None, expect=200):
         status, cookies, body = self.call("POST", "/login", {"approver": "alice", "key": KEY})
         assert status == 200, body
         self.cookie = cookies[0].split(";", 1)[0]
@@ -65,24 +65,35 @@ class Page:
         answer = {"id": self.request_id, "digest": card.group(1), "decision": decision}
         if reason:
             answer["reason"] = reason
+        if arguments is not None:
+            answer["arguments"] = arguments
         status, _, body = self.call("POST", "/api/decide", answer, {"X-CSRF-Token": csrf})
-        assert status == 200, body
+        assert status == expect, body
+        return json.loads(body)
 
 
 class Person:
     """An elicitation callback: goes to the URL, decides on the page, then tells the client it
     went (`accept`), or refuses to open the URL at all."""
 
-    def __init__(self, decision="approve", reason=None, action="accept"):
-        self.decision, self.reason, self.action = decision, reason, action
+    def __init__(self, decision="approve", reason=None, action="accept", edit=None, expect=200):
+        self.decision, self.reason, self.action, self.edit, self.expect = decision, reason, action, edit, expect
         self.asked = []
+        self.answers = []
 
     async def __call__(self, ctx, params):
         self.asked.append(params)
         assert params.mode == "url", params
         if self.action != "accept":
             return types.ElicitResult(action=self.action)
-        await anyio.to_thread.run_sync(lambda: Page(params.url).decide(self.decision, self.reason))
+        page = Page(params.url)
+        answer = await anyio.to_thread.run_sync(
+            lambda: page.decide(self.decision, self.reason, self.edit, self.expect)
+        )
+        self.answers.append(answer)
+        if self.expect != 200:
+            # The page refused the answer: the person gives up on it.
+            return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept")
 
 
@@ -169,3 +180,26 @@ async def test_a_client_that_cannot_be_asked_is_approved_on_the_console(proxy, s
     assert third.is_error and "pending elsewhere" in text(third)
     assert request not in text(third)
     assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_arguments_edited_on_the_page_are_what_runs(proxy, sandbox, mode):
+    edited = {"path": str(sandbox / "a.txt"), "content": "edited on the page"}
+    person = Person("approve", edit=edited)
+    async with proxy(mode, person, tools={"fs__write_file": {"editable": True}}, extra=CONSOLE) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert not r.is_error, text(r)
+    assert (sandbox / "a.txt").read_text() == "edited on the page"
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    responses = [r for r in records if r.get("kind") == "response" and r.get("edited_arguments")]
+    assert responses and responses[0]["edited_arguments"] == edited, records
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_edits_are_refused_unless_the_tool_is_configured_editable(proxy, sandbox, mode):
+    person = Person("approve", edit={"path": str(sandbox / "b.txt"), "content": "x"}, expect=422)
+    async with proxy(mode, person, extra=CONSOLE) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert person.answers and person.answers[0].get("kind") == "edits_not_allowed", person.answers
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert not (sandbox / "a.txt").exists() and not (sandbox / "b.txt").exists()
