@@ -408,6 +408,31 @@ async fn session_grants_skip_the_prompt_within_one_session_only() {
     ));
 }
 
+#[tokio::test]
+async fn a_tools_grants_are_revoked_in_every_session_at_once() {
+    let audit = MemoryAuditSink::new();
+    let g = gate_with(Gate::builder().audit(audit.clone()), Arc::new(AtomicUsize::new(0)));
+    let _approver = g.on_request_inline(|p| {
+        let _ = p.approve_with(None, Scope::Session, Some("alice".into()));
+    });
+    for s in ["s1", "s2"] {
+        assert!(g.confirm(del("/tmp/a").session(s)).await.unwrap().is_approved());
+        assert!(g.confirm(ToolCall::new("send_email", json!({})).session(s)).await.unwrap().is_approved());
+    }
+    assert_eq!(g.revoke_tool_grants("delete_file"), ["s1", "s2"]);
+    assert_eq!(g.revoke_tool_grants("delete_file"), Vec::<String>::new());
+    // Other tools' grants stay.
+    assert_eq!(g.grants("s1"), ["send_email"]);
+    assert_eq!(g.grants("s2"), ["send_email"]);
+    let revoked = audit
+        .records()
+        .into_iter()
+        .filter(|r| r.kind == AuditKind::Grant && r.decision.as_deref() == Some("revoked"))
+        .filter_map(|r| r.session_id)
+        .collect::<Vec<_>>();
+    assert_eq!(revoked, ["s1", "s2"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn ending_a_session_drops_grants_and_cancels_its_requests() {
     let g = gate();

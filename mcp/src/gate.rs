@@ -106,8 +106,6 @@ pub(crate) struct Inner {
     /// By the name the client sees; replaced when an upstream's definition changes.
     tools: RwLock<BTreeMap<String, Exposed>>,
     overrides: BTreeMap<String, ToolOverride>,
-    /// Every downstream connection's gate session (a changed definition voids their grants).
-    pub(crate) sessions: Mutex<HashSet<String>>,
     codec: RequestStateCodec,
     routes: Routes,
     parked: Mutex<HashMap<Uuid, Parked>>,
@@ -196,7 +194,6 @@ impl McpGate {
             gate,
             tools: RwLock::new(tools),
             overrides: overrides.clone(),
-            sessions: Mutex::new(HashSet::from([session.clone()])),
             codec,
             routes,
             parked: Default::default(),
@@ -245,7 +242,6 @@ impl McpGate {
     /// A handle for a new downstream connection: its own gate session.
     pub fn connection(&self) -> McpGate {
         let session = format!("mcp-{}", Uuid::new_v4());
-        lock(&self.inner.sessions).insert(session.clone());
         McpGate { inner: self.inner.clone(), session, per_request: false }
     }
 
@@ -327,10 +323,7 @@ impl McpGate {
 
     /// Voids every approval of a tool: session grants and calls pending elsewhere.
     fn void(&self, name: &str) {
-        let sessions: Vec<String> = lock(&self.inner.sessions).iter().cloned().collect();
-        for s in sessions {
-            self.inner.gate.revoke_grant(&s, name);
-        }
+        self.inner.gate.revoke_tool_grants(name);
         let mut elsewhere = lock(&self.inner.elsewhere);
         let stale: Vec<_> = elsewhere.keys().filter(|k| k.1 == name).cloned().collect();
         for k in stale {
@@ -840,6 +833,11 @@ async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::E
     match peer.call_tool_once(p).await {
         Ok(CallToolResponse::Complete(r)) => serde_json::to_value(&r).map_err(|e| e.to_string()),
         Ok(_) => Err("the upstream server asked for input, which this proxy does not relay".into()),
+        // The request never left: say so (the model and the person should not think it ran).
+        Err(rmcp::ServiceError::TransportSend(e)) => {
+            Err(format!("the upstream server could not be reached, so the call was not delivered: {e}"))
+        }
+        Err(e @ rmcp::ServiceError::McpError(_)) => Err(format!("the upstream server refused the call: {e}")),
         Err(e) => Err(format!("the upstream server failed: {e}")),
     }
 }

@@ -95,7 +95,6 @@ pub(crate) fn for_request(gate: &McpGate, cx: &RequestContext<RoleServer>) -> Mc
             format!("mcp-http-client:{}:{token}:{client}", token.len())
         }
     };
-    gate.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(session.clone());
     McpGate { inner: gate.inner.clone(), session, per_request: false }
 }
 

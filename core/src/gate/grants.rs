@@ -27,6 +27,28 @@ impl Gate {
         removed
     }
 
+    /// Revokes `tool`'s grants in every session (e.g. because the tool's definition changed, so
+    /// what a person approved for the session is no longer what would run). Each revocation is
+    /// audited. Returns the sessions that had one, sorted.
+    pub fn revoke_tool_grants(&self, tool: &str) -> Vec<String> {
+        let mut sessions: Vec<String> = {
+            let mut g = lock(&self.inner.grants);
+            let mut had = Vec::new();
+            for (s, t) in g.iter_mut() {
+                if t.remove(tool) {
+                    had.push(s.clone());
+                }
+            }
+            g.retain(|_, t| !t.is_empty());
+            had
+        };
+        sessions.sort();
+        for s in &sessions {
+            self.audit(|| AuditRecord::grant(s, tool, "revoked"));
+        }
+        sessions
+    }
+
     /// The tools granted for a session, sorted.
     pub fn grants(&self, session_id: &str) -> Vec<String> {
         let mut v: Vec<String> =
