@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The MCP gate's tests against real parts: the `signoff mcp-proxy` binary, the npm package
 # @modelcontextprotocol/server-filesystem and server-everything as upstreams (installed into
-# mcp/node_modules), and
+# mcp/node_modules), signoff's own Python package (the in-process gate of the loopback tests), and
 # the official Python SDK's client (stdio and Streamable HTTP), mcp==2.3.0 from PyPI, in both protocol eras (a venv:
 # bindings-python/.venv when it exists, otherwise mcp/.venv). Extra arguments go to pytest.
 set -euo pipefail
@@ -34,6 +34,14 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.vers
    || ! "$venv/bin/python" -c 'import pytest' 2>/dev/null; then
   echo "mcp/test.sh: installing mcp==2.3.0 and pytest into $venv"
   "$venv/bin/pip" install -q "mcp==2.3.0" pytest
+fi
+
+# The loopback tests and the example agent use signoff's own Python package (an in-process gate).
+# `make test` has installed it into bindings-python/.venv already; on its own, build it here.
+if ! (cd "$here" && "$venv/bin/python" -c 'import signoff._native') 2>/dev/null; then
+  echo "mcp/test.sh: installing signoff's Python package (./bindings-python) into $venv"
+  "$venv/bin/pip" install -q "maturin>=1.5,<2"
+  "$venv/bin/pip" install -q "$root/bindings-python"
 fi
 
 echo "mcp/test.sh: the proxy (over stdio and Streamable HTTP) against server-filesystem and server-everything (stdio and HTTP), driven by the Python SDK"
