@@ -495,13 +495,14 @@ impl McpGate {
         args: &Value,
         who: &Who,
         req: &CallToolRequestParams,
-        sealed: &str,
+        ct: &tokio_util::sync::CancellationToken,
     ) -> CallToolResponse {
+        let sealed = req.request_state.as_deref().unwrap_or_default();
         let digest = signoff::display::arguments_digest(args);
         let ad = associated_data(&who.principal, t, &digest);
         let state = match self.inner.codec.open_json_with::<State>(sealed, &ad) {
             Ok(State::Form { token }) => token,
-            Ok(State::Url { request }) => return self.retry_url(name, request, req).await,
+            Ok(State::Url { request }) => return self.retry_url(name, request, req, ct).await,
             Err(_) => {
                 return refused(
                     name,
@@ -555,8 +556,13 @@ impl McpGate {
                 _ = cx.ct.cancelled() => Ok(ElicitResult::new(ElicitationAction::Cancel)),
             };
             match answer {
-                // Held until the page decides (dropping it unanswered would fail the request).
-                Ok(res) if res.action == ElicitationAction::Accept => {}
+                // Held until the page decides (dropping it unanswered would fail the request); a
+                // client that gives up on the call meanwhile cancels it, so a later approval on the
+                // page runs nothing.
+                Ok(res) if res.action == ElicitationAction::Accept => {
+                    cx.ct.cancelled().await;
+                    self.inner.gate.cancel_request(&req.id);
+                }
                 Ok(_) => {
                     self.inner.gate.cancel_request(&req.id);
                 }
@@ -624,7 +630,13 @@ impl McpGate {
     /// 2026-07-28 era, URL mode, the retry (its state already opened with the retried arguments):
     /// `accept` lets the call run once the page approves it (waiting for the decision until the
     /// deadline); anything else cancels the request. A replayed state finds nothing parked.
-    async fn retry_url(&self, name: &str, request: Uuid, req: &CallToolRequestParams) -> CallToolResponse {
+    async fn retry_url(
+        &self,
+        name: &str,
+        request: Uuid,
+        req: &CallToolRequestParams,
+        ct: &tokio_util::sync::CancellationToken,
+    ) -> CallToolResponse {
         let Some(mut parked) = lock(&self.inner.parked).remove(&request) else {
             return refused(name, "its requestState was already used, or the call it names has ended");
         };
@@ -639,7 +651,15 @@ impl McpGate {
         } else {
             self.inner.gate.cancel_request(&request);
         }
-        finish(parked.task.await.unwrap_or_else(|e| panicked(name, e)))
+        tokio::select! {
+            r = &mut parked.task => finish(r.unwrap_or_else(|e| panicked(name, e))),
+            _ = ct.cancelled() => {
+                // The client gave up while the page had not decided: nothing runs. (Approved and
+                // started already, the tool finishes, as any started call does.)
+                self.inner.gate.cancel_request(&request);
+                finish(parked.task.await.unwrap_or_else(|e| panicked(name, e)))
+            }
+        }
     }
 
     /// Points URL-mode elicitations at an approval page (a signoff console on this gate or on a
@@ -1021,7 +1041,7 @@ impl McpGate {
         // approver decides, not the client); others answer in a form.
         let page = self.inner.approval_page.get().filter(|_| elicitation.is_some_and(|e| e.url.is_some()));
         Ok(match (modern, req.request_state.as_deref(), page) {
-            (true, Some(sealed), _) => self.retry(&tool, &name, &args, &who, &req, sealed).await,
+            (true, Some(_), _) => self.retry(&tool, &name, &args, &who, &req, &cx.ct).await,
             (true, None, Some(page)) => self.input_required_url(&tool, &name, &args, &who, page).await,
             (true, None, None) if can_form => self.input_required(&tool, &name, &args, &who).await,
             (false, _, Some(page)) => finish(self.ask_legacy_url(&tool, &args, &who, &cx, page).await),

@@ -53,6 +53,18 @@ class Page:
         conn.close()
         return out
 
+    def sign_in(self):
+        status, cookies, body = self.call("POST", "/login", {"approver": "alice", "key": KEY})
+        assert status == 200, body
+        self.cookie = cookies[0].split(";", 1)[0]
+
+    def listed(self):
+        """Whether the request is on the page, waiting for a decision."""
+        self.sign_in()
+        status, _, page = self.call("GET", "/")
+        assert status == 200, page
+        return f'data-id="{self.request_id}"' in page.split('id="history"')[0]
+
     def decide(self, decision, reason=None, arguments=None, expect=200):
         status, cookies, body = self.call("POST", "/login", {"approver": "alice", "key": KEY})
         assert status == 200, body
@@ -85,7 +97,7 @@ class Person:
         self.asked.append(params)
         assert params.mode == "url", params
         if self.action != "accept":
-            return types.ElicitResult(action=self.action)
+            return types.ElicitResult(action=self.action if self.action != "went" else "accept")
         page = Page(params.url)
         answer = await anyio.to_thread.run_sync(
             lambda: page.decide(self.decision, self.reason, self.edit, self.expect)
@@ -203,3 +215,45 @@ async def test_edits_are_refused_unless_the_tool_is_configured_editable(proxy, s
     assert person.answers and person.answers[0].get("kind") == "edits_not_allowed", person.answers
     assert r.is_error and "did not run" in text(r), text(r)
     assert not (sandbox / "a.txt").exists() and not (sandbox / "b.txt").exists()
+
+
+async def test_a_client_that_gives_up_after_opening_the_page_cancels_the_request(proxy, sandbox):
+    # Legacy: the person opened the page (accept) but has not decided; the client abandons the call.
+    person = Person(action="went")
+    async with proxy("legacy", person, extra=CONSOLE) as c:
+        with pytest.raises(TimeoutError):
+            with anyio.fail_after(1.0):
+                await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+        page = Page(person.asked[0].url)
+        for _ in range(50):
+            if not await anyio.to_thread.run_sync(page.listed):
+                break
+            await anyio.sleep(0.05)
+        else:
+            raise AssertionError("the abandoned request is still waiting on the page")
+    assert not (sandbox / "a.txt").exists()
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    assert any(r.get("kind") == "outcome" and r.get("decision") == "cancelled" for r in records), records
+
+
+async def test_a_retry_abandoned_before_the_page_decides_runs_nothing(proxy, sandbox):
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person(), extra=CONSOLE) as c:
+        first = await c.session.call_tool("fs__write_file", a, allow_input_required=True)
+        asked = first.input_requests["signoff_approval"]
+        url = asked.params.url if hasattr(asked, "params") else asked["params"]["url"]
+        went = {"signoff_approval": {"action": "accept"}}
+        with pytest.raises(TimeoutError):
+            with anyio.fail_after(1.0):
+                await c.session.call_tool(
+                    "fs__write_file", a, input_responses=went, request_state=first.request_state,
+                    allow_input_required=True,
+                )
+        page = Page(url)
+        for _ in range(50):
+            if not await anyio.to_thread.run_sync(page.listed):
+                break
+            await anyio.sleep(0.05)
+        else:
+            raise AssertionError("the abandoned request is still waiting on the page")
+    assert not (sandbox / "a.txt").exists()
