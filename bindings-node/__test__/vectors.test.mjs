@@ -558,6 +558,21 @@ for (const c of durable.cases) {
     assert.equal(before, executing ? 1 : 0, 'runs before the restart')
     streamB.close()
     await b.close()
+
+    // Another restart: a settled request is never picked up again.
+    let later = 0
+    const g = new Gate({ storePath: path.join(dir, 'b.db') })
+    for (const spec of specs(async () => {
+      later++
+      return { sent: true }
+    }))
+      g.register(spec)
+    const again = g.recover()
+    for (const js of Object.values(RECOVERY_LISTS)) assert.equal(again[js].length, 0, `recovery.${js} after another restart`)
+    assert.equal(g.record(req.id).state, record.state, 'the record after another restart')
+    await sleep(50)
+    assert.equal(later, 0, 'runs after another restart')
+    await g.close()
     rmSync(dir, { recursive: true, force: true })
   })
 }

@@ -512,6 +512,26 @@ async def run_durable(case: Dict[str, Any], tmp: Path) -> None:
     finally:
         gate_b.close()
 
+    # Another restart: a settled request is never picked up again.
+    later = {"runs": 0}
+
+    async def counted(args: Any) -> Any:
+        later["runs"] += 1
+        return {"sent": True}
+
+    gate_c = signoff.Gate(store_path=tmp / "b.db")
+    try:
+        for spec in DURABLE["tools"]:
+            gate_c.register_spec(spec, counted)
+        again = gate_c.recover()
+        for lst in RECOVERY_LISTS:
+            assert getattr(again, lst) == [], f"{name}: recovery.{lst} after another restart"
+        assert gate_c.record(request.id).to_dict()["state"] == record["state"], name  # type: ignore[union-attr]
+        await asyncio.sleep(0.05)
+        assert later["runs"] == 0, f"{name}: runs after another restart"
+    finally:
+        gate_c.close()
+
 
 @pytest.mark.parametrize("case", DURABLE["cases"], ids=[c["name"] for c in DURABLE["cases"]])
 def test_durable_restart(case: Dict[str, Any], run: Any, tmp_path: Path) -> None:

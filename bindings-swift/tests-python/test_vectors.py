@@ -666,3 +666,16 @@ async def test_durable_restart(case, tmp_path):
     assert before.runs == int(executing), f"{name}: runs before the restart"
     sub_b.close()
     b.close()
+
+    # Another restart: a settled request is never picked up again.
+    later = Counting(hold=False)
+    c = so.Gate.open(config=so.GateConfig(store_path=str(tmp_path / "b.db")))
+    for spec in specs:
+        c.register_executable_tool(spec, later)
+    again = c.recover()
+    for lst in RECOVERY_LISTS:
+        assert getattr(again, lst) == [], f"{name}: recovery.{lst} after another restart"
+    assert c.record(req.id).state == record.state, f"{name}: the record after another restart"
+    await asyncio.sleep(0.05)
+    assert later.runs == 0, f"{name}: runs after another restart"
+    c.close()

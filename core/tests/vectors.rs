@@ -470,5 +470,18 @@ async fn durable_restart() {
         assert_eq!(json!(after.count()), case["runs"], "{name}: runs after the restart");
         assert_eq!(before.count(), usize::from(executing), "{name}: runs before the restart");
         b.close();
+
+        // Another restart: a settled request is never picked up again.
+        let later = Runs::default();
+        let c = durable_gate(&b_db);
+        later.register(&c, tools, false);
+        let again = serde_json::to_value(c.recover().unwrap()).unwrap();
+        for l in lists {
+            assert_eq!(again[l], json!([]), "{name}: recovery.{l} after another restart");
+        }
+        assert_eq!(c.record(&req.id).unwrap().state, record.state, "{name}: the record after another restart");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(later.count(), 0, "{name}: runs after another restart");
+        c.close();
     }
 }
