@@ -268,6 +268,9 @@ function afterDecision(gate, decision, c, req) {
       onlyKeys(step, ['tamper_marker'], where)
       assert.equal(step.tamper_marker, true)
       marker = withPart(marker, 3, (sig) => (sig[0] === 'A' ? 'B' : 'A') + sig.slice(1))
+    } else if (step.rekey_marker !== undefined) {
+      onlyKeys(step, ['rekey_marker'], where)
+      marker = withPart(marker, 1, () => step.rekey_marker)
     } else if (step.accept_approval_marker !== undefined) {
       onlyKeys(step, ['accept_approval_marker', 'error', 'claims'], where)
       const call = step.accept_approval_marker

@@ -276,6 +276,9 @@ def after_decision(gate: signoff.Gate, decision: signoff.Decision, case: Dict[st
         elif "tamper_marker" in step:
             assert step == {"tamper_marker": True}, f"{name}: bad step {step}"
             markers.append(retoken(markers[-1], 3, lambda sig: ("B" if sig[0] == "A" else "A") + sig[1:]))
+        elif "rekey_marker" in step:
+            assert set(step) == {"rekey_marker"}, f"{name}: bad step {step}"
+            markers.append(retoken(markers[-1], 1, lambda _: step["rekey_marker"]))
         elif "accept_approval_marker" in step:
             assert set(step) <= {"accept_approval_marker", "error", "claims"}, f"{name}: bad step {step}"
             call = step["accept_approval_marker"]

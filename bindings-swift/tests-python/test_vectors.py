@@ -227,6 +227,11 @@ def after_decision(gate, decision, case, req):
             strict(step, ["tamper_marker"], what)
             assert step["tamper_marker"] is True and marker is not None, what
             marker = tamper(marker)
+        elif "rekey_marker" in step:
+            strict(step, ["rekey_marker"], what)
+            parts = marker.split(".")
+            parts[1] = step["rekey_marker"]
+            marker = ".".join(parts)
         elif "accept_approval_marker" in step:
             strict(step, ["accept_approval_marker", "error", "claims"], what)
             call = step["accept_approval_marker"]

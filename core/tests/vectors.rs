@@ -220,6 +220,11 @@ fn after_decision(name: &str, g: &Gate, d: &Decision, case: &Value, req: Option<
         } else if let Some(t) = step.get("tamper_marker") {
             assert!(t == &json!(true) && obj_keys(step).len() == 1, "{name}: bad step {step}");
             marker = tamper(&marker);
+        } else if let Some(kid) = step.get("rekey_marker") {
+            assert_eq!(obj_keys(step).len(), 1, "{name}: bad step {step}");
+            let mut parts: Vec<&str> = marker.split('.').collect();
+            parts[1] = kid.as_str().unwrap();
+            marker = parts.join(".");
         } else if let Some(call) = step.get("accept_approval_marker") {
             for k in obj_keys(step) {
                 assert!(
