@@ -2,7 +2,7 @@
 // through the Node API. A field this runner does not understand fails the test.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
@@ -250,10 +250,65 @@ async function drain(stream) {
 
 const isCode = (code) => (e) => e instanceof SignoffError && e.code === code
 
+/** The claims of an accepted marker, in the vectors' names, and Node's. */
+const CLAIM_KEYS = { tool: 'tool', arguments_digest: 'argumentsDigest', approver: 'approver', request_id: 'requestId' }
+
+/** A flow case's `after_decision` steps: approval markers for `decision`. */
+function afterDecision(gate, decision, c, req) {
+  let marker
+  for (const [i, step] of (c.after_decision ?? []).entries()) {
+    const where = `${c.name}: after_decision ${i}`
+    const expectError = (f) => assert.throws(f, isCode(step.error), `${where}: expected ${step.error}`)
+    if (step.approval_marker !== undefined) {
+      onlyKeys(step, ['approval_marker', 'error'], where)
+      const issue = () => gate.approvalMarker(step.approval_marker, decision)
+      if (step.error !== undefined) expectError(issue)
+      else marker = issue()
+    } else if (step.tamper_marker !== undefined) {
+      onlyKeys(step, ['tamper_marker'], where)
+      assert.equal(step.tamper_marker, true)
+      marker = withPart(marker, 3, (sig) => (sig[0] === 'A' ? 'B' : 'A') + sig.slice(1))
+    } else if (step.rekey_marker !== undefined) {
+      onlyKeys(step, ['rekey_marker'], where)
+      marker = withPart(marker, 1, () => step.rekey_marker)
+    } else if (step.accept_approval_marker !== undefined) {
+      onlyKeys(step, ['accept_approval_marker', 'error', 'claims'], where)
+      const call = step.accept_approval_marker
+      onlyKeys(call, ['tool', 'arguments'], `${where}: accept_approval_marker`)
+      const accept = () => gate.acceptApprovalMarker(marker, call.tool, call.arguments)
+      if (step.error !== undefined) {
+        assert.equal(step.claims, undefined, `${where}: claims with an error`)
+        expectError(accept)
+        continue
+      }
+      const claims = accept()
+      onlyKeys(step.claims ?? {}, Object.keys(CLAIM_KEYS), `${where}: claims`)
+      for (const [k, v] of Object.entries(step.claims ?? {})) {
+        assert.deepStrictEqual(claims[CLAIM_KEYS[k]], v === '$request' && k === 'request_id' ? req.id : v, `${where}: claims.${k}`)
+      }
+    } else {
+      assert.fail(`${where}: unknown step ${JSON.stringify(step)}`)
+    }
+  }
+}
+
 for (const c of flows.cases) {
   onlyKeys(
     c,
-    ['name', 'tools', 'gate', 'subscribe', 'call', 'confirm_error', 'expect_request', 'request', 'steps', 'decision', 'events_after'],
+    [
+      'name',
+      'tools',
+      'gate',
+      'subscribe',
+      'call',
+      'confirm_error',
+      'expect_request',
+      'request',
+      'steps',
+      'decision',
+      'events_after',
+      'after_decision',
+    ],
     `flows.json ${c.name}`,
   )
   test(`flow: ${c.name}`, async () => {
@@ -345,6 +400,7 @@ for (const c of flows.cases) {
       // the request's end is read from its confirmation-resolved event below.
       await assert.rejects(decisionP, isAbort)
       onlyKeys(c.decision, ['outcome', 'cancel_reason'], `${c.name}: decision of a cancelled call`)
+      assert.equal(c.after_decision, undefined, `${c.name}: a cancelled call has no decision for after_decision`)
     } else {
       const decision = await decisionP
       for (const [k, v] of Object.entries(c.decision)) {
@@ -356,6 +412,7 @@ for (const c of flows.cases) {
         }
       }
       assert.equal(decision.approved, decision.outcome === 'approved')
+      afterDecision(gate, decision, c, req)
     }
 
     await gate.close()
@@ -381,5 +438,144 @@ for (const c of flows.cases) {
       assert.ok(!cancelled, `${c.name}: a cancel step needs a subscriber`)
     }
     assert.equal(gate.pendingCount, 0)
+  })
+}
+
+// ---- durable.json ---------------------------------------------------------------------------
+
+const durable = load('durable.json')
+onlyKeys(durable, ['cases', 'tools', 'description'], 'durable.json')
+assert.ok(durable.cases.length > 0 && durable.tools.length > 0)
+
+const RECOVERY_LISTS = { restored: 'restored', timed_out: 'timedOut', interrupted: 'interrupted', not_restored: 'notRestored' }
+/** The request fields a recovered entry must keep, and Node's names for them. */
+const KEPT = { id: 'id', tool: 'tool', arguments: 'arguments', arguments_digest: 'argumentsDigest', session_id: 'sessionId', deadline_ms: 'deadlineMs' }
+
+/** The database as it is on disk now (with its write-ahead log): what a new process finds. */
+function snapshot(from, to) {
+  copyFileSync(from, to)
+  if (existsSync(`${from}-wal`)) copyFileSync(`${from}-wal`, `${to}-wal`)
+}
+
+const past = (deadlineMs) => sleep(Math.max(0, deadlineMs - Date.now()) + 50)
+
+for (const c of durable.cases) {
+  onlyKeys(
+    c,
+    ['name', 'call', 'before_restart', 'down_past_deadline', 'register_after_restart', 'recovered_as', 'found_state', 'steps', 'record', 'runs'],
+    `durable.json ${c.name}`,
+  )
+  onlyKeys(c.record, ['state', 'responder', 'arguments'], `durable.json ${c.name}: record`)
+  test(`durable: ${c.name}`, async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'signoff-durable-'))
+    const specs = (execute) => durable.tools.map((t) => ({ ...rename(t, TOOL_KEYS, `${c.name}: tool ${t.name}`), execute }))
+    let before = 0
+    let after = 0
+    let started
+    let release
+    const startedP = new Promise((resolve) => (started = resolve))
+    const released = new Promise((resolve) => (release = resolve))
+
+    // Before the restart: the call is left pending, or approved and running.
+    const a = new Gate({ storePath: path.join(dir, 'a.db') })
+    for (const spec of specs(async () => {
+      before++
+      started()
+      await released
+      return { sent: true }
+    }))
+      a.register(spec)
+    const streamA = a.events()
+    const call = a.execute(rename(c.call, CALL_KEYS, `${c.name}: call`))
+    const req = await nextMatching(streamA, (e) => e.type === 'confirmation-request')
+    const wire = serializeEvent(req)
+    assert.ok(['pending', 'executing'].includes(c.before_restart), `before_restart: ${c.before_restart}`)
+    const executing = c.before_restart === 'executing'
+    if (executing) {
+      a.respond({ id: req.id, decision: 'approve', responder: 'alice' })
+      await Promise.race([startedP, sleep(5000).then(() => assert.fail('the tool did not start'))])
+    }
+    // It goes away: what is on disk now is what the next process finds.
+    snapshot(path.join(dir, 'a.db'), path.join(dir, 'b.db'))
+    release()
+    await a.close()
+    await call
+    streamA.close()
+    assert.equal(before, executing ? 1 : 0, 'runs before the restart')
+    assert.ok([undefined, true, false].includes(c.down_past_deadline))
+    if (c.down_past_deadline) await past(req.deadlineMs)
+
+    // After the restart.
+    const b = new Gate({ storePath: path.join(dir, 'b.db') })
+    assert.ok([undefined, true, false].includes(c.register_after_restart))
+    if (c.register_after_restart ?? true) {
+      for (const spec of specs(async () => {
+        after++
+        return { sent: true }
+      }))
+        b.register(spec)
+    }
+    const streamB = b.events()
+    const recovery = b.recover()
+    assert.ok(Object.keys(RECOVERY_LISTS).includes(c.recovered_as), `recovered_as: ${c.recovered_as}`)
+    for (const [list, js] of Object.entries(RECOVERY_LISTS)) {
+      assert.equal(recovery[js].length, list === c.recovered_as ? 1 : 0, `recovery.${js}`)
+    }
+    const entry = recovery[RECOVERY_LISTS[c.recovered_as]][0]
+    const found = ['restored', 'timed_out'].includes(c.recovered_as) ? entry : entry.request
+    if (c.recovered_as === 'interrupted') assert.equal(entry.state, c.found_state, 'the state found')
+    else assert.equal(c.found_state, undefined, 'found_state is for interrupted calls')
+    if (c.recovered_as === 'not_restored') assert.ok(entry.reason, 'a reason')
+    for (const [k, js] of Object.entries(KEPT)) {
+      assert.deepStrictEqual(found[js], wire[k], `the recovered request's ${k}`)
+    }
+    if (c.recovered_as === 'restored') {
+      const again = await nextMatching(streamB, (e) => e.type === 'confirmation-request')
+      assert.equal(again.id, req.id, 'the restored request is published again')
+    }
+    for (const [i, step] of c.steps.entries()) {
+      const where = `${c.name}: step ${i}`
+      if (step.respond !== undefined) {
+        onlyKeys(step, ['respond', 'error', 'outcome'], where)
+        const r = { ...step.respond }
+        for (const k of ['id', 'tool', 'arguments_digest', 'session_id']) {
+          if (r[k] === '$request') r[k] = wire[k]
+        }
+        const js = Object.fromEntries(Object.entries(r).map(([k, v]) => [RESPONSE_KEYS[k] ?? k, v]))
+        if (step.error !== undefined) assert.throws(() => b.respond(js), isCode(step.error), `${where}: expected ${step.error}`)
+        else assert.equal(b.respond(js), step.outcome, `${where}: outcome`)
+      } else if (step.wait_past_deadline !== undefined) {
+        onlyKeys(step, ['wait_past_deadline'], where)
+        assert.equal(step.wait_past_deadline, true)
+        await past(req.deadlineMs)
+      } else {
+        assert.fail(`${where}: unknown step ${JSON.stringify(step)}`)
+      }
+    }
+    const FINAL = ['done', 'released', 'denied', 'timed-out', 'cancelled', 'interrupted']
+    await eventually(() => FINAL.includes(b.record(req.id)?.state), 'a final record')
+    await sleep(50)
+    const record = b.record(req.id)
+    for (const [k, v] of Object.entries(c.record)) assert.deepStrictEqual(record[k], v, `record.${k}`)
+    assert.equal(after, c.runs, 'runs after the restart')
+    assert.equal(before, executing ? 1 : 0, 'runs before the restart')
+    streamB.close()
+    await b.close()
+
+    // Another restart: a settled request is never picked up again.
+    let later = 0
+    const g = new Gate({ storePath: path.join(dir, 'b.db') })
+    for (const spec of specs(async () => {
+      later++
+      return { sent: true }
+    }))
+      g.register(spec)
+    const again = g.recover()
+    for (const js of Object.values(RECOVERY_LISTS)) assert.equal(again[js].length, 0, `recovery.${js} after another restart`)
+    assert.equal(g.record(req.id).state, record.state, 'the record after another restart')
+    await sleep(50)
+    assert.equal(later, 0, 'runs after another restart')
+    await g.close()
+    rmSync(dir, { recursive: true, force: true })
   })
 }

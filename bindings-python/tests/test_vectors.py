@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ MALFORMED = load("malformed_responses.json")
 FLOWS = load("flows.json")
 CONFIG = load("config.json")
 EXECUTE = load("execute.json")
+DURABLE = load("durable.json")
 
 
 def test_vector_files_have_only_known_top_level_fields() -> None:
@@ -34,7 +36,9 @@ def test_vector_files_have_only_known_top_level_fields() -> None:
     assert set(MALFORMED) == {"cases"}
     assert set(FLOWS) <= {"description", "tools", "cases"}
     assert set(CONFIG) <= {"description", "cases"} and set(EXECUTE) <= {"description", "cases"}
+    assert set(DURABLE) <= {"description", "tools", "cases"}
     assert EVENTS["events"] and MALFORMED["cases"] and FLOWS["cases"] and CONFIG["cases"] and EXECUTE["cases"]
+    assert DURABLE["cases"] and DURABLE["tools"]
 
 
 # ---- events.json ----------------------------------------------------------------------------
@@ -105,7 +109,7 @@ def test_malformed_response(case: Dict[str, Any], run: Any) -> None:
 
 CASE_FIELDS = {
     "name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps",
-    "decision", "events_after",
+    "decision", "events_after", "after_decision",
 }
 STEP_ACTIONS = {"respond", "wait_past_deadline", "close", "unsubscribe", "cancel", "end_session", "issue_token",
                 "tamper_token", "rekey_token", "respond_token", "sleep_ms"}
@@ -230,6 +234,7 @@ async def run_flow(case: Dict[str, Any]) -> None:
 
         if cancelled:
             assert collector is not None
+            assert "after_decision" not in case, f"{name}: a cancelled call has no decision for after_decision"
             resolved = collector.of_type("confirmation-resolved")[0].to_dict()
             check_decision(case["decision"], resolved, name, event=True)
         else:
@@ -237,6 +242,7 @@ async def run_flow(case: Dict[str, Any]) -> None:
             assert isinstance(decision, signoff.Decision)
             check_decision(case["decision"], decision.to_dict(), name)
             assert signoff.Decision.from_json(decision.to_json()) == decision
+            after_decision(gate, decision, case, request)
 
         if collector is not None and not collector.task.done():
             if expect_request:
@@ -253,6 +259,43 @@ async def run_flow(case: Dict[str, Any]) -> None:
             await collector.close()
     finally:
         gate.close()
+
+
+MARKER_CLAIMS = {"tool", "arguments_digest", "approver", "request_id"}
+
+
+def after_decision(gate: signoff.Gate, decision: signoff.Decision, case: Dict[str, Any], request: Any) -> None:
+    """A flow case's `after_decision` steps: approval markers for `decision`."""
+    name = case["name"]
+    markers: List[str] = []
+    for step in case.get("after_decision", []):
+        if "approval_marker" in step:
+            assert set(step) <= {"approval_marker", "error"}, f"{name}: bad step {step}"
+            tool = step["approval_marker"]
+            expect(step, name, lambda: markers.append(gate.approval_marker(tool, decision)))
+        elif "tamper_marker" in step:
+            assert step == {"tamper_marker": True}, f"{name}: bad step {step}"
+            markers.append(retoken(markers[-1], 3, lambda sig: ("B" if sig[0] == "A" else "A") + sig[1:]))
+        elif "rekey_marker" in step:
+            assert set(step) == {"rekey_marker"}, f"{name}: bad step {step}"
+            markers.append(retoken(markers[-1], 1, lambda _: step["rekey_marker"]))
+        elif "accept_approval_marker" in step:
+            assert set(step) <= {"accept_approval_marker", "error", "claims"}, f"{name}: bad step {step}"
+            call = step["accept_approval_marker"]
+            assert set(call) == {"tool", "arguments"}, f"{name}: bad step {step}"
+            if "error" in step:
+                assert "claims" not in step, f"{name}: claims with an error"
+                expect(step, name, lambda: gate.accept_approval_marker(markers[-1], call["tool"], call["arguments"]))
+                continue
+            claims = gate.accept_approval_marker(markers[-1], call["tool"], call["arguments"])
+            expected = dict(step.get("claims", {}))
+            assert set(expected) <= MARKER_CLAIMS, f"{name}: unknown claims {set(expected) - MARKER_CLAIMS}"
+            if expected.get("request_id") == "$request":
+                expected["request_id"] = request.id
+            for k, v in expected.items():
+                assert claims[k] == v, f"{name}: claims {k} is {claims[k]!r}, expected {v!r}"  # type: ignore[literal-required]
+        else:
+            raise AssertionError(f"{name}: unknown after_decision step {step}")
 
 
 @pytest.mark.parametrize("case", FLOWS["cases"], ids=[c["name"] for c in FLOWS["cases"]])
@@ -354,3 +397,145 @@ async def run_execute(case: Dict[str, Any], style: str, audit: Path) -> None:
 @pytest.mark.parametrize("case", EXECUTE["cases"], ids=[c["name"] for c in EXECUTE["cases"]])
 def test_execute_cancellation(case: Dict[str, Any], style: str, run: Any, tmp_path: Path) -> None:
     run(run_execute(case, style, tmp_path / "audit.jsonl"))
+
+
+# ---- durable.json ---------------------------------------------------------------------------
+
+DURABLE_FIELDS = {"name", "call", "before_restart", "down_past_deadline", "register_after_restart", "recovered_as",
+                  "found_state", "steps", "record", "runs"}
+RECOVERY_LISTS = ("restored", "timed_out", "interrupted", "not_restored")
+
+
+def snapshot(src: Path, dst: Path) -> None:
+    """The database as it is on disk now (with its write-ahead log): what a new process finds
+    if this one goes away at this moment."""
+    shutil.copyfile(src, dst)
+    wal = Path(str(src) + "-wal")
+    if wal.exists():
+        shutil.copyfile(wal, Path(str(dst) + "-wal"))
+
+
+async def past(deadline_ms: int) -> None:
+    await asyncio.sleep(max(0.0, deadline_ms / 1000 - time.time()) + 0.05)
+
+
+async def run_durable(case: Dict[str, Any], tmp: Path) -> None:
+    name = case["name"]
+    unknown = set(case) - DURABLE_FIELDS
+    assert not unknown, f"{name}: unknown fields {unknown}"
+    assert case["recovered_as"] in RECOVERY_LISTS, name
+    assert ("found_state" in case) == (case["recovered_as"] == "interrupted"), name
+    assert set(case["record"]) <= {"state", "responder", "arguments"}, name
+    assert case.get("down_past_deadline", False) in (True, False), name
+    assert case.get("register_after_restart", True) in (True, False), name
+    before, after = {"runs": 0}, {"runs": 0}
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def held(args: Any) -> Any:
+        before["runs"] += 1
+        started.set()
+        await release.wait()
+        return {"sent": True}
+
+    async def quick(args: Any) -> Any:
+        after["runs"] += 1
+        return {"sent": True}
+
+    # Before the restart: the call is left pending, or approved and running.
+    gate_a = signoff.Gate(store_path=tmp / "a.db")
+    try:
+        for spec in DURABLE["tools"]:
+            gate_a.register_spec(spec, held)
+        events_a = Collector(gate_a.events())
+        task = asyncio.ensure_future(gate_a.execute(signoff.ToolCall.from_dict(case["call"])))
+        request = await events_a.wait_for(lambda e: e.type == "confirmation-request", "the request")
+        assert case["before_restart"] in ("pending", "executing"), name
+        executing = case["before_restart"] == "executing"
+        if executing:
+            gate_a.respond({"id": request.id, "decision": "approve", "responder": "alice"})
+            await asyncio.wait_for(started.wait(), 5)
+        # It goes away: what is on disk now is what the next process finds.
+        snapshot(tmp / "a.db", tmp / "b.db")
+        release.set()
+        gate_a.close()
+        await asyncio.wait_for(task, 5)
+        await events_a.close()
+    finally:
+        gate_a.close()
+    assert before["runs"] == int(executing), f"{name}: runs before the restart"
+    if case.get("down_past_deadline", False):
+        await past(request.deadline_ms)
+
+    # After the restart.
+    gate_b = signoff.Gate(store_path=tmp / "b.db")
+    try:
+        if case.get("register_after_restart", True):
+            for spec in DURABLE["tools"]:
+                gate_b.register_spec(spec, quick)
+        events_b = Collector(gate_b.events())
+        recovery = gate_b.recover()
+        shown = request.to_dict()
+        for lst in RECOVERY_LISTS:
+            assert len(getattr(recovery, lst)) == int(lst == case["recovered_as"]), f"{name}: recovery.{lst}"
+        entry = getattr(recovery, case["recovered_as"])[0]
+        found = entry if case["recovered_as"] in ("restored", "timed_out") else entry.request
+        if case["recovered_as"] == "interrupted":
+            assert entry.state == case["found_state"], f"{name}: found in {entry.state}"
+        if case["recovered_as"] == "not_restored":
+            assert entry.reason, name
+        got = found.to_dict()
+        for k in ("id", "tool", "arguments", "arguments_digest", "session_id", "deadline_ms"):
+            assert got[k] == shown[k], f"{name}: the recovered request's {k}: {got[k]!r} != {shown[k]!r}"
+        if case["recovered_as"] == "restored":
+            again = await events_b.wait_for(lambda e: e.type == "confirmation-request", "the request again")
+            assert again.id == request.id, name
+        for step in case["steps"]:
+            if "respond" in step:
+                assert set(step) <= {"respond", "error", "outcome"}, f"{name}: bad step {step}"
+                body = substitute(step["respond"], request)
+                expect(step, name, lambda: gate_b.respond(body))
+            elif step == {"wait_past_deadline": True}:
+                await past(request.deadline_ms)
+            else:
+                raise AssertionError(f"{name}: unknown step {step}")
+
+        def final() -> bool:
+            record = gate_b.record(request.id)
+            assert record is not None, f"{name}: no record"
+            return record.is_final
+
+        await wait_until(final, what="a final record")
+        await asyncio.sleep(0.05)
+        record = gate_b.record(request.id).to_dict()  # type: ignore[union-attr]
+        for k, v in case["record"].items():
+            assert record.get(k) == v, f"{name}: record {k} is {record.get(k)!r}, expected {v!r} (in {record})"
+        assert after["runs"] == case["runs"], f"{name}: runs after the restart: {after['runs']}"
+        assert before["runs"] == int(executing), f"{name}: runs before the restart"
+        await events_b.close()
+    finally:
+        gate_b.close()
+
+    # Another restart: a settled request is never picked up again.
+    later = {"runs": 0}
+
+    async def counted(args: Any) -> Any:
+        later["runs"] += 1
+        return {"sent": True}
+
+    gate_c = signoff.Gate(store_path=tmp / "b.db")
+    try:
+        for spec in DURABLE["tools"]:
+            gate_c.register_spec(spec, counted)
+        again = gate_c.recover()
+        for lst in RECOVERY_LISTS:
+            assert getattr(again, lst) == [], f"{name}: recovery.{lst} after another restart"
+        assert gate_c.record(request.id).to_dict()["state"] == record["state"], name  # type: ignore[union-attr]
+        await asyncio.sleep(0.05)
+        assert later["runs"] == 0, f"{name}: runs after another restart"
+    finally:
+        gate_c.close()
+
+
+@pytest.mark.parametrize("case", DURABLE["cases"], ids=[c["name"] for c in DURABLE["cases"]])
+def test_durable_restart(case: Dict[str, Any], run: Any, tmp_path: Path) -> None:
+    run(run_durable(case, tmp_path))

@@ -6,6 +6,7 @@ A field this runner does not understand fails the case."""
 import asyncio
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -126,7 +127,7 @@ def test_parsing_a_malformed_response_fails_too():
 FLOWS = load("flows.json")
 strict(FLOWS, ["cases", "tools", "description"], "flows.json")
 CASE_FIELDS = ["name", "tools", "gate", "subscribe", "call", "confirm_error", "expect_request", "request", "steps",
-               "decision", "events_after"]
+               "decision", "events_after", "after_decision"]
 
 
 # The gate options of the vectors (the core's GateConfig JSON, snake_case) and the JSON type each
@@ -200,6 +201,58 @@ async def no_event(sub, seconds=0.1):
     except asyncio.TimeoutError:
         return True
     return ev is None
+
+
+def tamper(token):
+    parts = token.split(".")
+    parts[3] = ("B" if parts[3][0] == "A" else "A") + parts[3][1:]
+    return ".".join(parts)
+
+
+def after_decision(gate, decision, case, req):
+    """A flow case's `after_decision` steps: approval markers for the typed `decision`."""
+    name = case["name"]
+    marker = None
+    for i, step in enumerate(case.get("after_decision", [])):
+        what = f"{name}: after_decision {i}"
+        if "approval_marker" in step:
+            strict(step, ["approval_marker", "error"], what)
+            if "error" in step:
+                with pytest.raises(so.SignoffError) as e:
+                    gate.approval_marker(step["approval_marker"], decision)
+                assert kind(e.value) == step["error"], f"{what}: {e.value}"
+            else:
+                marker = gate.approval_marker(step["approval_marker"], decision)
+        elif "tamper_marker" in step:
+            strict(step, ["tamper_marker"], what)
+            assert step["tamper_marker"] is True and marker is not None, what
+            marker = tamper(marker)
+        elif "rekey_marker" in step:
+            strict(step, ["rekey_marker"], what)
+            parts = marker.split(".")
+            parts[1] = step["rekey_marker"]
+            marker = ".".join(parts)
+        elif "accept_approval_marker" in step:
+            strict(step, ["accept_approval_marker", "error", "claims"], what)
+            call = step["accept_approval_marker"]
+            strict(call, ["tool", "arguments"], f"{what}.accept_approval_marker")
+            accept = lambda: gate.accept_approval_marker(marker, call["tool"], json.dumps(call["arguments"]))  # noqa: E731
+            if "error" in step:
+                assert "claims" not in step, f"{what}: claims with an error"
+                with pytest.raises(so.SignoffError) as e:
+                    accept()
+                assert kind(e.value) == step["error"], f"{what}: {e.value}"
+                continue
+            claims = accept()
+            expected = step.get("claims", {})
+            strict(expected, ["tool", "arguments_digest", "approver", "request_id"], f"{what}.claims")
+            for k, v in expected.items():
+                got = getattr(claims, k)
+                if k == "request_id":
+                    got, v = str(got), (req.id if v == "$request" else v)
+                assert got == v, f"{what}: claims.{k} is {got!r}, expected {v!r}"
+        else:
+            raise AssertionError(f"{what}: unknown step {step}")
 
 
 @pytest.mark.parametrize("case", FLOWS["cases"], ids=lambda c: c["name"])
@@ -331,6 +384,7 @@ async def test_flow(case):
             assert await no_event(sub), f"{name}: an event was published"
     actual = decision_fields(decision)
     if cancelled_here:
+        assert "after_decision" not in case, f"{name}: a cancelled call has no decision for after_decision"
         # The cancelled call's own decision says cancelled/aborted (no request id: the
         # binding cancelled it from outside); the vector is checked against the resolved event.
         assert actual == {"outcome": "cancelled", "cancel_reason": "aborted"}
@@ -347,6 +401,7 @@ async def test_flow(case):
         check_decision(actual, case["decision"], name)
         return
     check_decision(actual, case["decision"], name)
+    after_decision(gate, decision, case, req)
 
     if "events_after" in case:
         seen = []
@@ -465,3 +520,167 @@ async def test_execute_cancellation(case, tmp_path):
     approver.stop() if case["approve"] else approver.close()
     watch.close()
     gate.close()
+
+
+# --------------------------------------------------------------------------------------------
+# durable.json
+
+DURABLE = load("durable.json")
+strict(DURABLE, ["cases", "tools", "description"], "durable.json")
+DURABLE_FIELDS = ["name", "call", "before_restart", "down_past_deadline", "register_after_restart", "recovered_as",
+                  "found_state", "steps", "record", "runs"]
+RECOVERY_LISTS = ("restored", "timed_out", "interrupted", "not_restored")
+
+
+def record_state(state):
+    """RecordState as the core spells it (`timed-out`)."""
+    return state.name.lower().replace("_", "-")
+
+
+class Counting(so.ToolExecutor):
+    """Counts its runs; with `hold`, a run waits until released."""
+
+    def __init__(self, hold):
+        self.runs = 0
+        self.hold = hold
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def execute(self, arguments_json):
+        self.runs += 1
+        self.started.set()
+        if self.hold:
+            await self.release.wait()
+        return json.dumps({"sent": True})
+
+
+def snapshot(src, dst):
+    """The database as it is on disk now (with its write-ahead log): what a new process finds."""
+    shutil.copyfile(src, dst)
+    if Path(f"{src}-wal").exists():
+        shutil.copyfile(f"{src}-wal", f"{dst}-wal")
+
+
+async def past(deadline_ms):
+    await asyncio.sleep(max(0.0, deadline_ms / 1000 - time.time()) + 0.05)
+
+
+def request_fields(r):
+    """A typed ConfirmationRequest, in the vectors' names."""
+    return {"id": r.id, "tool": r.tool, "arguments": json.loads(r.arguments_json),
+            "arguments_digest": r.arguments_digest, "session_id": r.session_id, "deadline_ms": r.deadline_ms}
+
+
+async def next_request(sub):
+    while True:
+        ev = await asyncio.wait_for(sub.next(), 5)
+        assert ev is not None, "the subscription ended"
+        if ev.is_request():
+            return ev.request
+
+
+@pytest.mark.parametrize("case", DURABLE["cases"], ids=lambda c: c["name"])
+@async_test
+async def test_durable_restart(case, tmp_path):
+    name = case["name"]
+    strict(case, DURABLE_FIELDS, name)
+    strict(case["record"], ["state", "responder", "arguments"], f"{name}.record")
+    assert case["recovered_as"] in RECOVERY_LISTS, name
+    assert case.get("down_past_deadline", False) in (True, False), name
+    assert case.get("register_after_restart", True) in (True, False), name
+    specs = [so.tool_spec_from_json(json.dumps(t)) for t in DURABLE["tools"]]
+
+    # Before the restart: the call is left pending, or approved and running.
+    before = Counting(hold=True)
+    a = so.Gate.open(config=so.GateConfig(store_path=str(tmp_path / "a.db")))
+    for spec in specs:
+        a.register_executable_tool(spec, before)
+    sub_a = a.subscribe()
+    handle = a.execute_cancellable(tool_call(case["call"], name))
+    req = await next_request(sub_a)
+    shown = request_fields(req)
+    assert case["before_restart"] in ("pending", "executing"), name
+    executing = case["before_restart"] == "executing"
+    if executing:
+        a.respond_json(json.dumps({"id": req.id, "decision": "approve", "responder": "alice"}))
+        await asyncio.wait_for(before.started.wait(), 5)
+    # It goes away: what is on disk now is what the next process finds.
+    snapshot(tmp_path / "a.db", tmp_path / "b.db")
+    before.release.set()
+    a.close()
+    await asyncio.wait_for(handle.wait(), 5)
+    sub_a.close()
+    assert before.runs == int(executing), f"{name}: runs before the restart"
+    if case.get("down_past_deadline", False):
+        await past(req.deadline_ms)
+
+    # After the restart.
+    after = Counting(hold=False)
+    b = so.Gate.open(config=so.GateConfig(store_path=str(tmp_path / "b.db")))
+    if case.get("register_after_restart", True):
+        for spec in specs:
+            b.register_executable_tool(spec, after)
+    sub_b = b.subscribe()
+    recovery = b.recover()
+    for lst in RECOVERY_LISTS:
+        assert len(getattr(recovery, lst)) == int(lst == case["recovered_as"]), f"{name}: recovery.{lst}"
+    entry = getattr(recovery, case["recovered_as"])[0]
+    found = entry if case["recovered_as"] in ("restored", "timed_out") else entry.request
+    if case["recovered_as"] == "interrupted":
+        assert record_state(entry.state) == case["found_state"], f"{name}: found in {entry.state}"
+    else:
+        assert "found_state" not in case, name
+    if case["recovered_as"] == "not_restored":
+        assert entry.reason, name
+    assert request_fields(found) == shown, f"{name}: the recovered request"
+    if case["recovered_as"] == "restored":
+        again = await next_request(sub_b)
+        assert again.id == req.id, f"{name}: the restored request is published again"
+    req_json = {"id": req.id, "tool": req.tool, "arguments_digest": req.arguments_digest, "session_id": req.session_id}
+    for i, step in enumerate(case["steps"]):
+        what = f"{name}: step {i}"
+        if "respond" in step:
+            strict(step, ["respond", "error", "outcome"], what)
+            body = json.dumps(substitute(step["respond"], req_json))
+            if "error" in step:
+                with pytest.raises(so.SignoffError) as e:
+                    b.respond_json(body)
+                assert kind(e.value) == step["error"], f"{what}: {e.value}"
+            else:
+                assert OUTCOME[b.respond_json(body)] == step["outcome"], what
+        elif "wait_past_deadline" in step:
+            strict(step, ["wait_past_deadline"], what)
+            assert step["wait_past_deadline"] is True, what
+            await past(req.deadline_ms)
+        else:
+            raise AssertionError(f"{what}: unknown step {step}")
+    for _ in range(500):
+        record = b.record(req.id)
+        assert record is not None, f"{name}: no record"
+        if record.is_final:
+            break
+        await asyncio.sleep(0.01)
+    assert record.is_final, f"{name}: the record stays {record.state}"
+    await asyncio.sleep(0.05)
+    record = b.record(req.id)
+    got = {"state": record_state(record.state), "responder": record.responder,
+           "arguments": json.loads(record.arguments_json) if record.arguments_json is not None else None}
+    for k, v in case["record"].items():
+        assert got[k] == v, f"{name}: record.{k} is {got[k]!r}, expected {v!r}"
+    assert after.runs == case["runs"], f"{name}: runs after the restart: {after.runs}"
+    assert before.runs == int(executing), f"{name}: runs before the restart"
+    sub_b.close()
+    b.close()
+
+    # Another restart: a settled request is never picked up again.
+    later = Counting(hold=False)
+    c = so.Gate.open(config=so.GateConfig(store_path=str(tmp_path / "b.db")))
+    for spec in specs:
+        c.register_executable_tool(spec, later)
+    again = c.recover()
+    for lst in RECOVERY_LISTS:
+        assert getattr(again, lst) == [], f"{name}: recovery.{lst} after another restart"
+    assert c.record(req.id).state == record.state, f"{name}: the record after another restart"
+    await asyncio.sleep(0.05)
+    assert later.runs == 0, f"{name}: runs after another restart"
+    c.close()
