@@ -442,7 +442,10 @@ impl McpGate {
     /// client gets an `InputRequiredResult` whose `requestState` carries a signed single-use
     /// approval token, sealed and bound to principal, server, tool and the arguments' digest.
     async fn input_required(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> CallToolResponse {
-        let (route, rx) = self.route(None);
+        // The call runs only on the retry (an approval elsewhere meanwhile does not run it on its
+        // own: the client might never come back for the result).
+        let (go, wait) = oneshot::channel();
+        let (route, rx) = self.route(Some(wait));
         let gate = self.inner.gate.clone();
         let call = self.call(t, args, who, Some(route.id));
         let mut task = tokio::spawn(async move { gate.execute(call).await });
@@ -476,7 +479,7 @@ impl McpGate {
         {
             let mut parked = lock(&self.inner.parked);
             parked.retain(|_, p| !p.task.is_finished());
-            parked.insert(req.id, Parked { task, go: None, _pending: p });
+            parked.insert(req.id, Parked { task, go: Some(go), _pending: p });
         }
         let mut asks = InputRequests::new();
         asks.insert(
@@ -517,17 +520,33 @@ impl McpGate {
         };
         let answer = req.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY));
         let v = answer.and_then(|v| ElicitResult::deserialize(v).ok()).and_then(|r| verdict(&r));
+        let approves = matches!(v, Some(Verdict::Approve(_)));
         let response = match v {
             Some(Verdict::Approve(scope)) => TokenResponse { scope, ..TokenResponse::approve(&who.principal) },
             Some(Verdict::Deny(reason)) => TokenResponse::deny(&who.principal, reason),
             None => TokenResponse::deny(&who.principal, None),
         };
         if let Err(e) = self.inner.gate.respond_token(&state, response) {
-            return refused(name, &format!("its approval cannot be used: {e}"));
+            // Approved elsewhere (the console) while the client was away: its own approval agrees,
+            // so the call runs now, once. Any other refusal runs nothing.
+            let approved_elsewhere = matches!(&e, signoff::Error::NotPending { state, .. } if state == "approved");
+            if !(approved_elsewhere && approves) {
+                if approved_elsewhere {
+                    // The person here declined what someone approved elsewhere: release the call
+                    // without running it (its executor gives up when the signal is dropped).
+                    lock(&self.inner.parked).remove(&claims.request_id);
+                }
+                return refused(name, &format!("its approval cannot be used: {e}"));
+            }
         }
         let parked = lock(&self.inner.parked).remove(&claims.request_id);
         match parked {
-            Some(p) => finish(p.task.await.unwrap_or_else(|e| panicked(name, e))),
+            Some(mut p) => {
+                if let Some(go) = p.go.take() {
+                    let _ = go.send(());
+                }
+                finish(p.task.await.unwrap_or_else(|e| panicked(name, e)))
+            }
             None => refused(name, "the approval was recorded, but this proxy is not holding the call"),
         }
     }

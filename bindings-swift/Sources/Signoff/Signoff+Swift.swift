@@ -344,6 +344,7 @@ extension ConfirmationTimeout: Sendable {}
 extension ConsoleOptions: Sendable {}
 extension Evaluation: Sendable {}
 extension GateConfig: Sendable {}
+extension MarkerClaims: Sendable {}
 extension NotRestored: Sendable {}
 extension PendingPage: Sendable {}
 extension Recovery: Sendable {}
