@@ -385,6 +385,33 @@ impl McpGate {
         }
     }
 
+    /// Starts a gated call whose tool runs only once `go` is sent (the client's retry), in a task
+    /// of its own, and waits until it has published its request. Returns the task, the request
+    /// (the handle must be held: dropping it unanswered fails the approval) and `go`; or the
+    /// call's result when it ended without a request (not gated after all, refused, closed).
+    async fn start_deferred(
+        &self,
+        t: &Exposed,
+        name: &str,
+        args: &Value,
+        who: &Who,
+    ) -> Result<(JoinHandle<ToolResult>, PendingRequest, oneshot::Sender<()>), ToolResult> {
+        let (go, wait) = oneshot::channel();
+        let (route, rx) = self.route(Some(wait));
+        let gate = self.inner.gate.clone();
+        let call = self.call(t, args, who, Some(route.id));
+        let mut task = tokio::spawn(async move { gate.execute(call).await });
+        let p = tokio::select! {
+            p = rx => p,
+            r = &mut task => return Err(r.unwrap_or_else(|e| panicked(name, e))),
+        };
+        drop(route);
+        match p {
+            Ok(p) => Ok((task, p, go)),
+            Err(_) => Err(task.await.unwrap_or_else(|e| panicked(name, e))),
+        }
+    }
+
     /// Legacy era: `elicitation/create` inside the call.
     async fn ask_legacy(&self, t: &Exposed, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
         let (route, rx) = self.route(None);
@@ -444,17 +471,10 @@ impl McpGate {
     async fn input_required(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> CallToolResponse {
         // The call runs only on the retry (an approval elsewhere meanwhile does not run it on its
         // own: the client might never come back for the result).
-        let (go, wait) = oneshot::channel();
-        let (route, rx) = self.route(Some(wait));
-        let gate = self.inner.gate.clone();
-        let call = self.call(t, args, who, Some(route.id));
-        let mut task = tokio::spawn(async move { gate.execute(call).await });
-        let p = tokio::select! {
-            p = rx => p,
-            r = &mut task => return finish(r.unwrap_or_else(|e| panicked(name, e))),
+        let (task, p, go) = match self.start_deferred(t, name, args, who).await {
+            Ok(started) => started,
+            Err(ended) => return finish(ended),
         };
-        drop(route);
-        let Ok(p) = p else { return finish(task.await.unwrap_or_else(|e| panicked(name, e))) };
         let req = p.request().clone();
         let token = match self.inner.gate.issue_token(&req.id, &who.principal) {
             Ok(t) => t,
@@ -611,17 +631,10 @@ impl McpGate {
         who: &Who,
         page: &str,
     ) -> CallToolResponse {
-        let (go, wait) = oneshot::channel();
-        let (route, rx) = self.route(Some(wait));
-        let gate = self.inner.gate.clone();
-        let call = self.call(t, args, who, Some(route.id));
-        let mut task = tokio::spawn(async move { gate.execute(call).await });
-        let p = tokio::select! {
-            p = rx => p,
-            r = &mut task => return finish(r.unwrap_or_else(|e| panicked(name, e))),
+        let (task, p, go) = match self.start_deferred(t, name, args, who).await {
+            Ok(started) => started,
+            Err(ended) => return finish(ended),
         };
-        drop(route);
-        let Ok(p) = p else { return finish(task.await.unwrap_or_else(|e| panicked(name, e))) };
         let req = p.request().clone();
         let ad = associated_data(&who.principal, t, &req.arguments_digest);
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
@@ -708,17 +721,10 @@ impl McpGate {
             lock(&self.inner.deferred).remove(&e.request_id);
             return e.task.await.unwrap_or_else(|err| panicked(name, err));
         }
-        let (go, wait) = oneshot::channel();
-        let (route, rx) = self.route(Some(wait));
-        let gate = self.inner.gate.clone();
-        let call = self.call(t, args, who, Some(route.id));
-        let mut task = tokio::spawn(async move { gate.execute(call).await });
-        let p = tokio::select! {
-            p = rx => p,
-            r = &mut task => return r.unwrap_or_else(|e| panicked(name, e)),
+        let (task, p, go) = match self.start_deferred(t, name, args, who).await {
+            Ok(started) => started,
+            Err(ended) => return ended,
         };
-        drop(route);
-        let Ok(p) = p else { return task.await.unwrap_or_else(|e| panicked(name, e)) };
         let id = p.request().id;
         eprintln!(
             "signoff mcp: request {id} ({name}, from {}) is pending approval elsewhere (console or approval token)",

@@ -84,6 +84,15 @@ class Page:
         return json.loads(body)
 
 
+async def gone_from(page):
+    """Waits (up to 2.5 s) until the page no longer lists its request as waiting."""
+    for _ in range(50):
+        if not await anyio.to_thread.run_sync(page.listed):
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError("the abandoned request is still waiting on the page")
+
+
 class Person:
     """An elicitation callback: goes to the URL, decides on the page, then tells the client it
     went (`accept`), or refuses to open the URL at all."""
@@ -225,12 +234,7 @@ async def test_a_client_that_gives_up_after_opening_the_page_cancels_the_request
             with anyio.fail_after(1.0):
                 await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
         page = Page(person.asked[0].url)
-        for _ in range(50):
-            if not await anyio.to_thread.run_sync(page.listed):
-                break
-            await anyio.sleep(0.05)
-        else:
-            raise AssertionError("the abandoned request is still waiting on the page")
+        await gone_from(page)
     assert not (sandbox / "a.txt").exists()
     records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
     assert any(r.get("kind") == "outcome" and r.get("decision") == "cancelled" for r in records), records
@@ -250,10 +254,5 @@ async def test_a_retry_abandoned_before_the_page_decides_runs_nothing(proxy, san
                     allow_input_required=True,
                 )
         page = Page(url)
-        for _ in range(50):
-            if not await anyio.to_thread.run_sync(page.listed):
-                break
-            await anyio.sleep(0.05)
-        else:
-            raise AssertionError("the abandoned request is still waiting on the page")
+        await gone_from(page)
     assert not (sandbox / "a.txt").exists()

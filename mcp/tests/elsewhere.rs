@@ -2,6 +2,8 @@
 //! in-memory pipes): the request stays pending in the gate, is approved with a signed token, and
 //! then one identical retry runs the upstream exactly once.
 
+mod common;
+use common::{Counter, text};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, Tool,
@@ -14,51 +16,6 @@ use signoff_mcp::{McpGate, Risk, Upstream, UpstreamClient};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// An upstream with one tool, `write` (no annotations: destructive and open-world by the spec),
-/// that counts its runs.
-#[derive(Clone, Default)]
-struct Counter(Arc<AtomicUsize>, bool);
-
-impl Counter {
-    /// An upstream whose tool never answers (the test then kills it mid-call).
-    fn hanging() -> Self {
-        Counter(Default::default(), true)
-    }
-}
-
-impl ServerHandler for Counter {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _req: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
-        let Value::Object(schema) = schema else { unreachable!() };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", "Writes", Arc::new(schema))]))
-    }
-
-    async fn call_tool(
-        &self,
-        req: CallToolRequestParams,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.1 {
-            std::future::pending::<()>().await;
-        }
-        let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!("wrote {text} (run {n})"))]).into())
-    }
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
-}
 
 async fn call(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, text: &str) -> CallToolResult {
     let mut p = CallToolRequestParams::new("up__write");

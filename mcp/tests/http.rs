@@ -4,53 +4,17 @@
 //! pending elsewhere, approved with a signed token, and the identical retry runs the upstream
 //! exactly once, over HTTP.
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::RequestContext;
+mod common;
+use common::{Counter, text};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use signoff::TokenResponse;
 use signoff_mcp::{HttpConfig, HttpServer, McpGate, ProxyConfig, UpstreamConfig};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// An upstream with one tool, `write` (no annotations: gated), that counts its runs.
-#[derive(Clone, Default)]
-struct Counter(Arc<AtomicUsize>);
-
-impl ServerHandler for Counter {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _req: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
-        let Value::Object(schema) = schema else { unreachable!() };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", "Writes", Arc::new(schema))]))
-    }
-
-    async fn call_tool(
-        &self,
-        req: CallToolRequestParams,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
-        let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!("wrote {text} (run {n})"))]).into())
-    }
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
-}
+use std::sync::atomic::Ordering;
 
 /// Serves `upstream` over Streamable HTTP on a free loopback port; returns its URL.
 async fn serve_upstream(upstream: Counter) -> String {
