@@ -366,9 +366,10 @@ async fn decide(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes)
 }
 
 /// A request that someone else (or the deadline) decided first: say who and how, once the
-/// console has seen the outcome.
+/// console has seen the outcome. The feed follows the gate's bus on this thread and normally
+/// has it at once; on a loaded machine it may take a moment (up to 5 s is waited for).
 async fn lost(app: &App, id: Uuid, e: &Error) -> Response {
-    for _ in 0..50 {
+    for _ in 0..500 {
         if let Some(d) = app.feed.decided(&id) {
             let who = d.responder.as_deref().map(|r| format!(" by {r}")).unwrap_or_default();
             let message = format!("already decided{who}: {}", d.outcome);
