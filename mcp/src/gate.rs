@@ -848,7 +848,20 @@ fn register(
                         let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
                         match tokio::time::timeout(left, wait).await {
                             Ok(Ok(())) => {}
-                            _ => return Err("approved, but the call was not retried before its deadline".into()),
+                            Ok(Err(_)) => {
+                                return Err(
+                                    "approved, but released without an agreeing retry (the client declined, or \
+                                            the tool's definition changed): the upstream was not contacted"
+                                        .into(),
+                                );
+                            }
+                            Err(_) => {
+                                return Err(
+                                    "approved, but the call was not retried before its deadline: the upstream \
+                                            was not contacted"
+                                        .into(),
+                                );
+                            }
                         }
                     }
                     forward(&peer, &tool, args).await

@@ -256,3 +256,87 @@ async def test_a_retry_abandoned_before_the_page_decides_runs_nothing(proxy, san
         page = Page(url)
         await gone_from(page)
     assert not (sandbox / "a.txt").exists()
+
+
+@pytest.fixture
+def form_only(monkeypatch):
+    """The client declares form elicitation only (no URL mode), as many clients do: with a
+    console configured, it is still asked with a form."""
+    from mcp.client.session import ClientSession
+
+    build = ClientSession._build_capabilities
+
+    def form_only_capabilities(self, version):
+        caps = build(self, version)
+        if caps.elicitation is None:
+            return caps
+        return caps.model_copy(update={"elicitation": types.ElicitationCapability(form=types.FormElicitationCapability())})
+
+    monkeypatch.setattr(ClientSession, "_build_capabilities", form_only_capabilities)
+
+
+def waiting_on(port):
+    """The console's page for the one request waiting on it."""
+    page = Page(f"http://127.0.0.1:{port}/")
+    page.sign_in()
+    status, _, html = page.call("GET", "/")
+    assert status == 200, html
+    ids = re.findall(r'data-id="([0-9a-f-]{36})" data-digest', html.split('id="history"')[0])
+    assert len(ids) == 1, ids
+    page.request_id = ids[0]
+    return page
+
+
+@pytest.mark.parametrize("client_answer", ["accept", "decline"])
+async def test_2026_approved_on_the_console_between_the_rounds_runs_only_on_an_agreeing_retry(
+    proxy, sandbox, form_only, client_answer
+):
+    """2026-07-28, form flow: the person approves on the console while the client holds the
+    form. Nothing runs until the client's retry; a retry that approves runs the call once, a retry
+    that declines runs nothing (and the approval elsewhere is not used later)."""
+    from test_proxy import APPROVE
+
+    a = write(sandbox / "a.txt")
+    port = free_port()
+    console = {"console": {**CONSOLE["console"], "bind": f"127.0.0.1:{port}"}}
+    async with proxy("2026-07-28", Person(), extra=console) as c:
+        first = await c.session.call_tool("fs__write_file", a, allow_input_required=True)
+        assert type(first).__name__ == "InputRequiredResult", first
+        asked = first.input_requests["signoff_approval"]
+        params = asked.params if hasattr(asked, "params") else asked["params"]
+        mode = params.mode if hasattr(params, "mode") else params.get("mode")
+        assert mode in (None, "form"), asked  # a form in the client, not the console's URL
+        state = first.request_state
+        page = await anyio.to_thread.run_sync(lambda: waiting_on(port))
+        decided = await anyio.to_thread.run_sync(lambda: page.decide("approve"))
+        assert decided["outcome"] == "approved", decided
+        await anyio.sleep(0.3)
+        assert not (sandbox / "a.txt").exists(), "approved elsewhere, but the client has not retried"
+        answer = APPROVE if client_answer == "accept" else {"signoff_approval": {"action": "decline"}}
+        r = await c.session.call_tool(
+            "fs__write_file", a, input_responses=answer, request_state=state, allow_input_required=True
+        )
+        if client_answer == "accept":
+            assert not r.is_error, text(r)
+            assert (sandbox / "a.txt").read_text() == "hello"
+            (sandbox / "a.txt").unlink()
+        else:
+            assert r.is_error and "refused" in text(r), text(r)
+        # The same state again runs nothing, whatever it says.
+        replay = await c.session.call_tool(
+            "fs__write_file", a, input_responses=APPROVE, request_state=state, allow_input_required=True
+        )
+        assert replay.is_error and "refused" in text(replay), text(replay)
+        await anyio.sleep(0.3)
+    assert not (sandbox / "a.txt").exists()
+    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    runs = [r for r in records if r.get("kind") == "execution" and r.get("tool") == "fs__write_file"]
+    assert len(runs) == 1, records
+    if client_answer == "accept":
+        assert runs[0]["decision"] == "ok", runs
+    else:
+        # The approved call was released: the record says it failed before reaching the upstream.
+        assert runs[0]["decision"] == "error" and "client declined" in runs[0]["reason"], runs
+        assert "upstream was not contacted" in runs[0]["reason"], runs
+    approved = [r for r in records if r.get("kind") == "outcome" and r.get("decision") == "approved"]
+    assert [r.get("responder") for r in approved] == ["alice"], records
