@@ -258,7 +258,7 @@ impl Gate {
         // Record before execute: once `executing` is stored, a crash can only ever report this
         // call as interrupted, never run it again. If it cannot be stored, the tool does not run.
         if let Some(id) = request_id
-            && let Err(e) = self.store().transition(&id, StateChange::to(RecordState::Executing))
+            && let Err(e) = self.record_state(id, StateChange::to(RecordState::Executing)).await
         {
             let mut r = ToolResult::rejected_parts(call_id, name, &e);
             r.request_id = request_id;
@@ -283,14 +283,14 @@ impl Gate {
                 Ok(r) => r,
                 Err(_) => Err("the tool panicked".to_owned()),
             };
-            gate.finish_execution(result, name, session, call_id, arguments, edited, request_id, decision)
+            gate.finish_execution(result, name, session, call_id, arguments, edited, request_id, decision).await
         };
         Detached::new(run.boxed()).await
     }
 
     /// Records a finished execution (audit `execution`, store `done`) and words its result.
     #[allow(clippy::too_many_arguments)]
-    fn finish_execution(
+    async fn finish_execution(
         &self,
         result: ExecResult,
         name: String,
@@ -349,11 +349,24 @@ impl Gate {
             let durable = self.store().is_durable();
             let stored = if durable { serde_json::to_value(&result).unwrap_or(Value::Null) } else { Value::Null };
             let done = StateChange { result: durable.then_some(&stored), ..StateChange::to(RecordState::Done) };
-            if let Err(e) = self.store().transition(&id, done) {
+            if let Err(e) = self.record_state(id, done).await {
                 eprintln!("signoff: could not record the result of request {id}: {e}");
             }
         }
         result
+    }
+
+    /// Records a state change this call's task waits for (`executing`, `done`). A durable or
+    /// shared store commits it without blocking the task's thread where it can
+    /// ([`PendingStore::transition_async`]: SQLite with `synchronous_full` hands it to its writer
+    /// thread, PostgreSQL to its connection's runtime); the in-memory store records nothing.
+    async fn record_state(&self, id: Uuid, change: StateChange<'_>) -> crate::error::Result<()> {
+        let store = self.store();
+        if store.is_durable() || store.is_shared() {
+            store.transition_async(id, change.into()).await
+        } else {
+            store.transition(&id, change)
+        }
     }
 
     /// Runs a batch of calls from one model turn. Every call proceeds concurrently: ungated calls

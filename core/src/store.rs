@@ -69,6 +69,14 @@ pub trait PendingStore: Send + Sync + 'static {
         let _ = (id, change);
         Ok(())
     }
+    /// [`transition`](Self::transition) without blocking the caller, for a store whose commit
+    /// waits on I/O (a synced disk write, a database round trip): the gate awaits the returned
+    /// future where it runs on its own task (`executing` before the tool starts, `done` after),
+    /// and acts only once it completed with `Ok`, exactly as after `transition`. The default
+    /// calls [`transition`](Self::transition) at once.
+    fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> StoreFuture<()> {
+        Box::pin(std::future::ready(self.transition(&id, change.as_change())))
+    }
     /// A request's stored record in any state (`None` if never stored or forgotten).
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {
         let _ = id;
@@ -267,6 +275,59 @@ impl<'a> StateChange<'a> {
     /// A change to `state` with nothing else recorded.
     pub fn to(state: RecordState) -> Self {
         StateChange { state, arguments: None, responder: None, token: None, result: None, reason: None, scope: None }
+    }
+}
+
+/// A [`StateChange`] that owns what it records, for [`PendingStore::transition_async`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedStateChange {
+    /// The new state.
+    pub state: RecordState,
+    /// See [`StateChange::arguments`].
+    pub arguments: Option<Value>,
+    /// See [`StateChange::responder`].
+    pub responder: Option<String>,
+    /// See [`StateChange::token`].
+    pub token: Option<String>,
+    /// See [`StateChange::result`].
+    pub result: Option<Value>,
+    /// See [`StateChange::reason`].
+    pub reason: Option<String>,
+    /// See [`StateChange::scope`].
+    pub scope: Option<crate::event::Scope>,
+}
+
+impl OwnedStateChange {
+    /// A change to `state` with nothing else recorded.
+    pub fn to(state: RecordState) -> Self {
+        StateChange::to(state).into()
+    }
+
+    /// The borrowed form, for [`PendingStore::transition`].
+    pub fn as_change(&self) -> StateChange<'_> {
+        StateChange {
+            state: self.state,
+            arguments: self.arguments.as_ref(),
+            responder: self.responder.as_deref(),
+            token: self.token.as_deref(),
+            result: self.result.as_ref(),
+            reason: self.reason.as_deref(),
+            scope: self.scope,
+        }
+    }
+}
+
+impl From<StateChange<'_>> for OwnedStateChange {
+    fn from(c: StateChange<'_>) -> Self {
+        OwnedStateChange {
+            state: c.state,
+            arguments: c.arguments.cloned(),
+            responder: c.responder.map(str::to_owned),
+            token: c.token.map(str::to_owned),
+            result: c.result.cloned(),
+            reason: c.reason.map(str::to_owned),
+            scope: c.scope,
+        }
     }
 }
 

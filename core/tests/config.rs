@@ -35,6 +35,10 @@ fn the_shared_config_vectors_hold_in_both_namings() {
     assert!(cases.len() >= 20);
     for case in cases {
         let name = case["name"].as_str().unwrap();
+        // Without the `postgres` feature a store URL is refused before anything else is checked.
+        if !cfg!(feature = "postgres") && case["options"].get("store_url").is_some() {
+            continue;
+        }
         for naming in [Naming::Snake, Naming::Camel] {
             let options = if naming == Naming::Camel { camel_keys(&case["options"]) } else { case["options"].clone() };
             let result = GateConfig::from_json(&options, naming).and_then(|c| c.build());

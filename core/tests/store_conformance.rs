@@ -105,6 +105,7 @@ macro_rules! suite {
             record_of_a_new_request_is_pending,
             guarded_transitions_happy_path,
             transition_table_is_exactly_the_allowed_one,
+            transition_async_table_is_exactly_the_allowed_one,
             final_states_stay_final,
             unfinished_lists_open_records_oldest_first,
             a_restart_keeps_records_and_restore_lists_pending_again,
@@ -531,9 +532,23 @@ fn guarded_transitions_happy_path(s: Subject) {
 }
 
 fn transition_table_is_exactly_the_allowed_one(s: Subject) {
+    transition_table(s, false)
+}
+
+/// The same table through [`PendingStore::transition_async`] (SQLite with `synchronous_full`
+/// hands it to its writer thread, PostgreSQL to its runtime).
+fn transition_async_table_is_exactly_the_allowed_one(s: Subject) {
+    transition_table(s, true)
+}
+
+fn transition_table(s: Subject, asynchronous: bool) {
     if !s.is_durable() {
         return;
     }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let transition = |id: &Uuid, change: StateChange<'_>| -> Result<()> {
+        if asynchronous { rt.block_on(s.transition_async(*id, change.into())) } else { s.transition(id, change) }
+    };
     let mut wrong = Vec::new();
     let mut t = T0;
     for from in ALL {
@@ -544,7 +559,7 @@ fn transition_table_is_exactly_the_allowed_one(s: Subject) {
             assert_eq!(is_listed(&s, &r.id), was_listed);
             let f = Fields::new("table");
             if allowed(from, to) {
-                if let Err(e) = s.transition(&r.id, f.change(to)) {
+                if let Err(e) = transition(&r.id, f.change(to)) {
                     wrong.push(format!("{from:?} → {to:?} refused: {e}"));
                     continue;
                 }
@@ -564,7 +579,7 @@ fn transition_table_is_exactly_the_allowed_one(s: Subject) {
                     wrong.push(format!("{from:?} → {to:?}: still listed as pending"));
                 }
             } else {
-                if s.transition(&r.id, f.everything(to)).is_ok() {
+                if transition(&r.id, f.everything(to)).is_ok() {
                     wrong.push(format!("{from:?} → {to:?} accepted"));
                     continue;
                 }
@@ -775,6 +790,7 @@ fn close_makes_later_operations_fail(s: Subject) {
 // Through a gate
 
 fn gate_on(s: &Subject, runs: Arc<std::sync::atomic::AtomicUsize>) -> Gate {
+    let store = s.store.clone();
     Gate::builder()
         .store(s.store.clone())
         .deny_when_unobserved(false)
@@ -782,9 +798,17 @@ fn gate_on(s: &Subject, runs: Arc<std::sync::atomic::AtomicUsize>) -> Gate {
             Tool::builder("delete_file")
                 .description("Deletes a file")
                 .approval(ApprovalMode::Required)
-                .executor(move |a| {
+                .executor_with_context(move |a, cx| {
                     runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    async move { Ok(json!({"deleted": a["path"]})) }
+                    // A durable store has recorded `executing` before the tool starts.
+                    let recorded = cx.request_id.and_then(|id| store.record(&id)).map(|r| r.state);
+                    let expected = if store.is_durable() { Some(RecordState::Executing) } else { None };
+                    async move {
+                        if recorded != expected {
+                            return Err(format!("the store says {recorded:?} as the tool starts"));
+                        }
+                        Ok(json!({"deleted": a["path"]}))
+                    }
                 })
                 .build(),
         )

@@ -4,7 +4,9 @@
 use super::db::{Connected, Db, Slot, ident, pg_err};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationRequest, Scope};
-use crate::store::{PendingCursor, PendingStore, RecordState, StateChange, StoreFuture, StoreWatcher, StoredRecord};
+use crate::store::{
+    OwnedStateChange, PendingCursor, PendingStore, RecordState, StateChange, StoreFuture, StoreWatcher, StoredRecord,
+};
 use rustc_hash::FxBuildHasher;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -631,6 +633,47 @@ impl Shared {
     fn unwatch(&self, id: &Uuid) {
         self.watched.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
+
+    /// The guarded state change: how many rows moved (1, or 0 when the request is not in a
+    /// state that allows it).
+    async fn change_row(&self, id: Uuid, change: &OwnedStateChange) -> Result<u64> {
+        let json = |v: Option<&serde_json::Value>| v.map(|v| serde_json::to_string(v).unwrap_or_default());
+        let (a, r, t, res, reason) = (
+            json(change.arguments.as_ref()),
+            &change.responder,
+            &change.token,
+            json(change.result.as_ref()),
+            &change.reason,
+        );
+        let scope = change.scope.map(|s| match s {
+            Scope::Once => "once",
+            Scope::Session => "session",
+        });
+        let c = self.client().await?;
+        let from: Vec<&str> = change.state.predecessors().to_vec();
+        c.client
+            .execute(&c.transition, &[&id, &change.state.as_str(), &a, r, t, &res, reason, &scope, &from])
+            .await
+            .map_err(|e| pg_err("could not record the state change", e))
+    }
+
+    /// A change that may or may not have committed: keep listening for what the row says.
+    fn unsure(&self, id: Uuid, state: RecordState, e: Error) -> Error {
+        if state != RecordState::Pending {
+            self.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        }
+        e
+    }
+}
+
+/// A guarded change the row refused, in words (`now`: its state, if it could be read).
+fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> Error {
+    let now = now.map(|s| s.as_str()).unwrap_or("missing");
+    Error::Store(format!(
+        "request {id} cannot move to {} from {now}{}",
+        state.as_str(),
+        if now == "pending" { " (its deadline decides, by the database's clock)" } else { "" }
+    ))
 }
 
 impl PendingStore for PostgresStore {
@@ -788,55 +831,56 @@ impl PendingStore for PostgresStore {
 
     fn transition(&self, id: &Uuid, change: StateChange<'_>) -> Result<()> {
         let id = *id;
-        let json = |v: Option<&serde_json::Value>| v.map(|v| serde_json::to_string(v).unwrap_or_default());
         let state = change.state;
-        let args = (
-            json(change.arguments),
-            change.responder.map(str::to_owned),
-            change.token.map(str::to_owned),
-            json(change.result),
-            change.reason.map(str::to_owned),
-            change.scope.map(|s| match s {
-                Scope::Once => "once".to_owned(),
-                Scope::Session => "session".to_owned(),
-            }),
-        );
+        let change = OwnedStateChange::from(change);
         if state != RecordState::Pending {
             // Our own change: the notification it causes needs no re-read here.
             self.unwatch(&id);
         }
-        let changed = self.run(move |s| -> Fut<u64> {
-            Box::pin(async move {
-                let c = s.client().await?;
-                let from: Vec<&str> = state.predecessors().to_vec();
-                let (a, r, t, res, reason, scope) = &args;
-                c.client
-                    .execute(&c.transition, &[&id, &state.as_str(), a, r, t, res, reason, scope, &from])
-                    .await
-                    .map_err(|e| pg_err("could not record the state change", e))
-            })
-        });
+        let changed = self.run(move |s| -> Fut<u64> { Box::pin(async move { s.change_row(id, &change).await }) });
         match changed {
             Ok(1) => {
                 self.shared.announce_change(id, state);
                 Ok(())
             }
-            Ok(_) => {
-                let now = self.record(&id).map(|r| r.state.as_str()).unwrap_or("missing");
-                Err(Error::Store(format!(
-                    "request {id} cannot move to {} from {now}{}",
-                    state.as_str(),
-                    if now == "pending" { " (its deadline decides, by the database's clock)" } else { "" }
-                )))
-            }
-            Err(e) => {
-                if state != RecordState::Pending {
-                    // Unknown whether it committed: keep listening for what the row says.
-                    self.shared.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
-                }
-                Err(e)
-            }
+            Ok(_) => Err(refusal(id, state, self.record(&id).map(|r| r.state))),
+            Err(e) => Err(self.shared.unsure(id, state, e)),
         }
+    }
+
+    fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> StoreFuture<()> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(Error::Store("the PostgreSQL store is closed".into()))));
+        }
+        let state = change.state;
+        if state != RecordState::Pending {
+            self.unwatch(&id);
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let s = self.shared.clone();
+        self.shared.db.handle().spawn(async move {
+            let r = match tokio::time::timeout(super::db::OPERATION_TIMEOUT, s.change_row(id, &change)).await {
+                Ok(Ok(1)) => {
+                    s.announce_change(id, state);
+                    Ok(())
+                }
+                Ok(Ok(_)) => {
+                    let now = match s.client().await {
+                        Ok(c) => c.client.query_opt(&c.record, &[&id]).await.ok().flatten(),
+                        Err(_) => None,
+                    };
+                    let now = now.and_then(|row| row_to_record(&row, 0).ok()).map(|r| r.state);
+                    Err(refusal(id, state, now))
+                }
+                Ok(Err(e)) => Err(s.unsure(id, state, e)),
+                Err(_) => {
+                    let e = Error::Store("no answer from PostgreSQL while recording the state change".into());
+                    Err(s.unsure(id, state, e))
+                }
+            };
+            let _ = tx.send(r);
+        });
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err(Error::Store("the PostgreSQL store stopped".into()))) })
     }
 
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {
