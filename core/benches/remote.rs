@@ -52,6 +52,36 @@ fn round_trips(c: &mut Criterion, name: &str, gate: Gate) {
     });
 }
 
+/// 64 calls at once on a two-worker runtime, each approved with a token: the time for the whole
+/// batch. With a synced store every call commits four times; whether those commits block the
+/// runtime's workers decides how much of the batch overlaps.
+fn concurrent(c: &mut Criterion, name: &str, gate: Gate) {
+    const CALLS: usize = 64;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async { spawn_token_approver(&gate) });
+    c.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let calls: Vec<_> = (0..CALLS)
+                        .map(|i| {
+                            let g = gate.clone();
+                            tokio::spawn(async move {
+                                g.execute(ToolCall::new("delete_file", json!({"path": format!("/tmp/{i}")}))).await
+                            })
+                        })
+                        .collect();
+                    for call in calls {
+                        assert_eq!(call.await.unwrap().status, ToolStatus::Executed);
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+}
+
 fn benches(c: &mut Criterion) {
     // Issue and verify alone.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -77,6 +107,8 @@ fn benches(c: &mut Criterion) {
     round_trips(c, "signed_approval/sqlite_wal_normal", builder().store(store).build().unwrap());
     let store = SqliteStore::open_with(dir.path().join("full.db"), SqliteOptions { synchronous_full: true }).unwrap();
     round_trips(c, "signed_approval/sqlite_wal_full", builder().store(store as Arc<_>).build().unwrap());
+    let store = SqliteStore::open_with(dir.path().join("full64.db"), SqliteOptions { synchronous_full: true }).unwrap();
+    concurrent(c, "signed_approval_64_at_once/sqlite_wal_full", builder().store(store as Arc<_>).build().unwrap());
 }
 
 criterion_group! {
