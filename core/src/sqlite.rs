@@ -254,29 +254,28 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `write` for every job in one transaction; if that fails, for each job on its own
+    /// (autocommit), so one bad row does not fail the others and each caller gets its own answer.
+    fn in_one_transaction<J, T>(&self, batch: &[J], write: impl Fn(&Connection, &J) -> Result<T>) -> Vec<Result<T>> {
+        let guard = lock(&self.conn);
+        let Some(conn) = guard.as_ref() else {
+            return batch.iter().map(|_| Err(Error::Store(format!("{} is closed", self.path.display())))).collect();
+        };
+        let together = (|| -> Result<Vec<T>> {
+            let tx = conn.unchecked_transaction().map_err(db_err)?;
+            let written = batch.iter().map(|job| write(conn, job)).collect::<Result<Vec<T>>>()?;
+            tx.commit().map_err(db_err)?;
+            Ok(written)
+        })();
+        match together {
+            Ok(written) => written.into_iter().map(Ok).collect(),
+            Err(_) => batch.iter().map(|job| write(conn, job)).collect(),
+        }
+    }
+
     /// Commits state changes together (each on its own if that fails), then answers each caller.
     fn write_transitions(&self, batch: Vec<TransitionJob>) {
-        let results: Vec<Result<usize>> = {
-            let guard = lock(&self.conn);
-            match guard.as_ref() {
-                None => batch.iter().map(|_| Err(Error::Store(format!("{} is closed", self.path.display())))).collect(),
-                Some(conn) => {
-                    let together = (|| -> Result<Vec<usize>> {
-                        let tx = conn.unchecked_transaction().map_err(db_err)?;
-                        let changed = batch
-                            .iter()
-                            .map(|j| update_state(conn, &j.id, j.change.as_change()))
-                            .collect::<Result<Vec<usize>>>()?;
-                        tx.commit().map_err(db_err)?;
-                        Ok(changed)
-                    })();
-                    match together {
-                        Ok(changed) => changed.into_iter().map(Ok).collect(),
-                        Err(_) => batch.iter().map(|j| update_state(conn, &j.id, j.change.as_change())).collect(),
-                    }
-                }
-            }
-        };
+        let results = self.in_one_transaction(&batch, |conn, j| update_state(conn, &j.id, j.change.as_change()));
         for (job, result) in batch.into_iter().zip(results) {
             let reply = result.and_then(|changed| self.after_update(&job.id, job.change.state, changed));
             let _ = job.done.send(reply);
@@ -304,25 +303,7 @@ impl SqliteStore {
             .map_err(db_err)?;
             Ok(!cancelled)
         };
-        let results: Vec<Result<bool>> = {
-            let guard = lock(&self.conn);
-            match guard.as_ref() {
-                None => batch.iter().map(|_| Err(Error::Store(format!("{} is closed", self.path.display())))).collect(),
-                Some(conn) => {
-                    let together = (|| -> Result<Vec<bool>> {
-                        let tx = conn.unchecked_transaction().map_err(db_err)?;
-                        let listed = batch.iter().map(|job| insert(conn, job)).collect::<Result<Vec<bool>>>()?;
-                        tx.commit().map_err(db_err)?;
-                        Ok(listed)
-                    })();
-                    match together {
-                        Ok(listed) => listed.into_iter().map(Ok).collect(),
-                        // Each on its own (autocommit), so each caller gets its own answer.
-                        Err(_) => batch.iter().map(|job| insert(conn, job)).collect(),
-                    }
-                }
-            }
-        };
+        let results = self.in_one_transaction(&batch, insert);
         for (job, result) in batch.into_iter().zip(results) {
             let reply = match result {
                 Ok(true) => {
