@@ -199,7 +199,8 @@ impl Gate {
     /// bindings), the same in every language:
     /// - while the call waits for a decision: its request is cancelled
     ///   ([`CancelReason::Aborted`]) and the tool never runs;
-    /// - once the tool has started: the tool is not interrupted. It runs to the end on the runtime
+    /// - once the call was approved (its `executing` record being stored, or the tool running):
+    ///   the tool is not interrupted. It runs to the end on the runtime
     ///   it started on, and its result is recorded (audit `execution`, store `done`); only the
     ///   cancelled caller does not receive it.
     pub async fn execute(&self, call: ToolCall) -> ToolResult {
@@ -255,21 +256,21 @@ impl Gate {
             }
         };
 
-        // Record before execute: once `executing` is stored, a crash can only ever report this
-        // call as interrupted, never run it again. If it cannot be stored, the tool does not run.
-        if let Some(id) = request_id
-            && let Err(e) = self.record_state(id, StateChange::to(RecordState::Executing)).await
-        {
-            let mut r = ToolResult::rejected_parts(call_id, name, &e);
-            r.request_id = request_id;
-            r.decision = Some(decision);
-            return r;
-        }
-        // The one execution that follows this decision. Once started it runs to the end even if
+        // The one execution that follows this decision. Once approved it runs to the end even if
         // the caller stops waiting (see `execute`): the run owns what it needs and is handed to
-        // the runtime when the caller's future is dropped.
+        // the runtime when the caller's future is dropped, also while `executing` is committed.
         let gate = self.clone();
         let run = async move {
+            // Record before execute: once `executing` is stored, a crash can only ever report this
+            // call as interrupted, never run it again. If it cannot be stored, the tool does not run.
+            if let Some(id) = request_id
+                && let Err(e) = gate.record_state(id, StateChange::to(RecordState::Executing)).await
+            {
+                let mut r = ToolResult::rejected_parts(call_id, name, &e);
+                r.request_id = request_id;
+                r.decision = Some(decision);
+                return r;
+            }
             let context = crate::tool::CallContext {
                 tool: name.clone(),
                 call_id: call_id.clone(),
