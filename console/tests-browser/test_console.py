@@ -311,18 +311,25 @@ def test_two_approvers_racing_exactly_one_wins_and_the_other_sees_who(
         p = new_context().new_page()
         sign_in(p, agent, who)
         pages.append(p)
-    for round_ in range(3):
+    # Both pages click at the same instant. On a loaded machine one page's timer can fire after the
+    # other's approval already reached it through the feed; its card is gone by then and its click
+    # lands nowhere (as a person's would). Such a round still proves one execution, but the loser's
+    # notice is checked only in rounds where both clicks hit a live card; at least one must.
+    raced = 0
+    for round_ in range(8):
         call = agent.call(f"/tmp/race{round_}")
         (rid,) = agent.pending_ids()
         for p in pages:
             expect(card(p, rid)).to_be_visible()
-        # Both click at the same instant.
         at = int(time.time() * 1000) + 300
         for p in pages:
             p.evaluate(
                 """([id, at]) => {
+                    const n = document.querySelector('#notice');
+                    n.textContent = ''; n.hidden = true;
+                    window.__live = null;
                     const b = document.querySelector(`li.request[data-id="${id}"] button[data-action="approve"]`);
-                    setTimeout(() => b.click(), at - Date.now());
+                    setTimeout(() => { window.__live = b.isConnected; b.click(); }, at - Date.now());
                 }""",
                 [rid, at],
             )
@@ -331,10 +338,16 @@ def test_two_approvers_racing_exactly_one_wins_and_the_other_sees_who(
         assert len(agent.runs) == round_ + 1, "exactly one execution"
         assert r.decision is not None and r.decision.responder is not None
         winner = r.decision.responder
-        loser = pages[1] if winner == "alice" else pages[0]
-        expect(loser.locator("#notice")).to_contain_text(f"already decided by {winner}: approved")
         for p in pages:
             expect(p.locator(f'#history li[data-id="{rid}"] .responder')).to_have_text(winner)
+        loser = pages[1] if winner == "alice" else pages[0]
+        loser.wait_for_function("window.__live !== null")
+        if all(p.evaluate("window.__live") for p in pages):
+            raced += 1
+            expect(loser.locator("#notice")).to_contain_text(f"already decided by {winner}: approved")
+        if raced >= 3:
+            break
+    assert raced >= 1, "no round had both clicks land on a live card"
 
 
 def test_keyboard_only(page: Page, agent: Agent) -> None:
