@@ -112,6 +112,7 @@ macro_rules! suite {
             transition_of_an_unknown_id_is_an_error,
             racing_decisions_exactly_one_wins,
             racing_cancel_and_decisions_stay_consistent,
+            many_changes_at_once_each_get_their_own_outcome,
             close_makes_later_operations_fail,
             gate_confirm_approved_is_released,
             gate_execute_approved_is_done,
@@ -739,6 +740,80 @@ fn racing_decisions_exactly_one_wins(s: Subject) {
         if *to != RecordState::TimedOut {
             assert_eq!(rec.responder.as_deref(), Some(format!("alice-t{i}").as_str()), "round {round}: the winner's");
         }
+    }
+}
+
+/// Hundreds of new requests and changes submitted at once (as a busy agent's calls make them;
+/// a store may batch them into shared statements): each caller still gets its own outcome, and
+/// each record gets its own fields.
+fn many_changes_at_once_each_get_their_own_outcome(s: Subject) {
+    if !s.is_durable() {
+        return;
+    }
+    const N: usize = 300;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let requests: Vec<_> = (0..N).map(|i| request(T0 + i as u64)).collect();
+    let fields: Vec<(Fields, Fields)> =
+        (0..N).map(|i| (Fields::new(&format!("yes{i}")), Fields::new(&format!("no{i}")))).collect();
+    rt.block_on(async {
+        let mut inserts = Vec::new();
+        for r in &requests {
+            match s.insert_async(r.clone(), Default::default()) {
+                Some(f) => inserts.push(f),
+                None => s.insert(r.clone()).unwrap(),
+            }
+        }
+        for r in futures_util::future::join_all(inserts).await {
+            r.unwrap();
+        }
+    });
+    // Every third is cancelled first: both answers to it must be refused.
+    for r in requests.iter().step_by(3) {
+        s.transition(&r.id, StateChange::to(RecordState::Cancelled)).unwrap();
+    }
+    // An approval and a denial for every request at once: one of the two wins each pending one.
+    let answers =
+        rt.block_on(futures_util::future::join_all(requests.iter().zip(&fields).flat_map(|(r, (yes, no))| {
+            [
+                s.transition_async(r.id, yes.change(RecordState::Approved).into()),
+                s.transition_async(r.id, no.change(RecordState::Denied).into()),
+            ]
+        })));
+    let mut approved = Vec::new();
+    for (i, r) in requests.iter().enumerate() {
+        let (yes, no) = (&answers[2 * i], &answers[2 * i + 1]);
+        let rec = s.record(&r.id).unwrap();
+        if i % 3 == 0 {
+            assert!(yes.is_err() && no.is_err(), "request {i} was cancelled, yet: {yes:?} {no:?}");
+            assert_eq!(rec.state, RecordState::Cancelled, "request {i}");
+            continue;
+        }
+        assert!(yes.is_ok() != no.is_ok(), "request {i}: exactly one answer wins: {yes:?} {no:?}");
+        let (state, f) =
+            if yes.is_ok() { (RecordState::Approved, &fields[i].0) } else { (RecordState::Denied, &fields[i].1) };
+        assert_eq!(rec.state, state, "request {i}");
+        assert_eq!(rec.responder.as_deref(), Some(f.responder.as_str()), "request {i}: the winner's responder");
+        assert_eq!(rec.token.as_deref(), Some(f.token.as_str()), "request {i}: the winner's token");
+        if state == RecordState::Approved {
+            assert_eq!(rec.arguments.as_ref(), Some(&f.arguments), "request {i}: the winner's arguments");
+            approved.push(i);
+        } else {
+            assert_eq!(rec.reason.as_deref(), Some(f.reason.as_str()), "request {i}: the winner's reason");
+        }
+    }
+    assert!(!approved.is_empty());
+    // Then every approved call starts and finishes at once, each with a result of its own.
+    for state in [RecordState::Executing, RecordState::Done] {
+        let done = rt.block_on(futures_util::future::join_all(
+            approved.iter().map(|&i| s.transition_async(requests[i].id, fields[i].0.change(state).into())),
+        ));
+        assert!(done.iter().all(Result::is_ok), "{state:?}: {done:?}");
+    }
+    for &i in &approved {
+        let rec = s.record(&requests[i].id).unwrap();
+        assert_eq!(rec.state, RecordState::Done, "request {i}");
+        assert_eq!(rec.result.as_ref(), Some(&fields[i].0.result), "request {i}: its own result");
+        assert_eq!(rec.arguments.as_ref(), Some(&fields[i].0.arguments), "request {i}: approved arguments kept");
     }
 }
 

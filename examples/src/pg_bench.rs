@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! signoff-pg-bench latency [--requests 1000]
-//! signoff-pg-bench throughput [--agents 2] [--gates 4] [--inflight 64] [--approvers 1] [--approver-gates 4]
-//!                             [--decisions 20000] [--warmup 2000] [--mode execute|confirm]
+//! signoff-pg-bench throughput [--agents 2] [--gates 1] [--inflight 64] [--approvers 1] [--approver-gates 1]
+//!                             [--approver-threads 16] [--decisions 20000] [--warmup 2000] [--mode execute|confirm]
 //! ```
 //!
 //! Needs `SIGNOFF_TEST_POSTGRES_URL` (`scripts/with-postgres.sh` sets it); each run uses a fresh
@@ -17,8 +17,9 @@
 //!   measured from `respond`'s return (and, as an upper bound, from its start).
 //! - `throughput`: `--agents` processes with `--gates` gates each (each gate its own store and
 //!   connections, owner names distinct) keep `--inflight` calls per process going; `--approvers`
-//!   processes page through the pending requests and approve them with `--approver-gates` threads,
-//!   each with a gate of its own. Decisions/s is counted by the database over `--decisions`
+//!   processes page through the pending requests (with their first gate) and approve them with
+//!   `--approver-threads` threads sharing `--approver-gates` gates round-robin. The defaults are
+//!   a deployment's shape: one gate per process. Decisions/s is counted by the database over `--decisions`
 //!   decisions after `--warmup`; CPU per process (from /proc), PostgreSQL's backends' CPU, commits
 //!   and WAL fsyncs (pg_stat_database, pg_stat_wal) over the same window say what limited it.
 
@@ -51,8 +52,8 @@ fn main() -> ExitCode {
         Some("agent") => load_agent(&args),
         Some("approver") => load_approver(&args),
         _ => Err("usage: signoff-pg-bench latency [--requests N] | throughput [--agents K] [--gates G] \
-                  [--inflight M] [--approvers A] [--approver-gates G] [--decisions D] [--warmup W] \
-                  [--mode execute|confirm]"
+                  [--inflight M] [--approvers A] [--approver-gates G] [--approver-threads T] \
+                  [--decisions D] [--warmup W] [--mode execute|confirm]"
             .into()),
     };
     match r {
@@ -297,17 +298,20 @@ fn load_approver(a: &Args) -> Res<()> {
     let dir = PathBuf::from(a.req("--dir")?);
     let index = a.num("--index", 0)? as usize;
     let of = a.num("--of", 1)?.max(1) as usize;
-    let workers = a.num("--gates", 4)?.max(1) as usize;
+    let n_gates = a.num("--gates", 1)?.max(1) as usize;
+    let workers = a.num("--threads", 16)?.max(1) as usize;
     let rt = runtime(2)?;
     let _guard = rt.enter();
-    let pager = gate(&url, &schema, None)?;
+    // The first gate also pages; the answering threads share the gates round-robin.
+    let gates: Vec<Gate> = (0..n_gates).map(|_| gate(&url, &schema, None)).collect::<Res<_>>()?;
+    let pager = gates[0].clone();
     let stop = dir.join("stop-approver");
     let mut txs = Vec::new();
     let mut threads = Vec::new();
-    for _ in 0..workers {
+    for t in 0..workers {
         let (tx, rx) = std::sync::mpsc::channel::<Arc<ConfirmationRequest>>();
         txs.push(tx);
-        let g = gate(&url, &schema, None)?;
+        let g = gates[t % n_gates].clone();
         threads.push(std::thread::spawn(move || {
             let (mut ok, mut lost) = (0u64, 0u64);
             while let Ok(req) = rx.recv() {
@@ -439,10 +443,11 @@ async fn sample(c: &tokio_postgres::Client, agents: &[Child], approvers: &[Child
 fn throughput(a: &Args) -> Res<()> {
     let url = url()?;
     let n_agents = a.num("--agents", 2)?;
-    let gates = a.num("--gates", 4)?;
+    let gates = a.num("--gates", 1)?;
     let inflight = a.num("--inflight", 64)?;
     let n_approvers = a.num("--approvers", 1)?;
-    let approver_gates = a.num("--approver-gates", 4)?;
+    let approver_gates = a.num("--approver-gates", 1)?;
+    let approver_threads = a.num("--approver-threads", 16)?;
     let decisions = a.num("--decisions", 20_000)? as i64;
     let warmup = a.num("--warmup", 2000)? as i64;
     let mode = a.get("--mode").unwrap_or("execute").to_owned();
@@ -453,9 +458,17 @@ fn throughput(a: &Args) -> Res<()> {
     let common = ["--schema".to_owned(), schema.clone(), "--dir".into(), dir.display().to_string()];
     let mut approvers = Vec::new();
     for j in 0..n_approvers {
-        let extra =
-            ["--index", &j.to_string(), "--of", &n_approvers.to_string(), "--gates", &approver_gates.to_string()]
-                .map(str::to_owned);
+        let extra = [
+            "--index",
+            &j.to_string(),
+            "--of",
+            &n_approvers.to_string(),
+            "--gates",
+            &approver_gates.to_string(),
+            "--threads",
+            &approver_threads.to_string(),
+        ]
+        .map(str::to_owned);
         approvers.push(spawn("approver", &[&common[..], &extra].concat(), &dir.join(format!("approver-{j}.out")))?);
     }
     let mut agents = Vec::new();
@@ -528,7 +541,7 @@ fn throughput(a: &Args) -> Res<()> {
     let decided = s1.decided - s0.decided;
     let line = json!({
         "mode": mode, "agents": n_agents, "gates_per_agent": gates, "inflight_per_agent": inflight,
-        "approvers": n_approvers, "approver_gates": approver_gates,
+        "approvers": n_approvers, "approver_gates": approver_gates, "approver_threads": approver_threads,
         "decisions": decided, "seconds": (secs * 100.0).round() / 100.0,
         "decisions_per_s": (decided as f64 / secs).round(),
         "done_per_s": ((s1.done - s0.done) as f64 / secs).round(),
