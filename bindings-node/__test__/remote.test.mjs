@@ -562,3 +562,41 @@ test('audit log with a durable store: records cut from the end are found with { 
   assert.throws(() => verifyAuditChain(auditPath, { store: storePath }), code('malformed'))
   rmSync(dir, { recursive: true })
 })
+
+test('respondAsync / respondTokenAsync: a durable answer settles once recorded, with the same outcome and errors', async () => {
+  const dir = tmp()
+  const { gate, runs } = remoteGate({ storePath: path.join(dir, 'signoff.db'), synchronousFull: true })
+  try {
+    // A response answers; a wrong or a second one rejects as respond throws.
+    const first = pendingCall(gate, { tool: 'delete_file', arguments: { path: '/tmp/a' } })
+    const bound = (r) => ({ id: r.id, tool: r.tool, argumentsDigest: r.argumentsDigest, sessionId: r.sessionId })
+    const wrong = { ...bound(first.req), argumentsDigest: 'sha256:00', decision: 'approve' }
+    await assert.rejects(gate.respondAsync(wrong), code('mismatch'))
+    assert.equal(await gate.respondAsync({ ...bound(first.req), decision: 'approve', responder: 'alice' }), 'approved')
+    assert.equal((await first.result).status, 'executed')
+    assert.deepEqual(runs, ['/tmp/a'])
+    assert.equal(gate.record(first.req.id).state, 'done')
+    await assert.rejects(gate.respondAsync({ ...bound(first.req), decision: 'deny' }), code('already_resolved'))
+    // A token answers once; its replay rejects.
+    const second = pendingCall(gate, { tool: 'delete_file', arguments: { path: '/tmp/b' } })
+    const token = gate.issueToken(second.req.id, 'bob')
+    await assert.rejects(gate.respondTokenAsync(token, { approver: 'eve', decision: 'approve' }), code('wrong_approver'))
+    assert.equal(await gate.respondTokenAsync(token, { approver: 'bob', decision: 'deny', reason: 'no' }), 'denied')
+    const denied = await second.result
+    assert.equal(denied.status, 'denied')
+    await assert.rejects(gate.respondTokenAsync(token, { approver: 'bob', decision: 'approve' }), code('already_used'))
+    assert.deepEqual(runs, ['/tmp/a'], 'the denied call did not run')
+    // Bad input is refused before anything is answered.
+    await assert.rejects(gate.respondAsync({ id: second.req.id }), code('malformed'))
+    await assert.rejects(gate.respondTokenAsync(token, {}), code('malformed'))
+  } finally {
+    await gate.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  // The in-memory store answers at once, through the same call.
+  const mem = remoteGate()
+  const third = pendingCall(mem.gate, { tool: 'delete_file', arguments: { path: '/tmp/c' } })
+  assert.equal(await mem.gate.respondAsync({ id: third.req.id, decision: 'approve' }), 'approved')
+  assert.equal((await third.result).status, 'executed')
+  await mem.gate.close()
+})

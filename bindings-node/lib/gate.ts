@@ -240,6 +240,19 @@ const STREAM_ALIASES = { type: 'types', events: 'types', filter: 'types' }
 const STREAM_TYPES: readonly string[] = GATE_EVENTS.filter((e) => e !== 'lagged')
 
 /** The options of {@link Gate.events} and {@link Gate.observe}. */
+/** A token response checked as {@link Gate.respondToken} takes it: the native arguments after the token. */
+function tokenArgs(
+  response: TokenResponseInput,
+): [string, boolean, string | undefined, (typeof SCOPES)[number] | undefined, string | undefined] {
+  const shape = TOKEN_RESPONSE
+  const r = fields(response, shape)
+  const approver = reqString(r, 'approver', shape, ': who presents the token, as your server authenticated them')
+  const decision = reqEnum(r, 'decision', shape, DECISIONS)
+  const scope = optEnum(r, 'scope', shape, SCOPES)
+  const reason = optString(r, 'reason', shape)
+  return [approver, decision === 'approve', toJson(r.arguments, 'arguments', 'edited arguments'), scope, reason]
+}
+
 function streamTypes(options: unknown, method: string): EventStreamOptions['types'] {
   const EVENTS_OPTIONS: Shape = { what: `the options of ${method}`, fields: ['types'], aliases: STREAM_ALIASES }
   const o = fields(options, EVENTS_OPTIONS, true)
@@ -589,6 +602,32 @@ export class Gate extends EventEmitter {
    *   `edits_not_allowed`, `invalid_arguments`, `unauthorized`, `malformed`, `closed`.
    */
   respond(response: ConfirmationResponseInput): Outcome {
+    const [json, args] = this.#responseArgs(response)
+    try {
+      return this.#native.respond(json, args)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * {@link respond} without holding the JavaScript thread while the answer is recorded: with a
+   * durable store (`storePath`, `storeUrl`) the commit or database round trip happens on the
+   * addon's threads and the promise settles once the answer is recorded; with the in-memory
+   * store it settles at once. Same outcome and errors as {@link respond} (as a rejection). The
+   * answer stands whether or not the promise is awaited.
+   */
+  async respondAsync(response: ConfirmationResponseInput): Promise<Outcome> {
+    const [json, args] = this.#responseArgs(response)
+    try {
+      return await this.#native.respondAsync(json, args)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /** A response checked as {@link respond} takes it: the core's JSON and the edited arguments. */
+  #responseArgs(response: ConfirmationResponseInput): [string, string | undefined] {
     const shape = RESPONSE
     const r = fields(response, shape)
     const checked: Record<string, unknown> = {
@@ -603,14 +642,7 @@ export class Gate extends EventEmitter {
       atMs: optNumber(r, 'atMs', shape, 'a whole number of epoch milliseconds', { whole: true }),
     }
     optEnum(r, 'type', shape, ['confirmation-response'])
-    try {
-      return this.#native.respond(
-        fieldsToJson(checked, camelToSnake, 'the response'),
-        toJson(r.arguments, 'arguments', 'edited arguments'),
-      )
-    } catch (e) {
-      throw toSignoffError(e)
-    }
+    return [fieldsToJson(checked, camelToSnake, 'the response'), toJson(r.arguments, 'arguments', 'edited arguments')]
   }
 
   /**
@@ -729,21 +761,23 @@ export class Gate extends EventEmitter {
    */
   respondToken(token: string, response: TokenResponseInput): Outcome {
     checkParam(token, 'token', 'respondToken')
-    const shape = TOKEN_RESPONSE
-    const r = fields(response, shape)
-    const approver = reqString(r, 'approver', shape, ': who presents the token, as your server authenticated them')
-    const decision = reqEnum(r, 'decision', shape, DECISIONS)
-    const scope = optEnum(r, 'scope', shape, SCOPES)
-    const reason = optString(r, 'reason', shape)
+    const args = tokenArgs(response)
     try {
-      return this.#native.respondToken(
-        token,
-        approver,
-        decision === 'approve',
-        toJson(r.arguments, 'arguments', 'edited arguments'),
-        scope,
-        reason,
-      )
+      return this.#native.respondToken(token, ...args)
+    } catch (e) {
+      throw toSignoffError(e)
+    }
+  }
+
+  /**
+   * {@link respondToken} without holding the JavaScript thread while the answer is recorded, as
+   * {@link respondAsync} does for {@link respond}. Same outcome and errors (as a rejection).
+   */
+  async respondTokenAsync(token: string, response: TokenResponseInput): Promise<Outcome> {
+    checkParam(token, 'token', 'respondTokenAsync')
+    const args = tokenArgs(response)
+    try {
+      return await this.#native.respondTokenAsync(token, ...args)
     } catch (e) {
       throw toSignoffError(e)
     }

@@ -125,6 +125,18 @@ export declare class NativeGate {
    */
   respondToken(token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string): OutcomeKind
   /**
+   * `respond` without holding the JavaScript thread while the answer is recorded
+   * (`Gate::respond_async`): with a durable or shared store the answer is made on the addon's
+   * blocking threads and a promise of the outcome is returned; with the in-memory store, the
+   * outcome. Rejects / throws as `respond`.
+   */
+  respondAsync(json: string, argumentsJson?: string | undefined | null): OutcomeKind | Promise<OutcomeKind>
+  /**
+   * `respondToken` without holding the JavaScript thread while the answer is recorded
+   * (`Gate::respond_token_async`), as `respondAsync`.
+   */
+  respondTokenAsync(token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string): OutcomeKind | Promise<OutcomeKind>
+  /**
    * Request `id`'s stored record in any state, as `StoredRecordData` JSON, or `null`
    * (`Gate::record`; durable stores keep records, the in-memory store keeps none).
    */

@@ -555,6 +555,83 @@ impl NativeGate {
             .map_err(|e| errors::throw(&env, &e))
     }
 
+    /// `respond` without holding the JavaScript thread while the answer is recorded
+    /// (`Gate::respond_async`): with a durable or shared store the answer is made on the addon's
+    /// blocking threads and a promise of the outcome is returned; with the in-memory store, the
+    /// outcome. Rejects / throws as `respond`.
+    #[napi(ts_return_type = "OutcomeKind | Promise<OutcomeKind>")]
+    pub fn respond_async<'env>(
+        &self,
+        env: &'env Env,
+        json: String,
+        arguments_json: Option<String>,
+    ) -> Result<Unknown<'env>> {
+        let arguments = json_arg(env, "edited arguments", arguments_json)?;
+        let answer = match ConfirmationResponse::from_json_str(&json) {
+            Ok(mut response) => {
+                if let Some(arguments) = arguments {
+                    if response.arguments.is_some() {
+                        return Err(errors::malformed(env, "the response's arguments are given twice"));
+                    }
+                    response.arguments = Some(arguments);
+                }
+                let _rt = crate::RUNTIME.enter();
+                Box::pin(self.state.gate.respond_async(response))
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = signoff::Result<signoff::Outcome>>>>
+            }
+            // Refused and audited as the core refuses it.
+            Err(_) => Box::pin(std::future::ready(self.state.gate.respond_json(&json))),
+        };
+        let fut: TaskFuture = Box::pin(async move {
+            let r = answer.await;
+            Box::new(move |env: &Env| match r {
+                Ok(o) => to_js_string(env, o.as_str()),
+                Err(e) => Err(throw_response_error(env, &e)),
+            }) as Settle
+        });
+        // Kept alive: a script that awaits the answer sees it before Node exits.
+        self.run(env, fut, true, None)
+    }
+
+    /// `respondToken` without holding the JavaScript thread while the answer is recorded
+    /// (`Gate::respond_token_async`), as `respondAsync`.
+    #[allow(clippy::too_many_arguments)]
+    #[napi(
+        ts_args_type = "token: string, approver: string, approve: boolean, argumentsJson?: string, scope?: ScopeKind, reason?: string",
+        ts_return_type = "OutcomeKind | Promise<OutcomeKind>"
+    )]
+    pub fn respond_token_async<'env>(
+        &self,
+        env: &'env Env,
+        token: String,
+        approver: String,
+        approve: bool,
+        arguments_json: Option<String>,
+        scope: Option<String>,
+        reason: Option<String>,
+    ) -> Result<Unknown<'env>> {
+        let response = TokenResponse {
+            approver,
+            decision: if approve { ResponseDecision::Approve } else { ResponseDecision::Deny },
+            arguments: json_arg(env, "edited arguments", arguments_json)?,
+            scope: scope_arg(env, scope)?,
+            reason,
+        };
+        let answer = {
+            let _rt = crate::RUNTIME.enter();
+            self.state.gate.respond_token_async(&token, response)
+        };
+        let fut: TaskFuture = Box::pin(async move {
+            let r = answer.await;
+            Box::new(move |env: &Env| match r {
+                Ok(o) => to_js_string(env, o.as_str()),
+                Err(e) => Err(errors::throw(env, &e)),
+            }) as Settle
+        });
+        // Kept alive: a script that awaits the answer sees it before Node exits.
+        self.run(env, fut, true, None)
+    }
+
     /// Request `id`'s stored record in any state, as `StoredRecordData` JSON, or `null`
     /// (`Gate::record`; durable stores keep records, the in-memory store keeps none).
     #[napi]

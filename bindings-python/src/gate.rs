@@ -144,6 +144,30 @@ fn decision_to_py(py: Python<'_>, r: signoff::Result<signoff::Decision>) -> PyRe
     Ok(Py::new(py, Decision { inner: r.map_err(errors::to_py)? })?.into_any())
 }
 
+fn outcome_to_py(py: Python<'_>, r: signoff::Result<signoff::Outcome>) -> PyResult<Py<PyAny>> {
+    Ok(pyo3::types::PyString::new(py, r.py_err()?.as_str()).into_any().unbind())
+}
+
+/// A token answer's fields, checked as `respond_token` takes them.
+fn token_response(
+    decision: &str,
+    approver: String,
+    arguments: Option<&Bound<'_, PyAny>>,
+    scope: &str,
+    reason: Option<String>,
+) -> PyResult<signoff::TokenResponse> {
+    Ok(signoff::TokenResponse {
+        approver,
+        decision: convert::parse_enum::<signoff::ResponseDecision>(decision, "decision")?,
+        arguments: match arguments {
+            Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
+            _ => None,
+        },
+        scope: convert::parse_enum::<signoff::Scope>(scope, "scope")?,
+        reason,
+    })
+}
+
 fn results_to_py(py: Python<'_>, v: Vec<signoff::ToolResult>) -> PyResult<Py<PyAny>> {
     let items: PyResult<Vec<Py<ToolResult>>> = v.into_iter().map(|r| Py::new(py, ToolResult { inner: r })).collect();
     Ok(PyList::new(py, items?)?.into_any().unbind())
@@ -430,6 +454,20 @@ impl PyGate {
         Ok(answering(py, || self.gate.respond(r)).py_err()?.as_str())
     }
 
+    /// `respond` without holding the calling thread while the answer is recorded
+    /// (`Gate::respond_async`): an `asyncio.Future` of the outcome, resolved once a durable or
+    /// shared store recorded it (at once with the in-memory store); same errors as `respond`.
+    fn respond_async<'py>(&self, py: Python<'py>, response: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let v = convert::json_arg(response, "response")?;
+        let r = ConfirmationResponse::from_json(v).py_err()?;
+        let gate = self.gate.clone();
+        let answer = answering(py, move || {
+            let _rt = bridge::runtime().enter();
+            gate.respond_async(r)
+        });
+        bridge::spawn(py, answer, outcome_to_py, false)
+    }
+
     /// Answers with a JSON text response (e.g. from a remote UI).
     fn respond_json(&self, py: Python<'_>, json: &str) -> PyResult<&'static str> {
         Ok(answering(py, || self.gate.respond_json(json)).py_err()?.as_str())
@@ -576,17 +614,31 @@ impl PyGate {
         scope: &str,
         reason: Option<String>,
     ) -> PyResult<&'static str> {
-        let response = signoff::TokenResponse {
-            approver,
-            decision: convert::parse_enum::<signoff::ResponseDecision>(decision, "decision")?,
-            arguments: match arguments {
-                Some(a) if !a.is_none() => Some(convert::from_py(a, "arguments")?),
-                _ => None,
-            },
-            scope: convert::parse_enum::<signoff::Scope>(scope, "scope")?,
-            reason,
-        };
+        let response = token_response(decision, approver, arguments, scope, reason)?;
         Ok(answering(py, || self.gate.respond_token(token, response)).py_err()?.as_str())
+    }
+
+    /// `respond_token` without holding the calling thread while the answer is recorded
+    /// (`Gate::respond_token_async`): an `asyncio.Future` of the outcome.
+    #[pyo3(signature = (token, decision, approver, arguments=None, scope="once", reason=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn respond_token_async<'py>(
+        &self,
+        py: Python<'py>,
+        token: &str,
+        decision: &str,
+        approver: String,
+        arguments: Option<&Bound<'py, PyAny>>,
+        scope: &str,
+        reason: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let response = token_response(decision, approver, arguments, scope, reason)?;
+        let gate = self.gate.clone();
+        let answer = answering(py, move || {
+            let _rt = bridge::runtime().enter();
+            gate.respond_token_async(token, response)
+        });
+        bridge::spawn(py, answer, outcome_to_py, false)
     }
 
     /// An approval marker for a call this gate approved by a person (`Gate::approval_marker`).

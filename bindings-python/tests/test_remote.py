@@ -722,3 +722,43 @@ def test_an_approver_check_runs_for_handlers_and_not_on_runtime_threads(run: Run
         assert (await task).status == "cancelled"
 
     run(main())
+
+
+def test_respond_async_and_respond_token_async_record_a_durable_answer_with_the_same_outcomes_and_errors(
+    run: Run, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        rec = Recorder(result={"deleted": True})
+        gate = remote_gate(rec, store_path=str(tmp_path / "s.db"), synchronous_full=True)
+        # A response answers; a wrong or a second one raises as respond raises.
+        task, req = await pending_call(gate, "/a")
+        with pytest.raises(signoff.MismatchError):
+            await gate.respond_async(req.id, "approve", arguments_digest="sha256:00")
+        assert await gate.respond_async(req.id, "approve", responder="alice") == "approved"
+        assert (await task).status == "executed"
+        assert rec.calls == [{"path": "/a"}]
+        record = gate.record(req.id)
+        assert record is not None and record.state == "done"
+        with pytest.raises(signoff.AlreadyResolvedError):
+            await gate.respond_async({"id": req.id, "decision": "deny"})
+        with pytest.raises(TypeError):
+            await gate.respond_async(req.id)
+        # A token answers once.
+        task, req = await pending_call(gate, "/b")
+        token = gate.issue_token(req.id, "bob")
+        with pytest.raises(signoff.WrongApproverError):
+            await gate.respond_token_async(token, "approve", approver="eve")
+        assert await gate.respond_token_async(token, "deny", approver="bob", reason="no") == "denied"
+        assert (await task).status == "denied"
+        with pytest.raises(signoff.AlreadyUsedError):
+            await gate.respond_token_async(token, "approve", approver="bob")
+        assert rec.calls == [{"path": "/a"}], "the denied call did not run"
+        gate.close()
+        # The in-memory store answers at once, through the same call.
+        mem = remote_gate(Recorder())
+        task, req = await pending_call(mem, "/c")
+        assert await mem.respond_async(req.id, "approve") == "approved"
+        assert (await task).status == "executed"
+        mem.close()
+
+    run(main())

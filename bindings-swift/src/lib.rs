@@ -412,6 +412,19 @@ impl Gate {
         Ok(self.inner.respond(response.into_core()?)?)
     }
 
+    /// `respond` without holding the calling thread while the answer is recorded: with a
+    /// durable store the commit happens on this library's blocking threads, and this returns
+    /// once it is recorded (at once with the in-memory store). Same outcome and errors as
+    /// `respond`. The answer stands even if the awaiting task is cancelled.
+    pub async fn respond_async(&self, response: ConfirmationResponse) -> Result<Outcome, SignoffError> {
+        let response = response.into_core()?;
+        let answer = {
+            let _rt = runtime().enter();
+            self.inner.respond_async(response)
+        };
+        Ok(answer.await?)
+    }
+
     /// Answers with a JSON `confirmation-response` (e.g. from a remote UI).
     pub fn respond_json(&self, json: String) -> Result<Outcome, SignoffError> {
         Ok(self.inner.respond_json(&json)?)

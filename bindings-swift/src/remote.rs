@@ -573,14 +573,28 @@ impl Gate {
         scope: Option<core::Scope>,
         reason: Option<String>,
     ) -> Result<core::Outcome, SignoffError> {
-        let response = core::TokenResponse {
-            approver,
-            decision,
-            arguments: arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?,
-            scope: scope.unwrap_or_default(),
-            reason,
-        };
+        let response = token_response(approver, decision, arguments_json, scope, reason)?;
         Ok(self.inner.respond_token(&token, response)?)
+    }
+
+    /// `respondToken` without holding the calling thread while the answer is recorded (as
+    /// `respondAsync`). Same outcome and errors as `respondToken`.
+    #[uniffi::method(default(arguments_json = None, scope = None, reason = None))]
+    pub async fn respond_token_async(
+        &self,
+        token: String,
+        approver: String,
+        decision: core::ResponseDecision,
+        arguments_json: Option<String>,
+        scope: Option<core::Scope>,
+        reason: Option<String>,
+    ) -> Result<core::Outcome, SignoffError> {
+        let response = token_response(approver, decision, arguments_json, scope, reason)?;
+        let answer = {
+            let _rt = runtime().enter();
+            self.inner.respond_token_async(&token, response)
+        };
+        Ok(answer.await?)
     }
 
     /// A request's stored record in any state (with the tool's result once `done`), or nil. Only
@@ -611,4 +625,21 @@ impl Gate {
         let gate = self.inner.clone();
         let _ = runtime().spawn_blocking(move || gate.flush_audit()).await;
     }
+}
+
+/// A token answer's fields as `respondToken` takes them.
+fn token_response(
+    approver: String,
+    decision: core::ResponseDecision,
+    arguments_json: Option<String>,
+    scope: Option<core::Scope>,
+    reason: Option<String>,
+) -> Result<core::TokenResponse, SignoffError> {
+    Ok(core::TokenResponse {
+        approver,
+        decision,
+        arguments: arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?,
+        scope: scope.unwrap_or_default(),
+        reason,
+    })
 }

@@ -931,3 +931,41 @@ async def test_only_a_persons_approval_gets_a_marker():
     keyless = remote_gate(token_keys=NO_KEYS)
     with pytest.raises(so.SignoffError.Config):
         keyless.approval_marker("delete_file", await decided(keyless, Answer()))
+
+
+@async_test
+async def test_respond_async_and_respond_token_async_record_a_durable_answer_with_the_same_outcomes_and_errors(
+    tmp_path,
+):
+    ex = Exec()
+    gate = remote_gate(ex, store_path=str(tmp_path / "s.db"), synchronous_full=True)
+    # A response answers; a wrong or a second one raises as `respond` raises.
+    handle, req = await pending_call(gate, "/tmp/a")
+    with pytest.raises(so.SignoffError.Mismatch):
+        await gate.respond_async(
+            so.ConfirmationResponse(
+                id=req.id, decision=so.ResponseDecision.APPROVE, scope=so.Scope.ONCE, arguments_digest="sha256:00"
+            )
+        )
+    approve = so.ConfirmationResponse(
+        id=req.id, decision=so.ResponseDecision.APPROVE, scope=so.Scope.ONCE, responder="alice"
+    )
+    assert await gate.respond_async(approve) == so.Outcome.APPROVED
+    result = await handle.wait()
+    assert result.status == so.ToolStatus.EXECUTED
+    assert gate.record(req.id).state == so.RecordState.DONE
+    with pytest.raises(so.SignoffError.AlreadyResolved):
+        await gate.respond_async(
+            so.ConfirmationResponse(id=req.id, decision=so.ResponseDecision.DENY, scope=so.Scope.ONCE)
+        )
+    # A token answers once.
+    handle, req = await pending_call(gate, "/tmp/b")
+    token = gate.issue_token(req.id, "bob")
+    with pytest.raises(so.SignoffError.WrongApprover):
+        await gate.respond_token_async(token, "eve", so.ResponseDecision.APPROVE)
+    assert await gate.respond_token_async(token, "bob", so.ResponseDecision.DENY, reason="no") == so.Outcome.DENIED
+    assert (await handle.wait()).status == so.ToolStatus.DENIED
+    with pytest.raises(so.SignoffError.AlreadyUsed):
+        await gate.respond_token_async(token, "bob", so.ResponseDecision.APPROVE)
+    assert ex.calls == [{"path": "/tmp/a"}], "the denied call did not run"
+    gate.close()

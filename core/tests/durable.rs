@@ -538,3 +538,112 @@ fn an_approval_handed_to_a_confirm_caller_is_released_not_interrupted() {
         assert_eq!(gate.record(&id).unwrap().state, RecordState::Released);
     });
 }
+
+/// Notes on which thread the gate recorded each answer (its `response` audit record is
+/// written where the answer is made, right after the store recorded it).
+#[derive(Default)]
+struct AnswerThreads(std::sync::Mutex<Vec<std::thread::ThreadId>>);
+
+impl AuditSink for AnswerThreads {
+    fn record(&self, record: AuditRecord) {
+        if record.kind == AuditKind::Response {
+            self.0.lock().unwrap().push(std::thread::current().id());
+        }
+    }
+}
+
+#[test]
+fn respond_async_records_a_durable_answer_off_the_callers_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with(dir.path().join("s.db"), SqliteOptions { synchronous_full: true }).unwrap();
+    let threads = Arc::new(AnswerThreads::default());
+    let gate = Gate::builder()
+        .store(store)
+        .audit(threads.clone())
+        .deny_when_unobserved(false)
+        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!("deleted")) }).build())
+        .build()
+        .unwrap();
+    // One thread only: if the answer were committed on it, nothing else could run meanwhile.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let caller = std::thread::current().id();
+        let call = tokio::spawn({
+            let g = gate.clone();
+            async move { g.execute(ToolCall::new("delete_file", json!({"path": "/tmp/a"}))).await }
+        });
+        let req = some_pending(&gate).await;
+        // A response that does not match is refused with the same typed error as `respond`.
+        let mut wrong = ConfirmationResponse::approve(&req);
+        wrong.arguments_digest = Some("sha256:0".into());
+        assert_eq!(gate.respond_async(wrong).await.unwrap_err().kind(), ErrorKind::Mismatch);
+        let outcome = gate.respond_async(ConfirmationResponse::approve(&req).with_responder("alice")).await;
+        assert_eq!(outcome.unwrap(), Outcome::Approved);
+        let r = call.await.unwrap();
+        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+        assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Done);
+        // A second answer is refused as `respond` refuses it.
+        let again = gate.respond_async(ConfirmationResponse::deny(&req, None)).await;
+        assert_eq!(again.unwrap_err().kind(), ErrorKind::AlreadyResolved);
+        let recorded = threads.0.lock().unwrap().clone();
+        assert_eq!(recorded.len(), 1, "one answer recorded");
+        assert_ne!(recorded[0], caller, "the durable answer was committed on the caller's thread");
+    });
+    // Outside a tokio runtime it answers on a thread of its own.
+    let agent = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let call = agent.spawn({
+        let g = gate.clone();
+        async move { g.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/b"}))).await }
+    });
+    let req = agent.block_on(some_pending(&gate));
+    assert!(tokio::runtime::Handle::try_current().is_err());
+    let outcome = block_on_plain(gate.respond_async(ConfirmationResponse::deny(&req, Some("no".into()))));
+    assert_eq!(outcome.unwrap(), Outcome::Denied);
+    assert_eq!(agent.block_on(call).unwrap().unwrap().outcome(), Outcome::Denied);
+    let recorded = threads.0.lock().unwrap().clone();
+    assert_eq!(recorded.len(), 2);
+    assert_ne!(recorded[1], std::thread::current().id());
+}
+
+#[test]
+fn respond_async_with_the_in_memory_store_answers_at_once() {
+    let threads = Arc::new(AnswerThreads::default());
+    let gate = Gate::builder()
+        .audit(threads.clone())
+        .deny_when_unobserved(false)
+        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!("deleted")) }).build())
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let call = tokio::spawn({
+            let g = gate.clone();
+            async move { g.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/a"}))).await }
+        });
+        let req = some_pending(&gate).await;
+        // Nothing to wait for: the first poll answers.
+        let answered = futures_poll_once(std::pin::pin!(gate.respond_async(ConfirmationResponse::approve(&req))));
+        assert_eq!(answered.expect("answered on the first poll").unwrap(), Outcome::Approved);
+        assert!(call.await.unwrap().unwrap().is_approved());
+        assert_eq!(threads.0.lock().unwrap().as_slice(), &[std::thread::current().id()]);
+    });
+}
+
+/// Drives a future on this thread, with no runtime.
+fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}

@@ -546,7 +546,9 @@ impl McpGate {
             Some(Verdict::Deny(reason)) => TokenResponse::deny(&who.principal, reason),
             None => TokenResponse::deny(&who.principal, None),
         };
-        if let Err(e) = self.inner.gate.respond_token(&state, response) {
+        // Recorded off this task's thread (a durable store commits to disk; a shared one asks
+        // its database).
+        if let Err(e) = self.inner.gate.respond_token_async(&state, response).await {
             // Approved elsewhere (the console) while the client was away: its own approval agrees,
             // so the call runs now, once. Any other refusal runs nothing.
             let approved_elsewhere = matches!(&e, signoff::Error::NotPending { state, .. } if state == "approved");

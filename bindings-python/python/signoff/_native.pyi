@@ -630,6 +630,8 @@ class Gate:
     def execute_batch(self, calls: Sequence[Mapping[str, Any]]) -> asyncio.Future[list[ToolResult]]: ...
     def execute_batch_blocking(self, calls: Sequence[Mapping[str, Any]]) -> list[ToolResult]: ...
     def respond(self, response: _JSONInput) -> _Outcome: ...
+    def respond_async(self, response: _JSONInput) -> asyncio.Future[_Outcome]:
+        """`respond`, resolved once a durable store recorded the answer."""
     def respond_json(self, json: str) -> _Outcome: ...
     def approve(
         self,
@@ -657,6 +659,16 @@ class Gate:
         reason: Optional[str] = None,
     ) -> _Outcome:
         """Answers the token's request, presented by ``approver``."""
+    def respond_token_async(
+        self,
+        token: str,
+        decision: Literal["approve", "deny"],
+        approver: str,
+        arguments: Any = None,
+        scope: Literal["once", "session"] = "once",
+        reason: Optional[str] = None,
+    ) -> asyncio.Future[_Outcome]:
+        """`respond_token`, resolved once a durable store recorded the answer."""
     def record(self, request: _RequestLike) -> Optional[StoredRecord]:
         """A request's stored record in any state, or ``None``."""
     def recover(self) -> Recovery:

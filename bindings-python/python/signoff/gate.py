@@ -521,25 +521,36 @@ class Gate(Closing):
         Returns ``"approved"`` or ``"denied"``; raises a :class:`SignoffError` subclass when the
         response is rejected (see :meth:`approve`).
         """
-        if isinstance(response, Mapping):
-            if decision is not None:
-                raise TypeError("pass either a response dict or a request id and a decision")
-            return self._native.respond(response)
-        if decision is None:
-            raise TypeError("respond(request_id, decision): decision is 'approve' or 'deny'")
-        body: Dict[str, Any] = {"id": response, "decision": decision}
-        for key, value in (
-            ("arguments", arguments),
-            ("scope", scope),
-            ("reason", reason),
-            ("responder", responder),
-            ("tool", tool),
-            ("arguments_digest", arguments_digest),
-            ("session_id", session_id),
-        ):
-            if value is not None:
-                body[key] = value
-        return self._native.respond(body)
+        return self._native.respond(
+            _response_body(
+                "respond", response, decision, arguments, scope, reason, responder, tool, arguments_digest, session_id
+            )
+        )
+
+    async def respond_async(
+        self,
+        response: Union[str, Mapping[str, Any]],
+        decision: Optional[Literal["approve", "deny"]] = None,
+        *,
+        arguments: JSON = None,
+        scope: Optional[Scope] = None,
+        reason: Optional[str] = None,
+        responder: Optional[str] = None,
+        tool: Optional[str] = None,
+        arguments_digest: Optional[str] = None,
+        session_id: Optional[str] = None,
+    ) -> Outcome:
+        """:meth:`respond` without holding the event loop while the answer is recorded: with a
+        durable store (``store_path``, ``store_url``) the commit or database round trip happens
+        off the loop's thread and this returns once the answer is recorded; with the in-memory
+        store it answers at once. Same arguments, outcome and errors as :meth:`respond`. The
+        answer stands once this was called, even if the awaiting task is cancelled.
+        """
+        body = _response_body(
+            "respond_async", response, decision, arguments, scope, reason, responder, tool, arguments_digest, session_id
+        )
+        outcome: Outcome = await self._native.respond_async(body)
+        return outcome
 
     def respond_json(self, text: str) -> Outcome:
         """Answers with a response in JSON text (e.g. from a remote UI). Malformed text raises
@@ -630,6 +641,21 @@ class Gate(Closing):
         ``EditsNotAllowedError``, ``InvalidArgumentsError``). A rejected token changes nothing.
         """
         return self._native.respond_token(token, decision, approver, arguments, scope, reason)
+
+    async def respond_token_async(
+        self,
+        token: str,
+        decision: Literal["approve", "deny"],
+        *,
+        approver: str,
+        arguments: JSON = None,
+        scope: Scope = "once",
+        reason: Optional[str] = None,
+    ) -> Outcome:
+        """:meth:`respond_token` without holding the event loop while the answer is recorded
+        (see :meth:`respond_async`). Same arguments, outcome and errors."""
+        outcome: Outcome = await self._native.respond_token_async(token, decision, approver, arguments, scope, reason)
+        return outcome
 
     def serve_console(
         self,
@@ -861,3 +887,37 @@ class Gate(Closing):
 
 
 __all__ = ["Console", "Decision", "Executor", "Gate", "GateOptions", "Handler", "Outcome", "ToolResult"]
+
+
+def _response_body(
+    method: str,
+    response: Union[str, Mapping[str, Any]],
+    decision: Optional[str],
+    arguments: JSON,
+    scope: Optional[str],
+    reason: Optional[str],
+    responder: Optional[str],
+    tool: Optional[str],
+    arguments_digest: Optional[str],
+    session_id: Optional[str],
+) -> Mapping[str, Any]:
+    """What :meth:`Gate.respond` takes: a response dict, or a request id and a decision."""
+    if isinstance(response, Mapping):
+        if decision is not None:
+            raise TypeError("pass either a response dict or a request id and a decision")
+        return response
+    if decision is None:
+        raise TypeError(f"{method}(request_id, decision): decision is 'approve' or 'deny'")
+    body: Dict[str, Any] = {"id": response, "decision": decision}
+    for key, value in (
+        ("arguments", arguments),
+        ("scope", scope),
+        ("reason", reason),
+        ("responder", responder),
+        ("tool", tool),
+        ("arguments_digest", arguments_digest),
+        ("session_id", session_id),
+    ):
+        if value is not None:
+            body[key] = value
+    return body

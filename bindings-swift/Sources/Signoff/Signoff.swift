@@ -1201,6 +1201,14 @@ public protocol GateProtocol: AnyObject, Sendable {
     func respond(response: ConfirmationResponse) throws  -> Outcome
     
     /**
+     * `respond` without holding the calling thread while the answer is recorded: with a
+     * durable store the commit happens on this library's blocking threads, and this returns
+     * once it is recorded (at once with the in-memory store). Same outcome and errors as
+     * `respond`. The answer stands even if the awaiting task is cancelled.
+     */
+    func respondAsync(response: ConfirmationResponse) async throws  -> Outcome
+    
+    /**
      * Answers with a JSON `confirmation-response` (e.g. from a remote UI).
      */
     func respondJson(json: String) throws  -> Outcome
@@ -1311,6 +1319,12 @@ public protocol GateProtocol: AnyObject, Sendable {
      * from `approvers`, `editsNotAllowed`, `invalidArguments`).
      */
     func respondToken(token: String, approver: String, decision: ResponseDecision, argumentsJson: String?, scope: Scope?, reason: String?) throws  -> Outcome
+    
+    /**
+     * `respondToken` without holding the calling thread while the answer is recorded (as
+     * `respondAsync`). Same outcome and errors as `respondToken`.
+     */
+    func respondTokenAsync(token: String, approver: String, decision: ResponseDecision, argumentsJson: String?, scope: Scope?, reason: String?) async throws  -> Outcome
     
 }
 /**
@@ -1693,6 +1707,28 @@ open func respond(response: ConfirmationResponse)throws  -> Outcome  {
 }
     
     /**
+     * `respond` without holding the calling thread while the answer is recorded: with a
+     * durable store the commit happens on this library's blocking threads, and this returns
+     * once it is recorded (at once with the in-memory store). Same outcome and errors as
+     * `respond`. The answer stands even if the awaiting task is cancelled.
+     */
+open func respondAsync(response: ConfirmationResponse)async throws  -> Outcome  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_signoff_ffi_fn_method_gate_respond_async(
+                        self.uniffiCloneHandle(),FfiConverterTypeConfirmationResponse_lower(response)
+                )
+            },
+            pollFunc: ffi_signoff_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_signoff_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_signoff_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeOutcome_lift,
+            errorHandler: FfiConverterTypeSignoffError_lift
+        )
+}
+    
+    /**
      * Answers with a JSON `confirmation-response` (e.g. from a remote UI).
      */
 open func respondJson(json: String)throws  -> Outcome  {
@@ -1928,6 +1964,26 @@ open func respondToken(token: String, approver: String, decision: ResponseDecisi
         FfiConverterOptionString.lower(reason),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * `respondToken` without holding the calling thread while the answer is recorded (as
+     * `respondAsync`). Same outcome and errors as `respondToken`.
+     */
+open func respondTokenAsync(token: String, approver: String, decision: ResponseDecision, argumentsJson: String? = nil, scope: Scope? = nil, reason: String? = nil)async throws  -> Outcome  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_signoff_ffi_fn_method_gate_respond_token_async(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(token),FfiConverterString.lower(approver),FfiConverterTypeResponseDecision_lower(decision),FfiConverterOptionString.lower(argumentsJson),FfiConverterOptionTypeScope.lower(scope),FfiConverterOptionString.lower(reason)
+                )
+            },
+            pollFunc: ffi_signoff_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_signoff_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_signoff_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeOutcome_lift,
+            errorHandler: FfiConverterTypeSignoffError_lift
+        )
 }
     
 
@@ -9065,6 +9121,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_respond() != 895) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_gate_respond_async() != 17746) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_gate_respond_json() != 54057) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -9105,6 +9164,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_respond_token() != 64715) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_respond_token_async() != 51234) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_handlerregistration_is_active() != 51214) {

@@ -424,6 +424,11 @@ void uniffi_signoff_ffi_fn_method_gate_register_tool_json(uint64_t ptr, RustBuff
 RustBuffer uniffi_signoff_ffi_fn_method_gate_respond(uint64_t ptr, RustBuffer response, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_ASYNC
+uint64_t uniffi_signoff_ffi_fn_method_gate_respond_async(uint64_t ptr, RustBuffer response
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_JSON
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_JSON
 RustBuffer uniffi_signoff_ffi_fn_method_gate_respond_json(uint64_t ptr, RustBuffer json, RustCallStatus *_Nonnull out_status
@@ -492,6 +497,11 @@ RustBuffer uniffi_signoff_ffi_fn_method_gate_recover(uint64_t ptr, RustCallStatu
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_TOKEN
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_TOKEN
 RustBuffer uniffi_signoff_ffi_fn_method_gate_respond_token(uint64_t ptr, RustBuffer token, RustBuffer approver, RustBuffer decision, RustBuffer arguments_json, RustBuffer scope, RustBuffer reason, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_TOKEN_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_RESPOND_TOKEN_ASYNC
+uint64_t uniffi_signoff_ffi_fn_method_gate_respond_token_async(uint64_t ptr, RustBuffer token, RustBuffer approver, RustBuffer decision, RustBuffer arguments_json, RustBuffer scope, RustBuffer reason
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_HANDLERREGISTRATION
@@ -1344,6 +1354,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_respond(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_ASYNC
+uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_async(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_JSON
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_JSON
 uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_json(void
@@ -1425,6 +1441,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_recover(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN
 uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_token(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN_ASYNC
+uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_token_async(void
     
 );
 #endif

@@ -106,6 +106,47 @@ final class RemoteTests: XCTestCase {
         executionTimeAllowance = 60
     }
 
+    // MARK: answers off the calling thread
+
+    func testRespondAsyncAndRespondTokenAsyncRecordADurableAnswerWithTheSameOutcomesAndErrors() async throws {
+        let recorder = Recorder()
+        let db = try temporaryDirectory().appendingPathComponent("signoff.db").path
+        let gate = try remoteGate(
+            recorder, config: GateConfig(denyWhenUnobserved: false, storePath: db, synchronousFull: true))
+        defer { gate.close() }
+        // A response answers; a wrong or a second one throws as `respond` throws.
+        let (first, request) = try await pendingCall(gate, "/tmp/a")
+        await XCTAssertThrowsKindAsync(.mismatch) {
+            try await gate.respondAsync(
+                response: ConfirmationResponse(
+                    id: request.id, decision: .approve, scope: .once, argumentsDigest: "sha256:00"))
+        }
+        let approved = try await gate.respondAsync(
+            response: ConfirmationResponse(id: request.id, decision: .approve, scope: .once, responder: "alice"))
+        XCTAssertEqual(approved, .approved)
+        let result = await first.wait()
+        XCTAssertEqual(result?.status, .executed)
+        XCTAssertEqual(try gate.record(requestId: request.id)?.state, .done)
+        await XCTAssertThrowsKindAsync(.alreadyResolved) {
+            try await gate.respondAsync(response: ConfirmationResponse(id: request.id, decision: .deny, scope: .once))
+        }
+        // A token answers once.
+        let (second, other) = try await pendingCall(gate, "/tmp/b")
+        let token = try gate.issueToken(requestId: other.id, approver: "bob")
+        await XCTAssertThrowsKindAsync(.wrongApprover) {
+            try await gate.respondTokenAsync(token: token, approver: "eve", decision: .approve)
+        }
+        let denied = try await gate.respondTokenAsync(token: token, approver: "bob", decision: .deny, reason: "no")
+        XCTAssertEqual(denied, .denied)
+        let deniedResult = await second.wait()
+        XCTAssertEqual(deniedResult?.status, .denied)
+        await XCTAssertThrowsKindAsync(.alreadyUsed) {
+            try await gate.respondTokenAsync(token: token, approver: "bob", decision: .approve)
+        }
+        let runs = await recorder.items
+        XCTAssertEqual(runs, ["/tmp/a"], "the denied call did not run")
+    }
+
     // MARK: tokens
 
     func testATokenApprovalRunsTheStoredArgumentsExactlyOnce() async throws {

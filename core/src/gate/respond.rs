@@ -31,6 +31,58 @@ impl Gate {
         self.apply(claimed, response, None)
     }
 
+    /// [`respond`](Self::respond) without holding the caller's thread while the answer is
+    /// recorded. With a durable or shared store (a commit to disk, a database round trip) the
+    /// answer starts at once on a blocking thread of the current tokio runtime (outside one, on
+    /// a thread of its own), and the future resolves once it is recorded; with the in-memory
+    /// store it is made during this call and the future is ready. Same outcome and errors as
+    /// `respond`. The answer does not depend on the future being polled or kept: once this
+    /// returns, it is recorded or refused as `respond` would, and the call it answers goes on.
+    pub fn respond_async(
+        &self,
+        response: ConfirmationResponse,
+    ) -> impl std::future::Future<Output = Result<Outcome>> + Send + 'static + use<> {
+        let gate = self.clone();
+        self.off_thread(move || gate.respond(response))
+    }
+
+    /// Starts `answer` (an answer that may wait for the store) where it does not hold the
+    /// caller's thread; see [`respond_async`](Self::respond_async).
+    pub(super) fn off_thread<F: FnOnce() -> Result<Outcome> + Send + 'static>(
+        &self,
+        answer: F,
+    ) -> impl std::future::Future<Output = Result<Outcome>> + Send + 'static + use<F> {
+        let started = if !self.inner.store.is_durable() && !self.inner.store.is_shared() {
+            Err(answer())
+        } else {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let job = move || {
+                let _ = tx.send(answer());
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(job)),
+                Err(_) => {
+                    if let Err(e) = std::thread::Builder::new().name("signoff-respond".into()).spawn(job) {
+                        let message = format!("could not start a thread for the answer: {e}");
+                        return futures_util::future::Either::Left(std::future::ready(Err(Error::Io {
+                            message,
+                            os_error: e.raw_os_error(),
+                        })));
+                    }
+                }
+            }
+            Ok(rx)
+        };
+        futures_util::future::Either::Right(async move {
+            match started {
+                Err(answered) => answered,
+                Ok(rx) => {
+                    rx.await.unwrap_or_else(|_| Err(Error::Store("the answer stopped before it was recorded".into())))
+                }
+            }
+        })
+    }
+
     /// A shared store holds the request, and another process waits for it.
     pub(super) fn answered_elsewhere(&self, id: &uuid::Uuid) -> bool {
         self.inner.store.is_shared() && !lock(&self.inner.waiters).contains_key(id)

@@ -88,6 +88,17 @@ impl Gate {
         result
     }
 
+    /// [`respond_token`](Self::respond_token) without holding the caller's thread while the
+    /// answer is recorded, as [`respond_async`](Self::respond_async) does for `respond`.
+    pub fn respond_token_async(
+        &self,
+        token: &str,
+        response: TokenResponse,
+    ) -> impl std::future::Future<Output = Result<Outcome>> + Send + 'static + use<> {
+        let (gate, token) = (self.clone(), token.to_owned());
+        self.off_thread(move || gate.respond_token(&token, response))
+    }
+
     fn respond_token_inner(&self, token: &str, response: TokenResponse, known: &mut Option<Uuid>) -> Result<Outcome> {
         if self.is_closed() {
             return Err(Error::Closed);
