@@ -552,18 +552,21 @@ impl AuditSink for AnswerThreads {
     }
 }
 
+/// A gate from `b` with a `delete_file` tool, noting where answers are recorded in `threads`.
+fn answering_gate(b: GateBuilder, threads: &Arc<AnswerThreads>) -> Gate {
+    b.audit(threads.clone())
+        .deny_when_unobserved(false)
+        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!("deleted")) }).build())
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn respond_async_records_a_durable_answer_off_the_callers_thread() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_with(dir.path().join("s.db"), SqliteOptions { synchronous_full: true }).unwrap();
     let threads = Arc::new(AnswerThreads::default());
-    let gate = Gate::builder()
-        .store(store)
-        .audit(threads.clone())
-        .deny_when_unobserved(false)
-        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!("deleted")) }).build())
-        .build()
-        .unwrap();
+    let gate = answering_gate(Gate::builder().store(store), &threads);
     // One thread only: if the answer were committed on it, nothing else could run meanwhile.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
@@ -608,12 +611,7 @@ fn respond_async_records_a_durable_answer_off_the_callers_thread() {
 #[test]
 fn respond_async_with_the_in_memory_store_answers_at_once() {
     let threads = Arc::new(AnswerThreads::default());
-    let gate = Gate::builder()
-        .audit(threads.clone())
-        .deny_when_unobserved(false)
-        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!("deleted")) }).build())
-        .build()
-        .unwrap();
+    let gate = answering_gate(Gate::builder(), &threads);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let call = tokio::spawn({

@@ -798,23 +798,13 @@ impl Shared {
     /// refused the shared one.
     async fn write_inserts(&self, inserts: Vec<NewRow>) {
         let (rows, dones): (Vec<_>, Vec<_>) = inserts.into_iter().map(|(r, t, d)| ((r, t), d)).unzip();
-        if rows.len() > 1 {
-            match self.insert_many(&rows).await {
-                Ok(()) => {
-                    for d in dones {
-                        let _ = d.send(Ok(()));
-                    }
-                    return;
-                }
-                Err(BatchError::Failed(e)) => {
-                    for d in dones {
-                        let _ = d.send(Err(e.clone()));
-                    }
-                    return;
-                }
-                Err(BatchError::Refused) => {}
-            }
-        }
+        let dones = match rows.len() {
+            0 | 1 => dones,
+            _ => match answer_batch(&rows, dones, self.insert_many(&rows).await.map(|()| |_: &_| ())) {
+                Some(refused) => refused,
+                None => return,
+            },
+        };
         for ((request, text), d) in rows.into_iter().zip(dones) {
             let _ = d.send(within("storing the request", self.insert_one(&request, &text)).await);
         }
@@ -824,23 +814,17 @@ impl Shared {
     /// move is reported as such to its caller alone.
     async fn write_changes(&self, changes: Vec<Change>) {
         let (rows, dones): (Vec<_>, Vec<_>) = changes.into_iter().map(|(id, c, d)| ((id, c), d)).unzip();
-        if rows.len() > 1 {
-            match self.change_many(&rows).await {
-                Ok(moved) => {
-                    for ((id, _), d) in rows.iter().zip(dones) {
-                        let _ = d.send(Ok(u64::from(moved.contains(id))));
-                    }
-                    return;
+        let dones = match rows.len() {
+            0 | 1 => dones,
+            _ => {
+                let moved = self.change_many(&rows).await;
+                let answer = moved.map(|moved| move |(id, _): &(Uuid, OwnedStateChange)| u64::from(moved.contains(id)));
+                match answer_batch(&rows, dones, answer) {
+                    Some(refused) => refused,
+                    None => return,
                 }
-                Err(BatchError::Failed(e)) => {
-                    for d in dones {
-                        let _ = d.send(Err(e.clone()));
-                    }
-                    return;
-                }
-                Err(BatchError::Refused) => {}
             }
-        }
+        };
         for ((id, change), d) in rows.into_iter().zip(dones) {
             let _ = d.send(within("recording the state change", self.change_one(id, &change)).await);
         }
@@ -892,6 +876,31 @@ impl ChangeParams<'_> {
                 Scope::Session => "session",
             }),
         }
+    }
+}
+
+/// Tells each caller of a batch what the shared statement did: `answer(row)` when it committed,
+/// its error when it failed. When the server refused it, nothing is told and the callers come
+/// back, for their rows to be written one by one.
+fn answer_batch<R, T>(
+    rows: &[R],
+    dones: Vec<tokio::sync::oneshot::Sender<Result<T>>>,
+    shared: std::result::Result<impl Fn(&R) -> T, BatchError>,
+) -> Option<Vec<tokio::sync::oneshot::Sender<Result<T>>>> {
+    match shared {
+        Ok(answer) => {
+            for (row, d) in rows.iter().zip(dones) {
+                let _ = d.send(Ok(answer(row)));
+            }
+            None
+        }
+        Err(BatchError::Failed(e)) => {
+            for d in dones {
+                let _ = d.send(Err(e.clone()));
+            }
+            None
+        }
+        Err(BatchError::Refused) => Some(dones),
     }
 }
 
