@@ -575,12 +575,16 @@ impl NativeGate {
                     }
                     response.arguments = Some(arguments);
                 }
-                let _rt = crate::RUNTIME.enter();
-                Box::pin(self.state.gate.respond_async(response))
+                // As `respond`: a call into the gate (the in-memory store answers during it).
+                let answer = self.state.enter(env, || {
+                    let _rt = crate::RUNTIME.enter();
+                    self.state.gate.respond_async(response)
+                });
+                Box::pin(answer)
                     as std::pin::Pin<Box<dyn std::future::Future<Output = signoff::Result<signoff::Outcome>>>>
             }
             // Refused and audited as the core refuses it.
-            Err(_) => Box::pin(std::future::ready(self.state.gate.respond_json(&json))),
+            Err(_) => Box::pin(std::future::ready(self.state.enter(env, || self.state.gate.respond_json(&json)))),
         };
         let fut: TaskFuture = Box::pin(async move {
             let r = answer.await;
@@ -617,10 +621,10 @@ impl NativeGate {
             scope: scope_arg(env, scope)?,
             reason,
         };
-        let answer = {
+        let answer = self.state.enter(env, || {
             let _rt = crate::RUNTIME.enter();
             self.state.gate.respond_token_async(&token, response)
-        };
+        });
         let fut: TaskFuture = Box::pin(async move {
             let r = answer.await;
             Box::new(move |env: &Env| match r {
