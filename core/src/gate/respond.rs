@@ -52,34 +52,25 @@ impl Gate {
         &self,
         answer: F,
     ) -> impl std::future::Future<Output = Result<Outcome>> + Send + 'static + use<F> {
-        let started = if !self.inner.store.is_durable() && !self.inner.store.is_shared() {
-            Err(answer())
-        } else {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let job = move || {
-                let _ = tx.send(answer());
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => drop(rt.spawn_blocking(job)),
-                Err(_) => {
-                    if let Err(e) = std::thread::Builder::new().name("signoff-respond".into()).spawn(job) {
-                        let message = format!("could not start a thread for the answer: {e}");
-                        return futures_util::future::Either::Left(std::future::ready(Err(Error::Io {
-                            message,
-                            os_error: e.raw_os_error(),
-                        })));
-                    }
-                }
-            }
-            Ok(rx)
+        use futures_util::future::Either;
+        if !self.inner.store.is_durable() && !self.inner.store.is_shared() {
+            return Either::Left(std::future::ready(answer()));
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = move || {
+            let _ = tx.send(answer());
         };
-        futures_util::future::Either::Right(async move {
-            match started {
-                Err(answered) => answered,
-                Ok(rx) => {
-                    rx.await.unwrap_or_else(|_| Err(Error::Store("the answer stopped before it was recorded".into())))
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(job)),
+            Err(_) => {
+                if let Err(e) = std::thread::Builder::new().name("signoff-respond".into()).spawn(job) {
+                    let message = format!("could not start a thread for the answer: {e}");
+                    return Either::Left(std::future::ready(Err(Error::Io { message, os_error: e.raw_os_error() })));
                 }
             }
+        }
+        Either::Right(async move {
+            rx.await.unwrap_or_else(|_| Err(Error::Store("the answer stopped before it was recorded".into())))
         })
     }
 
