@@ -72,8 +72,11 @@ pub trait PendingStore: Send + Sync + 'static {
     /// [`transition`](Self::transition) without blocking the caller, for a store whose commit
     /// waits on I/O (a synced disk write, a database round trip): the gate awaits the returned
     /// future where it runs on its own task (`executing` before the tool starts, `done` after),
-    /// and acts only once it completed with `Ok`, exactly as after `transition`. The default
-    /// calls [`transition`](Self::transition) at once.
+    /// and acts only once it completed with `Ok`, exactly as after `transition`. The change
+    /// must start when this is called, not when the future is first polled: for the final states
+    /// a call does not wait for (`timed_out`, `cancelled`, `released`) the gate keeps the future
+    /// only to learn how it ended, and may drop it. The default calls
+    /// [`transition`](Self::transition) at once.
     fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> StoreFuture<()> {
         Box::pin(std::future::ready(self.transition(&id, change.as_change())))
     }

@@ -645,3 +645,111 @@ fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
         std::thread::park_timeout(Duration::from_millis(50));
     }
 }
+
+/// SQLite with `synchronous_full`, noting which state changes were committed on the caller's
+/// thread (`transition`) and which were handed to the store (`transition_async`).
+struct Spy {
+    inner: Arc<SqliteStore>,
+    inline: std::sync::Mutex<Vec<RecordState>>,
+    handed: std::sync::Mutex<Vec<RecordState>>,
+}
+
+impl PendingStore for Spy {
+    fn insert(&self, r: Arc<ConfirmationRequest>) -> Result<()> {
+        self.inner.insert(r)
+    }
+    fn insert_async(
+        &self,
+        r: Arc<ConfirmationRequest>,
+        abandoned: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<StoreFuture<()>> {
+        self.inner.insert_async(r, abandoned)
+    }
+    fn remove(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.inner.remove(id)
+    }
+    fn get(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.inner.get(id)
+    }
+    fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.inner.list()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn is_durable(&self) -> bool {
+        true
+    }
+    fn transition(&self, id: &uuid::Uuid, change: StateChange<'_>) -> Result<()> {
+        self.inline.lock().unwrap().push(change.state);
+        self.inner.transition(id, change)
+    }
+    fn transition_async(&self, id: uuid::Uuid, change: OwnedStateChange) -> StoreFuture<()> {
+        self.handed.lock().unwrap().push(change.state);
+        self.inner.transition_async(id, change)
+    }
+    fn record(&self, id: &uuid::Uuid) -> Option<StoredRecord> {
+        self.inner.record(id)
+    }
+    fn close(&self) {
+        self.inner.close()
+    }
+}
+
+#[test]
+fn timeouts_cancellations_and_releases_are_not_committed_inside_the_calls_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let spy = Arc::new(Spy {
+        inner: SqliteStore::open_with(&db, SqliteOptions { synchronous_full: true }).unwrap(),
+        inline: Default::default(),
+        handed: Default::default(),
+    });
+    let gate = Gate::builder()
+        .store(spy.clone())
+        .deny_when_unobserved(false)
+        .tool(Tool::builder("delete_file").description("d").timeout(Duration::from_millis(100)).build())
+        .build()
+        .unwrap();
+    let call = |path: &str| ToolCall::new("delete_file", json!({ "path": path }));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (timed_out, cancelled, released) = rt.block_on(async {
+        // Times out inside the call's poll.
+        let d = gate.confirm(call("/a")).await.unwrap();
+        let timed_out = d.request_id().unwrap();
+        assert_eq!(d.outcome(), Outcome::TimedOut);
+        // What the call returned is what the store says.
+        assert_eq!(gate.record(&timed_out).unwrap().state, RecordState::TimedOut);
+        // Cancelled by dropping the waiting call.
+        let waiting = tokio::spawn({
+            let g = gate.clone();
+            async move { g.confirm(ToolCall::new("delete_file", json!({"path": "/b"}))).await }
+        });
+        let req = some_pending(&gate).await;
+        waiting.abort();
+        assert!(waiting.await.unwrap_err().is_cancelled());
+        let cancelled = req.id;
+        // Approved and handed to the `confirm` caller.
+        let handed = tokio::spawn({
+            let g = gate.clone();
+            async move { g.confirm(ToolCall::new("delete_file", json!({"path": "/c"}))).await }
+        });
+        let req = some_pending(&gate).await;
+        gate.respond(ConfirmationResponse::approve(&req)).unwrap();
+        assert!(handed.await.unwrap().unwrap().is_approved());
+        assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Released);
+        (timed_out, cancelled, req.id)
+    });
+    let inline = spy.inline.lock().unwrap().clone();
+    for state in [RecordState::TimedOut, RecordState::Cancelled, RecordState::Released] {
+        assert!(!inline.contains(&state), "{state:?} was committed on the caller's thread: {inline:?}");
+        assert!(spy.handed.lock().unwrap().contains(&state), "{state:?} was never recorded");
+    }
+    // Recorded all the same: closing the gate waits for the store's writer.
+    gate.close();
+    let reopened = SqliteStore::open(&db).unwrap();
+    let state = |id| reopened.record(&id).map(|r| r.state);
+    assert_eq!(state(timed_out), Some(RecordState::TimedOut));
+    assert_eq!(state(cancelled), Some(RecordState::Cancelled));
+    assert_eq!(state(released), Some(RecordState::Released));
+}

@@ -1,11 +1,11 @@
 //! The [`Confirm`] future: publish, wait for a decision or the deadline, cancel on drop.
 
-use super::{Gate, Inserting, Prepared, Resolution, TimeOut, Waiting};
+use super::{Gate, Inserting, Prepared, Resolution, Settling, TimeOut, Waiting};
 use crate::error::Result;
 use crate::event::CancelReason;
 use crate::gate::{ApprovedBy, Decision, ToolCall};
 use crate::policy::CompiledTool;
-use crate::store::{RecordState, StateChange};
+use crate::store::RecordState;
 use std::sync::Arc;
 
 impl Gate {
@@ -63,6 +63,8 @@ pin_project_lite::pin_project! {
         Start { tool: Option<Arc<CompiledTool>>, call: Option<ToolCall> },
         Inserting { ins: Option<Inserting> },
         Waiting { waiting: Waiting, #[pin] sleep: Option<tokio::time::Sleep> },
+        /// Decided; the store is committing the final record (`timed_out`, `released`).
+        Settling { settling: Settling, decision: Option<Decision> },
         Done,
     }
 }
@@ -85,6 +87,14 @@ impl std::future::Future for Confirm<'_> {
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         use std::task::Poll;
         let mut this = self.project();
+        if let ConfirmStateProj::Settling { settling, decision } = this.state.as_mut().project() {
+            if settling.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let d = decision.take().expect("`Confirm` polled after completion");
+            this.state.set(ConfirmState::Done);
+            return Poll::Ready(Ok(d));
+        }
         if let ConfirmStateProj::Start { tool, call } = this.state.as_mut().project() {
             let (tool, call) = (tool.take(), call.take().expect("`Confirm` polled after completion"));
             let prepared = match tool {
@@ -124,13 +134,17 @@ impl std::future::Future for Confirm<'_> {
         let ConfirmStateProj::Waiting { waiting: w, mut sleep } = this.state.as_mut().project() else {
             panic!("`Confirm` polled after completion");
         };
+        let mut settling = None;
         let resolution = match std::pin::Pin::new(&mut w.rx).poll(cx) {
             Poll::Ready(Ok(res)) => res,
             // The sender is only ever dropped after sending; fail safe regardless.
             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
             Poll::Pending => match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
                 Some(Poll::Ready(())) => match this.gate.time_out(w.id) {
-                    TimeOut::Now(r) => r,
+                    TimeOut::Now(r, s) => {
+                        settling = s;
+                        r
+                    }
                     // A shared store's clock is behind ours: wait until its deadline.
                     TimeOut::RetryIn(d) => {
                         sleep.set(Some(tokio::time::sleep(d)));
@@ -157,20 +171,26 @@ impl std::future::Future for Confirm<'_> {
             },
         };
         let (id, timeout_ms) = (w.id, w.timeout_ms);
-        // Resolved: leaving the Waiting state disarms the cancel-on-drop.
-        this.state.set(ConfirmState::Done);
-        Poll::Ready(Ok(match resolution {
+        let decision = match resolution {
             Resolution::Approved { arguments, edited, scope, responder } => {
-                if *this.hand_off
-                    && let Err(e) = this.gate.inner.store.transition(&id, StateChange::to(RecordState::Released))
-                {
-                    eprintln!("signoff: could not record request {id} as released: {e}");
+                if *this.hand_off {
+                    settling = this.gate.record_final(id, RecordState::Released);
                 }
                 Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
             }
             Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },
             Resolution::TimedOut => Decision::TimedOut { request_id: id, timeout_ms },
             Resolution::Cancelled(reason) => Decision::Cancelled { request_id: Some(id), reason },
-        }))
+        };
+        // Resolved: leaving the Waiting state disarms the cancel-on-drop.
+        if let Some(mut s) = settling
+            && s.as_mut().poll(cx).is_pending()
+        {
+            // What the call returns is what the store says: wait for its final record.
+            this.state.set(ConfirmState::Settling { settling: s, decision: Some(decision) });
+            return Poll::Pending;
+        }
+        this.state.set(ConfirmState::Done);
+        Poll::Ready(Ok(decision))
     }
 }

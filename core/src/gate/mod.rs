@@ -71,13 +71,17 @@ pub(crate) struct Inserting {
 /// A published request and the receiving end of its decision.
 /// What a deadline that passed locally turned out to mean.
 enum TimeOut {
-    /// Timed out now, by this call.
-    Now(Resolution),
+    /// Timed out now, by this call; with the commit of its `timed_out` record when the store
+    /// takes it asynchronously (the call waits for it before it returns).
+    Now(Resolution, Option<Settling>),
     /// Someone else claimed the request and is about to send its resolution.
     Elsewhere,
     /// The store's clock says the deadline is still ahead: look again then.
     RetryIn(Duration),
 }
+
+/// The commit of a final record under way ([`Gate::record_final`]).
+pub(crate) type Settling = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 pub(crate) struct Waiting {
     id: Uuid,
@@ -477,19 +481,16 @@ impl Gate {
             return self.time_out_shared(id);
         }
         match self.claim(&id, Outcome::TimedOut) {
-            Some(w) => {
-                self.timed_out(w, false);
-                TimeOut::Now(Resolution::TimedOut)
-            }
+            Some(w) => TimeOut::Now(Resolution::TimedOut, self.timed_out(w, false)),
             None => TimeOut::Elsewhere,
         }
     }
 
     /// Publishes and records a claimed request's timeout (`recorded`: the store has it already).
     /// The caller hands the waiting call its resolution itself (see [`deliver_timeout`](Self::deliver_timeout)).
-    fn timed_out(&self, w: Waiter, recorded: bool) {
+    fn timed_out(&self, w: Waiter, recorded: bool) -> Option<Settling> {
         self.publish_timeout(&w);
-        self.finish_local(w, Resolution::TimedOut, now_ms(), recorded);
+        self.finish_local(w, Resolution::TimedOut, now_ms(), recorded)
     }
 
     /// [`timed_out`](Self::timed_out) for a call that waits elsewhere: the resolution goes
@@ -560,8 +561,10 @@ impl Gate {
     }
 
     /// Publishes the resolved event, records the outcome and forgets the request. Called by
-    /// whoever removed the waiter from the map: exactly once per request.
-    fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64, recorded: bool) {
+    /// whoever removed the waiter from the map: exactly once per request. Returns the commit of
+    /// a `timed_out` / `cancelled` record that the store makes asynchronously (see
+    /// [`record_final`](Self::record_final)).
+    fn finish_local(&self, w: Waiter, res: Resolution, at_ms: u64, recorded: bool) -> Option<Settling> {
         // Approvals and denials were recorded by `apply` before the waiter learned of them.
         let state = match &res {
             _ if recorded => None,
@@ -569,11 +572,7 @@ impl Gate {
             Resolution::Cancelled(_) => Some(RecordState::Cancelled),
             _ => None,
         };
-        if let Some(state) = state
-            && let Err(e) = self.inner.store.transition(&w.request.id, StateChange::to(state))
-        {
-            eprintln!("signoff: could not record request {} as {}: {e}", w.request.id, state.as_str());
-        }
+        let settling = state.and_then(|state| self.record_final(w.request.id, state));
         self.inner.store.remove(&w.request.id);
         let (outcome, cancel, responder, reason, scope, edited) = match &res {
             Resolution::Approved { edited, scope, responder, .. } => {
@@ -604,6 +603,41 @@ impl Gate {
                 at_ms,
             }))
         });
+        settling
+    }
+
+    /// Records a final state that nothing runs on: `timed_out`, `cancelled`, or `released` (an
+    /// approval handed to a `confirm` caller). Where a tokio runtime is current, a durable store
+    /// commits it without holding this thread (SQLite with `synchronous_full` on its writer
+    /// thread, PostgreSQL on its runtime), and the commit under way is returned: the call whose
+    /// poll got here awaits it before it returns (so what it returns is what the store says),
+    /// anyone else leaves it to the runtime ([`in_background`](Self::in_background)). A deadline
+    /// or a cancellation never waits for a disk sync inside a poll. A failure is reported on
+    /// stderr, as a failed record of these states always was (the call does not run either way;
+    /// a crash before the commit leaves the record `pending`, which recovery ends).
+    pub(super) fn record_final(&self, id: Uuid, state: RecordState) -> Option<Settling> {
+        let report = move |e: Error| eprintln!("signoff: could not record request {id} as {}: {e}", state.as_str());
+        if self.inner.store.is_durable() && tokio::runtime::Handle::try_current().is_ok() {
+            // Every store starts the change when asked; the future only learns how it ended.
+            let stored = self.inner.store.transition_async(id, crate::store::OwnedStateChange::to(state));
+            return Some(Box::pin(async move {
+                if let Err(e) = stored.await {
+                    report(e);
+                }
+            }));
+        }
+        if let Err(e) = self.inner.store.transition(&id, StateChange::to(state)) {
+            report(e);
+        }
+        None
+    }
+
+    /// Lets a commit from [`record_final`](Self::record_final) finish on the runtime that was
+    /// current when it started (this thread's).
+    fn in_background(settling: Option<Settling>) {
+        if let Some(s) = settling {
+            drop(tokio::spawn(s));
+        }
     }
 
     /// Removes a waiter: the one point where a request is claimed by whoever resolves it. The
@@ -718,13 +752,14 @@ impl Gate {
                     Resolution::TimedOut => Outcome::TimedOut,
                     Resolution::Cancelled(_) => Outcome::Cancelled,
                 };
-                self.finish_local(shell, report, at_ms, recorded);
+                Self::in_background(self.finish_local(shell, report, at_ms, recorded));
                 o
             }
             Err(_) => {
                 // The waiting task is gone: whatever was recorded, the tool does not run.
                 let recorded = recorded && matches!(report, Resolution::Cancelled(_));
-                self.finish_local(shell, Resolution::Cancelled(CancelReason::Aborted), at_ms, recorded);
+                let aborted = Resolution::Cancelled(CancelReason::Aborted);
+                Self::in_background(self.finish_local(shell, aborted, at_ms, recorded));
                 Outcome::Cancelled
             }
         }

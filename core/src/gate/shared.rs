@@ -162,10 +162,7 @@ impl Gate {
         }
         match self.inner.store.transition(&id, StateChange::to(RecordState::TimedOut)) {
             Ok(()) => match self.claim(&id, Outcome::TimedOut) {
-                Some(w) => {
-                    self.timed_out(w, true);
-                    TimeOut::Now(Resolution::TimedOut)
-                }
+                Some(w) => TimeOut::Now(Resolution::TimedOut, self.timed_out(w, true)),
                 None => TimeOut::Elsewhere,
             },
             Err(e) => match self.inner.store.record(&id) {
@@ -183,10 +180,7 @@ impl Gate {
                     // The store cannot be read: the deadline passed here, so fail safe here.
                     eprintln!("signoff: request {id} timed out; the store could not record it: {e}");
                     match self.claim(&id, Outcome::TimedOut) {
-                        Some(w) => {
-                            self.timed_out(w, true);
-                            TimeOut::Now(Resolution::TimedOut)
-                        }
+                        Some(w) => TimeOut::Now(Resolution::TimedOut, self.timed_out(w, true)),
                         None => TimeOut::Elsewhere,
                     }
                 }
