@@ -270,23 +270,42 @@ pub(crate) struct RequestDataRef<'a> {
 
 impl<'a> RequestDataRef<'a> {
     pub(crate) fn of(r: &'a ConfirmationRequest) -> Self {
+        // Every field named, none skipped with `..`: a field the core adds does not compile
+        // here until it is given to JavaScript too.
+        let ConfirmationRequest {
+            id,
+            tool,
+            description,
+            arguments,
+            display_arguments,
+            prompt,
+            arguments_digest,
+            session_id,
+            tool_call_id,
+            editable,
+            reasons,
+            timeout_ms,
+            deadline_ms,
+            created_at_ms,
+            metadata,
+        } = r;
         RequestDataRef {
             kind: "confirmation-request",
-            id: &r.id,
-            tool: &r.tool,
-            description: &r.description,
-            arguments: &r.arguments,
-            display_arguments: &r.display_arguments,
-            prompt: &r.prompt,
-            arguments_digest: &r.arguments_digest,
-            session_id: &r.session_id,
-            tool_call_id: r.tool_call_id.as_deref(),
-            editable: r.editable,
-            reasons: &r.reasons,
-            timeout_ms: r.timeout_ms,
-            deadline_ms: r.deadline_ms,
-            created_at_ms: r.created_at_ms,
-            metadata: &r.metadata,
+            id,
+            tool,
+            description,
+            arguments,
+            display_arguments,
+            prompt,
+            arguments_digest,
+            session_id,
+            tool_call_id: tool_call_id.as_deref(),
+            editable: *editable,
+            reasons,
+            timeout_ms: *timeout_ms,
+            deadline_ms: *deadline_ms,
+            created_at_ms: *created_at_ms,
+            metadata,
         }
     }
 }

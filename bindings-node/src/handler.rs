@@ -204,19 +204,38 @@ struct RequestRest<'a> {
 
 impl<'a> RequestRest<'a> {
     fn of(r: &'a ConfirmationRequest) -> Self {
+        // Every field named, none skipped with `..`: a field the core adds does not compile
+        // here until listeners get it too (id, tool and arguments travel on their own).
+        let ConfirmationRequest {
+            id: _,
+            tool: _,
+            arguments: _,
+            description,
+            display_arguments,
+            prompt,
+            arguments_digest,
+            session_id,
+            tool_call_id,
+            editable,
+            reasons,
+            timeout_ms,
+            deadline_ms,
+            created_at_ms,
+            metadata,
+        } = r;
         RequestRest {
-            description: &r.description,
-            display_arguments: &r.display_arguments,
-            prompt: &r.prompt,
-            arguments_digest: &r.arguments_digest,
-            session_id: &r.session_id,
-            tool_call_id: r.tool_call_id.as_deref(),
-            editable: r.editable,
-            reasons: &r.reasons,
-            timeout_ms: r.timeout_ms,
-            deadline_ms: r.deadline_ms,
-            created_at_ms: r.created_at_ms,
-            metadata: &r.metadata,
+            description,
+            display_arguments,
+            prompt,
+            arguments_digest,
+            session_id,
+            tool_call_id: tool_call_id.as_deref(),
+            editable: *editable,
+            reasons,
+            timeout_ms: *timeout_ms,
+            deadline_ms: *deadline_ms,
+            created_at_ms: *created_at_ms,
+            metadata,
         }
     }
 }

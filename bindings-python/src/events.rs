@@ -176,6 +176,27 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
         self.inner.id.to_string()
     }
 });
+// Every field of the core's `ConfirmationRequest` has a getter above: a field the core adds does not
+// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
+const _: fn(&signoff::ConfirmationRequest) = |r| {
+    let signoff::ConfirmationRequest {
+        id: _,
+        tool: _,
+        description: _,
+        arguments: _,
+        display_arguments: _,
+        prompt: _,
+        arguments_digest: _,
+        session_id: _,
+        tool_call_id: _,
+        editable: _,
+        reasons: _,
+        timeout_ms: _,
+        deadline_ms: _,
+        created_at_ms: _,
+        metadata: _,
+    } = r;
+};
 
 /// A person's answer to a request, as published on the bus.
 #[pyclass(module = "signoff._native", frozen)]
@@ -231,6 +252,22 @@ event_class!(ConfirmationResponse, ConfirmationResponse, "confirmation-response"
         self.inner.at_ms
     }
 });
+// Every field of the core's `ConfirmationResponse` has a getter above: a field the core adds does not
+// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
+const _: fn(&signoff::ConfirmationResponse) = |r| {
+    let signoff::ConfirmationResponse {
+        id: _,
+        decision: _,
+        arguments: _,
+        scope: _,
+        reason: _,
+        responder: _,
+        tool: _,
+        arguments_digest: _,
+        session_id: _,
+        at_ms: _,
+    } = r;
+};
 
 /// A request's deadline passed with no answer (never reported as a person's denial).
 #[pyclass(module = "signoff._native", frozen)]
@@ -263,6 +300,11 @@ event_class!(ConfirmationTimeout, ConfirmationTimeout, "confirmation-timeout", {
         self.inner.at_ms
     }
 });
+// Every field of the core's `ConfirmationTimeout` has a getter above: a field the core adds does not
+// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
+const _: fn(&signoff::ConfirmationTimeout) = |r| {
+    let signoff::ConfirmationTimeout { id: _, tool: _, session_id: _, deadline_ms: _, at_ms: _ } = r;
+};
 
 /// The final event of every request: how it ended.
 #[pyclass(module = "signoff._native", frozen)]
@@ -318,6 +360,22 @@ event_class!(ConfirmationResolved, ConfirmationResolved, "confirmation-resolved"
         self.inner.at_ms
     }
 });
+// Every field of the core's `ConfirmationResolved` has a getter above: a field the core adds does not
+// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
+const _: fn(&signoff::ConfirmationResolved) = |r| {
+    let signoff::ConfirmationResolved {
+        id: _,
+        tool: _,
+        session_id: _,
+        outcome: _,
+        cancel_reason: _,
+        responder: _,
+        reason: _,
+        scope: _,
+        edited: _,
+        at_ms: _,
+    } = r;
+};
 
 /// Parses any event's stable JSON form (dict or JSON string) into its typed class.
 #[pyfunction]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import typing
 from typing import Any, List
 
 import pytest
@@ -15,6 +16,8 @@ from helpers import PATH_SCHEMA, Recorder, gate_with_tools, spec_by_name
 
 def test_every_core_error_kind_has_its_class() -> None:
     assert len(signoff.ERROR_KINDS) == 21
+    # The `ErrorKind` type names exactly the kinds the core has (the native list is generated).
+    assert set(typing.get_args(signoff.ErrorKind)) == set(signoff.ERROR_KINDS)
     assert issubclass(signoff.IoError, OSError) and signoff.IoError.kind == "io"
     assert set(signoff.ERROR_CLASSES) == set(signoff.ERROR_KINDS)
     for kind in signoff.ERROR_KINDS:
