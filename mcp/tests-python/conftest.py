@@ -125,7 +125,7 @@ def proxy(tmp_path, sandbox, children):
         if token_keys:
             config["token_keys"] = token_keys
         config.update(extra or {})
-        path = tmp_path / "proxy.json"
+        path = make.config
         path.write_text(json.dumps(config))
         kw = {"elicitation_callback": callback} if callback else {}
         if client_name:
@@ -150,9 +150,16 @@ def proxy(tmp_path, sandbox, children):
         return Client(make.url, mode=mode, **kw)
 
     make.audit = audit
+    make.config = tmp_path / "proxy.json"
+    make.records = lambda: audit_records(audit)
     make.url = None
     make.child = None
     return make
+
+
+def audit_records(path):
+    """The audit's records, oldest first (an audit not written yet has none)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def text(result):
