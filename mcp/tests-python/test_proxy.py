@@ -152,9 +152,7 @@ async def test_client_cancellation_denies(proxy, sandbox):
         d = await c.call_tool("fs__list_allowed_directories", {})
         assert not d.is_error
     assert not (sandbox / "a.txt").exists()
-    import json
-
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     decisions = [r.get("decision") for r in records if r.get("tool") == "fs__write_file"]
     assert "cancelled" in decisions and "approved" not in decisions, records
 
@@ -226,11 +224,9 @@ async def test_a_tampered_request_state_is_refused(proxy, sandbox):
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
-    import json
-
     async with proxy(mode, Person("deny", reason="no")) as c:
         await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     requests = [r for r in records if r.get("kind") == "request"]
     assert len(requests) == 1, records
     req = requests[0]
