@@ -4,7 +4,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from conftest import MODES, text
+from conftest import MODES, RawClient, text
 
 pytestmark = pytest.mark.anyio
 
@@ -244,51 +244,50 @@ async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
     assert outcome and outcome[0]["reason"] == "no", records
 
 
-def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox):
+def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox, children):
     """The 2025-06-18 era, spoken by hand over the proxy's stdio: the nested elicitation/create
     comes before the upstream is contacted; approving writes the file."""
-    import json
-    import subprocess
-
     proxy("legacy")  # writes the configuration
-    config = str(sandbox.parent / "proxy.json")
-    from conftest import SIGNOFF
+    c = RawClient(proxy.config, children)
+    assert c.init["result"]["protocolVersion"] == "2025-06-18"
+    target = sandbox / "0618.txt"
+    c.call_tool(2, "fs__write_file", {"path": str(target), "content": "x"})
+    asked = 0
+    while True:
+        m = c.receive()
+        if m.get("method") == "elicitation/create":
+            asked += 1
+            assert not target.exists(), "the upstream ran before the approval"
+            assert "decision" in m["params"]["requestedSchema"]["properties"]
+            c.send({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"decision": "approve"}}})
+        elif m.get("id") == 2:
+            result = m["result"]
+            break
+    assert asked == 1
+    assert not result.get("isError"), result
+    assert target.read_text() == "x"
+    c.go_away()
 
-    p = subprocess.Popen(
-        [SIGNOFF, "mcp-proxy", "--config", config],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        def send(m):
-            p.stdin.write(json.dumps(m) + "\n")
-            p.stdin.flush()
 
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "raw-0618", "version": "0"}}})
-        init = json.loads(p.stdout.readline())
-        assert init["result"]["protocolVersion"] == "2025-06-18"
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        target = sandbox / "0618.txt"
-        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {"name": "fs__write_file", "arguments": {"path": str(target), "content": "x"}}})
-        asked = 0
-        while True:
-            m = json.loads(p.stdout.readline())
-            if m.get("method") == "elicitation/create":
-                asked += 1
-                assert not target.exists(), "the upstream ran before the approval"
-                assert "decision" in m["params"]["requestedSchema"]["properties"]
-                send({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"decision": "approve"}}})
-            elif m.get("id") == 2:
-                result = m["result"]
-                break
-        assert asked == 1
-        assert not result.get("isError"), result
-        assert target.read_text() == "x"
-    finally:
-        p.stdin.close()
-        p.wait(10)
+def test_a_client_gone_while_asked_runs_nothing(proxy, sandbox, children):
+    """The client's transport goes away (its end of the proxy's stdin closes) while the proxy's
+    elicitation/create is outstanding: the proxy ends, the upstream never wrote, and the audit
+    closes the request as cancelled or failed, never approved or executed."""
+    proxy("legacy")
+    c = RawClient(proxy.config, children)
+    target = sandbox / "gone.txt"
+    c.call_tool(2, "fs__write_file", {"path": str(target), "content": "x"})
+    m = c.receive()
+    assert m.get("method") == "elicitation/create", m
+    c.go_away()
+    assert not target.exists()
+    records = proxy.records()
+    request = [r["request_id"] for r in records if r.get("kind") == "request" and r["tool"] == "fs__write_file"]
+    assert len(request) == 1, records
+    mine = [r for r in records if r.get("request_id") == request[0]]
+    decisions = [r.get("decision") for r in mine]
+    assert {"cancelled", "failed"} & set(decisions), mine
+    assert "approved" not in decisions and not [r for r in mine if r.get("kind") == "execution"], mine
 
 
 async def test_an_expired_request_state_is_refused(proxy, sandbox):
