@@ -186,12 +186,60 @@ def proxy(tmp_path, sandbox, children):
             return Client(transport, mode=mode, **kw)
         return Client(make.url, mode=mode, **kw)
 
+    async def record_where(predicate, timeout=15):
+        """The first audit record `predicate` accepts, polling the audit (written as it goes) until
+        one is there."""
+        import anyio
+
+        with anyio.fail_after(timeout):
+            while True:
+                try:
+                    found = [r for r in audit_records(audit) if predicate(r)]
+                except json.JSONDecodeError:  # a line being written
+                    found = []
+                if found:
+                    return found[0]
+                await anyio.sleep(0.05)
+
+    def upstream_pid(command):
+        """The PID of the proxy's upstream child started from `command` (the proxy is the process
+        running on this configuration; its children are read from /proc)."""
+        proxies = [pid for pid in pids() if {"mcp-proxy", str(make.config)} <= set(cmdline(pid))]
+        assert len(proxies) == 1, proxies
+        ups = [pid for pid in children_of(proxies[0]) if command in cmdline(pid)]
+        assert len(ups) == 1, (ups, [cmdline(p) for p in children_of(proxies[0])])
+        return ups[0]
+
     make.audit = audit
     make.config = tmp_path / "proxy.json"
     make.records = lambda: audit_records(audit)
+    make.record_where = record_where
+    make.upstream_pid = upstream_pid
     make.url = None
     make.child = None
     return make
+
+
+def pids():
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def cmdline(pid):
+    """A process's arguments (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def children_of(pid):
+    """The direct children of a process (/proc/<pid>/task/*/children, every thread's)."""
+    kids = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
 
 
 def audit_records(path):

@@ -1,10 +1,13 @@
 """signoff mcp-proxy over @modelcontextprotocol/server-filesystem, driven by the official Python SDK
 (mcp 2.3.0) in both protocol eras: the upstream is contacted only after an explicit approval."""
+import os
+import signal
+
 import anyio
 import mcp_types as types
 import pytest
 
-from conftest import MODES, RawClient, text
+from conftest import EVERYTHING, MODES, RawClient, text
 
 pytestmark = pytest.mark.anyio
 
@@ -329,3 +332,40 @@ async def test_a_client_the_gate_does_not_accept_as_approver_cannot_approve(prox
     assert r.is_error and "did not run" in text(r), text(r)
     assert len(person.asked) == 1
     assert not (sandbox / "a.txt").exists()
+
+
+SLOW = "ev__trigger-long-running-operation"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_upstream_killed_mid_call_gives_an_error_not_a_success(proxy, sandbox, mode):
+    """server-everything's slow tool (gated here by configuration) is approved and running when
+    its process is killed (SIGKILL, by PID): the client gets an error result, the audit an `error`
+    execution record, and the proxy stays up: it still lists tools, serves the other upstream,
+    and says clearly that this one cannot be reached."""
+    person = Person("approve")
+    outcome = {}
+    async with proxy(mode, person, everything=True, tools={SLOW: {"approval": "required"}}) as c:
+        async def call():
+            outcome["result"] = await c.call_tool(SLOW, {"duration": 8, "steps": 1})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            approved = await proxy.record_where(lambda r: r.get("tool") == SLOW and r.get("decision") == "approved")
+            await anyio.sleep(0.5)  # the approved call is forwarded at once; the tool then runs for 8 s
+            assert "result" not in outcome, "the slow tool ended before it was killed"
+            os.kill(proxy.upstream_pid(EVERYTHING), signal.SIGKILL)
+        r = outcome["result"]
+        assert r.is_error, text(r)
+        # It was delivered and then failed (not refused before sending).
+        assert "failed" in text(r) and "could not be reached" not in text(r), text(r)
+        tools = {t.name for t in (await c.list_tools()).tools}
+        assert "fs__write_file" in tools
+        d = await c.call_tool("fs__list_allowed_directories", {})
+        assert not d.is_error, text(d)
+        gone = await c.call_tool("ev__get-sum", {"a": 1, "b": 2})
+        assert gone.is_error and "upstream" in text(gone), text(gone)
+    assert len(person.asked) == 1
+    mine = [r for r in proxy.records() if r.get("request_id") == approved["request_id"]]
+    executions = [r for r in mine if r.get("kind") == "execution"]
+    assert [e.get("decision") for e in executions] == ["error"], mine
