@@ -172,8 +172,8 @@ async def test_timeout_denies(proxy, sandbox):
 APPROVE = {"signoff_approval": {"action": "accept", "content": {"decision": "approve"}}}
 
 
-async def first_round(c, args):
-    r = await c.session.call_tool("fs__write_file", args, allow_input_required=True)
+async def first_round(c, args, tool="fs__write_file"):
+    r = await c.session.call_tool(tool, args, allow_input_required=True)
     assert type(r).__name__ == "InputRequiredResult", r
     assert list(r.input_requests) == ["signoff_approval"]
     return r.request_state
