@@ -28,12 +28,12 @@ class Child:
     """A child process whose stderr (or stdout) is drained by a thread, line by line, so it never
     blocks; `wait_for` blocks until a line matches (no sleeps)."""
 
-    def __init__(self, argv, env=None, stream="stderr"):
+    def __init__(self, argv, env=None, stream="stderr", stdin=subprocess.DEVNULL):
         self.lines = []
         self._q = queue.Queue()
         out = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL} if stream == "stdout" else \
             {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
-        self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, text=True, **out)
+        self.p = subprocess.Popen(argv, stdin=stdin, env=env, text=True, **out)
         pipe = self.p.stdout if stream == "stdout" else self.p.stderr
         threading.Thread(target=self._drain, args=(pipe,), daemon=True).start()
 
@@ -43,10 +43,14 @@ class Child:
             self._q.put(line)
         self._q.put(None)
 
+    def next_line(self, timeout=60):
+        """The next line; None once the process closed the stream."""
+        return self._q.get(timeout=timeout)
+
     def wait_for(self, pattern, timeout=60):
         """The first match of `pattern` in a line still to come; None if the process ended first."""
         while True:
-            line = self._q.get(timeout=timeout)
+            line = self.next_line(timeout)
             if line is None:
                 return None
             m = re.search(pattern, line)
@@ -61,6 +65,39 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait(10)
+
+
+class RawClient:
+    """An MCP client spoken by hand (JSON-RPC lines over the proxy's stdio), for what the SDK does
+    not do: speak 2025-06-18, or go away in the middle of a call. Starts the proxy on `config` and
+    initializes with elicitation declared."""
+
+    def __init__(self, config, children, protocol="2025-06-18", name="raw-0618"):
+        self.child = Child([SIGNOFF, "mcp-proxy", "--config", str(config)], stream="stdout", stdin=subprocess.PIPE)
+        children.append(self.child)
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": protocol, "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": name, "version": "0"}}})
+        self.init = self.receive()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.child.p.stdin.write(json.dumps(message) + "\n")
+        self.child.p.stdin.flush()
+
+    def receive(self, timeout=30):
+        line = self.child.next_line(timeout)
+        assert line is not None, "the proxy closed its stdout"
+        return json.loads(line)
+
+    def call_tool(self, rpc_id, name, arguments):
+        self.send({"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments}})
+
+    def go_away(self, timeout=10):
+        """Closes the proxy's stdin (the client is gone); returns the proxy's exit code."""
+        self.child.p.stdin.close()
+        return self.child.p.wait(timeout)
 
 
 def free_port():
@@ -125,7 +162,7 @@ def proxy(tmp_path, sandbox, children):
         if token_keys:
             config["token_keys"] = token_keys
         config.update(extra or {})
-        path = tmp_path / "proxy.json"
+        path = make.config
         path.write_text(json.dumps(config))
         kw = {"elicitation_callback": callback} if callback else {}
         if client_name:
@@ -149,10 +186,65 @@ def proxy(tmp_path, sandbox, children):
             return Client(transport, mode=mode, **kw)
         return Client(make.url, mode=mode, **kw)
 
+    async def record_where(predicate, timeout=15):
+        """The first audit record `predicate` accepts, polling the audit (written as it goes) until
+        one is there."""
+        import anyio
+
+        with anyio.fail_after(timeout):
+            while True:
+                try:
+                    found = [r for r in audit_records(audit) if predicate(r)]
+                except json.JSONDecodeError:  # a line being written
+                    found = []
+                if found:
+                    return found[0]
+                await anyio.sleep(0.05)
+
+    def upstream_pid(command):
+        """The PID of the proxy's upstream child started from `command` (the proxy is the process
+        running on this configuration; its children are read from /proc)."""
+        proxies = [pid for pid in pids() if {"mcp-proxy", str(make.config)} <= set(cmdline(pid))]
+        assert len(proxies) == 1, proxies
+        ups = [pid for pid in children_of(proxies[0]) if command in cmdline(pid)]
+        assert len(ups) == 1, (ups, [cmdline(p) for p in children_of(proxies[0])])
+        return ups[0]
+
     make.audit = audit
+    make.config = tmp_path / "proxy.json"
+    make.records = lambda: audit_records(audit)
+    make.record_where = record_where
+    make.upstream_pid = upstream_pid
     make.url = None
     make.child = None
     return make
+
+
+def pids():
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def cmdline(pid):
+    """A process's arguments (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def children_of(pid):
+    """The direct children of a process (/proc/<pid>/task/*/children, every thread's)."""
+    kids = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
+
+
+def audit_records(path):
+    """The audit's records, oldest first (an audit not written yet has none)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def text(result):

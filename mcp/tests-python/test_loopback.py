@@ -1,7 +1,6 @@
 """Loopback de-duplication: an agent whose own signoff gate already had a call approved sends an
 approval marker in the call's `_meta`; the proxy (same token keys) runs it without asking again,
 once. A missing, forged, reused or mismatched marker means the person is asked as usual."""
-import json
 
 import anyio
 import pytest
@@ -59,7 +58,7 @@ async def test_a_call_approved_in_process_is_not_asked_again(proxy, sandbox, age
     assert not r.is_error, text(r)
     assert (sandbox / "a.txt").read_text() == "hello"
     assert agent.asked == 1 and person.asked == []
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     assert any(r.get("decision") == "marker-accepted" and r.get("responder") == "alice" for r in records)
     approved = [r for r in records if r.get("kind") == "outcome" and r.get("decision") == "approved"]
     assert approved and approved[0]["responder"] == "alice", records
@@ -109,7 +108,7 @@ async def test_two_racing_calls_with_one_marker_run_once_and_ask_once(proxy, san
             tg.start_soon(call)
     assert sorted(r.is_error for r in results) == [False, True], [text(r) for r in results]
     assert len(person.asked) == 1
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     executed = [r for r in records if r.get("kind") == "execution" and r.get("tool") == "fs__write_file"]
     assert len(executed) == 1, records
 

@@ -1,10 +1,13 @@
 """signoff mcp-proxy over @modelcontextprotocol/server-filesystem, driven by the official Python SDK
 (mcp 2.3.0) in both protocol eras: the upstream is contacted only after an explicit approval."""
+import os
+import signal
+
 import anyio
 import mcp_types as types
 import pytest
 
-from conftest import MODES, text
+from conftest import EVERYTHING, MODES, RawClient, text
 
 pytestmark = pytest.mark.anyio
 
@@ -69,6 +72,31 @@ async def test_decline_denies(proxy, sandbox, mode):
     assert not (sandbox / "a.txt").exists()
 
 
+# Product bug (mcp/src/gate.rs, `retry`): a 2026-07-28 retry whose inputResponses say `cancel` is
+# answered with TokenResponse::deny, so the audit records `deny` / `denied`, not `cancelled` as in the
+# legacy era and as mcp/README.md says. Strict: this passes once the gate cancels the request.
+CANCEL_IS_DENIED_IN_2026 = pytest.mark.xfail(
+    strict=True, reason="product bug: a 2026-07-28 form `cancel` is audited as denied, not cancelled")
+
+
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=CANCEL_IS_DENIED_IN_2026) if m == "2026-07-28" else m
+                                  for m in MODES])
+async def test_cancel_cancels_the_request(proxy, sandbox, mode):
+    # The person dismisses the form (`action: cancel`): in the legacy era the answer to the
+    # nested elicitation/create, in 2026-07-28 the retry's inputResponses.
+    person = Person(action="cancel")
+    async with proxy(mode, person) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert len(person.asked) == 1
+    assert not (sandbox / "a.txt").exists()
+    records = proxy.records()
+    request = [r["request_id"] for r in records if r.get("kind") == "request" and r["tool"] == "fs__write_file"]
+    assert len(request) == 1, records
+    decisions = [r.get("decision") for r in records if r.get("request_id") == request[0]]
+    assert "cancelled" in decisions and "approved" not in decisions, records
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_client_without_elicitation_is_told_approval_is_pending_elsewhere(proxy, sandbox, mode):
     async with proxy(mode) as c:
@@ -127,9 +155,7 @@ async def test_client_cancellation_denies(proxy, sandbox):
         d = await c.call_tool("fs__list_allowed_directories", {})
         assert not d.is_error
     assert not (sandbox / "a.txt").exists()
-    import json
-
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     decisions = [r.get("decision") for r in records if r.get("tool") == "fs__write_file"]
     assert "cancelled" in decisions and "approved" not in decisions, records
 
@@ -146,8 +172,8 @@ async def test_timeout_denies(proxy, sandbox):
 APPROVE = {"signoff_approval": {"action": "accept", "content": {"decision": "approve"}}}
 
 
-async def first_round(c, args):
-    r = await c.session.call_tool("fs__write_file", args, allow_input_required=True)
+async def first_round(c, args, tool="fs__write_file"):
+    r = await c.session.call_tool(tool, args, allow_input_required=True)
     assert type(r).__name__ == "InputRequiredResult", r
     assert list(r.input_requests) == ["signoff_approval"]
     return r.request_state
@@ -201,11 +227,9 @@ async def test_a_tampered_request_state_is_refused(proxy, sandbox):
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
-    import json
-
     async with proxy(mode, Person("deny", reason="no")) as c:
         await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     requests = [r for r in records if r.get("kind") == "request"]
     assert len(requests) == 1, records
     req = requests[0]
@@ -223,51 +247,50 @@ async def test_the_audit_records_the_client_and_its_era(proxy, sandbox, mode):
     assert outcome and outcome[0]["reason"] == "no", records
 
 
-def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox):
+def test_a_hand_rolled_2025_06_18_client_is_asked_by_elicitation(proxy, sandbox, children):
     """The 2025-06-18 era, spoken by hand over the proxy's stdio: the nested elicitation/create
     comes before the upstream is contacted; approving writes the file."""
-    import json
-    import subprocess
-
     proxy("legacy")  # writes the configuration
-    config = str(sandbox.parent / "proxy.json")
-    from conftest import SIGNOFF
+    c = RawClient(proxy.config, children)
+    assert c.init["result"]["protocolVersion"] == "2025-06-18"
+    target = sandbox / "0618.txt"
+    c.call_tool(2, "fs__write_file", {"path": str(target), "content": "x"})
+    asked = 0
+    while True:
+        m = c.receive()
+        if m.get("method") == "elicitation/create":
+            asked += 1
+            assert not target.exists(), "the upstream ran before the approval"
+            assert "decision" in m["params"]["requestedSchema"]["properties"]
+            c.send({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"decision": "approve"}}})
+        elif m.get("id") == 2:
+            result = m["result"]
+            break
+    assert asked == 1
+    assert not result.get("isError"), result
+    assert target.read_text() == "x"
+    c.go_away()
 
-    p = subprocess.Popen(
-        [SIGNOFF, "mcp-proxy", "--config", config],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        def send(m):
-            p.stdin.write(json.dumps(m) + "\n")
-            p.stdin.flush()
 
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "raw-0618", "version": "0"}}})
-        init = json.loads(p.stdout.readline())
-        assert init["result"]["protocolVersion"] == "2025-06-18"
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        target = sandbox / "0618.txt"
-        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {"name": "fs__write_file", "arguments": {"path": str(target), "content": "x"}}})
-        asked = 0
-        while True:
-            m = json.loads(p.stdout.readline())
-            if m.get("method") == "elicitation/create":
-                asked += 1
-                assert not target.exists(), "the upstream ran before the approval"
-                assert "decision" in m["params"]["requestedSchema"]["properties"]
-                send({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"decision": "approve"}}})
-            elif m.get("id") == 2:
-                result = m["result"]
-                break
-        assert asked == 1
-        assert not result.get("isError"), result
-        assert target.read_text() == "x"
-    finally:
-        p.stdin.close()
-        p.wait(10)
+def test_a_client_gone_while_asked_runs_nothing(proxy, sandbox, children):
+    """The client's transport goes away (its end of the proxy's stdin closes) while the proxy's
+    elicitation/create is outstanding: the proxy ends, the upstream never wrote, and the audit
+    closes the request as cancelled or failed, never approved or executed."""
+    proxy("legacy")
+    c = RawClient(proxy.config, children)
+    target = sandbox / "gone.txt"
+    c.call_tool(2, "fs__write_file", {"path": str(target), "content": "x"})
+    m = c.receive()
+    assert m.get("method") == "elicitation/create", m
+    c.go_away()
+    assert not target.exists()
+    records = proxy.records()
+    request = [r["request_id"] for r in records if r.get("kind") == "request" and r["tool"] == "fs__write_file"]
+    assert len(request) == 1, records
+    mine = [r for r in records if r.get("request_id") == request[0]]
+    decisions = [r.get("decision") for r in mine]
+    assert {"cancelled", "failed"} & set(decisions), mine
+    assert "approved" not in decisions and not [r for r in mine if r.get("kind") == "execution"], mine
 
 
 async def test_an_expired_request_state_is_refused(proxy, sandbox):
@@ -309,3 +332,40 @@ async def test_a_client_the_gate_does_not_accept_as_approver_cannot_approve(prox
     assert r.is_error and "did not run" in text(r), text(r)
     assert len(person.asked) == 1
     assert not (sandbox / "a.txt").exists()
+
+
+SLOW = "ev__trigger-long-running-operation"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_upstream_killed_mid_call_gives_an_error_not_a_success(proxy, sandbox, mode):
+    """server-everything's slow tool (gated here by configuration) is approved and running when
+    its process is killed (SIGKILL, by PID): the client gets an error result, the audit an `error`
+    execution record, and the proxy stays up: it still lists tools, serves the other upstream,
+    and says clearly that this one cannot be reached."""
+    person = Person("approve")
+    outcome = {}
+    async with proxy(mode, person, everything=True, tools={SLOW: {"approval": "required"}}) as c:
+        async def call():
+            outcome["result"] = await c.call_tool(SLOW, {"duration": 8, "steps": 1})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            approved = await proxy.record_where(lambda r: r.get("tool") == SLOW and r.get("decision") == "approved")
+            await anyio.sleep(0.5)  # the approved call is forwarded at once; the tool then runs for 8 s
+            assert "result" not in outcome, "the slow tool ended before it was killed"
+            os.kill(proxy.upstream_pid(EVERYTHING), signal.SIGKILL)
+        r = outcome["result"]
+        assert r.is_error, text(r)
+        # It was delivered and then failed (not refused before sending).
+        assert "failed" in text(r) and "could not be reached" not in text(r), text(r)
+        tools = {t.name for t in (await c.list_tools()).tools}
+        assert "fs__write_file" in tools
+        d = await c.call_tool("fs__list_allowed_directories", {})
+        assert not d.is_error, text(d)
+        gone = await c.call_tool("ev__get-sum", {"a": 1, "b": 2})
+        assert gone.is_error and "upstream" in text(gone), text(gone)
+    assert len(person.asked) == 1
+    mine = [r for r in proxy.records() if r.get("request_id") == approved["request_id"]]
+    executions = [r for r in mine if r.get("kind") == "execution"]
+    assert [e.get("decision") for e in executions] == ["error"], mine

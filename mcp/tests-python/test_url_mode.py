@@ -129,7 +129,7 @@ async def test_approved_on_the_page_runs_the_call(proxy, sandbox, mode):
     url = person.asked[0].url
     assert re.match(r"^http://127\.0\.0\.1:\d+/#request-[0-9a-f-]{36}$", url), url
     assert "fs__write_file" in person.asked[0].message
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     approved = [r for r in records if r.get("kind") == "outcome" and r.get("decision") == "approved"]
     assert approved and approved[0]["responder"] == "alice", records
 
@@ -149,7 +149,7 @@ async def test_a_refused_url_cancels_the_request(proxy, sandbox, mode, action):
         r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
     assert r.is_error and "did not run" in text(r), text(r)
     assert not (sandbox / "a.txt").exists()
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     assert any(r.get("kind") == "outcome" and r.get("decision") == "cancelled" for r in records), records
 
 
@@ -211,7 +211,7 @@ async def test_arguments_edited_on_the_page_are_what_runs(proxy, sandbox, mode):
         r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
     assert not r.is_error, text(r)
     assert (sandbox / "a.txt").read_text() == "edited on the page"
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     responses = [r for r in records if r.get("kind") == "response" and r.get("edited_arguments")]
     assert responses and responses[0]["edited_arguments"] == edited, records
 
@@ -236,7 +236,7 @@ async def test_a_client_that_gives_up_after_opening_the_page_cancels_the_request
         page = Page(person.asked[0].url)
         await gone_from(page)
     assert not (sandbox / "a.txt").exists()
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     assert any(r.get("kind") == "outcome" and r.get("decision") == "cancelled" for r in records), records
 
 
@@ -329,7 +329,7 @@ async def test_2026_approved_on_the_console_between_the_rounds_runs_only_on_an_a
         assert replay.is_error and "refused" in text(replay), text(replay)
         await anyio.sleep(0.3)
     assert not (sandbox / "a.txt").exists()
-    records = [json.loads(line) for line in proxy.audit.read_text().splitlines()]
+    records = proxy.records()
     runs = [r for r in records if r.get("kind") == "execution" and r.get("tool") == "fs__write_file"]
     assert len(runs) == 1, records
     if client_answer == "accept":
