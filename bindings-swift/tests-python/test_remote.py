@@ -522,6 +522,41 @@ async def test_records_and_recover_rules(tmp_path):
     again.close()
 
 
+@async_test
+async def test_a_gate_released_without_close_releases_its_database(tmp_path):
+    """A gate the app lets go of without close() (with everything it handed out: a handler
+    registration, a subscription, finished calls) stops its threads and unlocks its database: a
+    new gate opens the same file, and the audit it wrote verifies. (A call still waiting holds its
+    gate, as in the core: release or cancel it too.) The last reference may go on a worker
+    thread a moment later, so opening is retried for up to 2 s."""
+    import gc
+    import threading
+
+    db, audit = str(tmp_path / "signoff.db"), str(tmp_path / "audit.jsonl")
+
+    async def reopen():
+        for _ in range(200):
+            try:
+                return remote_gate(store_path=db, audit_path=audit)
+            except so.SignoffError.Store:
+                await asyncio.sleep(0.01)
+        pytest.fail("the database stayed locked after its gate was released")
+
+    threads = threading.active_count()
+    for round in range(3):
+        gate = await reopen()
+        registration = gate.on_request(Approve())
+        subscription = gate.subscribe()
+        assert (await gate.execute_cancellable(call(f"/tmp/{round}")).wait()).status == so.ToolStatus.EXECUTED
+        with pytest.raises(so.SignoffError.Store):
+            so.Gate.open(config=so.GateConfig(store_path=db))  # one gate per database
+        del gate, registration, subscription  # no close()
+        gc.collect()
+    (await reopen()).close()
+    assert so.verify_audit_chain(path=audit, store_path=db).problem is None
+    assert threading.active_count() <= threads + 1
+
+
 # --------------------------------------------------------------------------------------------
 # recovery after a killed process (a child process over the same generated bindings)
 
