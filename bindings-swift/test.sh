@@ -30,6 +30,8 @@ echo "==> [1/3] building libsignoff_ffi and uniffi-bindgen"
 # Two invocations so the library never gets uniffi's `cli` feature unified into it.
 "$cargo" build --locked -q -p signoff-swift
 "$cargo" build --locked -q -p signoff-uniffi-bindgen
+# The crate's own checks (e.g. the GateConfig record has every option the core reads).
+"$cargo" test --locked -q -p signoff-swift --lib
 [ -f "$lib" ] || { echo "test.sh: $lib was not built" >&2; exit 1; }
 
 generate() { # language outdir

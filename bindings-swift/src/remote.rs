@@ -234,6 +234,10 @@ pub struct GateConfig {
     /// letters, digits or underscores). Default: the connection's search path.
     #[uniffi(default = None)]
     pub store_schema: Option<String>,
+    /// With `storeUrl`: keep the audit chain in the same PostgreSQL database (table
+    /// `signoff_audit`, one chain for every process); not with `auditPath`.
+    #[uniffi(default = false)]
+    pub audit_in_store: bool,
     /// Append every request, answer, outcome and execution to this hash-chained JSON Lines file
     /// (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
     /// chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
@@ -252,32 +256,61 @@ pub struct GateConfig {
 }
 
 impl GateConfig {
+    /// The options in their JSON form with Swift's (camelCase) names. Every field is named (no
+    /// `..`), so a field added to the record does not compile until it is passed on; the test
+    /// below checks that the record has every option the core reads.
+    fn options(self) -> serde_json::Value {
+        let GateConfig {
+            default_timeout_ms,
+            keywords,
+            deny_when_unobserved,
+            dangerously_disable_gating,
+            bus_capacity,
+            remember_resolved,
+            allowed_responders,
+            approvers,
+            forbid_self_approval,
+            store_path,
+            synchronous_full,
+            store_url,
+            store_owner,
+            store_schema,
+            audit_in_store,
+            audit_path,
+            audit_rotate_bytes,
+            token_keys,
+            token_ttl_ms,
+        } = self;
+        serde_json::json!({
+            "defaultTimeoutMs": default_timeout_ms,
+            "keywords": keywords,
+            "denyWhenUnobserved": deny_when_unobserved,
+            "dangerouslyDisableGating": dangerously_disable_gating,
+            "busCapacity": bus_capacity,
+            "rememberResolved": remember_resolved,
+            "allowedResponders": allowed_responders,
+            "approvers": approvers,
+            "forbidSelfApproval": forbid_self_approval,
+            "storePath": store_path,
+            "synchronousFull": synchronous_full,
+            "storeUrl": store_url,
+            "storeOwner": store_owner,
+            "storeSchema": store_schema,
+            "auditInStore": audit_in_store,
+            "auditPath": audit_path,
+            "auditRotateBytes": audit_rotate_bytes,
+            "tokenKeys": token_keys,
+            "tokenTtlMs": token_ttl_ms,
+        })
+    }
+
     /// The core's configuration: the options read from their JSON form with Swift's (camelCase)
     /// names, the `keys` object added, then the rules between options checked, all by the core.
     fn into_core(self, keys: Option<Arc<TokenKeys>>) -> Result<core::GateConfig, SignoffError> {
         if keys.is_some() && self.token_keys.is_some() {
             return Err(config("token keys given twice: `tokenKeys` in the configuration and `keys`"));
         }
-        let v = serde_json::json!({
-            "defaultTimeoutMs": self.default_timeout_ms,
-            "keywords": self.keywords,
-            "denyWhenUnobserved": self.deny_when_unobserved,
-            "dangerouslyDisableGating": self.dangerously_disable_gating,
-            "busCapacity": self.bus_capacity,
-            "rememberResolved": self.remember_resolved,
-            "allowedResponders": self.allowed_responders,
-            "approvers": self.approvers,
-            "forbidSelfApproval": self.forbid_self_approval,
-            "storePath": self.store_path,
-            "synchronousFull": self.synchronous_full,
-            "storeUrl": self.store_url,
-            "storeOwner": self.store_owner,
-            "storeSchema": self.store_schema,
-            "auditPath": self.audit_path,
-            "auditRotateBytes": self.audit_rotate_bytes,
-            "tokenKeys": self.token_keys,
-            "tokenTtlMs": self.token_ttl_ms,
-        });
+        let v = self.options();
         let mut c = core::GateConfig::read_json(&v, core::Naming::Camel)?;
         if let Some(k) = keys {
             c.token_keys = Some(k.inner.clone());
@@ -642,4 +675,38 @@ fn token_response(
         scope: scope.unwrap_or_default(),
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GateConfig;
+
+    #[test]
+    fn the_record_has_every_option_the_core_reads() {
+        let config = GateConfig {
+            default_timeout_ms: None,
+            keywords: None,
+            deny_when_unobserved: true,
+            dangerously_disable_gating: false,
+            bus_capacity: None,
+            remember_resolved: None,
+            allowed_responders: None,
+            approvers: None,
+            forbid_self_approval: false,
+            store_path: None,
+            synchronous_full: false,
+            store_url: None,
+            store_owner: None,
+            store_schema: None,
+            audit_in_store: false,
+            audit_path: None,
+            audit_rotate_bytes: None,
+            token_keys: None,
+            token_ttl_ms: None,
+        };
+        let passed: Vec<String> = config.options().as_object().unwrap().keys().cloned().collect();
+        let mut core: Vec<String> = signoff::GateConfig::option_names(signoff::Naming::Camel).collect();
+        core.sort();
+        assert_eq!(passed, core, "Swift's GateConfig passes exactly the core's options");
+    }
 }

@@ -371,6 +371,8 @@ def test_the_configuration_is_checked_by_the_core_in_swifts_names(tmp_path):
         (dict(audit_rotate_bytes=4096), "auditRotateBytes"),
         (dict(audit_path=str(tmp_path / "a.jsonl"), audit_rotate_bytes=0), "auditRotateBytes"),
         (dict(synchronous_full=True), "synchronousFull"),
+        (dict(audit_in_store=True), "auditInStore"),
+        (dict(audit_in_store=True, store_path=str(tmp_path / "x.db")), "auditInStore"),
         (dict(bus_capacity=0), "busCapacity"),
         (dict(bus_capacity=10**9), "busCapacity"),
         (dict(default_timeout_ms=0), "defaultTimeoutMs"),

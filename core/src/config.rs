@@ -191,6 +191,13 @@ impl GateConfig {
         Ok(c)
     }
 
+    /// Every option's name in `naming`, in a fixed order: what a binding that spells the options
+    /// out (Swift's `GateConfig` record) checks itself against, so an option added here is not
+    /// silently missing there.
+    pub fn option_names(naming: Naming) -> impl Iterator<Item = String> {
+        OPTIONS.iter().map(move |(name, _)| naming.name(name))
+    }
+
     /// [`from_json`](Self::from_json) without the rules between options, for a binding that
     /// adds fields the JSON cannot carry (a `TokenKeys` or an `Approvers` object with a callback)
     /// and then calls [`validate`](Self::validate) itself.

@@ -4657,6 +4657,11 @@ public struct GateConfig: Equatable, Hashable {
      */
     public var storeSchema: String?
     /**
+     * With `storeUrl`: keep the audit chain in the same PostgreSQL database (table
+     * `signoff_audit`, one chain for every process); not with `auditPath`.
+     */
+    public var auditInStore: Bool
+    /**
      * Append every request, answer, outcome and execution to this hash-chained JSON Lines file
      * (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
      * chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
@@ -4736,6 +4741,10 @@ public struct GateConfig: Equatable, Hashable {
          * letters, digits or underscores). Default: the connection's search path.
          */storeSchema: String? = nil, 
         /**
+         * With `storeUrl`: keep the audit chain in the same PostgreSQL database (table
+         * `signoff_audit`, one chain for every process); not with `auditPath`.
+         */auditInStore: Bool = false, 
+        /**
          * Append every request, answer, outcome and execution to this hash-chained JSON Lines file
          * (the core's `JsonlAuditSink`; `io` when it cannot be opened). With `storePath` too, the
          * chain's head is anchored in the store (`verifyAuditChain(path:storePath:)`).
@@ -4764,6 +4773,7 @@ public struct GateConfig: Equatable, Hashable {
         self.storeUrl = storeUrl
         self.storeOwner = storeOwner
         self.storeSchema = storeSchema
+        self.auditInStore = auditInStore
         self.auditPath = auditPath
         self.auditRotateBytes = auditRotateBytes
         self.tokenKeys = tokenKeys
@@ -4800,6 +4810,7 @@ public struct FfiConverterTypeGateConfig: FfiConverterRustBuffer {
                 storeUrl: FfiConverterOptionString.read(from: &buf), 
                 storeOwner: FfiConverterOptionString.read(from: &buf), 
                 storeSchema: FfiConverterOptionString.read(from: &buf), 
+                auditInStore: FfiConverterBool.read(from: &buf), 
                 auditPath: FfiConverterOptionString.read(from: &buf), 
                 auditRotateBytes: FfiConverterOptionUInt64.read(from: &buf), 
                 tokenKeys: FfiConverterOptionString.read(from: &buf), 
@@ -4822,6 +4833,7 @@ public struct FfiConverterTypeGateConfig: FfiConverterRustBuffer {
         FfiConverterOptionString.write(value.storeUrl, into: &buf)
         FfiConverterOptionString.write(value.storeOwner, into: &buf)
         FfiConverterOptionString.write(value.storeSchema, into: &buf)
+        FfiConverterBool.write(value.auditInStore, into: &buf)
         FfiConverterOptionString.write(value.auditPath, into: &buf)
         FfiConverterOptionUInt64.write(value.auditRotateBytes, into: &buf)
         FfiConverterOptionString.write(value.tokenKeys, into: &buf)
