@@ -32,6 +32,14 @@ pub const INPUT_KEY: &str = "signoff_approval";
 /// The metadata key that routes a gate request back to the MCP call that made it.
 const ROUTE_KEY: &str = "signoff_mcp_route";
 
+/// A deferred call's end when it was approved but no retry came before the deadline (its
+/// executor's error: the upstream was not contacted).
+const NOT_RETRIED: &str = "approved, but the call was not retried before its deadline: the upstream was not contacted";
+
+/// A deferred call's end when it was approved but released without an agreeing retry.
+const RELEASED: &str = "approved, but released without an agreeing retry (the client declined, or the tool's \
+                        definition changed): the upstream was not contacted";
+
 /// An upstream server's client: a name (its tools' namespace) and a running rmcp client.
 pub struct Upstream {
     /// The namespace of its tools (`<name>__<tool>`).
@@ -403,12 +411,12 @@ impl McpGate {
         let mut task = tokio::spawn(async move { gate.execute(call).await });
         let p = tokio::select! {
             p = rx => p,
-            r = &mut task => return Err(r.unwrap_or_else(|e| panicked(name, e))),
+            r = &mut task => return Err(ended(name, r)),
         };
         drop(route);
         match p {
             Ok(p) => Ok((task, p, go)),
-            Err(_) => Err(task.await.unwrap_or_else(|e| panicked(name, e))),
+            Err(_) => Err(ended(name, task.await)),
         }
     }
 
@@ -480,7 +488,7 @@ impl McpGate {
             Ok(t) => t,
             Err(e) => {
                 p.fail(&format!("could not issue an approval token: {e}"));
-                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+                return finish(ended(name, task.await));
             }
         };
         let ad = associated_data(&who.principal, t, &req.arguments_digest);
@@ -493,7 +501,7 @@ impl McpGate {
             Ok(s) => s,
             Err(e) => {
                 p.fail(&format!("could not seal the request state: {e}"));
-                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+                return finish(ended(name, task.await));
             }
         };
         {
@@ -567,7 +575,7 @@ impl McpGate {
                 if let Some(go) = p.go.take() {
                     let _ = go.send(());
                 }
-                finish(p.task.await.unwrap_or_else(|e| panicked(name, e)))
+                finish(ended(name, p.task.await))
             }
             None => refused(name, "the approval was recorded, but this proxy is not holding the call"),
         }
@@ -648,7 +656,7 @@ impl McpGate {
             Ok(s) => s,
             Err(e) => {
                 p.fail(&format!("could not seal the request state: {e}"));
-                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+                return finish(ended(name, task.await));
             }
         };
         {
@@ -686,12 +694,12 @@ impl McpGate {
             self.inner.gate.cancel_request(&request);
         }
         tokio::select! {
-            r = &mut parked.task => finish(r.unwrap_or_else(|e| panicked(name, e))),
+            r = &mut parked.task => finish(ended(name, r)),
             _ = ct.cancelled() => {
                 // The client gave up while the page had not decided: nothing runs. (Approved and
                 // started already, the tool finishes, as any started call does.)
                 self.inner.gate.cancel_request(&request);
-                finish(parked.task.await.unwrap_or_else(|e| panicked(name, e)))
+                finish(ended(name, parked.task.await))
             }
         }
     }
@@ -721,7 +729,7 @@ impl McpGate {
                 let _ = go.send(());
             }
             lock(&self.inner.deferred).remove(&e.request_id);
-            return e.task.await.unwrap_or_else(|err| panicked(name, err));
+            return ended(name, e.task.await);
         }
         let (task, p, go) = match self.start_deferred(t, name, args, who).await {
             Ok(started) => started,
@@ -846,24 +854,17 @@ fn register(
                 async move {
                     if let Some((wait, deadline_ms)) = wait {
                         // Approved while the client was away: run only on its identical retry,
-                        // before the request's deadline.
+                        // before the request's deadline (a retry that comes later, even by a
+                        // hair, runs nothing).
                         let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
-                        match tokio::time::timeout(left, wait).await {
+                        let signal = tokio::time::timeout(left, wait).await;
+                        if now_ms() >= deadline_ms {
+                            return Err(NOT_RETRIED.into());
+                        }
+                        match signal {
                             Ok(Ok(())) => {}
-                            Ok(Err(_)) => {
-                                return Err(
-                                    "approved, but released without an agreeing retry (the client declined, or \
-                                            the tool's definition changed): the upstream was not contacted"
-                                        .into(),
-                                );
-                            }
-                            Err(_) => {
-                                return Err(
-                                    "approved, but the call was not retried before its deadline: the upstream \
-                                            was not contacted"
-                                        .into(),
-                                );
-                            }
+                            Ok(Err(_)) => return Err(RELEASED.into()),
+                            Err(_) => return Err(NOT_RETRIED.into()),
                         }
                     }
                     forward(&peer, &tool, args).await
@@ -949,6 +950,19 @@ fn pending_elsewhere(name: &str, id: Uuid) -> ToolResult {
              once more before the request's deadline; otherwise continue without it."
         ),
     }
+}
+
+/// The end of a deferred call's task, as the model reads it: an approved call that gave up without
+/// contacting the upstream (no retry before the deadline, or released) did not run, and says so
+/// (signoff reports an executor's error as a run that failed).
+fn ended(name: &str, joined: Result<ToolResult, tokio::task::JoinError>) -> ToolResult {
+    let mut r = joined.unwrap_or_else(|e| panicked(name, e));
+    if let (ToolStatus::Failed, Some(why @ (NOT_RETRIED | RELEASED))) = (&r.status, r.error.as_deref()) {
+        r.content = format!(
+            "The call to `{name}` did not run: it was {why}. Making the same call again asks for approval anew."
+        );
+    }
+    r
 }
 
 fn panicked(name: &str, e: tokio::task::JoinError) -> ToolResult {

@@ -11,6 +11,7 @@ use rmcp::service::{ClientLifecycleMode, RunningService};
 use signoff::{Gate, TokenResponse};
 use signoff_mcp::Risk;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 async fn call(client: &RunningService<RoleClient, ()>, text: &str) -> CallToolResult {
     client.call_tool(write(text)).await.expect("tools/call")
@@ -28,7 +29,7 @@ fn keyed_gate() -> Gate {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_once() {
     let runs = Counter::default();
-    let gate = keyed().default_timeout(std::time::Duration::from_secs(30)).build().unwrap();
+    let gate = keyed().default_timeout(Duration::from_secs(30)).build().unwrap();
     // Downstream: rmcp's client, which declares no elicitation.
     let Wired { mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
     let gating = mcp.gating("up__write").unwrap();
@@ -78,6 +79,39 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approved_elsewhere_but_retried_after_the_deadline_runs_nothing() {
+    let runs = Counter::default();
+    let audit = signoff::MemoryAuditSink::new();
+    let gate = keyed().default_timeout(Duration::from_millis(300)).audit(audit.clone()).build().unwrap();
+    let Wired { mcp: _mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
+
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains("pending elsewhere"), "{}", text(&r));
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).expect("approved before the deadline");
+
+    // The deadline passes with the call approved and not retried.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let r = call(&client, "a").await;
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("did not run") && said.contains("deadline"), "{said}");
+    assert!(!said.contains("ran and failed"), "{said}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0, "a retry after the deadline runs nothing");
+    let ran = audit.records().into_iter().filter(|r| r.kind == signoff::AuditKind::Execution).collect::<Vec<_>>();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].decision.as_deref(), Some("error"));
+    assert!(ran[0].reason.as_deref().is_some_and(|r| r.contains("not retried before its deadline")), "{ran:?}");
+
+    // The next identical call is a new request, pending again.
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains("pending elsewhere") && !text(&r).contains(&request.id.to_string()), "{}", text(&r));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     let runs = Counter::default();
     let gate = keyed_gate();
@@ -107,7 +141,7 @@ async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let counter = runs.0.clone();
     let killer = tokio::spawn(async move {
         while counter.load(Ordering::SeqCst) == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // The upstream has the call and dies before answering.
         let _ = server.cancel().await;
@@ -141,7 +175,7 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     // The upstream changes the tool's definition and says so.
     up.version.store(1, Ordering::SeqCst);
     server.peer().notify_tool_list_changed().await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     let r = call(&client, "c").await;
     assert!(text(&r).contains("pending elsewhere"), "the grant was not voided: {}", text(&r));
