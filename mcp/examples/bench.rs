@@ -8,36 +8,15 @@
 //! #     target/release/examples/bench target/release/signoff mcp/node_modules/.bin/mcp-server-filesystem [n]
 //! ```
 
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    Implementation, JsonObject, ProtocolVersion,
-};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext};
+#[path = "../tests/common/client.rs"]
+mod client;
+
+use client::Answering;
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, JsonObject, ProtocolVersion};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::json;
 use std::time::Instant;
-
-/// A client that approves every elicitation at once.
-#[derive(Clone)]
-struct AutoApprove {
-    version: ProtocolVersion,
-}
-
-impl ClientHandler for AutoApprove {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::builder().enable_elicitation().build(), Implementation::new("bench", "0"))
-            .with_protocol_version(self.version.clone())
-    }
-
-    async fn create_elicitation(
-        &self,
-        _req: ElicitRequestParams,
-        _cx: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
-    }
-}
 
 fn percentiles(mut v: Vec<u128>) -> (f64, f64, f64) {
     v.sort_unstable();
@@ -45,20 +24,13 @@ fn percentiles(mut v: Vec<u128>) -> (f64, f64, f64) {
     (p(0.5), p(0.9), p(0.99))
 }
 
-type Client = rmcp::service::RunningService<RoleClient, AutoApprove>;
+type Client = rmcp::service::RunningService<RoleClient, Answering>;
 
+/// A client that approves every elicitation at once, speaking `version` to `program`.
 async fn connect(version: ProtocolVersion, program: &str, args: &[&str]) -> Client {
-    let lifecycle = if version.has_initialize() {
-        ClientLifecycleMode::Initialize
-    } else {
-        ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] }
-    };
     let mut command = tokio::process::Command::new(program);
     command.args(args).stderr(std::process::Stdio::null());
-    AutoApprove { version }
-        .serve_with_lifecycle(TokioChildProcess::new(command).expect("spawn"), lifecycle)
-        .await
-        .expect("initialize")
+    Answering::approve(version).connect(TokioChildProcess::new(command).expect("spawn")).await.expect("initialize")
 }
 
 /// One case: a client and the call it makes.

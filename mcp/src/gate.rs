@@ -5,8 +5,8 @@ use crate::config::{Gating, ProxyConfig, SEPARATOR, ToolOverride};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
     ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InputRequest, InputRequests,
-    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestStateCodec, ResultType,
-    SealOptions, ServerCapabilities, ServerConfig, Tool as McpTool,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestStateCodec,
+    RequestStateError, ResultType, SealOptions, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
@@ -31,6 +31,14 @@ pub const INPUT_KEY: &str = "signoff_approval";
 
 /// The metadata key that routes a gate request back to the MCP call that made it.
 const ROUTE_KEY: &str = "signoff_mcp_route";
+
+/// A deferred call's end when it was approved but no retry came before the deadline (its
+/// executor's error: the upstream was not contacted).
+const NOT_RETRIED: &str = "approved, but the call was not retried before its deadline: the upstream was not contacted";
+
+/// A deferred call's end when it was approved but released without an agreeing retry.
+const RELEASED: &str = "approved, but released without an agreeing retry (the client declined, or the tool's \
+                        definition changed): the upstream was not contacted";
 
 /// An upstream server's client: a name (its tools' namespace) and a running rmcp client.
 pub struct Upstream {
@@ -92,6 +100,10 @@ struct Parked {
     go: Option<oneshot::Sender<()>>,
     _pending: PendingRequest,
 }
+
+/// A deferred call's task, its request (held: dropping it unanswered fails the approval) and the
+/// signal that lets it run.
+type Started = (JoinHandle<ToolResult>, PendingRequest, oneshot::Sender<()>);
 
 /// A call that could not be asked, pending in the gate until someone approves it elsewhere.
 struct Elsewhere {
@@ -389,13 +401,7 @@ impl McpGate {
     /// of its own, and waits until it has published its request. Returns the task, the request
     /// (the handle must be held: dropping it unanswered fails the approval) and `go`; or the
     /// call's result when it ended without a request (not gated after all, refused, closed).
-    async fn start_deferred(
-        &self,
-        t: &Exposed,
-        name: &str,
-        args: &Value,
-        who: &Who,
-    ) -> Result<(JoinHandle<ToolResult>, PendingRequest, oneshot::Sender<()>), ToolResult> {
+    async fn start_deferred(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> Result<Started, ToolResult> {
         let (go, wait) = oneshot::channel();
         let (route, rx) = self.route(Some(wait));
         let gate = self.inner.gate.clone();
@@ -403,12 +409,12 @@ impl McpGate {
         let mut task = tokio::spawn(async move { gate.execute(call).await });
         let p = tokio::select! {
             p = rx => p,
-            r = &mut task => return Err(r.unwrap_or_else(|e| panicked(name, e))),
+            r = &mut task => return Err(ended(name, r)),
         };
         drop(route);
         match p {
             Ok(p) => Ok((task, p, go)),
-            Err(_) => Err(task.await.unwrap_or_else(|e| panicked(name, e))),
+            Err(_) => Err(ended(name, task.await)),
         }
     }
 
@@ -475,25 +481,39 @@ impl McpGate {
             Ok(started) => started,
             Err(ended) => return finish(ended),
         };
-        let req = p.request().clone();
+        let req = p.request();
         let token = match self.inner.gate.issue_token(&req.id, &who.principal) {
             Ok(t) => t,
             Err(e) => {
                 p.fail(&format!("could not issue an approval token: {e}"));
-                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+                return finish(ended(name, task.await));
             }
         };
-        let ad = associated_data(&who.principal, t, &req.arguments_digest);
+        let ask = approval_form(&req.prompt, &req.display_arguments);
+        self.park(t, name, who, (task, p, go), Answer::Form { token }, ask).await
+    }
+
+    /// 2026-07-28 era, first round's end: seals the `requestState` (the answer it carries, and the
+    /// arguments and definition it is issued for), parks the call until the retry, and returns
+    /// the `InputRequiredResult` asking `ask`.
+    async fn park(
+        &self,
+        t: &Exposed,
+        name: &str,
+        who: &Who,
+        (task, p, go): Started,
+        answer: Answer,
+        ask: ElicitRequestParams,
+    ) -> CallToolResponse {
+        let req = p.request();
+        let state = State { arguments: req.arguments_digest.clone(), definition: t.def_hash.clone(), answer };
+        let ad = associated_data(&who.principal, t);
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
-        let state = match self
-            .inner
-            .codec
-            .seal_json_with(&State::Form { token }, &SealOptions::new().associated_data(&ad).ttl(left))
-        {
+        let state = match self.inner.codec.seal_json_with(&state, &SealOptions::new().associated_data(&ad).ttl(left)) {
             Ok(s) => s,
             Err(e) => {
                 p.fail(&format!("could not seal the request state: {e}"));
-                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
+                return finish(ended(name, task.await));
             }
         };
         {
@@ -502,11 +522,38 @@ impl McpGate {
             parked.insert(req.id, Parked { task, go: Some(go), _pending: p });
         }
         let mut asks = InputRequests::new();
-        asks.insert(
-            INPUT_KEY.into(),
-            InputRequest::Elicitation(ElicitRequest::new(approval_form(&req.prompt, &req.display_arguments))),
-        );
+        asks.insert(INPUT_KEY.into(), InputRequest::Elicitation(ElicitRequest::new(ask)));
         InputRequiredResult::new(Some(asks), Some(state)).into()
+    }
+
+    /// Opens a retry's `requestState` for this client and tool, and checks that it was issued for
+    /// the *retried* arguments (`digest`) and the tool's current definition.
+    fn open_state(&self, sealed: &str, who: &Who, t: &Exposed, digest: &str) -> Result<Answer, Refusal> {
+        let ad = associated_data(&who.principal, t);
+        let state = self.inner.codec.open_json_with::<State>(sealed, &ad).map_err(|e| match e {
+            RequestStateError::Expired => Refusal::Expired,
+            _ => Refusal::Tampered,
+        })?;
+        if state.definition != t.def_hash {
+            return Err(Refusal::DefinitionChanged);
+        }
+        if state.arguments != digest {
+            return Err(Refusal::ArgumentsDiffer);
+        }
+        Ok(state.answer)
+    }
+
+    /// Refuses a 2026-07-28 retry (nothing runs, nothing is consumed) and records why in the
+    /// audit: a `request-state-refused` notice naming the tool, the reason, the client and its
+    /// era (never the state or its token).
+    fn refuse(&self, name: &str, who: &Who, why: Refusal) -> CallToolResponse {
+        eprintln!("signoff mcp: a retry of {name} from {:?} was refused: {why}", who.principal);
+        self.inner.gate.audit_notice(
+            "request-state-refused",
+            Some(name),
+            format!("{why}; client {:?}, era {}, call #{}", who.principal, who.era, who.rpc_id),
+        );
+        refused(name, &why.to_string())
     }
 
     /// 2026-07-28 era, the retry: the state must open with the *retried* arguments' digest; the
@@ -522,21 +569,15 @@ impl McpGate {
     ) -> CallToolResponse {
         let sealed = req.request_state.as_deref().unwrap_or_default();
         let digest = signoff::display::arguments_digest(args);
-        let ad = associated_data(&who.principal, t, &digest);
-        let state = match self.inner.codec.open_json_with::<State>(sealed, &ad) {
-            Ok(State::Form { token }) => token,
-            Ok(State::Url { request }) => return self.retry_url(name, request, req, ct).await,
-            Err(_) => {
-                return refused(
-                    name,
-                    "its requestState is invalid, expired, or was issued for another client, tool or other arguments",
-                );
-            }
+        let state = match self.open_state(sealed, who, t, &digest) {
+            Ok(Answer::Form { token }) => token,
+            Ok(Answer::Url { request }) => return self.retry_url(name, who, request, req, ct).await,
+            Err(why) => return self.refuse(name, who, why),
         };
         let claims = match self.inner.gate.inspect_token(&state) {
             Ok(c) if c.tool == name && c.arguments_digest == digest && c.session_id == self.session => c,
-            Ok(_) => return refused(name, "its approval was issued for another call"),
-            Err(e) => return refused(name, &format!("its approval token is not valid: {e}")),
+            Ok(_) => return self.refuse(name, who, Refusal::OtherCall),
+            Err(e) => return self.refuse(name, who, Refusal::InvalidToken(e.to_string())),
         };
         let answer = req.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY));
         let v = answer.and_then(|v| ElicitResult::deserialize(v).ok()).and_then(|r| verdict(&r));
@@ -567,9 +608,9 @@ impl McpGate {
                 if let Some(go) = p.go.take() {
                     let _ = go.send(());
                 }
-                finish(p.task.await.unwrap_or_else(|e| panicked(name, e)))
+                finish(ended(name, p.task.await))
             }
-            None => refused(name, "the approval was recorded, but this proxy is not holding the call"),
+            None => self.refuse(name, who, Refusal::NotHeld),
         }
     }
 
@@ -637,28 +678,8 @@ impl McpGate {
             Ok(started) => started,
             Err(ended) => return finish(ended),
         };
-        let req = p.request().clone();
-        let ad = associated_data(&who.principal, t, &req.arguments_digest);
-        let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
-        let sealed = self
-            .inner
-            .codec
-            .seal_json_with(&State::Url { request: req.id }, &SealOptions::new().associated_data(&ad).ttl(left));
-        let state = match sealed {
-            Ok(s) => s,
-            Err(e) => {
-                p.fail(&format!("could not seal the request state: {e}"));
-                return finish(task.await.unwrap_or_else(|e| panicked(name, e)));
-            }
-        };
-        {
-            let mut parked = lock(&self.inner.parked);
-            parked.retain(|_, p| !p.task.is_finished());
-            parked.insert(req.id, Parked { task, go: Some(go), _pending: p });
-        }
-        let mut asks = InputRequests::new();
-        asks.insert(INPUT_KEY.into(), InputRequest::Elicitation(ElicitRequest::new(url_form(&req, page))));
-        InputRequiredResult::new(Some(asks), Some(state)).into()
+        let (request, ask) = (p.request().id, url_form(p.request(), page));
+        self.park(t, name, who, (task, p, go), Answer::Url { request }, ask).await
     }
 
     /// 2026-07-28 era, URL mode, the retry (its state already opened with the retried arguments):
@@ -667,12 +688,13 @@ impl McpGate {
     async fn retry_url(
         &self,
         name: &str,
+        who: &Who,
         request: Uuid,
         req: &CallToolRequestParams,
         ct: &tokio_util::sync::CancellationToken,
     ) -> CallToolResponse {
         let Some(mut parked) = lock(&self.inner.parked).remove(&request) else {
-            return refused(name, "its requestState was already used, or the call it names has ended");
+            return self.refuse(name, who, Refusal::Used);
         };
         let answer = req.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY));
         let accepted = answer
@@ -686,12 +708,12 @@ impl McpGate {
             self.inner.gate.cancel_request(&request);
         }
         tokio::select! {
-            r = &mut parked.task => finish(r.unwrap_or_else(|e| panicked(name, e))),
+            r = &mut parked.task => finish(ended(name, r)),
             _ = ct.cancelled() => {
                 // The client gave up while the page had not decided: nothing runs. (Approved and
                 // started already, the tool finishes, as any started call does.)
                 self.inner.gate.cancel_request(&request);
-                finish(parked.task.await.unwrap_or_else(|e| panicked(name, e)))
+                finish(ended(name, parked.task.await))
             }
         }
     }
@@ -721,7 +743,7 @@ impl McpGate {
                 let _ = go.send(());
             }
             lock(&self.inner.deferred).remove(&e.request_id);
-            return e.task.await.unwrap_or_else(|err| panicked(name, err));
+            return ended(name, e.task.await);
         }
         let (task, p, go) = match self.start_deferred(t, name, args, who).await {
             Ok(started) => started,
@@ -758,25 +780,84 @@ struct Who {
     rpc_id: String,
 }
 
-/// What `requestState` carries (sealed: integrity-protected, bound by associated data).
+/// What `requestState` carries (sealed: integrity-protected, bound by associated data to the
+/// client, server and tool): what the retry answers with, and the arguments and definition it was
+/// issued for (a retry whose own differ is refused, saying which).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct State {
+    /// The digest of the arguments the request was made with.
+    arguments: String,
+    /// The hash of the upstream tool's definition when the request was made.
+    definition: String,
+    answer: Answer,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum State {
+enum Answer {
     /// Form mode: the approval token the client's answer is submitted with.
     Form { token: String },
     /// URL mode: the request a person answers on the approval page.
     Url { request: Uuid },
 }
 
+/// Why a 2026-07-28 retry was refused: told to the model and recorded in the audit. Each reason
+/// starts with a stable phrase; none carries the state or its token.
+enum Refusal {
+    /// The state does not verify.
+    Tampered,
+    /// The state outlived the request's deadline.
+    Expired,
+    /// The retried arguments are not those the state was issued for.
+    ArgumentsDiffer,
+    /// The upstream changed the tool's definition since the state was issued.
+    DefinitionChanged,
+    /// The token inside names another tool, arguments or session.
+    OtherCall,
+    /// The token inside does not verify (signoff's error).
+    InvalidToken(String),
+    /// URL mode: the call the state names is no longer parked (a replay, or it ended).
+    Used,
+    /// The approval was recorded, but the call is no longer parked here.
+    NotHeld,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Tampered => f.write_str(
+                "tampered: its requestState does not verify (altered, or issued for another client or tool, or by \
+                 another proxy process)",
+            ),
+            Refusal::Expired => f.write_str("expired: its requestState outlived the request's deadline"),
+            Refusal::ArgumentsDiffer => {
+                f.write_str("arguments differ: the retried arguments are not those its requestState was issued for")
+            }
+            Refusal::DefinitionChanged => f.write_str(
+                "definition changed: the upstream changed the tool's definition since its requestState was issued",
+            ),
+            Refusal::OtherCall => {
+                f.write_str("another call: its approval token was issued for another tool, arguments or session")
+            }
+            Refusal::InvalidToken(e) => write!(f, "invalid token: its approval token is not valid ({e})"),
+            Refusal::Used => f.write_str("already used: its requestState was used before, or the call it names ended"),
+            Refusal::NotHeld => {
+                f.write_str("not held: the approval was recorded, but this proxy is no longer holding the call")
+            }
+        }
+    }
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Binds a sealed state to who asked, which server and tool (and its definition), and exactly
-/// which arguments.
-fn associated_data(principal: &str, tool: &Exposed, digest: &str) -> Vec<u8> {
-    let (server, name, def) = (&tool.server, &tool.def.name, &tool.def_hash);
-    format!("signoff-mcp/1\n{principal}\n{server}\n{name}\n{def}\n{digest}").into_bytes()
+/// Binds a sealed state to who asked and which server and tool (the state itself names the
+/// definition and arguments, checked after it opens).
+fn associated_data(principal: &str, tool: &Exposed) -> Vec<u8> {
+    let (server, name) = (&tool.server, &tool.def.name);
+    format!("signoff-mcp/2\n{principal}\n{server}\n{name}").into_bytes()
 }
 
 /// `sha256:<hex>` of an upstream tool's definition as listed (name, description, schema,
@@ -846,24 +927,17 @@ fn register(
                 async move {
                     if let Some((wait, deadline_ms)) = wait {
                         // Approved while the client was away: run only on its identical retry,
-                        // before the request's deadline.
+                        // before the request's deadline (a retry that comes later, even by a
+                        // hair, runs nothing).
                         let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
-                        match tokio::time::timeout(left, wait).await {
+                        let signal = tokio::time::timeout(left, wait).await;
+                        if now_ms() >= deadline_ms {
+                            return Err(NOT_RETRIED.into());
+                        }
+                        match signal {
                             Ok(Ok(())) => {}
-                            Ok(Err(_)) => {
-                                return Err(
-                                    "approved, but released without an agreeing retry (the client declined, or \
-                                            the tool's definition changed): the upstream was not contacted"
-                                        .into(),
-                                );
-                            }
-                            Err(_) => {
-                                return Err(
-                                    "approved, but the call was not retried before its deadline: the upstream \
-                                            was not contacted"
-                                        .into(),
-                                );
-                            }
+                            Ok(Err(_)) => return Err(RELEASED.into()),
+                            Err(_) => return Err(NOT_RETRIED.into()),
                         }
                     }
                     forward(&peer, &tool, args).await
@@ -949,6 +1023,19 @@ fn pending_elsewhere(name: &str, id: Uuid) -> ToolResult {
              once more before the request's deadline; otherwise continue without it."
         ),
     }
+}
+
+/// The end of a deferred call's task, as the model reads it: an approved call that gave up without
+/// contacting the upstream (no retry before the deadline, or released) did not run, and says so
+/// (signoff reports an executor's error as a run that failed).
+fn ended(name: &str, joined: Result<ToolResult, tokio::task::JoinError>) -> ToolResult {
+    let mut r = joined.unwrap_or_else(|e| panicked(name, e));
+    if let (ToolStatus::Failed, Some(why @ (NOT_RETRIED | RELEASED))) = (&r.status, r.error.as_deref()) {
+        r.content = format!(
+            "The call to `{name}` did not run: it was {why}. Making the same call again asks for approval anew."
+        );
+    }
+    r
 }
 
 fn panicked(name: &str, e: tokio::task::JoinError) -> ToolResult {

@@ -14,7 +14,7 @@
 //!   `requestState` carries a signed, single-use signoff approval token for the request, sealed
 //!   with rmcp's `RequestStateCodec` and bound to the principal, server, tool and the arguments'
 //!   digest; the retry's arguments are digested again, so swapped arguments are refused, and a
-//!   replayed state is refused;
+//!   replayed state is refused (each refused retry is a `request-state-refused` audit notice);
 //! - **clients that cannot be asked**: a denial saying approval is pending elsewhere; the request
 //!   stays pending in the gate, and once approved (a console, an approval token) one identical
 //!   retry before the deadline runs the call, exactly once.

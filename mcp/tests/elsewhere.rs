@@ -3,63 +3,35 @@
 //! then one identical retry runs the upstream exactly once.
 
 mod common;
-use common::{Counter, text};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
-use signoff::{Gate, Secret, TokenKeys, TokenResponse};
-use signoff_mcp::{McpGate, Risk, Upstream, UpstreamClient};
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use common::{Counter, Shifty, Wired, keyed, text, wire, write};
+use rmcp::RoleClient;
+use rmcp::ServerHandler;
+use rmcp::model::CallToolResult;
+use rmcp::service::{ClientLifecycleMode, RunningService};
+use signoff::{Gate, TokenResponse};
+use signoff_mcp::Risk;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-async fn call(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, text: &str) -> CallToolResult {
-    let mut p = CallToolRequestParams::new("up__write");
-    p.arguments = Some(json!({"text": text}).as_object().unwrap().clone());
-    client.call_tool(p).await.expect("tools/call")
+async fn call(client: &RunningService<RoleClient, ()>, text: &str) -> CallToolResult {
+    client.call_tool(write(text)).await.expect("tools/call")
 }
 
-type Running<R, S> = rmcp::service::RunningService<R, S>;
-
-/// An upstream served in process, the gate's proxy over it, and rmcp's client (which declares no
-/// elicitation) connected to the proxy.
-struct Wired<S: ServerHandler> {
-    mcp: McpGate,
-    server: Running<RoleServer, S>,
-    _proxy: Running<RoleServer, McpGate>,
-    client: Running<rmcp::RoleClient, ()>,
-}
-
-async fn wire<S: ServerHandler + Clone>(upstream: S, gate: &Gate) -> Wired<S> {
-    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
-    let (server, client) = tokio::join!(upstream.serve(up_server), UpstreamClient::default().serve(up_client));
-    let mcp =
-        McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: client.unwrap() }], &BTreeMap::new())
-            .await
-            .unwrap();
-    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
-    let (proxy, client) = tokio::join!(mcp.connection().serve(down_server), ().serve(down_client));
-    Wired { mcp, server: server.unwrap(), _proxy: proxy.unwrap(), client: client.unwrap() }
+/// The upstream, the gate's proxy, and rmcp's client declaring no elicitation.
+async fn wire_unaskable<S: ServerHandler + Clone>(upstream: S, gate: &Gate) -> Wired<S, ()> {
+    wire(upstream, gate, (), ClientLifecycleMode::Initialize).await
 }
 
 fn keyed_gate() -> Gate {
-    Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).build().unwrap()
+    keyed().build().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_once() {
     let runs = Counter::default();
-    let gate = Gate::builder()
-        .tokens(TokenKeys::new("k1", Secret::generate()).unwrap())
-        .default_timeout(std::time::Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let gate = keyed().default_timeout(Duration::from_secs(30)).build().unwrap();
     // Downstream: rmcp's client, which declares no elicitation.
-    let Wired { mcp, server: _server, _proxy, client } = wire(runs.clone(), &gate).await;
+    let Wired { mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
     let gating = mcp.gating("up__write").unwrap();
     assert!(gating.approval);
     assert_eq!((gating.risk, gating.shown), (Risk::L4, Risk::L3));
@@ -107,10 +79,43 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approved_elsewhere_but_retried_after_the_deadline_runs_nothing() {
+    let runs = Counter::default();
+    let audit = signoff::MemoryAuditSink::new();
+    let gate = keyed().default_timeout(Duration::from_millis(300)).audit(audit.clone()).build().unwrap();
+    let Wired { mcp: _mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
+
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains("pending elsewhere"), "{}", text(&r));
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).expect("approved before the deadline");
+
+    // The deadline passes with the call approved and not retried.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let r = call(&client, "a").await;
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("did not run") && said.contains("deadline"), "{said}");
+    assert!(!said.contains("ran and failed"), "{said}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0, "a retry after the deadline runs nothing");
+    let ran = audit.records().into_iter().filter(|r| r.kind == signoff::AuditKind::Execution).collect::<Vec<_>>();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].decision.as_deref(), Some("error"));
+    assert!(ran[0].reason.as_deref().is_some_and(|r| r.contains("not retried before its deadline")), "{ran:?}");
+
+    // The next identical call is a new request, pending again.
+    let r = call(&client, "a").await;
+    assert!(text(&r).contains("pending elsewhere") && !text(&r).contains(&request.id.to_string()), "{}", text(&r));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     let runs = Counter::default();
     let gate = keyed_gate();
-    let Wired { mcp: _mcp, server: _server, _proxy, client } = wire(runs.clone(), &gate).await;
+    let Wired { mcp: _mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
 
     call(&client, "a").await;
     let request = gate.pending()[0].clone();
@@ -127,7 +132,7 @@ async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
 async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let runs = Counter::hanging();
     let gate = keyed_gate();
-    let Wired { mcp: _mcp, server, _proxy, client } = wire(runs.clone(), &gate).await;
+    let Wired { mcp: _mcp, server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
 
     call(&client, "a").await;
     let request = gate.pending()[0].clone();
@@ -136,7 +141,7 @@ async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let counter = runs.0.clone();
     let killer = tokio::spawn(async move {
         while counter.load(Ordering::SeqCst) == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // The upstream has the call and dies before answering.
         let _ = server.cancel().await;
@@ -148,45 +153,12 @@ async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     gate.close();
 }
 
-/// An upstream whose one tool's description changes when told to.
-#[derive(Clone, Default)]
-struct Shifty {
-    runs: Arc<AtomicUsize>,
-    version: Arc<AtomicUsize>,
-}
-
-impl ServerHandler for Shifty {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _req: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let Value::Object(schema) = json!({"type": "object"}) else { unreachable!() };
-        let description = format!("Writes (version {})", self.version.load(Ordering::SeqCst));
-        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", description, Arc::new(schema))]))
-    }
-
-    async fn call_tool(
-        &self,
-        _req: CallToolRequestParams,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        self.runs.fetch_add(1, Ordering::SeqCst);
-        Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_upstream_definition_voids_the_session_grant() {
     let up = Shifty::default();
     let audit = signoff::MemoryAuditSink::new();
-    let gate =
-        Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap()).audit(audit.clone()).build().unwrap();
-    let Wired { mcp: _mcp, server, _proxy, client } = wire(up.clone(), &gate).await;
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let Wired { mcp: _mcp, server, proxy: _proxy, client } = wire_unaskable(up.clone(), &gate).await;
 
     // Approved for the session (elsewhere, by token), then the identical retry runs.
     call(&client, "a").await;
@@ -203,7 +175,7 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     // The upstream changes the tool's definition and says so.
     up.version.store(1, Ordering::SeqCst);
     server.peer().notify_tool_list_changed().await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     let r = call(&client, "c").await;
     assert!(text(&r).contains("pending elsewhere"), "the grant was not voided: {}", text(&r));

@@ -5,12 +5,10 @@
 //! exactly once, over HTTP.
 
 mod common;
-use common::{Counter, text};
+use common::{Counter, text, write};
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::json;
 use signoff::TokenResponse;
 use signoff_mcp::{HttpConfig, HttpServer, McpGate, ProxyConfig, UpstreamConfig};
 use std::sync::Arc;
@@ -53,9 +51,7 @@ async fn both_sides_over_http_pending_elsewhere_then_approved_runs_once() {
 
     let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connect over HTTP");
     let call = |t: &str| {
-        let mut p = CallToolRequestParams::new("up__write");
-        p.arguments = Some(json!({"text": t}).as_object().unwrap().clone());
-        let client = &client;
+        let (client, p) = (&client, write(t));
         async move { client.call_tool(p).await.expect("tools/call") }
     };
 

@@ -1,13 +1,19 @@
-//! What the MCP gate's Rust tests share: an in-process upstream that counts its runs.
+//! What the MCP gate's Rust tests share: in-process upstreams that count their runs, rmcp's
+//! client answering elicitations ([`client`]), and the wiring of upstream, gate and client.
 #![allow(dead_code)]
+
+pub mod client;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
+use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use signoff::{Gate, Secret, TokenKeys};
+use signoff_mcp::{McpGate, Upstream, UpstreamClient};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -55,4 +61,82 @@ impl ServerHandler for Counter {
 /// The text of a result's content.
 pub fn text(r: &CallToolResult) -> String {
     r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
+}
+
+/// An upstream whose one tool's description changes when told to (`version`), announcing it
+/// with `notifications/tools/list_changed` when the test says so.
+#[derive(Clone, Default)]
+pub struct Shifty {
+    pub runs: Arc<AtomicUsize>,
+    pub version: Arc<AtomicUsize>,
+}
+
+impl ServerHandler for Shifty {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let Value::Object(schema) = json!({"type": "object"}) else { unreachable!() };
+        let description = format!("Writes (version {})", self.version.load(Ordering::SeqCst));
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("write", description, Arc::new(schema))]))
+    }
+
+    async fn call_tool(
+        &self,
+        _req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
+    }
+}
+
+/// A gate with token keys (which the MCP gate needs).
+pub fn keyed() -> signoff::GateBuilder {
+    Gate::builder().tokens(TokenKeys::new("k1", Secret::generate()).unwrap())
+}
+
+/// `tools/call` of the upstream's `write` (as the client sees it, `up__write`) with `{"text": text}`.
+pub fn write(text: &str) -> CallToolRequestParams {
+    CallToolRequestParams::new("up__write").with_arguments(json!({"text": text}).as_object().unwrap().clone())
+}
+
+type Running<R, S> = RunningService<R, S>;
+
+/// An upstream served in process, the gate's proxy over it (upstream `up`), and a client
+/// connected to the proxy (over in-memory pipes).
+pub struct Wired<S: ServerHandler, C: rmcp::Service<RoleClient>> {
+    pub mcp: McpGate,
+    pub server: Running<RoleServer, S>,
+    /// The proxy's connection, served until the client goes away.
+    pub proxy: tokio::task::JoinHandle<()>,
+    pub client: Running<RoleClient, C>,
+}
+
+/// Wires `upstream`, an [`McpGate`] on `gate`, and `client` speaking through `lifecycle`.
+pub async fn wire<S, C>(upstream: S, gate: &Gate, client: C, lifecycle: ClientLifecycleMode) -> Wired<S, C>
+where
+    S: ServerHandler + Clone,
+    C: rmcp::Service<RoleClient>,
+{
+    let (up_server, up_client) = tokio::io::duplex(64 * 1024);
+    let (server, up) = tokio::join!(upstream.serve(up_server), UpstreamClient::default().serve(up_client));
+    let mcp = McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: up.unwrap() }], &BTreeMap::new())
+        .await
+        .unwrap();
+    let (down_server, down_client) = tokio::io::duplex(64 * 1024);
+    // Served in a task of its own: in the 2026-07-28 era rmcp's server answers `server/discover`
+    // and returns only with the first call, after the client has connected.
+    let connection = mcp.connection();
+    let proxy = tokio::spawn(async move {
+        let running = connection.serve(down_server).await.expect("the proxy serves");
+        let _ = running.waiting().await;
+    });
+    let client = client.serve_with_lifecycle(down_client, lifecycle).await.expect("the client connects");
+    Wired { mcp, server: server.unwrap(), proxy, client }
 }
