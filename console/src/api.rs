@@ -32,6 +32,9 @@ pub(crate) struct App {
     hosts: Hosts,
     secure: bool,
     shutdown: Option<watch::Receiver<bool>>,
+    /// When this console was built (epoch ms). Used sign-in links are remembered in memory only,
+    /// so a link issued before then may have been used by an earlier console: it is refused.
+    started_at_ms: u64,
 }
 
 type Shared = State<Arc<App>>;
@@ -53,8 +56,16 @@ pub(crate) fn router(gate: Gate, opts: ConsoleOptions, shutdown: Option<watch::R
     };
     let secure = opts.public_origin.as_deref().is_some_and(|o| o.starts_with("https://"));
     let feed = Feed::start(gate.clone(), opts.history);
-    let app =
-        Arc::new(App { sessions: auth::Sessions::new(opts.session_ttl), gate, opts, feed, hosts, secure, shutdown });
+    let app = Arc::new(App {
+        sessions: auth::Sessions::new(opts.session_ttl),
+        gate,
+        opts,
+        feed,
+        hosts,
+        secure,
+        shutdown,
+        started_at_ms: signoff::event::now_ms(),
+    });
     Ok(Router::new()
         .route("/", get(index))
         .route("/login", get(login_page).post(login))
@@ -189,6 +200,15 @@ async fn login(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) 
     let approver = match (body.token, body.approver, body.key) {
         (Some(token), None, None) => match app.gate.verify_sign_in(&token) {
             Ok(claims) => {
+                // Single use is remembered by this console only: a link from before it started
+                // (a restart, or another console sharing the keys) may have been used already.
+                if claims.issued_at_ms < app.started_at_ms {
+                    return problem(
+                        StatusCode::UNAUTHORIZED,
+                        "token_expired",
+                        "this sign-in link was issued before the console (re)started: ask for a new one",
+                    );
+                }
                 if !app.sessions.use_link(claims.nonce, claims.expires_at_ms) {
                     return problem(StatusCode::UNAUTHORIZED, "already_used", "this sign-in link was already used");
                 }

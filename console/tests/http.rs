@@ -433,6 +433,30 @@ async fn sign_in_links_work_once_keys_work_and_cookies_are_strict() {
     assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_link_from_before_the_console_started_is_refused() {
+    // Used links are remembered in the console's memory: a link issued before a (re)start could
+    // have been used by the console that ran then, so it never signs anyone in.
+    let runs: Runs = Default::default();
+    let gate = gate(Gate::builder(), runs);
+    let earlier = gate.issue_sign_in("alice", Duration::from_secs(900)).unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let console = start(&gate);
+    let origin = format!("http://{}", console.local_addr());
+    let login = |token: String| {
+        let (origin, console) = (origin.clone(), &console);
+        async move {
+            let body = json!({ "token": token }).to_string();
+            http(console, "POST", "/login", &[("Origin", &origin)], Some(&body)).await
+        }
+    };
+    let refused = login(earlier).await;
+    assert_eq!((refused.status, refused.json()["kind"].clone()), (401, json!("token_expired")));
+    assert!(refused.header("set-cookie").is_none());
+    let fresh = console.sign_in_link("alice").unwrap().split_once("#token=").unwrap().1.to_owned();
+    assert_eq!(login(fresh).await.status, 200);
+}
+
 /// Reads SSE frames until `until` says stop; returns (event, id, data) triples.
 async fn sse(
     console: &Console,
