@@ -37,8 +37,8 @@ const ROUTE_KEY: &str = "signoff_mcp_route";
 const NOT_RETRIED: &str = "approved, but the call was not retried before its deadline: the upstream was not contacted";
 
 /// A deferred call's end when it was approved but released without an agreeing retry.
-const RELEASED: &str = "approved, but released without an agreeing retry (the client declined, or the tool's \
-                        definition changed): the upstream was not contacted";
+const RELEASED: &str = "approved, but released without an agreeing retry (the client declined or cancelled, or \
+                        the tool's definition changed): the upstream was not contacted";
 
 /// An upstream server's client: a name (its tools' namespace) and a running rmcp client.
 pub struct Upstream {
@@ -585,7 +585,9 @@ impl McpGate {
         let response = match v {
             Some(Verdict::Approve(scope)) => TokenResponse { scope, ..TokenResponse::approve(&who.principal) },
             Some(Verdict::Deny(reason)) => TokenResponse::deny(&who.principal, reason),
-            None => TokenResponse::deny(&who.principal, None),
+            // `cancel`, or no answer it can read: the request is cancelled, as in the legacy era
+            // (nobody decided, so it is not recorded or told as a person's denial).
+            None => return self.cancel_parked(name, who, claims.request_id).await,
         };
         // Recorded off this task's thread (a durable store commits to disk; a shared one asks
         // its database).
@@ -612,6 +614,19 @@ impl McpGate {
             }
             None => self.refuse(name, who, Refusal::NotHeld),
         }
+    }
+
+    /// 2026-07-28 era, a retry that cancels: the request is cancelled and the parked call ends
+    /// without contacting the upstream (approved elsewhere meanwhile, it is released); the model
+    /// reads the gate's words for its end. A state whose call is no longer parked is refused.
+    async fn cancel_parked(&self, name: &str, who: &Who, request: Uuid) -> CallToolResponse {
+        self.inner.gate.cancel_request(&request);
+        let parked = lock(&self.inner.parked).remove(&request);
+        let Some(mut p) = parked else {
+            return self.refuse(name, who, Refusal::Used);
+        };
+        drop(p.go.take());
+        finish(ended(name, p.task.await))
     }
 
     /// Legacy era, URL mode: an `elicitation/create` pointing at the approval page, where a

@@ -72,29 +72,23 @@ async def test_decline_denies(proxy, sandbox, mode):
     assert not (sandbox / "a.txt").exists()
 
 
-# Product bug (mcp/src/gate.rs, `retry`): a 2026-07-28 retry whose inputResponses say `cancel` is
-# answered with TokenResponse::deny, so the audit records `deny` / `denied`, not `cancelled` as in the
-# legacy era and as mcp/README.md says. Strict: this passes once the gate cancels the request.
-CANCEL_IS_DENIED_IN_2026 = pytest.mark.xfail(
-    strict=True, reason="product bug: a 2026-07-28 form `cancel` is audited as denied, not cancelled")
-
-
-@pytest.mark.parametrize("mode", [pytest.param(m, marks=CANCEL_IS_DENIED_IN_2026) if m == "2026-07-28" else m
-                                  for m in MODES])
+@pytest.mark.parametrize("mode", MODES)
 async def test_cancel_cancels_the_request(proxy, sandbox, mode):
     # The person dismisses the form (`action: cancel`): in the legacy era the answer to the
-    # nested elicitation/create, in 2026-07-28 the retry's inputResponses.
+    # nested elicitation/create, in 2026-07-28 the retry's inputResponses. Nobody decided, so
+    # neither the model nor the audit is told of a denial.
     person = Person(action="cancel")
     async with proxy(mode, person) as c:
         r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
     assert r.is_error and "did not run" in text(r), text(r)
+    assert "cancelled" in text(r) and "declined" not in text(r), text(r)
     assert len(person.asked) == 1
     assert not (sandbox / "a.txt").exists()
     records = proxy.records()
     request = [r["request_id"] for r in records if r.get("kind") == "request" and r["tool"] == "fs__write_file"]
     assert len(request) == 1, records
     decisions = [r.get("decision") for r in records if r.get("request_id") == request[0]]
-    assert "cancelled" in decisions and "approved" not in decisions, records
+    assert "cancelled" in decisions and not {"approved", "deny", "denied"} & set(decisions), records
 
 
 @pytest.mark.parametrize("mode", MODES)
