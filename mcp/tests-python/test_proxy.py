@@ -351,15 +351,28 @@ async def test_an_upstream_killed_mid_call_gives_an_error_not_a_success(proxy, s
             os.kill(proxy.upstream_pid(EVERYTHING), signal.SIGKILL)
         r = outcome["result"]
         assert r.is_error, text(r)
-        # It was delivered and then failed (not refused before sending).
-        assert "failed" in text(r) and "could not be reached" not in text(r), text(r)
+        # It was delivered and the upstream died with it: whether it ran is unknown, and that is
+        # what is said (not that it ran and failed, nor that it did not run).
+        said = text(r)
+        assert "went away during the call" in said and "whether the tool ran is unknown" in said, said
+        assert "ran and failed" not in said and "did not run" not in said and "not delivered" not in said, said
         tools = {t.name for t in (await c.list_tools()).tools}
         assert "fs__write_file" in tools
         d = await c.call_tool("fs__list_allowed_directories", {})
         assert not d.is_error, text(d)
+        # A later call to the dead upstream never leaves the proxy: it did not run, and says so.
         gone = await c.call_tool("ev__get-sum", {"a": 1, "b": 2})
-        assert gone.is_error and "upstream" in text(gone), text(gone)
+        said = text(gone)
+        assert gone.is_error and "The call to `ev__get-sum` did not run" in said, said
+        assert "could not be reached, so the call was not delivered" in said and "already closed" in said, said
+        assert "ran and failed" not in said and "unknown" not in said, said
     assert len(person.asked) == 1
-    mine = [r for r in proxy.records() if r.get("request_id") == approved["request_id"]]
+    records = proxy.records()
+    mine = [r for r in records if r.get("request_id") == approved["request_id"]]
     executions = [r for r in mine if r.get("kind") == "execution"]
     assert [e.get("decision") for e in executions] == ["error"], mine
+    assert "whether the tool ran is unknown" in executions[0]["reason"], mine
+    # The later call is audited as what happened: an error execution saying it was not delivered.
+    later = [r for r in records if r.get("kind") == "execution" and r.get("tool") == "ev__get-sum"]
+    assert [e.get("decision") for e in later] == ["error"], records
+    assert "the call was not delivered" in later[0]["reason"], later
