@@ -107,7 +107,7 @@ struct Parked {
     task: JoinHandle<ToolResult>,
     /// URL mode: the signal that lets the call run once approved (on the retry only).
     go: Option<oneshot::Sender<()>>,
-    _pending: PendingRequest,
+    pending: PendingRequest,
 }
 
 /// A deferred call's task, its request (held: dropping it unanswered fails the approval) and the
@@ -272,8 +272,9 @@ impl McpGate {
 
     /// Lists again the tools of every upstream that announced a change, and compares each
     /// definition with the one pinned: a changed tool is registered anew, its session grants are
-    /// revoked in every session (audited), and calls pending elsewhere for it are cancelled, so
-    /// the next call asks afresh; a `requestState` issued for the old definition no longer opens.
+    /// revoked in every session (audited), and calls pending elsewhere for it or parked between the
+    /// two rounds of a 2026-07-28 approval are cancelled at once, so the next call asks afresh; a
+    /// `requestState` issued for the old definition no longer opens.
     async fn refresh(&self) {
         for up in &self.inner.upstreams {
             if !up.changed.swap(false, Ordering::SeqCst) {
@@ -314,7 +315,8 @@ impl McpGate {
                             Some(&name),
                             format!(
                                 "upstream {:?} changed the definition of {:?} from {old} to {hash}: session grants \
-                                 revoked, calls pending elsewhere cancelled, request states for the old definition void",
+                                 revoked, calls pending elsewhere or parked between two rounds cancelled, request \
+                                 states for the old definition void",
                                 up.name, def.name
                             ),
                         );
@@ -342,7 +344,9 @@ impl McpGate {
         }
     }
 
-    /// Voids every approval of a tool: session grants and calls pending elsewhere.
+    /// Voids every approval of a tool: session grants, calls pending elsewhere and calls parked
+    /// between the two rounds of a 2026-07-28 approval. Their requests are cancelled and their
+    /// runs released (dropping the signal: one approved meanwhile gives up without running).
     fn void(&self, name: &str) {
         self.inner.gate.revoke_tool_grants(name);
         let mut elsewhere = lock(&self.inner.elsewhere);
@@ -351,6 +355,14 @@ impl McpGate {
             if let Some(e) = elsewhere.remove(&k) {
                 self.inner.gate.cancel_request(&e.request_id);
             }
+        }
+        drop(elsewhere);
+        let parked: Vec<Uuid> = {
+            let parked = lock(&self.inner.parked);
+            parked.iter().filter(|(_, p)| p.pending.request().tool == name).map(|(id, _)| *id).collect()
+        };
+        for id in parked {
+            self.unpark(&id);
         }
     }
 
@@ -528,7 +540,7 @@ impl McpGate {
         {
             let mut parked = lock(&self.inner.parked);
             parked.retain(|_, p| !p.task.is_finished());
-            parked.insert(req.id, Parked { task, go: Some(go), _pending: p });
+            parked.insert(req.id, Parked { task, go: Some(go), pending: p });
         }
         let mut asks = InputRequests::new();
         asks.insert(INPUT_KEY.into(), InputRequest::Elicitation(ElicitRequest::new(ask)));
@@ -629,13 +641,20 @@ impl McpGate {
     /// without contacting the upstream (approved elsewhere meanwhile, it is released); the model
     /// reads the gate's words for its end. A state whose call is no longer parked is refused.
     async fn cancel_parked(&self, name: &str, who: &Who, request: Uuid) -> CallToolResponse {
-        self.inner.gate.cancel_request(&request);
-        let parked = lock(&self.inner.parked).remove(&request);
-        let Some(mut p) = parked else {
-            return self.refuse(name, who, Refusal::Used);
-        };
+        match self.unpark(&request) {
+            Some(p) => finish(ended(name, p.task.await)),
+            None => self.refuse(name, who, Refusal::Used),
+        }
+    }
+
+    /// Ends a parked call that will not run: its request is cancelled (when still pending) and its
+    /// run released (its signal dropped: approved meanwhile, it gives up without contacting the
+    /// upstream). Returns it, to await its end; `None` when nothing is parked for `request`.
+    fn unpark(&self, request: &Uuid) -> Option<Parked> {
+        self.inner.gate.cancel_request(request);
+        let mut p = lock(&self.inner.parked).remove(request)?;
         drop(p.go.take());
-        finish(ended(name, p.task.await))
+        Some(p)
     }
 
     /// Legacy era, URL mode: an `elicitation/create` pointing at the approval page, where a

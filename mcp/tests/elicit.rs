@@ -260,20 +260,33 @@ async fn an_expired_request_state_is_refused_and_audited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_issued_before_the_definition_changed_is_refused_and_audited() {
+async fn a_call_parked_when_the_definition_changes_is_cancelled_and_its_state_refused() {
     let up = Shifty::default();
     let audit = MemoryAuditSink::new();
     let gate = keyed().audit(audit.clone()).build().unwrap();
     let person = Answering::approve(ProtocolVersion::V_2026_07_28);
     let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
     let (state, answer) = first_round(&w.client, "a").await;
+    let request = gate.pending()[0].id;
     up.version.store(1, Ordering::SeqCst);
     w.server.peer().notify_tool_list_changed().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // The proxy lists the upstream again (here for tools/list): the call parked between the two
+    // rounds is cancelled at once, not left pending until its deadline.
+    let listed = w.client.list_all_tools().await.unwrap();
+    assert_eq!(listed[0].description.as_deref(), Some("Writes (version 1)"));
+    assert!(gate.pending().is_empty(), "the parked call's request is still pending: {:?}", gate.pending());
+    let records = audit.records();
+    let ended: Vec<_> =
+        records.iter().filter(|r| r.request_id == Some(request) && r.kind == AuditKind::Outcome).collect();
+    assert_eq!(ended.len(), 1, "{records:?}");
+    assert_eq!(ended[0].decision.as_deref(), Some("cancelled"), "{records:?}");
+    // Its retry is refused as before, and nothing runs.
     let r = retry(&w.client, retried("a", &state, &answer)).await;
     refused(&r, "definition changed");
     assert_eq!(up.runs.load(Ordering::SeqCst), 0);
     refusal(&audit.records(), "definition changed", &state);
+    assert!(!audit.records().iter().any(|r| r.kind == AuditKind::Execution));
     gate.close();
 }
 
