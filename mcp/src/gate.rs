@@ -37,8 +37,17 @@ const ROUTE_KEY: &str = "signoff_mcp_route";
 const NOT_RETRIED: &str = "approved, but the call was not retried before its deadline: the upstream was not contacted";
 
 /// A deferred call's end when it was approved but released without an agreeing retry.
-const RELEASED: &str = "approved, but released without an agreeing retry (the client declined, or the tool's \
-                        definition changed): the upstream was not contacted";
+const RELEASED: &str = "approved, but released without an agreeing retry (the client declined or cancelled, or \
+                        the tool's definition changed): the upstream was not contacted";
+
+/// The start of an upstream call's error when the request never left this process (its
+/// connection had closed, or sending it failed): the call did not run, and the model is told so.
+const NOT_DELIVERED: &str = "the upstream server could not be reached, so the call was not delivered";
+
+/// An upstream call's error when the request was handed to the connection, which then closed
+/// before the upstream answered: whether the tool ran is not known, and the model is told so.
+const OUTCOME_UNKNOWN: &str = "the upstream server went away during the call (its connection closed before it answered), so whether the \
+     tool ran is unknown";
 
 /// An upstream server's client: a name (its tools' namespace) and a running rmcp client.
 pub struct Upstream {
@@ -98,7 +107,7 @@ struct Parked {
     task: JoinHandle<ToolResult>,
     /// URL mode: the signal that lets the call run once approved (on the retry only).
     go: Option<oneshot::Sender<()>>,
-    _pending: PendingRequest,
+    pending: PendingRequest,
 }
 
 /// A deferred call's task, its request (held: dropping it unanswered fails the approval) and the
@@ -263,8 +272,9 @@ impl McpGate {
 
     /// Lists again the tools of every upstream that announced a change, and compares each
     /// definition with the one pinned: a changed tool is registered anew, its session grants are
-    /// revoked in every session (audited), and calls pending elsewhere for it are cancelled, so
-    /// the next call asks afresh; a `requestState` issued for the old definition no longer opens.
+    /// revoked in every session (audited), and calls pending elsewhere for it or parked between the
+    /// two rounds of a 2026-07-28 approval are cancelled at once, so the next call asks afresh; a
+    /// `requestState` issued for the old definition no longer opens.
     async fn refresh(&self) {
         for up in &self.inner.upstreams {
             if !up.changed.swap(false, Ordering::SeqCst) {
@@ -305,7 +315,8 @@ impl McpGate {
                             Some(&name),
                             format!(
                                 "upstream {:?} changed the definition of {:?} from {old} to {hash}: session grants \
-                                 revoked, calls pending elsewhere cancelled, request states for the old definition void",
+                                 revoked, calls pending elsewhere or parked between two rounds cancelled, request \
+                                 states for the old definition void",
                                 up.name, def.name
                             ),
                         );
@@ -333,7 +344,9 @@ impl McpGate {
         }
     }
 
-    /// Voids every approval of a tool: session grants and calls pending elsewhere.
+    /// Voids every approval of a tool: session grants, calls pending elsewhere and calls parked
+    /// between the two rounds of a 2026-07-28 approval. Their requests are cancelled and their
+    /// runs released (dropping the signal: one approved meanwhile gives up without running).
     fn void(&self, name: &str) {
         self.inner.gate.revoke_tool_grants(name);
         let mut elsewhere = lock(&self.inner.elsewhere);
@@ -342,6 +355,14 @@ impl McpGate {
             if let Some(e) = elsewhere.remove(&k) {
                 self.inner.gate.cancel_request(&e.request_id);
             }
+        }
+        drop(elsewhere);
+        let parked: Vec<Uuid> = {
+            let parked = lock(&self.inner.parked);
+            parked.iter().filter(|(_, p)| p.pending.request().tool == name).map(|(id, _)| *id).collect()
+        };
+        for id in parked {
+            self.unpark(&id);
         }
     }
 
@@ -519,7 +540,7 @@ impl McpGate {
         {
             let mut parked = lock(&self.inner.parked);
             parked.retain(|_, p| !p.task.is_finished());
-            parked.insert(req.id, Parked { task, go: Some(go), _pending: p });
+            parked.insert(req.id, Parked { task, go: Some(go), pending: p });
         }
         let mut asks = InputRequests::new();
         asks.insert(INPUT_KEY.into(), InputRequest::Elicitation(ElicitRequest::new(ask)));
@@ -585,7 +606,9 @@ impl McpGate {
         let response = match v {
             Some(Verdict::Approve(scope)) => TokenResponse { scope, ..TokenResponse::approve(&who.principal) },
             Some(Verdict::Deny(reason)) => TokenResponse::deny(&who.principal, reason),
-            None => TokenResponse::deny(&who.principal, None),
+            // `cancel`, or no answer it can read: the request is cancelled, as in the legacy era
+            // (nobody decided, so it is not recorded or told as a person's denial).
+            None => return self.cancel_parked(name, who, claims.request_id).await,
         };
         // Recorded off this task's thread (a durable store commits to disk; a shared one asks
         // its database).
@@ -612,6 +635,26 @@ impl McpGate {
             }
             None => self.refuse(name, who, Refusal::NotHeld),
         }
+    }
+
+    /// 2026-07-28 era, a retry that cancels: the request is cancelled and the parked call ends
+    /// without contacting the upstream (approved elsewhere meanwhile, it is released); the model
+    /// reads the gate's words for its end. A state whose call is no longer parked is refused.
+    async fn cancel_parked(&self, name: &str, who: &Who, request: Uuid) -> CallToolResponse {
+        match self.unpark(&request) {
+            Some(p) => finish(ended(name, p.task.await)),
+            None => self.refuse(name, who, Refusal::Used),
+        }
+    }
+
+    /// Ends a parked call that will not run: its request is cancelled (when still pending) and its
+    /// run released (its signal dropped: approved meanwhile, it gives up without contacting the
+    /// upstream). Returns it, to await its end; `None` when nothing is parked for `request`.
+    fn unpark(&self, request: &Uuid) -> Option<Parked> {
+        self.inner.gate.cancel_request(request);
+        let mut p = lock(&self.inner.parked).remove(request)?;
+        drop(p.go.take());
+        Some(p)
     }
 
     /// Legacy era, URL mode: an `elicitation/create` pointing at the approval page, where a
@@ -964,22 +1007,59 @@ async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::E
         Value::Object(m) => Some(m),
         _ => None,
     };
+    // Closed already (the server exited or its connection dropped before this call): rmcp would
+    // refuse the request before writing it, as `TransportClosed`, the same error it gives when the
+    // connection closes while waiting for the answer; told apart here, before sending.
+    if peer.is_transport_closed() {
+        return Err(format!(
+            "{NOT_DELIVERED}: its connection had already closed (the server exited or went away before this call)"
+        ));
+    }
     match peer.call_tool_once(p).await {
         Ok(CallToolResponse::Complete(r)) => serde_json::to_value(&r).map_err(|e| e.to_string()),
         Ok(_) => Err("the upstream server asked for input, which this proxy does not relay".into()),
         // The request never left: say so (the model and the person should not think it ran).
-        Err(rmcp::ServiceError::TransportSend(e)) => {
-            Err(format!("the upstream server could not be reached, so the call was not delivered: {e}"))
-        }
+        Err(rmcp::ServiceError::TransportSend(e)) => Err(format!("{NOT_DELIVERED}: {e}")),
+        // Handed to a connection that then closed without an answer: it may or may not have run.
+        Err(rmcp::ServiceError::TransportClosed) => Err(OUTCOME_UNKNOWN.into()),
         Err(e @ rmcp::ServiceError::McpError(_)) => Err(format!("the upstream server refused the call: {e}")),
         Err(e) => Err(format!("the upstream server failed: {e}")),
     }
 }
 
 /// Turns signoff's result into the client's: the upstream's own result when it ran, otherwise an
-/// error result with signoff's words for the model.
+/// error result with signoff's words for the model ([`told`]).
 fn finish(r: ToolResult) -> CallToolResponse {
-    to_mcp(r).into()
+    to_mcp(told(r)).into()
+}
+
+/// What the model reads of a call whose executor gave up without reaching the upstream, or lost it
+/// mid-call: signoff words every executor error as a run that failed, which these were not. An
+/// approved call that gave up (no retry before the deadline, or released) or was never delivered
+/// did not run; one whose upstream went away during the call may or may not have run. The audit's
+/// `execution` record keeps the error as it is.
+fn told(mut r: ToolResult) -> ToolResult {
+    let (ToolStatus::Failed, Some(err)) = (&r.status, r.error.as_deref()) else { return r };
+    let name = &r.tool;
+    let said = match err {
+        NOT_RETRIED | RELEASED => {
+            format!(
+                "The call to `{name}` did not run: it was {err}. Making the same call again asks for approval anew."
+            )
+        }
+        _ if err.starts_with(NOT_DELIVERED) => format!("The call to `{name}` did not run: {err}."),
+        OUTCOME_UNKNOWN => format!("The call to `{name}` may or may not have run: {err}."),
+        _ => return r,
+    };
+    // Arguments edited on the approval page: the model learns what was approved.
+    let edited = r.arguments.as_ref().filter(|_| r.edited).map(|a| {
+        format!(
+            "Note: the user changed the arguments before approving them; approved: {}.\n",
+            signoff::display::canonical_json(a)
+        )
+    });
+    r.content = edited.unwrap_or_default() + &said;
+    r
 }
 
 fn to_mcp(r: ToolResult) -> CallToolResult {
@@ -1025,17 +1105,9 @@ fn pending_elsewhere(name: &str, id: Uuid) -> ToolResult {
     }
 }
 
-/// The end of a deferred call's task, as the model reads it: an approved call that gave up without
-/// contacting the upstream (no retry before the deadline, or released) did not run, and says so
-/// (signoff reports an executor's error as a run that failed).
+/// The end of a deferred call's task (its words for the model are [`told`] by [`finish`]).
 fn ended(name: &str, joined: Result<ToolResult, tokio::task::JoinError>) -> ToolResult {
-    let mut r = joined.unwrap_or_else(|e| panicked(name, e));
-    if let (ToolStatus::Failed, Some(why @ (NOT_RETRIED | RELEASED))) = (&r.status, r.error.as_deref()) {
-        r.content = format!(
-            "The call to `{name}` did not run: it was {why}. Making the same call again asks for approval anew."
-        );
-    }
-    r
+    joined.unwrap_or_else(|e| panicked(name, e))
 }
 
 fn panicked(name: &str, e: tokio::task::JoinError) -> ToolResult {
@@ -1211,4 +1283,37 @@ pub fn build_gate(config: &ProxyConfig) -> Result<Gate, String> {
         b = b.tokens(k);
     }
     b.build().map_err(|e| format!("gate: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(error: &str, edited: bool) -> ToolResult {
+        let mut r = pending_elsewhere("up__write", Uuid::nil());
+        (r.status, r.error, r.edited) = (ToolStatus::Failed, Some(error.into()), edited);
+        r.arguments = Some(json!({"text": "b"}));
+        r.content = "The tool `up__write` ran and failed: ...".into();
+        r
+    }
+
+    #[test]
+    fn what_the_model_reads_of_a_call_that_did_not_or_may_not_have_run() {
+        let never = format!("{NOT_DELIVERED}: broken pipe");
+        assert_eq!(told(failed(&never, false)).content, format!("The call to `up__write` did not run: {never}."));
+        let lost = told(failed(OUTCOME_UNKNOWN, false)).content;
+        assert_eq!(lost, format!("The call to `up__write` may or may not have run: {OUTCOME_UNKNOWN}."));
+        // Edited on the approval page: what was approved is said first.
+        let edited = told(failed(OUTCOME_UNKNOWN, true)).content;
+        assert_eq!(
+            edited,
+            format!(
+                "Note: the user changed the arguments before approving them; approved: {{\"text\":\"b\"}}.\n{lost}"
+            )
+        );
+        // Any other error is signoff's own words, untouched; so is an upstream's error that only
+        // mentions these phrases.
+        let other = failed(&format!("the upstream server refused the call: {NOT_DELIVERED}"), false);
+        assert_eq!(told(other).content, "The tool `up__write` ran and failed: ...");
+    }
 }

@@ -68,7 +68,13 @@ async def test_a_request_state_from_before_a_change_does_not_open(proxy, sandbox
     person = Person("approve")
     async with proxy("2026-07-28", person, upstreams=[SHIFTY]) as c:
         state = await first_round(c, write(target), tool=NOTE)
+        parked = await proxy.record_where(lambda r: r.get("kind") == "request" and r.get("tool") == NOTE)
         await change(c)
+        # The call parked between the two rounds ends as cancelled once the proxy has listed the
+        # change, not at its deadline (20 s).
+        ended = await proxy.record_where(
+            lambda r: r.get("request_id") == parked["request_id"] and r.get("kind") == "outcome", timeout=3)
+        assert ended.get("decision") == "cancelled", ended
         r = await c.session.call_tool(
             NOTE, write(target), input_responses=APPROVE, request_state=state, allow_input_required=True
         )
@@ -81,8 +87,9 @@ async def test_a_request_state_from_before_a_change_does_not_open(proxy, sandbox
     assert len(person.asked) == 1
     records = proxy.records()
     first = [r["request_id"] for r in records if r.get("kind") == "request" and r["tool"] == NOTE][0]
+    assert first == parked["request_id"]
     decisions = [r.get("decision") for r in records if r.get("request_id") == first]
-    assert "approved" not in decisions and not [r for r in records if r.get("request_id") == first
-                                                and r.get("kind") == "execution"], records
+    assert "cancelled" in decisions and "approved" not in decisions and not [
+        r for r in records if r.get("request_id") == first and r.get("kind") == "execution"], records
     pinned, changed = hashes(records)
     assert len(changed) == 1 and changed[0][0] == pinned[0] and changed[0][1] != pinned[0], records

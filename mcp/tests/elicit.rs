@@ -11,7 +11,7 @@ use common::{Counter, Shifty, Wired, keyed, text, wire, write};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses, ProtocolVersion};
 use rmcp::service::RunningService;
-use signoff::{AuditKind, AuditRecord, Gate, MemoryAuditSink};
+use signoff::{AuditKind, AuditRecord, Gate, MemoryAuditSink, TokenResponse};
 use signoff_mcp::INPUT_KEY;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -107,16 +107,22 @@ async fn deny_with_a_reason_runs_nothing_and_tells_the_reason(version: ProtocolV
     s.gate.close();
 }
 
-async fn cancel_denies_and_runs_nothing(version: ProtocolVersion) {
+/// `cancel` (the person dismissed the form) cancels the request: not a person's denial, in the
+/// audit or in what the model reads.
+async fn cancel_cancels_the_request_and_runs_nothing(version: ProtocolVersion) {
     let s = Setup::new(Answering::cancel(version)).await;
     let r = s.call("a").await;
     assert_eq!(r.is_error, Some(true));
-    assert!(text(&r).contains("did not run"), "{}", text(&r));
+    let said = text(&r);
+    assert!(said.contains("was cancelled") && said.contains("did not run"), "{said}");
+    assert!(!said.contains("declined"), "a cancellation is not a person's denial: {said}");
     assert_eq!((s.runs(), s.person.asked()), (0, 1));
     assert!(s.gate.pending().is_empty(), "nothing is left pending");
     let records = s.audit.records();
-    let outcome = records.iter().find(|r| r.kind == AuditKind::Outcome).expect("an outcome");
-    assert!(matches!(outcome.decision.as_deref(), Some("cancelled" | "denied")), "{outcome:?}");
+    let outcomes: Vec<_> = records.iter().filter(|r| r.kind == AuditKind::Outcome).collect();
+    assert_eq!(outcomes.len(), 1, "{records:?}");
+    assert_eq!(outcomes[0].decision.as_deref(), Some("cancelled"), "{records:?}");
+    assert!(!records.iter().any(|r| r.kind == AuditKind::Response), "nobody answered it: {records:?}");
     assert!(!records.iter().any(|r| r.kind == AuditKind::Execution));
     s.assert_era();
     s.gate.close();
@@ -144,8 +150,8 @@ macro_rules! in_era {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn cancel_denies_and_runs_nothing() {
-                super::cancel_denies_and_runs_nothing($version).await
+            async fn cancel_cancels_the_request_and_runs_nothing() {
+                super::cancel_cancels_the_request_and_runs_nothing($version).await
             }
         }
     };
@@ -254,19 +260,61 @@ async fn an_expired_request_state_is_refused_and_audited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_issued_before_the_definition_changed_is_refused_and_audited() {
+async fn a_call_parked_when_the_definition_changes_is_cancelled_and_its_state_refused() {
     let up = Shifty::default();
     let audit = MemoryAuditSink::new();
     let gate = keyed().audit(audit.clone()).build().unwrap();
     let person = Answering::approve(ProtocolVersion::V_2026_07_28);
     let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
     let (state, answer) = first_round(&w.client, "a").await;
+    let request = gate.pending()[0].id;
     up.version.store(1, Ordering::SeqCst);
     w.server.peer().notify_tool_list_changed().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // The proxy lists the upstream again (here for tools/list): the call parked between the two
+    // rounds is cancelled at once, not left pending until its deadline.
+    let listed = w.client.list_all_tools().await.unwrap();
+    assert_eq!(listed[0].description.as_deref(), Some("Writes (version 1)"));
+    assert!(gate.pending().is_empty(), "the parked call's request is still pending: {:?}", gate.pending());
+    let records = audit.records();
+    let ended: Vec<_> =
+        records.iter().filter(|r| r.request_id == Some(request) && r.kind == AuditKind::Outcome).collect();
+    assert_eq!(ended.len(), 1, "{records:?}");
+    assert_eq!(ended[0].decision.as_deref(), Some("cancelled"), "{records:?}");
+    // Its retry is refused as before, and nothing runs.
     let r = retry(&w.client, retried("a", &state, &answer)).await;
     refused(&r, "definition changed");
     assert_eq!(up.runs.load(Ordering::SeqCst), 0);
     refusal(&audit.records(), "definition changed", &state);
+    assert!(!audit.records().iter().any(|r| r.kind == AuditKind::Execution));
     gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelling_retry_of_a_call_approved_elsewhere_releases_it_and_runs_nothing() {
+    let s = Setup::new(Answering::cancel(ProtocolVersion::V_2026_07_28)).await;
+    let client = &s.wired.client;
+    let (state, answer) = first_round(client, "a").await;
+    // Someone approves it elsewhere (a console, by token) while the client is away.
+    let request = s.gate.pending()[0].clone();
+    let token = s.gate.issue_token(&request.id, "alice").unwrap();
+    s.gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    // The person here dismisses the form: the call is released now, not held until its deadline
+    // (30 s), and runs nothing.
+    let r = tokio::time::timeout(Duration::from_secs(10), retry(client, retried("a", &state, &answer)))
+        .await
+        .expect("released at once");
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("did not run") && said.contains("released"), "{said}");
+    assert_eq!(s.runs(), 0);
+    let ran: Vec<_> = s.audit.records().into_iter().filter(|r| r.kind == AuditKind::Execution).collect();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].decision.as_deref(), Some("error"));
+    assert!(ran[0].reason.as_deref().is_some_and(|r| r.contains("the upstream was not contacted")), "{ran:?}");
+    // The state is spent: a replay is refused and runs nothing.
+    let r = retry(client, retried("a", &state, &answer)).await;
+    refused(&r, "already used");
+    assert_eq!(s.runs(), 0);
+    s.gate.close();
 }

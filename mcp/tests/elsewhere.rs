@@ -128,16 +128,23 @@ async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     gate.close();
 }
 
+/// Approves the one pending request by token, as someone elsewhere would.
+fn approve_elsewhere(gate: &Gate) {
+    let pending = gate.pending();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let token = gate.issue_token(&pending[0].id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let runs = Counter::hanging();
-    let gate = keyed_gate();
+    let audit = signoff::MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
     let Wired { mcp: _mcp, server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
 
     call(&client, "a").await;
-    let request = gate.pending()[0].clone();
-    let token = gate.issue_token(&request.id, "alice").unwrap();
-    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    approve_elsewhere(&gate);
     let counter = runs.0.clone();
     let killer = tokio::spawn(async move {
         while counter.load(Ordering::SeqCst) == 0 {
@@ -149,7 +156,31 @@ async fn an_upstream_that_dies_mid_call_gives_an_error_not_a_success() {
     let r = call(&client, "a").await;
     killer.await.unwrap();
     assert_eq!(r.is_error, Some(true));
-    assert!(text(&r).contains("upstream server failed"), "{}", text(&r));
+    // Delivered, then the connection died: whether it ran is not known, and that is what is said.
+    let said = text(&r);
+    assert!(said.contains("went away during the call") && said.contains("whether the tool ran is unknown"), "{said}");
+    assert!(!said.contains("ran and failed") && !said.contains("did not run"), "{said}");
+
+    // A later call to the upstream that is gone never leaves the proxy: it did not run, and says so.
+    call(&client, "b").await;
+    approve_elsewhere(&gate);
+    let r = call(&client, "b").await;
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(
+        said.contains("did not run") && said.contains("could not be reached, so the call was not delivered"),
+        "{said}"
+    );
+    assert!(!said.contains("ran and failed") && !said.contains("unknown"), "{said}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1, "only the first call reached the upstream");
+
+    // The audit: each an `error` execution with the true reason.
+    let ran: Vec<_> = audit.records().into_iter().filter(|r| r.kind == signoff::AuditKind::Execution).collect();
+    let reasons: Vec<_> =
+        ran.iter().map(|r| (r.decision.as_deref(), r.reason.as_deref().unwrap_or_default())).collect();
+    assert_eq!(reasons.len(), 2, "{ran:?}");
+    assert!(reasons[0].0 == Some("error") && reasons[0].1.contains("whether the tool ran is unknown"), "{ran:?}");
+    assert!(reasons[1].0 == Some("error") && reasons[1].1.contains("the call was not delivered"), "{ran:?}");
     gate.close();
 }
 
