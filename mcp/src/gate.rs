@@ -748,7 +748,10 @@ impl McpGate {
                 let _ = go.send(());
             }
         } else {
+            // The page may have approved already: the call is released without running (its
+            // signal dropped), at once rather than at its deadline.
             self.inner.gate.cancel_request(&request);
+            drop(parked.go.take());
         }
         tokio::select! {
             r = &mut parked.task => finish(ended(name, r)),

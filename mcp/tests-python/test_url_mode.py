@@ -240,6 +240,30 @@ async def test_a_client_that_gives_up_after_opening_the_page_cancels_the_request
     assert any(r.get("kind") == "outcome" and r.get("decision") == "cancelled" for r in records), records
 
 
+async def test_a_declining_retry_after_the_page_approved_ends_at_once_and_runs_nothing(proxy, sandbox):
+    """2026-07-28, URL mode: the page approves, then the client's retry says the person did not go
+    (decline): nothing runs, and the call ends at once (not at its deadline, told it was never
+    retried)."""
+    a = write(sandbox / "a.txt")
+    async with proxy("2026-07-28", Person(), extra=CONSOLE) as c:
+        first = await c.session.call_tool("fs__write_file", a, allow_input_required=True)
+        asked = first.input_requests["signoff_approval"]
+        url = asked.params.url if hasattr(asked, "params") else asked["params"]["url"]
+        await anyio.to_thread.run_sync(lambda: Page(url).decide("approve"))
+        declined = {"signoff_approval": {"action": "decline"}}
+        with anyio.fail_after(5):  # the request's deadline is 20 s away
+            r = await c.session.call_tool(
+                "fs__write_file", a, input_responses=declined, request_state=first.request_state,
+                allow_input_required=True,
+            )
+    assert r.is_error and "did not run" in text(r), text(r)
+    assert "not retried" not in text(r), text(r)
+    assert not (sandbox / "a.txt").exists()
+    runs = [r for r in proxy.records() if r.get("kind") == "execution" and r.get("tool") == "fs__write_file"]
+    assert len(runs) == 1 and runs[0]["decision"] == "error", runs
+    assert "upstream was not contacted" in runs[0]["reason"], runs
+
+
 async def test_a_retry_abandoned_before_the_page_decides_runs_nothing(proxy, sandbox):
     a = write(sandbox / "a.txt")
     async with proxy("2026-07-28", Person(), extra=CONSOLE) as c:
