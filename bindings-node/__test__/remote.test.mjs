@@ -361,7 +361,15 @@ console.log('IDS ' + JSON.stringify({ a: a.id, token: a.issueToken('alice'), b: 
   // The keys were rotated meanwhile: the token signed with k1 still verifies.
   const gate = new Gate({ storePath: db, tokenKeys: `k2:${SECRET_B}\nk1:${SECRET_A}`, denyWhenUnobserved: false })
   const runs = { delete_file: 0, send_email: 0, wipe_disk: 0 }
-  gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: async ({ path }) => (runs.delete_file++, { deleted: path }) })
+  const contexts = []
+  gate.register({
+    name: 'delete_file',
+    parameters: { type: 'object' },
+    execute: async ({ path }, { tool, callId, requestId, sessionId, edited }) => {
+      contexts.push({ tool, callId, requestId, sessionId, edited })
+      return (runs.delete_file++, { deleted: path })
+    },
+  })
   gate.register({ name: 'send_email', parameters: { type: 'object' }, execute: () => runs.send_email++ })
   gate.register({ name: 'wipe_disk', parameters: { type: 'object' }, execute: () => runs.wipe_disk++ })
   assert.equal(gate.record(ids.a).state, 'pending')
@@ -388,6 +396,8 @@ console.log('IDS ' + JSON.stringify({ a: a.id, token: a.issueToken('alice'), b: 
   assert.throws(() => gate.respondToken(ids.token, { approver: 'alice', decision: 'approve' }), code('already_used'))
   await sleep(30)
   assert.deepEqual(runs, { delete_file: 1, send_email: 0, wipe_disk: 0 }, 'exactly once; interrupted and timed-out never run')
+  // Run from the core's task (off the JavaScript thread), it still knows its call: the restored request.
+  assert.deepEqual(contexts, [{ tool: 'delete_file', callId: 'c1', requestId: ids.a, sessionId: 'default', edited: false }])
   await gate.close()
 
   // A third start finds nothing left to do, and the history is intact.

@@ -10,6 +10,7 @@ import {
   serializeEvent,
   type Decision,
   type ErrorCode,
+  type ExecutionContext,
   type GateEvent,
   type PendingRequest,
   type ToolDefinition,
@@ -41,7 +42,14 @@ const tool: ToolDefinition<DeleteArgs> = {
   editable: true,
   rules: [{ kind: 'path_outside', pointer: '/path', prefixes: ['/tmp'] }],
   source: { kind: 'external', server: 'fs' },
-  execute: async ({ path }, { signal }) => ({ deleted: path, aborted: signal?.aborted ?? false }),
+  execute: async ({ path }, context: ExecutionContext) => {
+    const requestId: string | null = context.requestId
+    const callId: string | null = context.callId
+    const who = [context.tool, context.sessionId, context.edited] satisfies [string, string, boolean]
+    // @ts-expect-error the context is read-only
+    context.edited = true
+    return { deleted: path, aborted: context.signal.aborted, requestId, callId, who }
+  },
 }
 
 const gate = new Gate({ defaultTimeoutMs: 30_000, keywords: ['delete'], denyWhenUnobserved: true })

@@ -27,6 +27,7 @@ import { SignoffError, describe, toSignoffError } from './errors'
 import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
 import {
   native,
+  type CallContextData,
   type ConfirmationRequestData,
   type DecisionData,
   type NativeGate,
@@ -191,7 +192,7 @@ function toolDefinition(tool: unknown): { spec: Record<string, unknown>; paramet
   optNumber(t, 'timeoutMs', shape, 'a whole number of milliseconds (0 or more)', { whole: true })
   const { execute, parameters, rules, source } = t
   if (execute !== undefined && execute !== null && typeof execute !== 'function') {
-    throw badField(shape, 'execute', 'a function (args, { signal }) => output, sync or async', execute)
+    throw badField(shape, 'execute', 'a function (args, context) => output, sync or async', execute)
   }
   if (parameters !== undefined && parameters !== null && !isRecord(parameters) && typeof parameters !== 'boolean') {
     throw badField(shape, 'parameters', 'a JSON Schema (an object such as { type: "object", properties: {...} })', parameters)
@@ -354,7 +355,7 @@ export class Gate extends EventEmitter {
   /** Aborted when the gate closes: the `signal` executors receive. */
   readonly #closed = new AbortController()
   /** The executor wrappers handed to the addon, which only holds them weakly. */
-  readonly #executors = new Map<string, (argsJson: string, token: number) => string | undefined>()
+  readonly #executors = new Map<string, (argsJson: string, token: number, call: CallContextData) => string | undefined>()
 
   constructor(options: GateOptions = {}) {
     super()
@@ -443,9 +444,9 @@ export class Gate extends EventEmitter {
    * The executor as the addon calls it: the output's JSON text when the tool returned
    * synchronously, else `undefined` and `settleExecution` later.
    */
-  #executor(fn: Executor): (argsJson: string, token: number) => string | undefined {
+  #executor(fn: Executor): (argsJson: string, token: number, call: CallContextData) => string | undefined {
     // Not `this`: the wrapper must not keep the gate alive.
-    const context: ExecutionContext = Object.freeze({ signal: this.#closed.signal })
+    const signal = this.#closed.signal
     const settle = (token: number, ok: boolean, v: unknown): undefined => {
       let text: string
       try {
@@ -455,9 +456,17 @@ export class Gate extends EventEmitter {
       }
       native.settleExecution(token, ok, text)
     }
-    return (argsJson, token) => {
+    return (argsJson, token, call) => {
       let r: unknown
       try {
+        const context: ExecutionContext = Object.freeze({
+          tool: call.tool,
+          callId: call.callId ?? null,
+          requestId: call.requestId ?? null,
+          sessionId: call.sessionId,
+          edited: call.edited,
+          signal,
+        })
         r = fn(JSON.parse(argsJson), context)
         if (!isThenable(r)) return outputJson(r)
       } catch (e) {

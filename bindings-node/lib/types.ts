@@ -177,15 +177,29 @@ export type ArgRule =
   | { kind: 'not_one_of'; pointer: string; values: unknown[] }
   | { kind: 'contains'; pointer: string; substring: string }
 
-/** What an executor receives besides the arguments. */
+/**
+ * What an executor receives besides the arguments: which call it runs, from the core's
+ * `CallContext` (one frozen object per call, so concurrent calls never see each other's), and
+ * the gate's `signal`.
+ */
 export interface ExecutionContext {
+  /** The tool's name. */
+  readonly tool: string
+  /** The model's id for the call (`null` when the call had none). */
+  readonly callId: string | null
+  /** The confirmation request a person answered; `null` when the call was not gated. */
+  readonly requestId: string | null
+  /** The agent session. */
+  readonly sessionId: string
+  /** A person changed the arguments before approving. */
+  readonly edited: boolean
   /**
    * Aborted when the gate is closed: the call resolves at once (`failed`, its result unknown)
    * and what the tool returns later is ignored, so stop early if you can. The caller's own
    * `signal` is not passed on: cancelling a call once its tool started does not interrupt the
    * tool (see {@link CallOptions.signal}).
    */
-  signal: AbortSignal
+  readonly signal: AbortSignal
 }
 
 /**

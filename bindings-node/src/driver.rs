@@ -109,6 +109,7 @@ pub(crate) struct Shared {
 pub(crate) struct RemoteCall {
     pub executor: u64,
     pub args: serde_json::Value,
+    pub context: crate::tools::CallContextData,
     pub done: tokio::sync::oneshot::Sender<signoff::ExecResult>,
 }
 
@@ -141,15 +142,15 @@ impl Shared {
         }
     }
 
-    /// Queues an executor call for the JavaScript thread. `Err` gives the call back when the
-    /// gate is released.
-    pub(crate) fn execute_remote(&self, call: RemoteCall) -> Result<(), RemoteCall> {
+    /// Queues an executor call for the JavaScript thread. False (the call dropped) when the gate
+    /// is released.
+    pub(crate) fn execute_remote(&self, call: RemoteCall) -> bool {
         match locked(&self.remote).as_mut() {
             Some(q) => q.push(call),
-            None => return Err(call),
+            None => return false,
         }
         self.notify();
-        Ok(())
+        true
     }
 
     /// A request was restored by `Gate::recover` (called by the store, `store::Tracked`).

@@ -250,7 +250,7 @@ impl NativeGate {
     /// keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
     /// value), with an optional executor wrapper from the facade.
     #[napi(
-        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number) => string | undefined"
+        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, context: CallContextData) => string | undefined"
     )]
     pub fn register(
         &self,
@@ -275,7 +275,7 @@ impl NativeGate {
         if let Some(f) = executor {
             let (id, exec) = tools::executor_for(&env, f.raw(), Arc::downgrade(&self.state.shared))?;
             exec_id = Some(id);
-            tool = tool.with_executor(exec);
+            tool = tool.with_context_executor(exec);
         }
         match self.state.gate.register(tool) {
             Ok(()) => {

@@ -1,8 +1,14 @@
 //! Tools: specs go to the core as its `ToolSpec` JSON; JavaScript executors become core
-//! `Executor`s that call into JavaScript on the thread polling `execute` (the JavaScript thread)
-//! and settle through `settleExecution` (the output as JSON text, or the error message). Called
+//! `ContextExecutor`s that call into JavaScript on the thread polling `execute` (the JavaScript
+//! thread), handing over the arguments and the core's `CallContext` (as [`CallContextData`]), and
+//! settle through `settleExecution` (the output as JSON text, or the error message). Called
 //! from another thread (a request restored by `Gate::recover` runs its tool in a task on the
 //! tokio runtime), the call is queued for the JavaScript thread and made there.
+//!
+//! Two thread-local tables, neither about which call runs (that is the core's `CallContext`):
+//! `EXECUTORS` holds the facade's executor functions (a `napi_ref` is not `Send`, so the core's
+//! executor holds an id), and `SETTLES` the executions whose tool returned a promise, until
+//! `settleExecution` (or the gate's close, [`abandon`]) answers them.
 
 use crate::driver::{self, RemoteCall, Settle, Shared, TaskFuture};
 use crate::errors;
@@ -12,7 +18,7 @@ use napi::bindgen_prelude::{Result, ToNapiValue, ValueType};
 use napi::{Env, JsValue, sys};
 use napi_derive::napi;
 use serde_json::Value;
-use signoff::{ExecResult, Executor};
+use signoff::{CallContext, ContextExecutor, ExecResult};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -27,11 +33,40 @@ thread_local! {
     static NEXT_SETTLE: Cell<u64> = const { Cell::new(1) };
 }
 
-/// Wraps the facade's executor function as a core executor: `(argsJson, token) => string |
-/// undefined` returns the output's JSON text when the tool returned synchronously, else calls
-/// `settleExecution(token, ok, outputJsonOrMessage)` once. The reference is weak: the facade must
-/// keep the function alive while the tool is registered. Returns its id for [`release`].
-pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared>) -> Result<(u64, Executor)> {
+/// The call an executor runs, as the core's `CallContext` tells it (the facade adds the gate's
+/// `signal` and freezes it into the tool's `ExecutionContext`).
+#[napi(object, object_from_js = false)]
+pub struct CallContextData {
+    /// The tool's name.
+    pub tool: String,
+    /// The model's id for the call.
+    pub call_id: Option<String>,
+    /// The confirmation request a person answered; absent when the call was not gated.
+    pub request_id: Option<String>,
+    /// The agent session.
+    pub session_id: String,
+    /// A person changed the arguments before approving.
+    pub edited: bool,
+}
+
+impl From<&CallContext> for CallContextData {
+    fn from(c: &CallContext) -> Self {
+        CallContextData {
+            tool: c.tool.clone(),
+            call_id: c.call_id.clone(),
+            request_id: c.request_id.map(|u| u.to_string()),
+            session_id: c.session_id.clone(),
+            edited: c.edited,
+        }
+    }
+}
+
+/// Wraps the facade's executor function as a core executor: `(argsJson, token, context) =>
+/// string | undefined` returns the output's JSON text when the tool returned synchronously, else
+/// calls `settleExecution(token, ok, outputJsonOrMessage)` once. The reference is weak: the
+/// facade must keep the function alive while the tool is registered. Returns its id for
+/// [`release`].
+pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared>) -> Result<(u64, ContextExecutor)> {
     // Weak: the facade keeps its executor functions alive as long as the gate is referenced.
     let mut r = std::ptr::null_mut();
     // SAFETY: `env` is the env of the native call running now (`register`), on the gate's
@@ -45,18 +80,20 @@ pub(crate) fn executor_for(env: &Env, func: sys::napi_value, shared: Weak<Shared
     });
     EXECUTORS.with(|m| m.borrow_mut().insert(id, r));
     let gate_id = shared.upgrade().map_or(0, |s| s.gate_id);
-    let exec: Executor = Arc::new(move |args: Value| {
+    let exec: ContextExecutor = Arc::new(move |args: Value, context: CallContext| {
+        let context = CallContextData::from(&context);
         if let Some(env) = driver::current_env() {
-            return call_executor(env, id, gate_id, args);
+            return call_executor(env, id, gate_id, args, context);
         }
         // Off the JavaScript thread: have the gate make the call there.
         let Some(shared) = shared.upgrade() else {
             return fail("the gate is gone: the tool cannot run");
         };
         let (done, rx) = oneshot::channel();
-        match shared.execute_remote(RemoteCall { executor: id, args, done }) {
-            Ok(()) => Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err(LOST.into())))),
-            Err(_) => fail("the gate was closed before the tool could run"),
+        if shared.execute_remote(RemoteCall { executor: id, args, context, done }) {
+            Box::pin(rx.map(|r| r.unwrap_or_else(|_| Err(LOST.into()))))
+        } else {
+            fail("the gate was closed before the tool could run")
         }
     });
     Ok((id, exec))
@@ -96,9 +133,9 @@ pub(crate) fn abandon(gate_id: u64) {
 /// JavaScript thread, and hands its result back.
 pub(crate) fn remote_call(call: RemoteCall, gate_id: u64) -> TaskFuture {
     Box::pin(async move {
-        let RemoteCall { executor, args, done } = call;
+        let RemoteCall { executor, args, context, done } = call;
         let result = match driver::current_env() {
-            Some(env) => call_executor(env, executor, gate_id, args).await,
+            Some(env) => call_executor(env, executor, gate_id, args, context).await,
             None => Err(LOST.to_owned()),
         };
         let _ = done.send(result);
@@ -110,7 +147,13 @@ fn fail(msg: &str) -> BoxFuture<'static, ExecResult> {
     Box::pin(std::future::ready(Err(msg.to_owned())))
 }
 
-fn call_executor(env: sys::napi_env, id: u64, gate_id: u64, args: Value) -> BoxFuture<'static, ExecResult> {
+fn call_executor(
+    env: sys::napi_env,
+    id: u64,
+    gate_id: u64,
+    args: Value,
+    context: CallContextData,
+) -> BoxFuture<'static, ExecResult> {
     let Some(func_ref) = EXECUTORS.with(|m| m.borrow().get(&id).copied()) else {
         return fail("the tool was unregistered before it could run");
     };
@@ -137,8 +180,9 @@ fn call_executor(env: sys::napi_env, id: u64, gate_id: u64, args: Value) -> BoxF
         let reason = |e: napi::Error| e.reason;
         let js_args = env.create_string(serde_json::to_string(&args).unwrap_or_default()).map_err(reason)?.raw();
         let js_token = (token as f64).into_unknown(&env).map_err(reason)?.raw();
+        let js_context = context.into_unknown(&env).map_err(reason)?.raw();
         let undefined = ().into_unknown(&env).map_err(reason)?.raw();
-        let argv = [js_args, js_token];
+        let argv = [js_args, js_token, js_context];
         let mut out = std::ptr::null_mut();
         // SAFETY: on the JavaScript thread, with the env of the call running now; `f` (a
         // function: the facade only registers functions, and napi refuses anything else with a

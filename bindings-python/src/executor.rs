@@ -1,5 +1,5 @@
-//! Running tools (core `executor` module and `tool::Executor`): Python callables wrapped into the
-//! core `Executor` type, and `ToolResult`.
+//! Running tools (core `executor` module and `tool::ContextExecutor`): Python callables wrapped
+//! into the core `ContextExecutor` type, `CallContext` and `ToolResult`.
 //!
 //! * A sync executor runs on the runtime's blocking pool (like `asyncio.to_thread`), holding the
 //!   GIL only while Python runs.
@@ -9,8 +9,11 @@
 //! * Either way a started tool runs to the end: when the caller stops waiting (its task was
 //!   cancelled, Ctrl-C), the core hands the run to the runtime and records its result.
 //!
-//! The callable receives the approved arguments (a dict for object schemas) as its one argument;
-//! its return value must be JSON-compatible (`convert::from_py`: NaN, a cycle, a set... make the
+//! The callable receives the approved arguments (a dict for object schemas) and the call's
+//! [`CallContext`] (the core's `CallContext`: tool, call id, request, session, edited, whether the
+//! gate has closed) as its two arguments; the facade (`signoff/context.py`) wraps the user's
+//! function to set `signoff.current_call()` and pass the context on. Its return value must be
+//! JSON-compatible (`convert::from_py`: NaN, a cycle, a set... make the
 //! call `failed`, never `null`). An exception becomes the core's `failed` status.
 
 use crate::bridge::{self, LoopBridge};
@@ -19,7 +22,7 @@ use crate::gate::Decision;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
-use signoff::{ExecResult, Executor};
+use signoff::{ContextExecutor, ExecResult};
 use std::sync::Arc;
 
 const TOOL_FAILED: &str = "signoff: a tool executor raised";
@@ -58,12 +61,76 @@ async fn run_detached(
     joined.unwrap_or_else(|_| Err("the tool panicked".into()))
 }
 
-async fn run(func: Arc<Py<PyAny>>, is_async: bool, caller: Option<Arc<LoopBridge>>, args: Value) -> ExecResult {
+/// The call's context, as the tool sees it (`signoff.CallContext`): read-only, from the core.
+#[pyclass(module = "signoff._native", frozen)]
+pub struct CallContext {
+    inner: signoff::CallContext,
+}
+
+#[pymethods]
+impl CallContext {
+    /// The tool's name.
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.inner.tool
+    }
+    /// The model's id for the call.
+    #[getter]
+    fn call_id(&self) -> Option<&str> {
+        self.inner.call_id.as_deref()
+    }
+    /// The confirmation request a person answered; `None` when the call was not gated.
+    #[getter]
+    fn request_id(&self) -> Option<String> {
+        self.inner.request_id.map(|u| u.to_string())
+    }
+    /// The agent session.
+    #[getter]
+    fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+    /// A person changed the arguments before approving.
+    #[getter]
+    fn edited(&self) -> bool {
+        self.inner.edited
+    }
+    /// True once the gate that runs this call has closed: a long tool may stop early and say so
+    /// (signoff never interrupts it).
+    #[getter]
+    fn gate_closed(&self) -> bool {
+        self.inner.gate_closed()
+    }
+    fn __repr__(&self) -> String {
+        let c = &self.inner;
+        format!(
+            "CallContext(tool={:?}, call_id={:?}, request_id={:?}, session_id={:?}, edited={})",
+            c.tool,
+            c.call_id,
+            c.request_id.map(|u| u.to_string()),
+            c.session_id,
+            if c.edited { "True" } else { "False" }
+        )
+    }
+}
+
+/// The executor's two arguments: the approved arguments and the call's context.
+fn call_args<'py>(
+    py: Python<'py>,
+    args: &Value,
+    context: signoff::CallContext,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, CallContext>)> {
+    Ok((to_py(py, args)?, Bound::new(py, CallContext { inner: context })?))
+}
+
+async fn run(
+    func: Arc<Py<PyAny>>,
+    is_async: bool,
+    caller: Option<Arc<LoopBridge>>,
+    args: Value,
+    context: signoff::CallContext,
+) -> ExecResult {
     if is_async {
-        let make = bridge::py_call(move |py| {
-            let a = to_py(py, &args)?;
-            func.bind(py).call1((a,))
-        });
+        let make = bridge::py_call(move |py| func.bind(py).call1(call_args(py, &args, context)?));
         return match caller {
             Some(b) => bridge::call_on_loop(b, make, finish_value()).await,
             None => run_detached(make).await,
@@ -71,7 +138,7 @@ async fn run(func: Arc<Py<PyAny>>, is_async: bool, caller: Option<Arc<LoopBridge
     }
     let joined = tokio::task::spawn_blocking(move || {
         bridge::attach_bg(|py| {
-            let r = to_py(py, &args).and_then(|a| func.bind(py).call1((a,)));
+            let r = call_args(py, &args, context).and_then(|a| func.bind(py).call1(a));
             match r {
                 Ok(v) if bridge::is_awaitable(&v).unwrap_or(false) => Step::Await(v.unbind()),
                 r => Step::Done(output_value(py, r)),
@@ -95,8 +162,8 @@ async fn run(func: Arc<Py<PyAny>>, is_async: bool, caller: Option<Arc<LoopBridge
 
 static ISCOROUTINEFUNCTION: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
-/// Wraps a Python callable into the core `Executor` type.
-pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<Executor> {
+/// Wraps a Python callable `(arguments, context)` into the core `ContextExecutor` type.
+pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<ContextExecutor> {
     let py = f.py();
     if !f.is_callable() {
         return Err(pyo3::exceptions::PyTypeError::new_err("the executor must be callable"));
@@ -106,11 +173,11 @@ pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<
         None => ISCOROUTINEFUNCTION.import(py, "inspect", "iscoroutinefunction")?.call1((&f,))?.is_truthy()?,
     };
     let func = Arc::new(f.unbind());
-    Ok(Arc::new(move |args: Value| {
+    Ok(Arc::new(move |args: Value, context: signoff::CallContext| {
         let func = func.clone();
         // Called while the core future is polled inside `bridge::spawn`'s scope: the caller's loop.
         let caller = bridge::CALLER.try_with(|b| b.clone()).ok();
-        Box::pin(run(func, is_async, caller, args))
+        Box::pin(run(func, is_async, caller, args, context))
     }))
 }
 
@@ -238,5 +305,6 @@ impl ToolResult {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ToolResult>()?;
+    m.add_class::<CallContext>()?;
     Ok(())
 }

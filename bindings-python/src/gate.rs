@@ -317,7 +317,7 @@ impl PyGate {
     }
 
     /// Registers (or replaces) a tool from its spec dict (the core `ToolSpec` JSON form) and an
-    /// optional executor, called with the approved arguments.
+    /// optional executor, called with the approved arguments and the call's `CallContext`.
     #[pyo3(signature = (spec, executor=None, executor_is_async=None))]
     fn register(
         &self,
@@ -329,7 +329,7 @@ impl PyGate {
         if let Some(f) = executor
             && !f.is_none()
         {
-            tool = tool.with_executor(executor::python_executor(f, executor_is_async)?);
+            tool = tool.with_context_executor(executor::python_executor(f, executor_is_async)?);
         }
         self.gate.register(tool).py_err()
     }

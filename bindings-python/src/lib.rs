@@ -11,7 +11,7 @@
 //! | `console.rs` | crate `signoff-console` (Console: the browser approval console) |
 //! | `events.rs` | `event` (events, Subscription, Lagged) |
 //! | `handler.rs` | `handler` (on_request, PendingRequest) |
-//! | `executor.rs` | `executor` + `tool::Executor` (Python executors, ToolResult) |
+//! | `executor.rs` | `executor` + `tool::ContextExecutor` (Python executors, CallContext, ToolResult) |
 //! | `tools.rs` | `tool` (ToolSpec from a dict) |
 //! | `errors.rs` | `error` (one exception class per `ErrorKind`) |
 //! | `bridge.rs` | asyncio <-> tokio glue (no core counterpart) |

@@ -56,15 +56,62 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------------------------
 // foreign traits
 
-/// Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
-/// and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
-/// text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
-/// error is the tool's failure, reported to the model. Runs at most once per approved call; once
-/// started it runs to the end even when the caller is cancelled (its result is recorded).
+/// Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text,
+/// and the call's `CallContext` (which call, request and session it runs for; whether the gate
+/// has closed since), and returns the output as JSON text (read strictly, like all JSON text
+/// from the Swift side: text that is not acceptable JSON, e.g. with a repeated key, is the tool's
+/// failure); a thrown error is the tool's failure, reported to the model. Runs at most once per
+/// approved call; once started it runs to the end even when the caller is cancelled (its result
+/// is recorded). Closing the gate does not stop it either: `context.gate.isClosed()` tells.
 #[uniffi::export(with_foreign)]
 #[async_trait::async_trait]
 pub trait ToolExecutor: Send + Sync {
-    async fn execute(&self, arguments_json: String) -> Result<String, CallbackError>;
+    async fn execute(&self, arguments_json: String, context: CallContext) -> Result<String, CallbackError>;
+}
+
+/// Which call an executor runs: the core's `CallContext`, converted.
+#[derive(uniffi::Record)]
+pub struct CallContext {
+    /// The tool's name.
+    pub tool: String,
+    /// The model's id for the call.
+    pub call_id: Option<String>,
+    /// The confirmation request a person answered; nil when the call was not gated.
+    pub request_id: Option<String>,
+    /// The agent session.
+    pub session_id: String,
+    /// A person changed the arguments before approving.
+    pub edited: bool,
+    /// The gate that runs the call, as the tool may ask about it: `gate.isClosed()`.
+    pub gate: Arc<GateStatus>,
+}
+
+/// What a running tool may ask about the gate that runs it. It does not keep the gate alive.
+#[derive(uniffi::Object)]
+pub struct GateStatus {
+    context: core::CallContext,
+}
+
+#[uniffi::export]
+impl GateStatus {
+    /// True once the gate has closed (or is gone): a long tool may stop early and say so. The
+    /// gate never interrupts a tool (its Swift task is not cancelled).
+    pub fn is_closed(&self) -> bool {
+        self.context.gate_closed()
+    }
+}
+
+impl From<core::CallContext> for CallContext {
+    fn from(c: core::CallContext) -> Self {
+        CallContext {
+            tool: c.tool.clone(),
+            call_id: c.call_id.clone(),
+            request_id: c.request_id.map(|u| u.to_string()),
+            session_id: c.session_id.clone(),
+            edited: c.edited,
+            gate: Arc::new(GateStatus { context: c }),
+        }
+    }
 }
 
 /// Called once per confirmation request (see `Gate.onRequest`). Answer through the
@@ -78,11 +125,11 @@ pub trait ApprovalHandler: Send + Sync {
     async fn handle(&self, request: Arc<PendingRequest>) -> Result<(), CallbackError>;
 }
 
-fn executor_from_foreign(exec: Arc<dyn ToolExecutor>) -> core::Executor {
-    Arc::new(move |args: serde_json::Value| {
+fn executor_from_foreign(exec: Arc<dyn ToolExecutor>) -> core::ContextExecutor {
+    Arc::new(move |args: serde_json::Value, context: core::CallContext| {
         let exec = exec.clone();
         async move {
-            let out = exec.execute(args.to_string()).await.map_err(|e| e.to_string())?;
+            let out = exec.execute(args.to_string(), context.into()).await.map_err(|e| e.to_string())?;
             // Strict, as all JSON text from the Swift side: a repeated key or NaN is the tool's
             // failure, not a value silently picked for the model.
             core::json::from_str(&out, "the executor's output").map_err(|e| match e {
@@ -329,7 +376,7 @@ impl Gate {
     fn register(&self, spec: ToolSpec, executor: Option<Arc<dyn ToolExecutor>>) -> Result<(), SignoffError> {
         let mut tool = core::Tool::from_spec(spec.into_core()?);
         if let Some(e) = executor {
-            tool = tool.with_executor(executor_from_foreign(e));
+            tool = tool.with_context_executor(executor_from_foreign(e));
         }
         Ok(self.inner.register(tool)?)
     }

@@ -22,7 +22,7 @@ class Exec(so.ToolExecutor):
     def __init__(self):
         self.calls = []
 
-    async def execute(self, arguments_json):
+    async def execute(self, arguments_json, context):
         self.calls.append(json.loads(arguments_json))
         return json.dumps("deleted")
 

@@ -772,7 +772,7 @@ class Exec(so.ToolExecutor):
         self.fn = fn
         self.calls = []
 
-    async def execute(self, arguments_json):
+    async def execute(self, arguments_json, context):
         args = json.loads(arguments_json)
         self.calls.append(args)
         await asyncio.sleep(0.01)
@@ -818,15 +818,15 @@ async def test_executor_edited_arguments_and_failures():
     gate.register_executable_tool(delete_spec(editable=True), ex)
 
     class Failing(so.ToolExecutor):
-        async def execute(self, arguments_json):
+        async def execute(self, arguments_json, context):
             raise RuntimeError("disk on fire")
 
     class NotJson(so.ToolExecutor):
-        async def execute(self, arguments_json):
+        async def execute(self, arguments_json, context):
             return "plain text"
 
     class RepeatedKey(so.ToolExecutor):
-        async def execute(self, arguments_json):
+        async def execute(self, arguments_json, context):
             return '{"ok":true,"ok":false}'
 
     gate.register_executable_tool(so.ToolSpec(name="fail_tool"), Failing())
@@ -846,6 +846,129 @@ async def test_executor_edited_arguments_and_failures():
     # the output is read strictly too: no value is silently picked for the model
     r = await gate.execute_cancellable(call("dup_tool", {})).wait()
     assert r.status == so.ToolStatus.FAILED and "duplicate key" in r.error and r.output_json is None
+
+
+# --------------------------------------------------------------------------------------------
+# the call context an executor receives (the core's CallContext)
+
+
+class ContextRecorder(so.ToolExecutor):
+    """Records what each call's context says; `hold` makes every call wait until released."""
+
+    def __init__(self, hold=None):
+        self.seen = {}
+        self.contexts = []
+        self.hold = hold
+
+    async def execute(self, arguments_json, context):
+        path = json.loads(arguments_json)["path"]
+        self.contexts.append(context)
+        if self.hold is not None:
+            await self.hold(path)
+        self.seen[path] = {
+            "tool": context.tool,
+            "call_id": context.call_id,
+            "request_id": context.request_id,
+            "session_id": context.session_id,
+            "edited": context.edited,
+        }
+        return json.dumps("ok")
+
+
+@async_test
+async def test_an_approved_call_sees_the_request_the_person_answered():
+    gate = so.Gate()
+    ex = ContextRecorder()
+    gate.register_executable_tool(delete_spec(editable=True, approval=so.ApprovalMode.REQUIRED), ex)
+    sub = gate.subscribe()
+    for path, edit in (("/a", None), ("/b", "/b-edited")):
+        p = gate.execute_cancellable(call(args={"path": path}, session_id="s1", call_id=f"c{path}"))
+        req = await next_request(sub)
+        gate.approve(req, arguments_json=json.dumps({"path": edit}) if edit else None)
+        r = await p.wait()
+        assert r.status == so.ToolStatus.EXECUTED, r.content
+        assert ex.seen[edit or path] == {
+            "tool": "delete_file",
+            "call_id": f"c{path}",
+            "request_id": req.id,
+            "session_id": "s1",
+            "edited": edit is not None,
+        }
+        assert not ex.contexts[-1].gate.is_closed()
+    gate.close()
+
+
+@async_test
+async def test_an_ungated_call_has_no_request():
+    gate = so.Gate.open(config=so.GateConfig(dangerously_disable_gating=True))
+    ex = ContextRecorder()
+    gate.register_executable_tool(delete_spec(), ex)
+    r = await gate.execute_cancellable(call(args={"path": "/u"})).wait()
+    assert r.status == so.ToolStatus.EXECUTED, r.content
+    assert ex.seen["/u"] == {"tool": "delete_file", "call_id": None, "request_id": None, "session_id": "default", "edited": False}
+    gate.close()
+
+
+@async_test
+async def test_concurrent_calls_each_see_their_own_context():
+    both = asyncio.Event()
+    started = set()
+
+    async def hold(path):
+        started.add(path)
+        if len(started) == 2:
+            both.set()
+        await asyncio.wait_for(both.wait(), 5)  # both run at once
+
+    gate = so.Gate()
+    ex = ContextRecorder(hold)
+    gate.register_executable_tool(delete_spec(approval=so.ApprovalMode.REQUIRED), ex)
+    sub = gate.subscribe()
+    pending = [gate.execute_cancellable(call(args={"path": p}, session_id=f"s{p}", call_id=f"c{p}")) for p in ("/a", "/b")]
+    reqs = {}
+    while len(reqs) < 2:
+        r = await next_request(sub)
+        reqs[r.tool_call_id] = r
+    gate.approve(reqs["c/b"])
+    gate.approve(reqs["c/a"])
+    results = [await p.wait() for p in pending]
+    assert [r.status for r in results] == [so.ToolStatus.EXECUTED] * 2
+    for p in ("/a", "/b"):
+        assert ex.seen[p] == {
+            "tool": "delete_file",
+            "call_id": f"c{p}",
+            "request_id": reqs[f"c{p}"].id,
+            "session_id": f"s{p}",
+            "edited": False,
+        }
+    gate.close()
+
+
+@async_test
+async def test_a_running_tool_learns_that_the_gate_closed():
+    release = asyncio.Event()
+    closed = []
+
+    class Slow(so.ToolExecutor):
+        async def execute(self, arguments_json, context):
+            closed.append(context.gate.is_closed())
+            await asyncio.wait_for(release.wait(), 5)
+            closed.append(context.gate.is_closed())
+            return json.dumps("stopped early" if context.gate.is_closed() else "done")
+
+    gate = so.Gate()
+    gate.register_executable_tool(delete_spec(approval=so.ApprovalMode.REQUIRED), Slow())
+    sub = gate.subscribe()
+    p = gate.execute_cancellable(call())
+    gate.approve(await next_request(sub))
+    while not closed:
+        await asyncio.sleep(0.005)
+    gate.close()
+    release.set()
+    r = await p.wait()
+    # Not interrupted (its task is not cancelled): it ran to the end and said so.
+    assert r.status == so.ToolStatus.EXECUTED and json.loads(r.output_json) == "stopped early"
+    assert closed == [False, True]
 
 
 @async_test

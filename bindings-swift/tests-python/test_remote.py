@@ -47,7 +47,7 @@ class Exec(so.ToolExecutor):
         self.count = count
         self.result = result
 
-    async def execute(self, arguments_json):
+    async def execute(self, arguments_json, context):
         args = json.loads(arguments_json)
         self.calls.append(args)
         if self.count:
@@ -571,7 +571,7 @@ db, count, mode, secret = sys.argv[1:5]
 SCHEMA = json.dumps({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
 
 class Exec(so.ToolExecutor):
-    async def execute(self, arguments_json):
+    async def execute(self, arguments_json, context):
         args = json.loads(arguments_json)
         with open(count, "a") as f:
             f.write(args.get("path", "?") + "\n")

@@ -38,7 +38,12 @@ DECLARATIONS = [
     (r"open func approveWith\(argumentsJson: String\? = nil, scope: Scope\? = nil, responder: String\? = nil\)throws\s+-> Outcome", "PendingRequest.approve(editedArguments:)"),
     # foreign traits
     (r"public protocol ApprovalHandler: AnyObject, Sendable \{\s+func handle\(request: PendingRequest\) async throws", "ClosureApprovalHandler"),
-    (r"public protocol ToolExecutor: AnyObject, Sendable \{\s+func execute\(argumentsJson: String\) async throws\s+-> String", "ClosureToolExecutor"),
+    (r"public protocol ToolExecutor: AnyObject, Sendable \{\s+func execute\(argumentsJson: String, context: CallContext\) async throws\s+-> String", "ClosureToolExecutor"),
+    (r"public struct CallContext \{[^}]*public var tool: String\n[^}]*public var callId: String\?\n[^}]*"
+     r"public var requestId: String\?\n[^}]*public var sessionId: String\n[^}]*public var edited: Bool\n[^}]*"
+     r"public var gate: GateStatus\n", "ClosureToolExecutor, Gate.registerTool(_:execute:), tests"),
+    (r"open class GateStatus: GateStatusProtocol, @unchecked Sendable", "CallContext.gate, Sendable fallback"),
+    (r"open func isClosed\(\) -> Bool", "CallContext.gate.isClosed()"),
     # records and enums
     (r"public struct ToolCall: ", "ToolCall(tool:arguments:)"),
     (r"\*/tool: String,\s+/\*\*[^/]*\*/argumentsJson: String = \"\{\}\",\s+/\*\*[^/]*\*/sessionId: String = \"default\",\s+/\*\*[^/]*\*/callId: String\? = nil,\s+/\*\*[^/]*\*/metadataJson: String\? = nil\)", "ToolCall(tool:arguments:)"),

@@ -458,7 +458,7 @@ class Transfer(so.ToolExecutor):
         self.started = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def execute(self, arguments_json):
+    async def execute(self, arguments_json, context):
         self.runs += 1
         self.started.set()
         await self.release.wait()
@@ -546,7 +546,7 @@ class Counting(so.ToolExecutor):
         self.started = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def execute(self, arguments_json):
+    async def execute(self, arguments_json, context):
         self.runs += 1
         self.started.set()
         if self.hold:

@@ -718,6 +718,62 @@ async fn executor_failure_and_panic_are_results_not_crashes() {
     assert_eq!((r.status, r.error.as_deref()), (ToolStatus::Failed, Some("the tool panicked")));
 }
 
+/// What a call context says: tool, call id, request, session, edited, gate closed.
+type Facts = (String, Option<String>, Option<uuid::Uuid>, String, bool, bool);
+
+fn facts(c: &CallContext) -> Facts {
+    (c.tool.clone(), c.call_id.clone(), c.request_id, c.session_id.clone(), c.edited, c.gate_closed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_context_executor_sees_its_call_and_learns_that_the_gate_closed() {
+    let seen: Arc<std::sync::Mutex<Vec<Facts>>> = Arc::default();
+    let (s1, s2) = (seen.clone(), seen.clone());
+    let delete =
+        Tool::builder("delete_file").parameters(path_schema()).editable(true).executor_with_context(move |_, c| {
+            s1.lock().unwrap().push(facts(&c));
+            async { Ok(json!("ok")) }
+        });
+    let slow_read = Tool::builder("read_file").read_only(true).executor_with_context(move |_, c| {
+        let s = s2.clone();
+        async move {
+            s.lock().unwrap().push(facts(&c));
+            tokio::time::sleep(Duration::from_secs(1)).await; // the gate closes meanwhile
+            s.lock().unwrap().push(facts(&c));
+            Ok(json!("ok"))
+        }
+    });
+    let g = Gate::builder().tool(delete.build()).tool(slow_read.build()).build().unwrap();
+    let mut sub = g.subscribe();
+    for edit in [None, Some(json!({"path": "/b"}))] {
+        let call = g.execute(del("/a").call_id("c1").session("s1"));
+        let answer = async {
+            let req = next_request(&mut sub).await;
+            let approve = ConfirmationResponse::approve(&req);
+            g.respond(match edit.clone() {
+                Some(a) => approve.with_arguments(a),
+                None => approve,
+            })
+            .unwrap();
+            req.id
+        };
+        let (r, id) = tokio::join!(call, answer);
+        assert_eq!(r.status, ToolStatus::Executed);
+        let last = seen.lock().unwrap().pop().unwrap();
+        assert_eq!(last, ("delete_file".into(), Some("c1".into()), Some(id), "s1".into(), edit.is_some(), false));
+    }
+    let ungated = tokio::spawn({
+        let g = g.clone();
+        async move { g.execute(ToolCall::new("read_file", json!({})).call_id("c2")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    g.close();
+    assert_eq!(ungated.await.unwrap().status, ToolStatus::Executed);
+    let read =
+        |closed| ("read_file".to_owned(), Some("c2".to_owned()), None, DEFAULT_SESSION.to_owned(), false, closed);
+    assert_eq!(*seen.lock().unwrap(), [read(false), read(true)], "the context reports the closed gate");
+}
+
 #[tokio::test(start_paused = true)]
 async fn batch_runs_ungated_at_once_and_returns_in_model_order() {
     let runs = Arc::new(AtomicUsize::new(0));

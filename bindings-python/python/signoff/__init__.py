@@ -27,6 +27,10 @@ Quickstart::
 
     asyncio.run(main())
 
+A running tool learns which call it runs (tool, call id, the request a person answered, session,
+whether the arguments were edited, whether the gate has closed) from :func:`current_call`, or
+from a parameter annotated :class:`CallContext`: see :mod:`signoff.context`.
+
 Remote approval with signed tokens, a durable SQLite store that survives restarts, and a
 hash-chained audit log: see :mod:`signoff.tokens`, :mod:`signoff.store` and :mod:`signoff.audit`;
 a browser approval console: :meth:`Gate.serve_console` (:mod:`signoff.console`).
@@ -49,6 +53,7 @@ from ._native import (
 )
 from .audit import ChainProblem, ChainProblemKind, ChainReport, verify_audit_chain
 from .console import Console
+from .context import CallContext, current_call
 from .errors import (
     ERROR_CLASSES,
     ERROR_KINDS,
@@ -118,6 +123,7 @@ __all__ = [
     "ApprovalMode",
     "Approvers",
     "BadSignatureError",
+    "CallContext",
     "ChainProblem",
     "ChainProblemKind",
     "ChainReport",
@@ -170,6 +176,7 @@ __all__ = [
     "WrongApproverError",
     "__version__",
     "contains",
+    "current_call",
     "default_keywords",
     "error_class",
     "external",

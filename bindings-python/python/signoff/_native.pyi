@@ -12,6 +12,7 @@ __all__ = [
     "AlreadyUsedError",
     "Approvers",
     "BadSignatureError",
+    "CallContext",
     "ChainProblem",
     "ChainReport",
     "ClosedError",
@@ -335,6 +336,29 @@ class Decision:
     def __eq__(self, value: object, /) -> bool: ...
 
 @final
+class CallContext:
+    """What a running tool knows about its call, from the core (``signoff.current_call()``)."""
+
+    @property
+    def tool(self) -> str:
+        """The tool's name."""
+    @property
+    def call_id(self) -> Optional[str]:
+        """The model's id for the call."""
+    @property
+    def request_id(self) -> Optional[str]:
+        """The confirmation request a person answered; ``None`` when the call was not gated."""
+    @property
+    def session_id(self) -> str:
+        """The agent session."""
+    @property
+    def edited(self) -> bool:
+        """A person changed the arguments before approving."""
+    @property
+    def gate_closed(self) -> bool:
+        """True once the gate that runs this call has closed: a long tool may stop early."""
+
+@final
 class ToolResult:
     @property
     def call_id(self) -> Optional[str]: ...
@@ -590,8 +614,12 @@ class Gate:
     def __new__(cls, **options: Any) -> Gate:
         """A gate from the core's gate options (snake_case), validated by the core."""
     def register(
-        self, spec: _JSONInput, executor: Optional[Callable[[Any], Any]] = None, executor_is_async: Optional[bool] = None
-    ) -> None: ...
+        self,
+        spec: _JSONInput,
+        executor: Optional[Callable[[Any, CallContext], Any]] = None,
+        executor_is_async: Optional[bool] = None,
+    ) -> None:
+        """Registers a tool; ``executor`` is called with the approved arguments and the call's context."""
     def unregister(self, name: str) -> bool: ...
     def tools(self) -> list[dict[str, Any]]: ...
     def evaluate(self, tool: str, arguments: Any = None, session_id: Optional[str] = None) -> dict[str, Any]: ...

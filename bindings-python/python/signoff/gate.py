@@ -48,6 +48,7 @@ from ._native import (
     ToolResult,
 )
 from .console import Console
+from .context import native_executor
 from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
 
 if TYPE_CHECKING:
@@ -60,8 +61,9 @@ Outcome = Literal["approved", "denied"]
 
 #: An executor: called with the approved arguments (a dict for object schemas); sync or async;
 #: returns a JSON-compatible value (:data:`signoff.tools.JSON`; anything else makes the call
-#: ``failed``).
-Executor = Callable[[Any], Any]
+#: ``failed``). A parameter annotated :class:`~signoff.CallContext` receives the call's context
+#: as a keyword argument; :func:`signoff.current_call` returns it too (:mod:`signoff.context`).
+Executor = Callable[..., Any]
 
 #: An approval handler: called with each :class:`PendingRequest`; sync or async.
 Handler = Callable[[PendingRequest], Union[None, Awaitable[None]]]
@@ -275,7 +277,9 @@ class Gate(Closing):
             read_only, destructive: hints for the policy.
             timeout: approval timeout in seconds for this tool.
             executor: runs the tool, for :meth:`execute`: a sync or async callable receiving the
-                approved arguments (a dict) and returning a JSON-compatible value.
+                approved arguments (a dict) and returning a JSON-compatible value. While it
+                runs, :func:`signoff.current_call` returns the call's :class:`CallContext`; a
+                parameter annotated ``CallContext`` receives it as a keyword argument.
 
         Raises:
             InvalidToolError: bad schema, empty or deceptive name, bad rule.
@@ -298,9 +302,18 @@ class Gate(Closing):
 
     def register_spec(self, spec: Union[Mapping[str, Any], str], executor: Optional[Executor] = None) -> None:
         """Registers a tool from the core ``ToolSpec`` JSON form (dict or text), e.g. one shared
-        with another language. Unknown fields raise :class:`MalformedError`."""
-        is_async = None if executor is None else _is_async_callable(executor)
-        self._native.register(spec, executor, is_async)
+        with another language. Unknown fields raise :class:`MalformedError`. ``executor`` as in
+        :meth:`register`."""
+        self._register(spec, executor, keywords=False)
+
+    def _register(self, spec: Union[Mapping[str, Any], str], fn: Optional[Callable[..., Any]], keywords: bool) -> None:
+        if fn is None:
+            self._native.register(spec, None, None)
+            return
+        if not callable(fn):
+            raise TypeError("the executor must be callable")
+        is_async = _is_async_callable(fn)
+        self._native.register(spec, native_executor(fn, is_async, keywords=keywords), is_async)
 
     def tool(
         self,
@@ -318,8 +331,9 @@ class Gate(Closing):
         timeout: Optional[Seconds] = None,
     ) -> Callable[[F], F]:
         """Decorator: registers a function as a tool's executor, called with the arguments as
-        keyword arguments. The name defaults to the function's, the description to its
-        docstring. The function is returned unchanged.
+        keyword arguments (and, to a parameter annotated :class:`CallContext`, the call's
+        context; :func:`signoff.current_call` returns it too). The name defaults to the
+        function's, the description to its docstring. The function is returned unchanged.
 
         >>> gate = Gate()
         >>> @gate.tool(parameters={"type": "object", "properties": {"path": {"type": "string"}}})
@@ -331,19 +345,7 @@ class Gate(Closing):
         """
 
         def decorate(fn: F) -> F:
-            if _is_async_callable(fn):
-
-                async def run_async(args: Any) -> Any:
-                    return await fn(**args) if isinstance(args, dict) else await fn(args)
-
-                executor: Executor = run_async
-            else:
-
-                def run_sync(args: Any) -> Any:
-                    return fn(**args) if isinstance(args, dict) else fn(args)
-
-                executor = run_sync
-            self.register(
+            spec = tool_spec(
                 name or fn.__name__,
                 description=inspect.cleandoc(fn.__doc__ or "") if description is None else description,
                 parameters=parameters,
@@ -355,8 +357,8 @@ class Gate(Closing):
                 read_only=read_only,
                 destructive=destructive,
                 timeout=timeout,
-                executor=executor,
             )
+            self._register(spec, fn, keywords=True)
             return fn
 
         return decorate

@@ -40,7 +40,17 @@ async def main() -> None:
 
     @gate.tool(approval="not_required")
     async def lookup(key: str) -> str:
+        call = signoff.current_call()
+        assert_type(call, Optional[signoff.CallContext])
+        if call is not None:
+            assert_type(call.request_id, Optional[str])
+            assert_type(call.gate_closed, bool)
         return key
+
+    def audited(args: Any, call: signoff.CallContext) -> str:
+        return f"{call.tool} {call.call_id} {call.session_id} {call.edited}"
+
+    gate.register("audited", approval="not_required", executor=audited)
 
     reg = gate.on_request(approver)
     assert_type(reg, HandlerRegistration)

@@ -8,7 +8,8 @@
 // - `Gate.events()` / `Subscription.events()`: the request stream as an `AsyncStream`;
 //   terminating the stream (consumer task cancelled, loop exited, stream released) closes the
 //   subscription.
-// - Closure-based handlers and executors, Codable conveniences, error descriptions.
+// - Closure-based handlers and executors (told which call they run: `CallContext`), Codable
+//   conveniences, error descriptions.
 
 import Foundation
 
@@ -171,16 +172,22 @@ public final class ClosureApprovalHandler: ApprovalHandler {
     }
 }
 
-/// A `ToolExecutor` from a closure over JSON text.
+/// A `ToolExecutor` from a closure over JSON text, optionally told which call it runs.
 public final class ClosureToolExecutor: ToolExecutor {
-    private let body: @Sendable (String) async throws -> String
+    private let body: @Sendable (String, CallContext) async throws -> String
 
-    public init(_ body: @escaping @Sendable (String) async throws -> String) {
+    /// `body` receives the arguments' JSON text and the call's context (tool, call id, the
+    /// request a person answered, session, `edited`, and `gate.isClosed()`).
+    public init(_ body: @escaping @Sendable (String, CallContext) async throws -> String) {
         self.body = body
     }
 
-    public func execute(argumentsJson: String) async throws -> String {
-        try await body(argumentsJson)
+    public convenience init(_ body: @escaping @Sendable (String) async throws -> String) {
+        self.init { json, _ in try await body(json) }
+    }
+
+    public func execute(argumentsJson: String, context: CallContext) async throws -> String {
+        try await body(argumentsJson, context)
     }
 }
 
@@ -204,15 +211,41 @@ extension Gate {
         try registerExecutableTool(spec: spec, executor: ClosureToolExecutor(executeJson))
     }
 
+    /// Registers a tool whose executor takes and returns JSON text, and is told which call it
+    /// runs (`CallContext`).
+    public func registerTool(
+        _ spec: ToolSpec,
+        executeJson: @escaping @Sendable (String, CallContext) async throws -> String
+    ) throws {
+        try registerExecutableTool(spec: spec, executor: ClosureToolExecutor(executeJson))
+    }
+
     /// Registers a tool whose executor takes `Decodable` arguments and returns an `Encodable`
     /// output. Arguments that do not decode make the call fail (`ToolResult.status == .failed`).
     public func registerTool<Arguments: Decodable, Output: Encodable>(
         _ spec: ToolSpec,
         execute: @escaping @Sendable (Arguments) async throws -> Output
     ) throws {
-        try registerTool(spec, executeJson: { json in
+        try registerTool(spec, execute: { (arguments: Arguments, _: CallContext) in try await execute(arguments) })
+    }
+
+    /// Registers a tool whose executor takes `Decodable` arguments and the call's context
+    /// (`CallContext`: tool, call id, the request a person answered, session, `edited`, and
+    /// `gate.isClosed()`), and returns an `Encodable` output.
+    ///
+    /// ```swift
+    /// try gate.registerTool(spec) { (args: Invoice, context: CallContext) -> String in
+    ///     log("sending for request \(context.requestId ?? "none") in \(context.sessionId)")
+    ///     return try await send(args)
+    /// }
+    /// ```
+    public func registerTool<Arguments: Decodable, Output: Encodable>(
+        _ spec: ToolSpec,
+        execute: @escaping @Sendable (Arguments, CallContext) async throws -> Output
+    ) throws {
+        try registerTool(spec, executeJson: { (json: String, context: CallContext) in
             let arguments = try SignoffJSON.decode(Arguments.self, from: json)
-            return try SignoffJSON.encode(try await execute(arguments))
+            return try SignoffJSON.encode(try await execute(arguments, context))
         })
     }
 }
@@ -332,8 +365,10 @@ extension ErrorKind {
 // MARK: - Sendable before Swift 6
 
 // The generated file declares these conformances only for Swift 6 compilers; declare them for
-// Swift 5.9 / 5.10 too (every field is itself a Sendable value type).
+// Swift 5.9 / 5.10 too (every field is itself Sendable: a value type, or `CallContext.gate`, a
+// `GateStatus`, whose generated class is `@unchecked Sendable`).
 #if !compiler(>=6)
+extension CallContext: Sendable {}
 extension ChainHead: Sendable {}
 extension ChainProblem: Sendable {}
 extension ChainReport: Sendable {}

@@ -2037,6 +2037,137 @@ public func FfiConverterTypeGate_lower(_ value: Gate) -> UInt64 {
 
 
 /**
+ * What a running tool may ask about the gate that runs it. It does not keep the gate alive.
+ */
+public protocol GateStatusProtocol: AnyObject, Sendable {
+    
+    /**
+     * True once the gate has closed (or is gone): a long tool may stop early and say so. The
+     * gate never interrupts a tool (its Swift task is not cancelled).
+     */
+    func isClosed()  -> Bool
+    
+}
+/**
+ * What a running tool may ask about the gate that runs it. It does not keep the gate alive.
+ */
+open class GateStatus: GateStatusProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_signoff_ffi_fn_clone_gatestatus(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_signoff_ffi_fn_free_gatestatus(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * True once the gate has closed (or is gone): a long tool may stop early and say so. The
+     * gate never interrupts a tool (its Swift task is not cancelled).
+     */
+open func isClosed() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gatestatus_is_closed(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGateStatus: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = GateStatus
+
+    public static func lift(_ handle: UInt64) throws -> GateStatus {
+        return GateStatus(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: GateStatus) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GateStatus {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: GateStatus, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGateStatus_lift(_ handle: UInt64) throws -> GateStatus {
+    return try FfiConverterTypeGateStatus.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGateStatus_lower(_ value: GateStatus) -> UInt64 {
+    return FfiConverterTypeGateStatus.lower(value)
+}
+
+
+
+
+
+
+/**
  * Keeps a handler registered (`Gate.onRequest`). `stop()`, or dropping it, unregisters the
  * handler and its subscription.
  */
@@ -3423,23 +3554,27 @@ public func FfiConverterTypeTokenKeys_lower(_ value: TokenKeys) -> UInt64 {
 
 
 /**
- * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
- * and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
- * text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
- * error is the tool's failure, reported to the model. Runs at most once per approved call; once
- * started it runs to the end even when the caller is cancelled (its result is recorded).
+ * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text,
+ * and the call's `CallContext` (which call, request and session it runs for; whether the gate
+ * has closed since), and returns the output as JSON text (read strictly, like all JSON text
+ * from the Swift side: text that is not acceptable JSON, e.g. with a repeated key, is the tool's
+ * failure); a thrown error is the tool's failure, reported to the model. Runs at most once per
+ * approved call; once started it runs to the end even when the caller is cancelled (its result
+ * is recorded). Closing the gate does not stop it either: `context.gate.isClosed()` tells.
  */
 public protocol ToolExecutor: AnyObject, Sendable {
     
-    func execute(argumentsJson: String) async throws  -> String
+    func execute(argumentsJson: String, context: CallContext) async throws  -> String
     
 }
 /**
- * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text
- * and returns the output as JSON text (read strictly, like all JSON text from the Swift side:
- * text that is not acceptable JSON, e.g. with a repeated key, is the tool's failure); a thrown
- * error is the tool's failure, reported to the model. Runs at most once per approved call; once
- * started it runs to the end even when the caller is cancelled (its result is recorded).
+ * Runs a tool. Implemented in Swift (or Python). Receives the approved arguments as JSON text,
+ * and the call's `CallContext` (which call, request and session it runs for; whether the gate
+ * has closed since), and returns the output as JSON text (read strictly, like all JSON text
+ * from the Swift side: text that is not acceptable JSON, e.g. with a repeated key, is the tool's
+ * failure); a thrown error is the tool's failure, reported to the model. Runs at most once per
+ * approved call; once started it runs to the end even when the caller is cancelled (its result
+ * is recorded). Closing the gate does not stop it either: `context.gate.isClosed()` tells.
  */
 open class ToolExecutorImpl: ToolExecutor, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -3494,12 +3629,12 @@ open class ToolExecutorImpl: ToolExecutor, @unchecked Sendable {
     
 
     
-open func execute(argumentsJson: String)async throws  -> String  {
+open func execute(argumentsJson: String, context: CallContext)async throws  -> String  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_signoff_ffi_fn_method_toolexecutor_execute(
-                        self.uniffiCloneHandle(),FfiConverterString.lower(argumentsJson)
+                        self.uniffiCloneHandle(),FfiConverterString.lower(argumentsJson),FfiConverterTypeCallContext_lower(context)
                 )
             },
             pollFunc: ffi_signoff_ffi_rust_future_poll_rust_buffer,
@@ -3541,6 +3676,7 @@ fileprivate struct UniffiCallbackInterfaceToolExecutor {
         execute: { (
             uniffiHandle: UInt64,
             argumentsJson: RustBuffer,
+            context: RustBuffer,
             uniffiFutureCallback: @escaping UniffiForeignFutureCompleteRustBuffer,
             uniffiCallbackData: UInt64,
             uniffiOutDroppedCallback: UnsafeMutablePointer<UniffiForeignFutureDroppedCallbackStruct>
@@ -3551,7 +3687,8 @@ fileprivate struct UniffiCallbackInterfaceToolExecutor {
                     throw UniffiInternalError.unexpectedStaleHandle
                 }
                 return try await uniffiObj.execute(
-                     argumentsJson: try FfiConverterString.lift(argumentsJson)
+                     argumentsJson: try FfiConverterString.lift(argumentsJson),
+                     context: try FfiConverterTypeCallContext_lift(context)
                 )
             }
 
@@ -3656,6 +3793,115 @@ public func FfiConverterTypeToolExecutor_lower(_ value: ToolExecutor) -> UInt64 
 }
 
 
+
+
+/**
+ * Which call an executor runs: the core's `CallContext`, converted.
+ */
+public struct CallContext {
+    /**
+     * The tool's name.
+     */
+    public var tool: String
+    /**
+     * The model's id for the call.
+     */
+    public var callId: String?
+    /**
+     * The confirmation request a person answered; nil when the call was not gated.
+     */
+    public var requestId: String?
+    /**
+     * The agent session.
+     */
+    public var sessionId: String
+    /**
+     * A person changed the arguments before approving.
+     */
+    public var edited: Bool
+    /**
+     * The gate that runs the call, as the tool may ask about it: `gate.isClosed()`.
+     */
+    public var gate: GateStatus
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The tool's name.
+         */tool: String, 
+        /**
+         * The model's id for the call.
+         */callId: String?, 
+        /**
+         * The confirmation request a person answered; nil when the call was not gated.
+         */requestId: String?, 
+        /**
+         * The agent session.
+         */sessionId: String, 
+        /**
+         * A person changed the arguments before approving.
+         */edited: Bool, 
+        /**
+         * The gate that runs the call, as the tool may ask about it: `gate.isClosed()`.
+         */gate: GateStatus) {
+        self.tool = tool
+        self.callId = callId
+        self.requestId = requestId
+        self.sessionId = sessionId
+        self.edited = edited
+        self.gate = gate
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension CallContext: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeCallContext: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CallContext {
+        return
+            try CallContext(
+                tool: FfiConverterString.read(from: &buf), 
+                callId: FfiConverterOptionString.read(from: &buf), 
+                requestId: FfiConverterOptionString.read(from: &buf), 
+                sessionId: FfiConverterString.read(from: &buf), 
+                edited: FfiConverterBool.read(from: &buf), 
+                gate: FfiConverterTypeGateStatus.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: CallContext, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.tool, into: &buf)
+        FfiConverterOptionString.write(value.callId, into: &buf)
+        FfiConverterOptionString.write(value.requestId, into: &buf)
+        FfiConverterString.write(value.sessionId, into: &buf)
+        FfiConverterBool.write(value.edited, into: &buf)
+        FfiConverterTypeGateStatus.write(value.gate, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCallContext_lift(_ buf: RustBuffer) throws -> CallContext {
+    return try FfiConverterTypeCallContext.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCallContext_lower(_ value: CallContext) -> RustBuffer {
+    return FfiConverterTypeCallContext.lower(value)
+}
 
 
 /**
@@ -9181,6 +9427,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_respond_token_async() != 51234) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_gatestatus_is_closed() != 53006) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_handlerregistration_is_active() != 51214) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -9235,7 +9484,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_subscription_next() != 46274) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_toolexecutor_execute() != 32989) {
+    if (uniffi_signoff_ffi_checksum_method_toolexecutor_execute() != 31034) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_console_close() != 62499) {

@@ -251,7 +251,7 @@ typedef void (*UniffiCallbackInterfaceApprovalHandlerMethod0)(uint64_t, uint64_t
 #endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOOL_EXECUTOR_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOOL_EXECUTOR_METHOD0
-typedef void (*UniffiCallbackInterfaceToolExecutorMethod0)(uint64_t, RustBuffer, UniffiForeignFutureCompleteRustBuffer _Nonnull, uint64_t, UniffiForeignFutureDroppedCallbackStruct* _Nonnull
+typedef void (*UniffiCallbackInterfaceToolExecutorMethod0)(uint64_t, RustBuffer, RustBuffer, UniffiForeignFutureCompleteRustBuffer _Nonnull, uint64_t, UniffiForeignFutureDroppedCallbackStruct* _Nonnull
     );
 
 #endif
@@ -504,6 +504,21 @@ RustBuffer uniffi_signoff_ffi_fn_method_gate_respond_token(uint64_t ptr, RustBuf
 uint64_t uniffi_signoff_ffi_fn_method_gate_respond_token_async(uint64_t ptr, RustBuffer token, RustBuffer approver, RustBuffer decision, RustBuffer arguments_json, RustBuffer scope, RustBuffer reason
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_GATESTATUS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_GATESTATUS
+uint64_t uniffi_signoff_ffi_fn_clone_gatestatus(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_GATESTATUS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_GATESTATUS
+void uniffi_signoff_ffi_fn_free_gatestatus(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATESTATUS_IS_CLOSED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATESTATUS_IS_CLOSED
+int8_t uniffi_signoff_ffi_fn_method_gatestatus_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_HANDLERREGISTRATION
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_HANDLERREGISTRATION
 uint64_t uniffi_signoff_ffi_fn_clone_handlerregistration(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -671,7 +686,7 @@ void uniffi_signoff_ffi_fn_init_callback_vtable_toolexecutor(const UniffiVTableC
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOOLEXECUTOR_EXECUTE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_TOOLEXECUTOR_EXECUTE
-uint64_t uniffi_signoff_ffi_fn_method_toolexecutor_execute(uint64_t ptr, RustBuffer arguments_json
+uint64_t uniffi_signoff_ffi_fn_method_toolexecutor_execute(uint64_t ptr, RustBuffer arguments_json, RustBuffer context
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_CONSOLE
@@ -1447,6 +1462,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_token(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN_ASYNC
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_RESPOND_TOKEN_ASYNC
 uint16_t uniffi_signoff_ffi_checksum_method_gate_respond_token_async(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATESTATUS_IS_CLOSED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATESTATUS_IS_CLOSED
+uint16_t uniffi_signoff_ffi_checksum_method_gatestatus_is_closed(void
     
 );
 #endif

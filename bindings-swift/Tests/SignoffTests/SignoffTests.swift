@@ -919,6 +919,131 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(items, ["/first"])
     }
 
+    // MARK: call context (the core's CallContext, handed to every executor)
+
+    /// What a `CallContext` says about its call (`CallContext` itself holds an object, `gate`).
+    struct CallFacts: Equatable, Sendable {
+        let tool: String
+        let callId: String?
+        let requestId: String?
+        let sessionId: String
+        let edited: Bool
+
+        init(tool: String, callId: String?, requestId: String?, sessionId: String, edited: Bool) {
+            self.tool = tool
+            self.callId = callId
+            self.requestId = requestId
+            self.sessionId = sessionId
+            self.edited = edited
+        }
+
+        init(_ c: CallContext) {
+            self.init(tool: c.tool, callId: c.callId, requestId: c.requestId, sessionId: c.sessionId, edited: c.edited)
+        }
+    }
+
+    actor ContextLog {
+        private(set) var byPath: [String: CallFacts] = [:]
+        func add(_ path: String, _ facts: CallFacts) { byPath[path] = facts }
+    }
+
+    func testAnApprovedCallSeesTheRequestThePersonAnswered() async throws {
+        let gate = Gate()
+        let log = ContextLog()
+        try gate.registerTool(deleteSpec(editable: true)) { (args: PathArgs, context: CallContext) -> String in
+            XCTAssertFalse(context.gate.isClosed())
+            await log.add(args.path, CallFacts(context))
+            return "ok"
+        }
+        let sub = gate.subscribe()
+        for (path, edit) in [("/a", nil), ("/b", "/b-edited")] as [(String, String?)] {
+            let pending = try gate.executeCancellable(call: makeCall("delete_file", #"{"path":"\#(path)"}"#, sessionId: "s1", callId: "c\(path)"))
+            let request = try await nextRequest(sub)
+            _ = try gate.approve(request: request, argumentsJson: edit.map { #"{"path":"\#($0)"}"# })
+            let maybeResult = await pending.wait()
+            XCTAssertEqual(try XCTUnwrap(maybeResult).status, .executed)
+            let seen = await log.byPath[edit ?? path]
+            XCTAssertEqual(seen, CallFacts(tool: "delete_file", callId: "c\(path)", requestId: request.id, sessionId: "s1", edited: edit != nil))
+        }
+        gate.close()
+    }
+
+    func testAnUngatedCallHasNoRequest() async throws {
+        let gate = try Gate.open(config: GateConfig(dangerouslyDisableGating: true))
+        let log = ContextLog()
+        try gate.registerTool(deleteSpec(), executeJson: { (_: String, context: CallContext) in
+            await log.add("/u", CallFacts(context))
+            return "\"ok\""
+        })
+        let result = try await gate.execute(makeCall("delete_file", #"{"path":"/u"}"#))
+        XCTAssertEqual(result.status, .executed)
+        let seen = await log.byPath["/u"]
+        XCTAssertEqual(seen, CallFacts(tool: "delete_file", callId: nil, requestId: nil, sessionId: "default", edited: false))
+        gate.close()
+    }
+
+    func testConcurrentCallsEachSeeTheirOwnContext() async throws {
+        let gate = Gate()
+        let log = ContextLog()
+        let started = Recorder()
+        try gate.registerTool(deleteSpec()) { (args: PathArgs, context: CallContext) -> String in
+            await started.add(args.path)
+            var both = false
+            for _ in 0..<500 where !both {  // both run at once
+                both = await started.items.count == 2
+                if !both { await pause(ms: 10) }
+            }
+            await log.add(args.path, CallFacts(context))
+            return "ok"
+        }
+        let sub = gate.subscribe()
+        let pending = try ["/a", "/b"].map { p in
+            try gate.executeCancellable(call: makeCall("delete_file", #"{"path":"\#(p)"}"#, sessionId: "s\(p)", callId: "c\(p)"))
+        }
+        var requests: [String: ConfirmationRequest] = [:]
+        while requests.count < 2 {
+            let request = try await nextRequest(sub)
+            requests[request.toolCallId ?? ""] = request
+        }
+        _ = try gate.approve(request: try XCTUnwrap(requests["c/b"]))
+        _ = try gate.approve(request: try XCTUnwrap(requests["c/a"]))
+        for p in pending {
+            let maybeResult = await p.wait()
+            XCTAssertEqual(try XCTUnwrap(maybeResult).status, .executed)
+        }
+        for p in ["/a", "/b"] {
+            let seen = await log.byPath[p]
+            XCTAssertEqual(seen, CallFacts(tool: "delete_file", callId: "c\(p)", requestId: requests["c\(p)"]?.id, sessionId: "s\(p)", edited: false))
+        }
+        gate.close()
+    }
+
+    func testARunningToolLearnsThatTheGateClosed() async throws {
+        let gate = Gate()
+        let steps = Recorder()
+        try gate.registerTool(deleteSpec()) { (args: PathArgs, context: CallContext) -> String in
+            await steps.add("closed: \(context.gate.isClosed())")
+            for _ in 0..<1000 where !context.gate.isClosed() { await pause(ms: 5) }
+            // Not interrupted (its task is not cancelled): it stops early and says so.
+            await steps.add("closed: \(context.gate.isClosed()), cancelled: \(Task.isCancelled)")
+            return "stopped early"
+        }
+        let sub = gate.subscribe()
+        let pending = try gate.executeCancellable(call: makeCall())
+        _ = try gate.approve(request: try await nextRequest(sub))
+        for _ in 0..<500 {  // until the tool runs
+            if await steps.items.count == 1 { break }
+            await pause(ms: 5)
+        }
+        gate.close()
+        let maybeResult = await pending.wait()
+        let result = try XCTUnwrap(maybeResult)
+        XCTAssertEqual(result.status, .executed)
+        XCTAssertEqual(try result.output(as: String.self), "stopped early")
+        let seen = await steps.items
+        XCTAssertEqual(seen, ["closed: false", "closed: true, cancelled: false"])
+    }
+
     // MARK: hostile input (JSON text is parsed by the core's strict parser; nothing runs)
 
     func testHostileArgumentsAreRefusedBeforeAnyoneIsAsked() async throws {
