@@ -613,8 +613,10 @@ impl Gate {
     /// poll got here awaits it before it returns (so what it returns is what the store says),
     /// anyone else leaves it to the runtime ([`in_background`](Self::in_background)). A deadline
     /// or a cancellation never waits for a disk sync inside a poll. A failure is reported on
-    /// stderr, as a failed record of these states always was (the call does not run either way;
-    /// a crash before the commit leaves the record `pending`, which recovery ends).
+    /// stderr, as a failed record of these states always was: the call does not run either way.
+    /// A crash before the commit leaves the record as it was, as a crash during a synchronous
+    /// commit did: `pending` (recovery times it out, or restores it to be decided again) or
+    /// `approved` (reported as interrupted, never run).
     pub(super) fn record_final(&self, id: Uuid, state: RecordState) -> Option<Settling> {
         let report = move |e: Error| eprintln!("signoff: could not record request {id} as {}: {e}", state.as_str());
         if self.inner.store.is_durable() && tokio::runtime::Handle::try_current().is_ok() {
