@@ -78,8 +78,9 @@ pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 pub use postgres::{PostgresAuditSink, PostgresOptions, PostgresStore, verify_chain_postgres};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
 pub use store::{
-    AcceptAll, AllowedResponders, ApproverCheck, Approvers, MemoryPendingStore, OwnedStateChange, PendingCursor,
-    PendingStore, RecordState, ResponseAuthenticator, StateChange, StoreFuture, StoreWatcher, StoredRecord,
+    AcceptAll, AllowedResponders, ApproverCheck, Approvers, Completion, MemoryPendingStore, OwnedStateChange,
+    PendingCursor, PendingStore, RecordState, ResponseAuthenticator, StateChange, StoreFuture, StoreWatcher,
+    StoredRecord,
 };
 pub use token::{MarkerClaims, Secret, SignInClaims, TokenClaims, TokenKeys, TokenResponse};
 pub use tool::{

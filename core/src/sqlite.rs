@@ -17,7 +17,8 @@ use crate::audit::{AuditAnchor, ChainHead};
 use crate::error::{Error, Result};
 use crate::event::{ConfirmationRequest, now_ms};
 use crate::store::{
-    OwnedStateChange, PendingCursor, PendingIndex, PendingStore, RecordState, StateChange, StoreFuture, StoredRecord,
+    Completion, OwnedStateChange, PendingCursor, PendingIndex, PendingStore, RecordState, StateChange, StoreFuture,
+    StoredRecord,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -38,7 +39,7 @@ enum Job {
 struct TransitionJob {
     id: Uuid,
     change: OwnedStateChange,
-    done: tokio::sync::oneshot::Sender<Result<()>>,
+    done: Completion,
 }
 
 /// A new request for the writer thread.
@@ -210,10 +211,10 @@ impl SqliteStore {
                                     None => {
                                         for job in batch {
                                             let gone = Err(Error::Store("the SQLite store is gone".into()));
-                                            let _ = match job {
-                                                Job::Insert(j) => j.done.send(gone),
-                                                Job::Transition(j) => j.done.send(gone),
-                                            };
+                                            match job {
+                                                Job::Insert(j) => drop(j.done.send(gone)),
+                                                Job::Transition(j) => j.done.complete(gone),
+                                            }
                                         }
                                     }
                                 }
@@ -278,7 +279,12 @@ impl SqliteStore {
         let results = self.in_one_transaction(&batch, |conn, j| update_state(conn, &j.id, j.change.as_change()));
         for (job, result) in batch.into_iter().zip(results) {
             let reply = result.and_then(|changed| self.after_update(&job.id, job.change.state, changed));
-            let _ = job.done.send(reply);
+            // What the gate does once an answer is recorded runs here; a panic in it must not
+            // stop this thread (every later change would then be refused).
+            let done = job.done;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done.complete(reply))).is_err() {
+                eprintln!("signoff: {}: the completion of a recorded change panicked", self.path.display());
+            }
         }
     }
 
@@ -556,17 +562,33 @@ impl PendingStore for SqliteStore {
         if !self.hand_off {
             return Box::pin(std::future::ready(self.transition(&id, change.as_change())));
         }
-        let (done, rx) = tokio::sync::oneshot::channel();
-        let sent = match lock(&self.writer).as_ref() {
-            Some(w) => w.send(Job::Transition(TransitionJob { id, change, done })).is_ok(),
-            None => false,
-        };
-        if !sent {
-            return Box::pin(std::future::ready(Err(Error::Store(format!("{} is closed", self.path.display())))));
-        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.transition_then(
+            id,
+            change,
+            Completion::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
         Box::pin(
             async move { rx.await.unwrap_or_else(|_| Err(Error::Store("the SQLite store's writer stopped".into()))) },
         )
+    }
+
+    fn transition_then(&self, id: Uuid, change: OwnedStateChange, done: Completion) {
+        if !self.hand_off {
+            return done.complete(self.transition(&id, change.as_change()));
+        }
+        let job = Job::Transition(TransitionJob { id, change, done });
+        // Sent under the lock; a refused job is completed after it is released (the completion
+        // may use this store).
+        let refused = match lock(&self.writer).as_ref() {
+            Some(w) => w.send(job).err().map(|std::sync::mpsc::SendError(job)| job),
+            None => Some(job),
+        };
+        if let Some(Job::Transition(job)) = refused {
+            job.done.complete(Err(Error::Store(format!("{} is closed", self.path.display()))));
+        }
     }
 
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {

@@ -14,6 +14,41 @@ use uuid::Uuid;
 /// A store operation completed elsewhere (see [`PendingStore::insert_async`]).
 pub type StoreFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'static>>;
 
+/// What a store calls once a change handed to [`PendingStore::transition_then`] is recorded or
+/// refused. It runs exactly once: a completion dropped without being called (a store that
+/// stopped with the change still queued) reports a `store` error, so whoever waits for the
+/// change learns it did not happen and fails safe.
+pub struct Completion(Option<Box<dyn FnOnce(Result<()>) + Send>>);
+
+impl Completion {
+    /// A completion that calls `f` with how the change ended. `f` must not block: a store may
+    /// call it on the thread that commits its changes.
+    pub fn new(f: impl FnOnce(Result<()>) + Send + 'static) -> Self {
+        Completion(Some(Box::new(f)))
+    }
+
+    /// Reports how the change ended.
+    pub fn complete(mut self, result: Result<()>) {
+        if let Some(f) = self.0.take() {
+            f(result);
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f(Err(crate::Error::Store("the store stopped before the change was recorded".into())));
+        }
+    }
+}
+
+impl std::fmt::Debug for Completion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Completion(pending)" } else { "Completion(done)" })
+    }
+}
+
 /// Where pending requests live while they wait. The gate inserts a request before publishing
 /// it and removes it exactly once when it resolves; [`Gate::pending`](crate::Gate::pending)
 /// (the snapshot a late or lagging UI re-syncs from) lists it.
@@ -79,6 +114,16 @@ pub trait PendingStore: Send + Sync + 'static {
     /// [`transition`](Self::transition) at once.
     fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> StoreFuture<()> {
         Box::pin(std::future::ready(self.transition(&id, change.as_change())))
+    }
+    /// [`transition`](Self::transition) for an answer given on a host's thread, where no
+    /// runtime may be running to await [`transition_async`](Self::transition_async). A store
+    /// whose commit waits for the disk (SQLite with `synchronous_full`) hands the change to a
+    /// thread of its own, returns at once and calls `done` on that thread once the change is
+    /// committed or refused; the gate acts on the answer only then, exactly as after
+    /// `transition`. The default records the change during this call and calls `done` before
+    /// returning.
+    fn transition_then(&self, id: Uuid, change: OwnedStateChange, done: Completion) {
+        done.complete(self.transition(&id, change.as_change()));
     }
     /// A request's stored record in any state (`None` if never stored or forgotten).
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {

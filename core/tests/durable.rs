@@ -652,6 +652,8 @@ struct Spy {
     inner: Arc<SqliteStore>,
     inline: std::sync::Mutex<Vec<RecordState>>,
     handed: std::sync::Mutex<Vec<RecordState>>,
+    /// Set: the first approval's completion is dropped uncalled (and the thread noted).
+    completed_on: Option<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
 }
 
 impl PendingStore for Spy {
@@ -688,6 +690,18 @@ impl PendingStore for Spy {
         self.handed.lock().unwrap().push(change.state);
         self.inner.transition_async(id, change)
     }
+    fn transition_then(&self, id: uuid::Uuid, change: OwnedStateChange, done: Completion) {
+        if let Some(threads) = &self.completed_on {
+            // Forgets the completion instead (a writer that stopped with the change queued).
+            if change.state == RecordState::Approved && threads.lock().unwrap().is_empty() {
+                threads.lock().unwrap().push(std::thread::current().id());
+                drop(done);
+                return;
+            }
+        }
+        self.handed.lock().unwrap().push(change.state);
+        self.inner.transition_then(id, change, done)
+    }
     fn record(&self, id: &uuid::Uuid) -> Option<StoredRecord> {
         self.inner.record(id)
     }
@@ -696,15 +710,145 @@ impl PendingStore for Spy {
     }
 }
 
+fn spy(db: &Path, drops_first_approval: bool) -> Arc<Spy> {
+    Arc::new(Spy {
+        inner: SqliteStore::open_with(db, SqliteOptions { synchronous_full: true }).unwrap(),
+        inline: Default::default(),
+        handed: Default::default(),
+        completed_on: drops_first_approval.then(Default::default),
+    })
+}
+
+#[test]
+fn answers_are_not_committed_on_the_responding_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let spy = spy(&db, false);
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r = runs.clone();
+    let gate = Gate::builder()
+        .store(spy.clone())
+        .deny_when_unobserved(false)
+        .tool(
+            Tool::builder("delete_file")
+                .description("d")
+                .executor(move |_| {
+                    r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async { Ok(json!("deleted")) }
+                })
+                .build(),
+        )
+        .build()
+        .unwrap();
+    let call = |path: &str| ToolCall::new("delete_file", json!({ "path": path }));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ids = rt.block_on(async {
+        let mut ids = Vec::new();
+        for decision in [ResponseDecision::Approve, ResponseDecision::Deny] {
+            let running = tokio::spawn({
+                let (g, c) = (gate.clone(), call("/a"));
+                async move { g.execute(c).await }
+            });
+            let req = some_pending(&gate).await;
+            // Answered on this (the runtime's only) thread, as a UI or an approver callback would.
+            let answer = match decision {
+                ResponseDecision::Approve => ConfirmationResponse::approve(&req).with_responder("alice"),
+                ResponseDecision::Deny => ConfirmationResponse::deny(&req, Some("no".into())),
+            };
+            let outcome = gate.respond(answer).unwrap();
+            // A second answer is refused at once, as before.
+            assert_eq!(
+                gate.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(),
+                ErrorKind::AlreadyResolved
+            );
+            let result = running.await.unwrap();
+            match decision {
+                ResponseDecision::Approve => {
+                    assert_eq!(outcome, Outcome::Approved);
+                    assert_eq!(result.status, ToolStatus::Executed, "{result:?}");
+                    assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Done);
+                    assert_eq!(gate.record(&req.id).unwrap().responder.as_deref(), Some("alice"));
+                }
+                ResponseDecision::Deny => {
+                    assert_eq!(outcome, Outcome::Denied);
+                    assert_eq!(result.status, ToolStatus::Denied, "{result:?}");
+                    assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Denied);
+                }
+            }
+            ids.push(req.id);
+        }
+        // An inline approver answers inside the call's own poll.
+        let guard = gate.on_request_inline(|p| {
+            p.approve().unwrap();
+        });
+        let result = gate.execute(call("/b")).await;
+        assert_eq!(result.status, ToolStatus::Executed, "{result:?}");
+        drop(guard);
+        ids.push(result.request_id.unwrap());
+        ids
+    });
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let inline = spy.inline.lock().unwrap().clone();
+    for state in [RecordState::Approved, RecordState::Denied] {
+        assert!(!inline.contains(&state), "{state:?} was committed on the responding thread: {inline:?}");
+        assert!(spy.handed.lock().unwrap().contains(&state), "{state:?} was never recorded");
+    }
+    gate.close();
+    let reopened = SqliteStore::open(&db).unwrap();
+    let state = |id| reopened.record(&id).map(|r| r.state);
+    assert_eq!(state(ids[0]), Some(RecordState::Done));
+    assert_eq!(state(ids[1]), Some(RecordState::Denied));
+    assert_eq!(state(ids[2]), Some(RecordState::Done));
+}
+
+#[test]
+fn an_answer_the_store_never_records_cancels_the_call_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let spy = spy(&dir.path().join("s.db"), true);
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r = runs.clone();
+    let gate = Gate::builder()
+        .store(spy.clone())
+        .deny_when_unobserved(false)
+        .tool(
+            Tool::builder("delete_file")
+                .description("d")
+                .timeout(Duration::from_secs(60))
+                .executor(move |_| {
+                    r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async { Ok(json!("deleted")) }
+                })
+                .build(),
+        )
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let running = tokio::spawn({
+            let g = gate.clone();
+            async move { g.execute(ToolCall::new("delete_file", json!({"path": "/a"}))).await }
+        });
+        let req = some_pending(&gate).await;
+        let started = Instant::now();
+        // Accepted (the store's writer was handed the answer and then dropped it)...
+        let outcome = gate.respond(ConfirmationResponse::approve(&req));
+        // ...but never recorded: the call does not run, and it does not wait for its deadline.
+        let result = tokio::time::timeout(Duration::from_secs(10), running).await.expect("the call hung").unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(result.status, ToolStatus::Cancelled, "{result:?} after {outcome:?}");
+        assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Cancelled);
+        // The request is over: a second answer is refused.
+        assert!(gate.respond(ConfirmationResponse::approve(&req)).is_err());
+    });
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0, "an unrecorded approval ran the tool");
+    gate.close();
+}
+
 #[test]
 fn timeouts_cancellations_and_releases_are_not_committed_inside_the_calls_poll() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let spy = Arc::new(Spy {
-        inner: SqliteStore::open_with(&db, SqliteOptions { synchronous_full: true }).unwrap(),
-        inline: Default::default(),
-        handed: Default::default(),
-    });
+    let spy = spy(&db, false);
     let gate = Gate::builder()
         .store(spy.clone())
         .deny_when_unobserved(false)

@@ -808,6 +808,10 @@ impl Gate {
         // A durable store is released (file and lock), so a new gate can open it. A tool
         // still running now cannot record its result: a restart reports it as interrupted.
         self.inner.store.close();
+        // Answers the store's writer thread recorded while it closed were audited just now.
+        if let Some(a) = &self.inner.audit {
+            a.flush();
+        }
     }
 
     /// True after [`close`](Self::close).

@@ -4,7 +4,22 @@ use super::{Claimed, Gate, Resolution, decision_str, lock};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::error::{Error, Result};
 use crate::event::{CancelReason, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope, now_ms};
-use crate::store::{RecordState, StateChange};
+use crate::store::{Completion, OwnedStateChange, RecordState, StateChange};
+
+thread_local! {
+    /// Set on the thread [`Gate::off_thread`] answers on: there the answer is recorded before
+    /// the call returns (`respond_async` resolves once it is recorded).
+    static RECORD_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Where [`Gate::apply`]'s answer stands when the store records it on a thread of its own.
+enum Answer {
+    Recording,
+    /// Recorded before `apply` returned: its result is `apply`'s.
+    Recorded(Result<Outcome>),
+    /// `apply` returned first; a failure to record is reported where it happens.
+    Returned,
+}
 use std::sync::Arc;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -17,6 +32,13 @@ impl Gate {
     /// `already_resolved`, `expired`, `mismatch` (tool, digest or session differ from the
     /// request), `unauthorized`, `edits_not_allowed`, `invalid_arguments` (edited arguments
     /// fail the schema), `malformed` (e.g. edited arguments on a denial), `closed`.
+    ///
+    /// The answer is recorded before the waiting call acts on it. With SQLite and
+    /// `synchronous_full` the commit (a disk sync, up to ~1 ms) happens on the store's writer
+    /// thread, not on this one: `Ok` then means the answer passed every check and was accepted,
+    /// and should the disk refuse it the call is cancelled and does not run (reported on stderr
+    /// and in the audit log). [`respond_async`](Self::respond_async) resolves only once the
+    /// answer is recorded. Every other store records it during this call.
     pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
         if self.answered_elsewhere(&response.id) {
             return self.respond_elsewhere(response.clone(), None).inspect_err(|e| self.audit_rejected(&response, e));
@@ -58,7 +80,11 @@ impl Gate {
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job = move || {
+            // This thread is the caller's stand-in: the answer is recorded here, and the
+            // future's result is what the store said.
+            RECORD_HERE.with(|h| h.set(true));
             let _ = tx.send(answer());
+            RECORD_HERE.with(|h| h.set(false));
         };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => drop(rt.spawn_blocking(job)),
@@ -173,18 +199,76 @@ impl Gate {
         Ok(Claimed { waiter, resolution })
     }
 
-    /// Publishes an accepted response and resolves its request.
-    pub(super) fn apply(
-        &self,
-        claimed: Claimed,
-        mut resp: ConfirmationResponse,
-        token: Option<&str>,
-    ) -> Result<Outcome> {
+    /// Records an accepted response, then publishes it and resolves its request.
+    ///
+    /// With a local durable store the record is handed to
+    /// [`transition_then`](crate::PendingStore::transition_then): SQLite with `synchronous_full`
+    /// commits it on its writer thread, so the responding host thread (an inline approver's
+    /// `approve()`, a UI's `respond`) never waits for the disk; the waiting call learns of the
+    /// answer once it is committed, and an answer that cannot be recorded cancels the call (it
+    /// does not run; reported on stderr and in the audit log). Every other store records it
+    /// during this call and its refusal is this call's error.
+    pub(super) fn apply(&self, claimed: Claimed, resp: ConfirmationResponse, token: Option<&str>) -> Result<Outcome> {
         let Claimed { waiter, resolution } = claimed;
         let id = resp.id;
+        let store = &self.inner.store;
+        if store.is_durable() && !store.is_shared() && !RECORD_HERE.with(std::cell::Cell::get) {
+            let change = match &resolution {
+                Resolution::Approved { arguments, scope, .. } => OwnedStateChange {
+                    arguments: Some(arguments.clone()),
+                    responder: resp.responder.clone(),
+                    token: token.map(str::to_owned),
+                    scope: Some(*scope),
+                    ..OwnedStateChange::to(RecordState::Approved)
+                },
+                _ => OwnedStateChange {
+                    responder: resp.responder.clone(),
+                    token: token.map(str::to_owned),
+                    reason: resp.reason.clone(),
+                    ..OwnedStateChange::to(RecordState::Denied)
+                },
+            };
+            let accepted = match &resolution {
+                Resolution::Approved { .. } => Outcome::Approved,
+                _ => Outcome::Denied,
+            };
+            let slot = Arc::new(std::sync::Mutex::new(Answer::Recording));
+            let gate = self.clone();
+            let done = slot.clone();
+            store.transition_then(
+                id,
+                change,
+                Completion::new(move |recorded| {
+                    let out = match recorded {
+                        Ok(()) => gate.recorded(waiter, resolution, resp),
+                        Err(e) => {
+                            // Fail safe: an answer that could not be recorded does not count.
+                            gate.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
+                            Err(e)
+                        }
+                    };
+                    let mut slot = lock(&done);
+                    match (&*slot, out) {
+                        (Answer::Returned, Err(e)) => {
+                            eprintln!(
+                                "signoff: the answer to request {id} could not be recorded; the call does not run: {e}"
+                            );
+                        }
+                        (Answer::Returned, Ok(_)) => {}
+                        (_, out) => *slot = Answer::Recorded(out),
+                    }
+                }),
+            );
+            let mut slot = lock(&slot);
+            return match std::mem::replace(&mut *slot, Answer::Returned) {
+                Answer::Recorded(out) => out,
+                // Committing on the store's thread: accepted now, acted on once recorded.
+                _ => Ok(accepted),
+            };
+        }
         // Record the answer before anyone acts on it.
         let recorded = match &resolution {
-            Resolution::Approved { arguments, scope, .. } => self.inner.store.transition(
+            Resolution::Approved { arguments, scope, .. } => store.transition(
                 &id,
                 StateChange {
                     arguments: Some(arguments),
@@ -194,7 +278,7 @@ impl Gate {
                     ..StateChange::to(RecordState::Approved)
                 },
             ),
-            _ => self.inner.store.transition(
+            _ => store.transition(
                 &id,
                 StateChange {
                     responder: resp.responder.as_deref(),
@@ -205,7 +289,7 @@ impl Gate {
             ),
         };
         if let Err(e) = recorded {
-            if self.inner.store.is_shared() {
+            if store.is_shared() {
                 // Another process decided first, or the deadline passed by the store's clock.
                 return Err(self.lost_to_store(waiter, e));
             }
@@ -213,6 +297,17 @@ impl Gate {
             self.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
             return Err(e);
         }
+        self.recorded(waiter, resolution, resp)
+    }
+
+    /// Audits and publishes a recorded response, then resolves its request.
+    fn recorded(
+        &self,
+        waiter: super::Waiter,
+        resolution: Resolution,
+        mut resp: ConfirmationResponse,
+    ) -> Result<Outcome> {
+        let id = resp.id;
         let now = now_ms();
         resp.at_ms.get_or_insert(now);
         self.audit(|| {
