@@ -721,3 +721,49 @@ test('events({ types }) delivers only those types', async () => {
   only.close()
   await gate.close()
 })
+
+test('every field of the core request reaches JavaScript: in events, listeners, pending() and the core JSON', async () => {
+  const { parseEvent, serializeEvent } = await import('../dist/index.mjs')
+  const { gate } = makeGate({ denyWhenUnobserved: false })
+  const seen = []
+  let release
+  const held = new Promise((r) => (release = r))
+  // An async listener that answers later: the request stays pending meanwhile.
+  gate.on('confirmation-request', async (req) => {
+    seen.push(req)
+    await held
+    req.deny('no')
+  })
+  const stream = gate.events({ types: ['confirmation-request'] })
+  const call = gate.confirm({
+    tool: 'delete_file',
+    arguments: { path: '/tmp/a_b' },
+    sessionId: 's1',
+    callId: 'call_1',
+    metadata: { user_id: 'u' },
+  })
+  const { value: event } = await stream.next()
+  const [listed] = gate.pending()
+  // The core's own JSON of the request (snake_case), every optional field set.
+  const core = serializeEvent(event)
+  const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+  const keys = Object.keys(core).map(camel).sort()
+  assert.ok(keys.includes('toolCallId') && keys.includes('metadata'), keys.join())
+  // The plain event (as `parseEvent` gives it) has exactly the core's fields...
+  const plain = parseEvent(core)
+  assert.deepEqual(Object.keys(plain).sort(), keys)
+  assert.deepEqual(serializeEvent(plain), core)
+  // ...field values keep their own keys...
+  assert.deepEqual(plain.arguments, { path: '/tmp/a_b' })
+  assert.deepEqual(plain.metadata, { user_id: 'u' })
+  assert.equal(plain.toolCallId, 'call_1')
+  assert.equal(plain.sessionId, 's1')
+  // ...and every one reads the same on the request a stream, a listener and pending() give.
+  for (const [where, req] of [['a stream', event], ['a listener', seen[0]], ['pending()', listed]]) {
+    for (const k of keys) assert.deepEqual(req[k], plain[k], `${k} of ${where}`)
+  }
+  release()
+  assert.equal((await call).outcome, 'denied')
+  await stream.return()
+  gate.close()
+})

@@ -9,13 +9,9 @@ use napi::{Env, sys};
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use signoff::{
-    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Lagged,
-    Outcome, ResponseDecision, Scope,
-};
+use signoff::{CancelReason, ConfirmationRequest, Event, Lagged, Outcome, ResponseDecision, Scope};
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use uuid::Uuid;
 
@@ -200,124 +196,17 @@ pub struct LaggedData {
     pub more: String,
 }
 
-fn response_data(r: &ConfirmationResponse) -> ConfirmationResponseData {
-    ConfirmationResponseData {
-        kind: "confirmation-response".into(),
-        id: r.id.to_string(),
-        decision: r.decision.into(),
-        arguments: r.arguments.clone(),
-        scope: r.scope.into(),
-        reason: r.reason.clone(),
-        responder: r.responder.clone(),
-        tool: r.tool.clone(),
-        arguments_digest: r.arguments_digest.clone(),
-        session_id: r.session_id.clone(),
-        at_ms: r.at_ms,
-    }
-}
-
-fn timeout_data(t: &ConfirmationTimeout) -> ConfirmationTimeoutData {
-    ConfirmationTimeoutData {
-        kind: "confirmation-timeout".into(),
-        id: t.id.to_string(),
-        tool: t.tool.clone(),
-        session_id: t.session_id.clone(),
-        deadline_ms: t.deadline_ms,
-        at_ms: t.at_ms,
-    }
-}
-
-fn resolved_data(r: &ConfirmationResolved) -> ConfirmationResolvedData {
-    ConfirmationResolvedData {
-        kind: "confirmation-resolved".into(),
-        id: r.id.to_string(),
-        tool: r.tool.clone(),
-        session_id: r.session_id.clone(),
-        outcome: r.outcome.into(),
-        cancel_reason: r.cancel_reason.map(Into::into),
-        responder: r.responder.clone(),
-        reason: r.reason.clone(),
-        scope: r.scope.into(),
-        edited: r.edited,
-        at_ms: r.at_ms,
-    }
-}
-
-/// [`ConfirmationRequestData`], serialized from the request without copying it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RequestDataRef<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    id: &'a Uuid,
-    tool: &'a str,
-    description: &'a str,
-    arguments: &'a Value,
-    display_arguments: &'a str,
-    prompt: &'a str,
-    arguments_digest: &'a str,
-    session_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
-    editable: bool,
-    reasons: &'a [String],
-    timeout_ms: u64,
-    deadline_ms: u64,
-    created_at_ms: u64,
-    #[serde(skip_serializing_if = "Value::is_null")]
-    metadata: &'a Value,
-}
-
-impl<'a> RequestDataRef<'a> {
-    pub(crate) fn of(r: &'a ConfirmationRequest) -> Self {
-        // Every field named, none skipped with `..`: a field the core adds does not compile
-        // here until it is given to JavaScript too.
-        let ConfirmationRequest {
-            id,
-            tool,
-            description,
-            arguments,
-            display_arguments,
-            prompt,
-            arguments_digest,
-            session_id,
-            tool_call_id,
-            editable,
-            reasons,
-            timeout_ms,
-            deadline_ms,
-            created_at_ms,
-            metadata,
-        } = r;
-        RequestDataRef {
-            kind: "confirmation-request",
-            id,
-            tool,
-            description,
-            arguments,
-            display_arguments,
-            prompt,
-            arguments_digest,
-            session_id,
-            tool_call_id: tool_call_id.as_deref(),
-            editable: *editable,
-            reasons,
-            timeout_ms: *timeout_ms,
-            deadline_ms: *deadline_ms,
-            created_at_ms: *created_at_ms,
-            metadata,
-        }
-    }
+/// Appends the JavaScript (camelCase) JSON of a request, as its `confirmation-request` event, to `out`.
+pub(crate) fn write_request(out: &mut Vec<u8>, r: &ConfirmationRequest) {
+    let start = out.len();
+    crate::camel::write(out, r);
+    // The event's `type` tag first, as the core writes it.
+    out.splice(start..start + 1, b"{\"type\":\"confirmation-request\",".iter().copied());
 }
 
 /// Appends the JavaScript (camelCase) JSON of an event to `out`.
 fn write_event(out: &mut Vec<u8>, event: &Event) {
-    let _ = match event {
-        Event::ConfirmationRequest(r) => serde_json::to_writer(&mut *out, &RequestDataRef::of(r)),
-        Event::ConfirmationResponse(r) => serde_json::to_writer(&mut *out, &response_data(r)),
-        Event::ConfirmationTimeout(t) => serde_json::to_writer(&mut *out, &timeout_data(t)),
-        Event::ConfirmationResolved(r) => serde_json::to_writer(&mut *out, &resolved_data(r)),
-    };
+    crate::camel::write(out, event);
 }
 
 pub(crate) fn js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
@@ -344,72 +233,22 @@ fn data<T: serde::de::DeserializeOwned>(env: &Env, v: Value, what: &str) -> Resu
     serde_json::from_value(v).map_err(|e| errors::malformed(env, format!("{what}: {e}")))
 }
 
-/// The core event for an event's JavaScript (camelCase) JSON.
+/// The core event for an event's JavaScript (camelCase) JSON: checked against its JavaScript
+/// shape (the `#[napi(object)]` declaration: unknown or missing fields, wrong types), then read
+/// as the core's form.
 fn event_from_data(env: &Env, v: Value) -> Result<Event> {
     let kind = v.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
-    Ok(match kind.as_str() {
-        "confirmation-request" => {
-            let d: ConfirmationRequestData = data(env, v, &kind)?;
-            Event::ConfirmationRequest(Arc::new(ConfirmationRequest {
-                id: uuid(env, &d.id)?,
-                tool: d.tool,
-                description: d.description,
-                arguments: d.arguments,
-                display_arguments: d.display_arguments,
-                prompt: d.prompt,
-                arguments_digest: d.arguments_digest,
-                session_id: d.session_id,
-                tool_call_id: d.tool_call_id,
-                editable: d.editable,
-                reasons: d.reasons,
-                timeout_ms: d.timeout_ms,
-                deadline_ms: d.deadline_ms,
-                created_at_ms: d.created_at_ms,
-                metadata: d.metadata.unwrap_or(Value::Null),
-            }))
-        }
-        "confirmation-response" => {
-            let d: ConfirmationResponseData = data(env, v, &kind)?;
-            Event::ConfirmationResponse(Arc::new(ConfirmationResponse {
-                id: uuid(env, &d.id)?,
-                decision: d.decision.into(),
-                arguments: d.arguments,
-                scope: d.scope.into(),
-                reason: d.reason,
-                responder: d.responder,
-                tool: d.tool,
-                arguments_digest: d.arguments_digest,
-                session_id: d.session_id,
-                at_ms: d.at_ms,
-            }))
-        }
-        "confirmation-timeout" => {
-            let d: ConfirmationTimeoutData = data(env, v, &kind)?;
-            Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
-                id: uuid(env, &d.id)?,
-                tool: d.tool,
-                session_id: d.session_id,
-                deadline_ms: d.deadline_ms,
-                at_ms: d.at_ms,
-            }))
-        }
-        "confirmation-resolved" => {
-            let d: ConfirmationResolvedData = data(env, v, &kind)?;
-            Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
-                id: uuid(env, &d.id)?,
-                tool: d.tool,
-                session_id: d.session_id,
-                outcome: d.outcome.into(),
-                cancel_reason: d.cancel_reason.map(Into::into),
-                responder: d.responder,
-                reason: d.reason,
-                scope: d.scope.into(),
-                edited: d.edited,
-                at_ms: d.at_ms,
-            }))
-        }
+    match kind.as_str() {
+        "confirmation-request" => drop(data::<ConfirmationRequestData>(env, v.clone(), &kind)?),
+        "confirmation-response" => drop(data::<ConfirmationResponseData>(env, v.clone(), &kind)?),
+        "confirmation-timeout" => drop(data::<ConfirmationTimeoutData>(env, v.clone(), &kind)?),
+        "confirmation-resolved" => drop(data::<ConfirmationResolvedData>(env, v.clone(), &kind)?),
         other => return Err(errors::malformed(env, format!("unknown event type {other:?}"))),
-    })
+    }
+    if let Some(id) = v.get("id").and_then(Value::as_str) {
+        uuid(env, id)?;
+    }
+    Event::from_json(crate::camel::snake_keys(v)).map_err(|e| errors::throw(env, &e))
 }
 
 /// The core's stable JSON form (snake_case fields, `type` tag) of an event's JavaScript
@@ -555,21 +394,19 @@ fn items_to_js(env: &Env, items: Option<Vec<Item>>) -> Result<sys::napi_value> {
         match item {
             Ok(e) => write_event(&mut out, &e),
             Err(lag) => {
-                #[derive(Serialize)]
-                struct LaggedRef<'a> {
-                    #[serde(rename = "type")]
-                    kind: &'static str,
-                    missed: u64,
-                    pending: Vec<RequestDataRef<'a>>,
-                    more: Option<String>,
+                // `LaggedData`'s shape.
+                out.extend_from_slice(
+                    format!("{{\"type\":\"lagged\",\"missed\":{},\"pending\":[", lag.missed).as_bytes(),
+                );
+                for (i, r) in lag.pending.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_request(&mut out, r);
                 }
-                let d = LaggedRef {
-                    kind: "lagged",
-                    missed: lag.missed,
-                    pending: lag.pending.iter().map(|r| RequestDataRef::of(r)).collect(),
-                    more: lag.more.map(|c| c.to_string()),
-                };
-                let _ = serde_json::to_writer(&mut out, &d);
+                out.extend_from_slice(b"],\"more\":");
+                let _ = serde_json::to_writer(&mut out, &lag.more.map(|c| c.to_string()));
+                out.push(b'}');
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::driver::{JsState, Settle, TaskFuture};
 use crate::errors;
-use crate::events::{NativeSubscription, OutcomeKind, RequestDataRef, js_string};
+use crate::events::{NativeSubscription, OutcomeKind, js_string, write_request};
 use crate::executor::{ToolCallData, decision_data, result_data};
 use crate::handler;
 use crate::json;
@@ -116,7 +116,7 @@ fn request_chunks(requests: &[Arc<signoff::ConfirmationRequest>]) -> Vec<String>
         } else if buf.len() > 1 {
             buf.push(b',');
         }
-        let _ = serde_json::to_writer(&mut buf, &RequestDataRef::of(r));
+        write_request(&mut buf, r);
     }
     chunks.push(close(buf));
     chunks

@@ -17,7 +17,7 @@ use crate::errors;
 use crate::events::js_string;
 use napi::bindgen_prelude::*;
 use napi::{Env, sys};
-use signoff::{ApproverGuard, ConfirmationRequest, PendingRequest};
+use signoff::{ApproverGuard, PendingRequest};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -138,7 +138,8 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
             js_string(env, &req.id.to_string())?,
             js_string(env, &req.tool)?,
             js_string(env, &serde_json::to_string(&req.arguments).unwrap_or_default())?,
-            js_string(env, &serde_json::to_string(&RequestRest::of(req)).unwrap_or_default())?,
+            // The whole request (parsed only if a listener reads more than id, tool, arguments).
+            js_string(env, &crate::camel::to_string(&**req))?,
             ().into_unknown(env)?.raw(),
         ])
     })();
@@ -177,65 +178,6 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
         }
         _ => {
             state.handler.runs.borrow_mut().insert(token, p);
-        }
-    }
-}
-
-/// The fields of a request the dispatcher receives as one JSON object (besides id, tool and
-/// arguments): parsed only if a listener reads them.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestRest<'a> {
-    description: &'a str,
-    display_arguments: &'a str,
-    prompt: &'a str,
-    arguments_digest: &'a str,
-    session_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
-    editable: bool,
-    reasons: &'a [String],
-    timeout_ms: u64,
-    deadline_ms: u64,
-    created_at_ms: u64,
-    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
-    metadata: &'a serde_json::Value,
-}
-
-impl<'a> RequestRest<'a> {
-    fn of(r: &'a ConfirmationRequest) -> Self {
-        // Every field named, none skipped with `..`: a field the core adds does not compile
-        // here until listeners get it too (id, tool and arguments travel on their own).
-        let ConfirmationRequest {
-            id: _,
-            tool: _,
-            arguments: _,
-            description,
-            display_arguments,
-            prompt,
-            arguments_digest,
-            session_id,
-            tool_call_id,
-            editable,
-            reasons,
-            timeout_ms,
-            deadline_ms,
-            created_at_ms,
-            metadata,
-        } = r;
-        RequestRest {
-            description,
-            display_arguments,
-            prompt,
-            arguments_digest,
-            session_id,
-            tool_call_id: tool_call_id.as_deref(),
-            editable: *editable,
-            reasons,
-            timeout_ms: *timeout_ms,
-            deadline_ms: *deadline_ms,
-            created_at_ms: *created_at_ms,
-            metadata,
         }
     }
 }

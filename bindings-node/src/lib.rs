@@ -21,6 +21,7 @@
 #![deny(clippy::all)]
 
 mod audit;
+mod camel;
 mod console;
 mod driver;
 mod errors;

@@ -4,7 +4,7 @@
 //! is delegated to the core's `SqliteStore`; no decision is made here.
 
 use crate::driver::Shared;
-use crate::events::{RequestDataRef, string_enum};
+use crate::events::{string_enum, write_request};
 use crate::executor::result_data;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
@@ -131,5 +131,7 @@ pub(crate) fn record_data(r: StoredRecord) -> StoredRecordData {
 
 /// A request's JavaScript (camelCase) JSON value.
 pub(crate) fn request_value(r: &ConfirmationRequest) -> Value {
-    serde_json::to_value(RequestDataRef::of(r)).unwrap_or(Value::Null)
+    let mut out = Vec::with_capacity(640);
+    write_request(&mut out, r);
+    serde_json::from_slice(&out).unwrap_or(Value::Null)
 }
