@@ -179,6 +179,10 @@ impl SqliteStore {
                 result TEXT,
                 updated_at_ms INTEGER NOT NULL
             );
+            CREATE TABLE IF NOT EXISTS signoff_markers (
+                id BLOB PRIMARY KEY,
+                expires_at_ms INTEGER NOT NULL
+            );
             CREATE TABLE IF NOT EXISTS signoff_audit_head (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 seq INTEGER NOT NULL,
@@ -589,6 +593,23 @@ impl PendingStore for SqliteStore {
         if let Some(Job::Transition(job)) = refused {
             job.done.complete(Err(Error::Store(format!("{} is closed", self.path.display()))));
         }
+    }
+
+    fn accept_marker(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
+        let guard = self.conn()?;
+        let conn = guard.as_ref().expect("checked by conn()");
+        // Expired markers are forgotten (they are refused by their expiry), so the table stays
+        // as small as the markers of the last minute.
+        conn.prepare_cached("DELETE FROM signoff_markers WHERE expires_at_ms <= ?1")
+            .and_then(|mut s| s.execute(params![now_ms().min(i64::MAX as u64) as i64]))
+            .map_err(db_err)?;
+        let added = conn
+            .prepare_cached(
+                "INSERT INTO signoff_markers (id, expires_at_ms) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(params![id.as_bytes(), expires_at_ms.min(i64::MAX as u64) as i64]))
+            .map_err(db_err)?;
+        Ok(added == 1)
     }
 
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {

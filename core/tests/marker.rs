@@ -208,3 +208,43 @@ async fn racing_acceptances_of_one_marker_accept_exactly_one() {
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
     assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.kind() == ErrorKind::AlreadyUsed));
 }
+
+#[tokio::test]
+async fn a_durable_store_refuses_a_replay_after_the_gate_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("proxy.db");
+    let local = keyed(SECRET_A, None);
+    let d = approved(&local, "/tmp/a", None).await;
+    let marker = local.approval_marker("fs__delete_file", &d).unwrap();
+    let args = json!({"path": "/tmp/a"});
+    let proxy = |db: &std::path::Path| {
+        gate_with(
+            Gate::builder()
+                .deny_when_unobserved(false)
+                .tokens(keys("k1", SECRET_A))
+                .store(SqliteStore::open(db).unwrap()),
+            Arc::new(AtomicUsize::new(0)),
+        )
+    };
+    let first = proxy(&db);
+    first.accept_approval_marker(&marker, "fs__delete_file", &args).unwrap();
+    first.close();
+    drop(first);
+    // The same marker, replayed to the proxy restarted within the marker's minute.
+    let audit = MemoryAuditSink::new();
+    let restarted = gate_with(
+        Gate::builder()
+            .deny_when_unobserved(false)
+            .tokens(keys("k1", SECRET_A))
+            .audit(audit.clone())
+            .store(SqliteStore::open(&db).unwrap()),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    assert_eq!(kind(restarted.accept_approval_marker(&marker, "fs__delete_file", &args)), ErrorKind::AlreadyUsed);
+    assert!(audit.records().iter().any(|r| r.kind == AuditKind::ResponseRejected), "the refusal is audited");
+    // Another call's marker is accepted as before.
+    let d2 = approved(&local, "/tmp/b", None).await;
+    let m2 = local.approval_marker("fs__delete_file", &d2).unwrap();
+    restarted.accept_approval_marker(&m2, "fs__delete_file", &json!({"path": "/tmp/b"})).unwrap();
+    restarted.close();
+}

@@ -758,3 +758,56 @@ fn a_server_that_accepts_and_never_answers_fails_connect_within_its_timeout() {
     assert_eq!(e.kind(), ErrorKind::Store, "{e}");
     assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
 }
+
+#[test]
+fn an_approval_marker_is_accepted_once_across_hosts() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let keys =
+        || TokenKeys::new("k1", Secret::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap()).unwrap();
+    rt().block_on(async {
+        // The agent's own gate, where a person approved the call.
+        let local = Gate::builder()
+            .deny_when_unobserved(false)
+            .tokens(keys())
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let _approver = local.on_request_inline(|p| {
+            let _ = p.approve_with(None, Scope::Once, Some("alice".into()));
+        });
+        let d = local.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/m"}))).await.unwrap();
+        assert!(d.is_approved());
+        let marker = local.approval_marker("fs__delete_file", &d).unwrap();
+        // Two proxies on two hosts sharing the keys and the database.
+        let schema = schema();
+        let proxy = || {
+            Gate::builder()
+                .deny_when_unobserved(false)
+                .tokens(keys())
+                .store(store(&url, &schema, None))
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (proxy(), proxy());
+        let args = json!({"path": "/tmp/m"});
+        let (ra, rb) = (
+            a.accept_approval_marker(&marker, "fs__delete_file", &args),
+            b.accept_approval_marker(&marker, "fs__delete_file", &args),
+        );
+        assert!(ra.is_ok(), "{ra:?}");
+        assert_eq!(rb.unwrap_err().kind(), ErrorKind::AlreadyUsed);
+        // Racing from both hosts at once: exactly one accepts.
+        let d = local.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/n"}))).await.unwrap();
+        let marker = local.approval_marker("fs__delete_file", &d).unwrap();
+        let args = json!({"path": "/tmp/n"});
+        let race = |g: Gate, m: String, a: Value| {
+            std::thread::spawn(move || g.accept_approval_marker(&m, "fs__delete_file", &a))
+        };
+        let (ta, tb) = (race(a.clone(), marker.clone(), args.clone()), race(b.clone(), marker, args));
+        let accepted = [ta.join().unwrap(), tb.join().unwrap()].into_iter().filter(Result::is_ok).count();
+        assert_eq!(accepted, 1);
+        a.close();
+        b.close();
+    });
+}

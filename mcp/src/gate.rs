@@ -1227,7 +1227,14 @@ impl McpGate {
             // Approved in process already: run without asking, once. Anything wrong with the marker
             // (forged, reused, another call's, expired) means the person is asked as usual.
             let accepted = match marker.as_str() {
-                Some(m) => self.inner.gate.accept_approval_marker(m, &name, &args),
+                // Recorded in the gate's store when it keeps markers (a commit, a round trip):
+                // off this worker.
+                Some(m) => {
+                    let (gate, m, name, args) = (self.inner.gate.clone(), m.to_owned(), name.clone(), args.clone());
+                    tokio::task::spawn_blocking(move || gate.accept_approval_marker(&m, &name, &args))
+                        .await
+                        .unwrap_or_else(|e| Err(signoff::Error::Store(format!("the marker check stopped: {e}"))))
+                }
                 None => Err(signoff::Error::Malformed("the approval marker is not a string".into())),
             };
             match accepted {

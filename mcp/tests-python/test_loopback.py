@@ -129,3 +129,22 @@ async def test_forged_or_mismatched_markers_mean_ask(proxy, sandbox, agent, mode
             assert r.is_error and "asked" in text(r), text(r)
     assert len(person.asked) == 4
     assert not (sandbox / "a.txt").exists()
+
+
+async def test_a_marker_replayed_to_a_restarted_proxy_with_a_store_means_ask(proxy, sandbox, agent, tmp_path):
+    args = write(sandbox / "a.txt")
+    marker = await agent.marker(args)
+    person = Person("deny", reason="not twice")
+    gate = {"store_path": str(tmp_path / "proxy.db")}
+    async with proxy("2026-07-28", person, token_keys=KEYS, gate=gate) as c:
+        first = await c.call_tool("fs__write_file", args, meta=meta(marker))
+    assert not first.is_error, text(first)
+    (sandbox / "a.txt").unlink()
+    # A new proxy process on the same database, within the marker's minute: the replay is refused.
+    async with proxy("2026-07-28", person, token_keys=KEYS, gate=gate) as c:
+        again = await c.call_tool("fs__write_file", args, meta=meta(marker))
+    assert again.is_error and "not twice" in text(again), text(again)
+    assert len(person.asked) == 1
+    assert not (sandbox / "a.txt").exists()
+    refused = [r for r in proxy.records() if r.get("kind") == "response-rejected" and "approval marker" in (r.get("reason") or "")]
+    assert refused and "already" in refused[0]["reason"], refused

@@ -110,12 +110,15 @@ impl Gate {
     /// accepted before by this gate. Every acceptance and every refusal is audited. A caller that
     /// gets an error asks a person, as if there were no marker.
     ///
-    /// Single use is remembered in memory for the marker's lifetime ([`MARKER_TTL`]): a gate
-    /// restarted within that minute would accept a replay of a marker it accepted before the
-    /// restart.
+    /// Single use is remembered for the marker's lifetime ([`MARKER_TTL`]) in memory and, with
+    /// a durable or shared store ([`PendingStore::accept_marker`](crate::PendingStore::accept_marker)),
+    /// in the store: a replay is refused after the gate restarts and by every gate sharing the
+    /// store. With the in-memory store, a gate restarted within that minute would accept a replay
+    /// of a marker it accepted before the restart.
     ///
     /// Errors: `config`, `malformed`, `unknown_key`, `bad_signature`, `token_expired`,
-    /// `mismatch` (`tool` or `arguments_digest`), `already_used`.
+    /// `mismatch` (`tool` or `arguments_digest`), `already_used`, `store` (the store could not
+    /// record the acceptance).
     pub fn accept_approval_marker(&self, marker: &str, tool: &str, arguments: &Value) -> Result<MarkerClaims> {
         let result = self.accept_marker_inner(marker, tool, arguments);
         self.audit(|| match &result {
@@ -156,6 +159,11 @@ impl Gate {
         // One request, one acceptance, however many markers were issued for it; a grant-covered
         // call's marker by its nonce.
         if !lock(&self.inner.markers).accept(id, claims.expires_at_ms, now) {
+            return Err(Error::AlreadyUsed(id));
+        }
+        // And in the store, where one keeps it: refused after a restart, and by every gate
+        // sharing the store. A store that cannot say refuses the marker (a person is asked).
+        if !self.inner.store.accept_marker(&id, claims.expires_at_ms)? {
             return Err(Error::AlreadyUsed(id));
         }
         Ok(claims)
