@@ -117,6 +117,8 @@ macro_rules! suite {
             gate_confirm_approved_is_released,
             gate_execute_approved_is_done,
             gate_calls_abandoned_or_closed_while_written_leave_nothing_pending,
+            accepted_markers_are_kept_until_they_expire,
+            transition_then_reports_each_change_once,
         );
     };
     (@tests $factory:path; $($check:ident),* $(,)?) => {
@@ -1016,4 +1018,52 @@ fn gate_calls_abandoned_or_closed_while_written_leave_nothing_pending(s: Subject
         }
         again.close();
     }
+}
+
+fn accepted_markers_are_kept_until_they_expire(s: Subject) {
+    let now = signoff::event::now_ms();
+    let (live, expired) = (Uuid::new_v4(), Uuid::new_v4());
+    assert!(s.accept_marker(&live, now + 60_000).unwrap());
+    assert!(s.accept_marker(&expired, now.saturating_sub(1)).unwrap());
+    if !s.is_durable() {
+        // A store that forgets leaves single use to the gate's memory.
+        assert!(s.accept_marker(&live, now + 60_000).unwrap());
+        return;
+    }
+    assert!(!s.accept_marker(&live, now + 60_000).unwrap(), "a replay is refused");
+    // An expired acceptance is forgotten (the marker itself is refused by its expiry).
+    assert!(s.accept_marker(&expired, now + 60_000).unwrap());
+    s.close();
+    let again = (s.reopen.as_ref().expect("a durable store can be opened again"))();
+    assert!(!again.accept_marker(&live, now + 60_000).unwrap(), "a replay after a restart is refused");
+    assert!(again.accept_marker(&Uuid::new_v4(), now + 60_000).unwrap());
+    again.close();
+    assert_eq!(again.accept_marker(&Uuid::new_v4(), now + 60_000).unwrap_err().kind(), ErrorKind::Store);
+}
+
+fn transition_then_reports_each_change_once(s: Subject) {
+    if !s.is_durable() {
+        return;
+    }
+    let (ok, _) = request_in(&s, RecordState::Pending, None, T0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let report = |tx: &std::sync::mpsc::Sender<(u8, Result<()>)>, n: u8| {
+        let tx = tx.clone();
+        Completion::new(move |r| tx.send((n, r)).unwrap())
+    };
+    s.transition_then(ok.id, OwnedStateChange::to(RecordState::Approved), report(&tx, 1));
+    // Refused by the transition table: the completion says so.
+    s.transition_then(ok.id, OwnedStateChange::to(RecordState::Pending), report(&tx, 2));
+    s.transition_then(Uuid::new_v4(), OwnedStateChange::to(RecordState::Denied), report(&tx, 3));
+    let mut got: Vec<(u8, bool)> =
+        (0..3).map(|_| rx.recv_timeout(Duration::from_secs(10)).map(|(n, r)| (n, r.is_ok())).unwrap()).collect();
+    got.sort();
+    assert_eq!(got, [(1, true), (2, false), (3, false)]);
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "each completion runs once");
+    assert_eq!(s.record(&ok.id).unwrap().state, RecordState::Approved);
+    s.close();
+    // Closed: refused, and still reported.
+    s.transition_then(ok.id, OwnedStateChange::to(RecordState::Executing), report(&tx, 4));
+    let (n, r) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((n, r.unwrap_err().kind()), (4, ErrorKind::Store));
 }
