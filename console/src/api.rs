@@ -188,7 +188,14 @@ struct LoginBody {
     key: Option<String>,
 }
 
-async fn login(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn login(
+    State(app): Shared,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    // The client's address: `Console` serves with it; a router mounted elsewhere may not.
+    let source = peer.map(|axum::Extension(axum::extract::ConnectInfo(a))| a.ip());
     // Login CSRF: only the console's own page may sign a browser in.
     if !auth::same_origin(&headers, app.opts.public_origin.as_deref()) {
         return CROSS_SITE.into_response();
@@ -220,7 +227,7 @@ async fn login(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) 
             Err(_) => return problem(StatusCode::UNAUTHORIZED, "bad_link", "this sign-in link is not valid here"),
         },
         (None, Some(approver), Some(key)) => {
-            if app.sessions.locked_out(&approver) {
+            if app.sessions.locked_out(&approver, source) {
                 return problem(
                     StatusCode::TOO_MANY_REQUESTS,
                     "locked_out",
@@ -229,7 +236,7 @@ async fn login(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) 
             }
             let ok = app.opts.approver_keys.as_ref().is_some_and(|k| k.check(&approver, &key));
             if !ok {
-                app.sessions.failed(&approver);
+                app.sessions.failed(&approver, source);
                 // Slows guessing; the answer does not say which half was wrong.
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 return problem(StatusCode::UNAUTHORIZED, "bad_key", "unknown approver or wrong key");

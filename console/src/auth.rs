@@ -11,6 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 use signoff::{Error, Result};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -179,15 +180,29 @@ pub(crate) struct Sessions {
     ttl: Duration,
     map: Mutex<HashMap<[u8; 32], Session>>,
     used_links: Mutex<HashMap<Uuid, u64>>,
-    /// Wrong keys per approver name: (failures, first failure of the window).
-    failures: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Wrong keys per approver name and per (name, source address): (failures, first failure of
+    /// the window).
+    failures: Mutex<Failures>,
 }
 
-/// Wrong keys allowed per approver name within [`LOCKOUT`] before that name is refused for the
-/// rest of the window (whoever guesses, from wherever).
+#[derive(Default)]
+struct Failures {
+    by_source: HashMap<(String, Option<IpAddr>), (u32, Instant)>,
+    by_name: HashMap<String, (u32, Instant)>,
+}
+
+/// Wrong keys allowed for one approver name from one source address within [`LOCKOUT`] before
+/// that address is refused for that name for the rest of the window. Other addresses (the
+/// approver's own) are not affected, so nobody can lock an approver out by guessing.
 pub(crate) const MAX_FAILURES: u32 = 5;
+/// Wrong keys allowed for one approver name from all addresses together within [`LOCKOUT`]:
+/// bounds guessing spread over many addresses (then the name is refused from everywhere for the
+/// rest of the window; sign-in links still work).
+pub(crate) const MAX_NAME_FAILURES: u32 = 100;
 /// The window.
 pub(crate) const LOCKOUT: Duration = Duration::from_secs(300);
+/// Names, and (name, address) pairs, counted at most (new ones are not counted beyond).
+const COUNTED: usize = 10_000;
 
 pub(crate) const COOKIE: &str = "signoff_console";
 
@@ -197,26 +212,32 @@ impl Sessions {
             ttl,
             map: Mutex::new(HashMap::new()),
             used_links: Mutex::new(HashMap::new()),
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Failures::default()),
         }
     }
 
-    /// Whether key sign-in for `approver` is locked after too many wrong keys.
-    pub fn locked_out(&self, approver: &str) -> bool {
+    /// Whether key sign-in for `approver` from `source` (the client's address, when known) is
+    /// locked after too many wrong keys.
+    pub fn locked_out(&self, approver: &str, source: Option<IpAddr>) -> bool {
         let now = Instant::now();
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        f.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
-        f.get(approver).is_some_and(|(n, _)| *n >= MAX_FAILURES)
+        f.by_source.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
+        f.by_name.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
+        f.by_source.get(&(approver.to_owned(), source)).is_some_and(|(n, _)| *n >= MAX_FAILURES)
+            || f.by_name.get(approver).is_some_and(|(n, _)| *n >= MAX_NAME_FAILURES)
     }
 
-    /// Counts a wrong key for `approver` (a bounded map: names nobody has are counted too, so
-    /// guessing names and keys costs the same).
-    pub fn failed(&self, approver: &str) {
+    /// Counts a wrong key for `approver` from `source` (bounded maps: names nobody has are
+    /// counted too, so guessing names and keys costs the same).
+    pub fn failed(&self, approver: &str, source: Option<IpAddr>) {
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if f.len() >= 10_000 && !f.contains_key(approver) {
-            return;
+        let key = (approver.to_owned(), source);
+        if f.by_source.len() < COUNTED || f.by_source.contains_key(&key) {
+            f.by_source.entry(key).or_insert((0, Instant::now())).0 += 1;
         }
-        f.entry(approver.to_owned()).or_insert((0, Instant::now())).0 += 1;
+        if f.by_name.len() < COUNTED || f.by_name.contains_key(approver) {
+            f.by_name.entry(approver.to_owned()).or_insert((0, Instant::now())).0 += 1;
+        }
     }
 
     /// Starts a session; returns the cookie value.

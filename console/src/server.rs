@@ -69,11 +69,12 @@ impl Console {
                     };
                     let _ = ready_tx.send(Ok(()));
                     let mut stopped = stopped;
-                    let served = axum::serve(listener, router)
-                        .with_graceful_shutdown(async move {
-                            let _ = stopped.wait_for(|s| *s).await;
-                        })
-                        .await;
+                    let served =
+                        axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>())
+                            .with_graceful_shutdown(async move {
+                                let _ = stopped.wait_for(|s| *s).await;
+                            })
+                            .await;
                     if let Err(e) = served {
                         eprintln!("signoff: the console stopped: {e}");
                     }

@@ -27,8 +27,28 @@ impl Reply {
 
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`).
 async fn http(console: &Console, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {
+    http_from(None, console, method, path, headers, body).await
+}
+
+/// [`http`] from the source address `from` (another loopback address, e.g. 127.0.0.2: Linux
+/// routes all of 127/8 to the loopback interface), as a client on another host would connect.
+async fn http_from(
+    from: Option<std::net::IpAddr>,
+    console: &Console,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
     let addr = console.local_addr();
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut s = match from {
+        None => TcpStream::connect(addr).await.unwrap(),
+        Some(ip) => {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(std::net::SocketAddr::new(ip, 0)).unwrap();
+            socket.connect(addr).await.unwrap()
+        }
+    };
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.push_str(&format!("Host: {addr}\r\n"));
@@ -413,12 +433,34 @@ async fn sign_in_links_work_once_keys_work_and_cookies_are_strict() {
     assert_eq!(login(json!({"approver": "dana", "key": "wrong-key-of-dana"})).await.json()["kind"], "bad_key");
     assert_eq!(login(json!({"approver": "eve", "key": "dana-has-a-long-key"})).await.status, 401);
     assert_eq!(login(json!({"approver": "dana"})).await.status, 400);
-    // Guessing: after 5 wrong keys for a name, that name is locked for a while, even with the right key.
-    for _ in 0..4 {
-        assert_eq!(login(json!({"approver": "dana", "key": "a-wrong-key-for-dana"})).await.status, 401);
+    // Guessing: after 5 wrong keys for a name from one address, that address is locked out of
+    // that name for a while, even with the right key...
+    let from = |ip: &str| Some(ip.parse::<std::net::IpAddr>().unwrap());
+    let login_from = |ip: Option<std::net::IpAddr>, body: Value| {
+        let origin = origin.clone();
+        let console = &console;
+        async move { http_from(ip, console, "POST", "/login", &[("Origin", &origin)], Some(&body.to_string())).await }
+    };
+    let guesser = from("127.0.0.2");
+    for _ in 0..5 {
+        assert_eq!(login_from(guesser, json!({"approver": "dana", "key": "a-wrong-key-for-dana"})).await.status, 401);
     }
-    let locked = login(json!({"approver": "dana", "key": "dana-has-a-long-key"})).await;
+    let locked = login_from(guesser, json!({"approver": "dana", "key": "dana-has-a-long-key"})).await;
     assert_eq!((locked.status, locked.json()["kind"].clone()), (429, json!("locked_out")));
+    // ...but the guesser cannot lock dana out: from her own address the right key still works.
+    assert_eq!(login(json!({"approver": "dana", "key": "dana-has-a-long-key"})).await.status, 200);
+    // Guesses spread over many addresses are bounded per name: after 100 in all, the name is
+    // refused from everywhere for the window.
+    let many: Vec<_> = (3..=22)
+        .flat_map(|i| std::iter::repeat_n(from(&format!("127.0.0.{i}")), 5))
+        .map(|ip| login_from(ip, json!({"approver": "dana", "key": "another-wrong-key"})))
+        .collect();
+    let statuses: Vec<u16> = futures_util::future::join_all(many).await.iter().map(|r| r.status).collect();
+    // (Concurrent: the last few may already find the name refused.)
+    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+    assert!(statuses.iter().filter(|s| **s == 401).count() >= 90, "{statuses:?}");
+    let everywhere = login(json!({"approver": "dana", "key": "dana-has-a-long-key"})).await;
+    assert_eq!((everywhere.status, everywhere.json()["kind"].clone()), (429, json!("locked_out")));
     // Sign-in links still work.
     let link = console.sign_in_link("dana").unwrap();
     assert_eq!(login(json!({"token": link.split_once("#token=").unwrap().1})).await.status, 200);
