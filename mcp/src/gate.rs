@@ -44,6 +44,12 @@ const RELEASED: &str = "approved, but released without an agreeing retry (the cl
 /// connection had closed, or sending it failed): the call did not run, and the model is told so.
 const NOT_DELIVERED: &str = "the upstream server could not be reached, so the call was not delivered";
 
+/// The start of an upstream call's error when sending failed after the request reached the
+/// server (an HTTP error status, an unreadable or cut-off answer): whether the tool ran is not
+/// known, and the model is told so.
+const SENT_UNKNOWN: &str =
+    "the upstream server received the call but its answer failed, so whether the tool ran is unknown";
+
 /// An upstream call's error when the request was handed to the connection, which then closed
 /// before the upstream answered: whether the tool ran is not known, and the model is told so.
 const OUTCOME_UNKNOWN: &str = "the upstream server went away during the call (its connection closed before it answered), so whether the \
@@ -1022,11 +1028,28 @@ async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::E
         Ok(CallToolResponse::Complete(r)) => serde_json::to_value(&r).map_err(|e| e.to_string()),
         Ok(_) => Err("the upstream server asked for input, which this proxy does not relay".into()),
         // The request never left: say so (the model and the person should not think it ran).
+        // Over HTTP a send error may also come after the server had the request (an error
+        // status, a broken answer): then it may have run.
+        Err(rmcp::ServiceError::TransportSend(e)) if reached_server(&e) => Err(format!("{SENT_UNKNOWN}: {e}")),
         Err(rmcp::ServiceError::TransportSend(e)) => Err(format!("{NOT_DELIVERED}: {e}")),
         // Handed to a connection that then closed without an answer: it may or may not have run.
         Err(rmcp::ServiceError::TransportClosed) => Err(OUTCOME_UNKNOWN.into()),
         Err(e @ rmcp::ServiceError::McpError(_)) => Err(format!("the upstream server refused the call: {e}")),
         Err(e) => Err(format!("the upstream server failed: {e}")),
+    }
+}
+
+/// Whether a failed send had reached the upstream server: over Streamable HTTP, anything but a
+/// failure to connect (or to build the request, or the transport's own closed channel) means the
+/// server may have received the call. A stdio upstream's send error is a failed write to its
+/// input: never read.
+fn reached_server(e: &rmcp::transport::DynamicTransportError) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+    match e.error.downcast_ref::<E<reqwest::Error>>() {
+        None => false,
+        Some(E::Client(r)) => !(r.is_connect() || r.is_builder()),
+        Some(E::TransportChannelClosed | E::ReservedHeaderConflict(_)) => false,
+        Some(_) => true,
     }
 }
 
@@ -1051,7 +1074,9 @@ fn told(mut r: ToolResult) -> ToolResult {
             )
         }
         _ if err.starts_with(NOT_DELIVERED) => format!("The call to `{name}` did not run: {err}."),
-        OUTCOME_UNKNOWN => format!("The call to `{name}` may or may not have run: {err}."),
+        _ if err == OUTCOME_UNKNOWN || err.starts_with(SENT_UNKNOWN) => {
+            format!("The call to `{name}` may or may not have run: {err}.")
+        }
         _ => return r,
     };
     // Arguments edited on the approval page: the model learns what was approved.
@@ -1313,6 +1338,12 @@ mod tests {
         assert_eq!(told(failed(&never, false)).content, format!("The call to `up__write` did not run: {never}."));
         let lost = told(failed(OUTCOME_UNKNOWN, false)).content;
         assert_eq!(lost, format!("The call to `up__write` may or may not have run: {OUTCOME_UNKNOWN}."));
+        // Over HTTP, a call the server received and then failed to answer.
+        let answered_badly = format!("{SENT_UNKNOWN}: HTTP 500");
+        assert_eq!(
+            told(failed(&answered_badly, false)).content,
+            format!("The call to `up__write` may or may not have run: {answered_badly}.")
+        );
         // Edited on the approval page: what was approved is said first.
         let edited = told(failed(OUTCOME_UNKNOWN, true)).content;
         assert_eq!(

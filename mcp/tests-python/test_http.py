@@ -9,7 +9,10 @@ import urllib.request
 
 import pytest
 
-from conftest import MODES, SIGNOFF, free_port, text
+import sys
+from pathlib import Path
+
+from conftest import MODES, SIGNOFF, Child, free_port, text
 from test_proxy import Person, write
 
 pytestmark = pytest.mark.anyio
@@ -226,6 +229,28 @@ async def test_an_http_upstream_gone_after_approval_gives_an_error_result(proxy,
     # The model is told the call never reached the server, not that the server failed at it.
     assert "could not be reached, so the call was not delivered" in text(r), text(r)
     assert len(person.asked) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_http_upstream_that_ran_the_call_and_then_failed_is_never_told_as_not_run(
+        proxy, sandbox, mode, everything_http, children):
+    """The upstream gets the call and runs it, then answers HTTP 500 (a forwarder in front of
+    server-everything): the model is told the call may or may not have run, never that it did not
+    (it would run it again). The next call shows the first one did run."""
+    url, _ = everything_http()
+    forwarder = Child([sys.executable, str(Path(__file__).with_name("failing_http.py")), url], stream="stdout")
+    children.append(forwarder)
+    m = forwarder.wait_for(r"listening on (http://\S+)")
+    assert m is not None, "".join(forwarder.lines)
+    person = Person("approve")
+    async with proxy(mode, person, upstreams=[{"name": "ev", "url": m.group(1)}]) as c:
+        first = await c.call_tool("ev__toggle-simulated-logging", {})
+        second = await c.call_tool("ev__toggle-simulated-logging", {})
+    assert first.is_error, text(first)
+    assert "may or may not have run" in text(first) and "did not run" not in text(first), text(first)
+    # It had run: the second toggle stops what the first started.
+    assert not second.is_error and text(second).startswith("Stopped"), text(second)
+    assert len(person.asked) == 2
 
 
 def test_an_http_upstream_that_refuses_connections_at_start_is_a_clear_error(proxy, tmp_path):
