@@ -132,14 +132,18 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
     let token = state.handler.next_token.get() + 1;
     state.handler.next_token.set(token);
     let req = p.request();
+    // The whole request, written once (parsed only if a listener reads more than id, tool and
+    // arguments), and its arguments on their own.
+    let mut json = Vec::with_capacity(640);
+    let args = crate::camel::write_finding(&mut json, &**req, "arguments").unwrap_or(0..0);
+    let json = std::str::from_utf8(&json).unwrap_or_default();
     let argv = (|| -> Result<[sys::napi_value; 6]> {
         Ok([
             (token as f64).into_unknown(env)?.raw(),
             js_string(env, &req.id.to_string())?,
             js_string(env, &req.tool)?,
-            js_string(env, &serde_json::to_string(&req.arguments).unwrap_or_default())?,
-            // The whole request (parsed only if a listener reads more than id, tool, arguments).
-            js_string(env, &crate::camel::to_string(&**req))?,
+            js_string(env, json.get(args).filter(|a| !a.is_empty()).unwrap_or("null"))?,
+            js_string(env, json)?,
             ().into_unknown(env)?.raw(),
         ])
     })();
