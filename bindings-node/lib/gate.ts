@@ -743,9 +743,12 @@ export class Gate extends EventEmitter {
   /**
    * Accepts an approval marker from {@link approvalMarker} (a gate with the same keys) for a call
    * to `tool` with `args`, once; returns what it claims. On any error, ask a person as if there
-   * were no marker. Acceptances and refusals are audited.
+   * were no marker. Acceptances and refusals are audited. With a durable store (`storePath`,
+   * `storeUrl`) the acceptance is kept in it too: a replay is refused after a restart, and by
+   * every gate sharing the store.
    * @throws {@link SignoffError} `malformed`, `unknown_key`, `bad_signature`, `token_expired`,
-   *   `mismatch` (another tool or other arguments), `already_used`, `config`.
+   *   `mismatch` (another tool or other arguments), `already_used`, `config`, `store` (the store
+   *   could not record it).
    */
   acceptApprovalMarker(marker: string, tool: string, args: unknown): MarkerClaims {
     checkParam(marker, 'marker', 'acceptApprovalMarker')

@@ -570,8 +570,10 @@ impl Gate {
 
     /// Accepts an approval marker (from a gate with the same keys) for a call to `tool` with
     /// `argumentsJson`, once, and returns what it claims; on any error, ask a person as usual.
-    /// Errors: `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`, `mismatch`
-    /// (another tool or other arguments), `alreadyUsed`.
+    /// With a durable store the acceptance is kept in it too: a replay is refused after a
+    /// restart, and by every gate sharing the store. Errors: `config`, `malformed`, `unknownKey`,
+    /// `badSignature`, `tokenExpired`, `mismatch` (another tool or other arguments),
+    /// `alreadyUsed`, `store` (the store could not record it).
     pub fn accept_approval_marker(
         &self,
         marker: String,

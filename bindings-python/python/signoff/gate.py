@@ -604,11 +604,13 @@ class Gate(Closing):
         """Accepts an approval marker from :meth:`approval_marker` (a gate with the same keys) for
         a call to ``tool`` with ``arguments``, once; returns what it claims (``approver``,
         ``request_id``, ...). On any error, ask a person as if there were no marker. Acceptances
-        and refusals are audited.
+        and refusals are audited. With a durable store (``store_path``, ``store_url``) the
+        acceptance is kept in it too: a replay is refused after a restart, and by every gate
+        sharing the store.
 
         Raises ``MalformedError``, ``UnknownKeyError``, ``BadSignatureError``,
         ``TokenExpiredError``, ``MismatchError`` (another tool or other arguments),
-        ``AlreadyUsedError``, ``ConfigError``.
+        ``AlreadyUsedError``, ``ConfigError``, ``StoreError`` (the store could not record it).
         """
         return cast("MarkerClaims", self._native.accept_approval_marker(marker, tool, arguments))
 

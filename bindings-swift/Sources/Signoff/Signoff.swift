@@ -1250,8 +1250,10 @@ public protocol GateProtocol: AnyObject, Sendable {
     /**
      * Accepts an approval marker (from a gate with the same keys) for a call to `tool` with
      * `argumentsJson`, once, and returns what it claims; on any error, ask a person as usual.
-     * Errors: `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`, `mismatch`
-     * (another tool or other arguments), `alreadyUsed`.
+     * With a durable store the acceptance is kept in it too: a replay is refused after a
+     * restart, and by every gate sharing the store. Errors: `config`, `malformed`, `unknownKey`,
+     * `badSignature`, `tokenExpired`, `mismatch` (another tool or other arguments),
+     * `alreadyUsed`, `store` (the store could not record it).
      */
     func acceptApprovalMarker(marker: String, tool: String, argumentsJson: String) throws  -> MarkerClaims
     
@@ -1817,8 +1819,10 @@ open func serveConsole(options: ConsoleOptions = ConsoleOptions())throws  -> Con
     /**
      * Accepts an approval marker (from a gate with the same keys) for a call to `tool` with
      * `argumentsJson`, once, and returns what it claims; on any error, ask a person as usual.
-     * Errors: `config`, `malformed`, `unknownKey`, `badSignature`, `tokenExpired`, `mismatch`
-     * (another tool or other arguments), `alreadyUsed`.
+     * With a durable store the acceptance is kept in it too: a replay is refused after a
+     * restart, and by every gate sharing the store. Errors: `config`, `malformed`, `unknownKey`,
+     * `badSignature`, `tokenExpired`, `mismatch` (another tool or other arguments),
+     * `alreadyUsed`, `store` (the store could not record it).
      */
 open func acceptApprovalMarker(marker: String, tool: String, argumentsJson: String)throws  -> MarkerClaims  {
     return try  FfiConverterTypeMarkerClaims_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
@@ -9400,7 +9404,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_serve_console() != 58657) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_accept_approval_marker() != 14592) {
+    if (uniffi_signoff_ffi_checksum_method_gate_accept_approval_marker() != 38981) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_approval_marker() != 40210) {
