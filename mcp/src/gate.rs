@@ -50,6 +50,14 @@ const NOT_DELIVERED: &str = "the upstream server could not be reached, so the ca
 const SENT_UNKNOWN: &str =
     "the upstream server received the call but its answer failed, so whether the tool ran is unknown";
 
+/// The start of an upstream call's error when the server refused it with a JSON-RPC error that
+/// comes before anything runs (invalid arguments, an unknown tool or method, a malformed request).
+const REFUSED: &str = "the upstream server refused the call";
+
+/// The start of an upstream call's error when the server answered with another JSON-RPC error
+/// (an internal error, its own codes): whether the tool ran is not known.
+const ERRED_UNKNOWN: &str = "the upstream server answered with an error, so whether the tool ran is unknown";
+
 /// An upstream call's error when the request was handed to the connection, which then closed
 /// before the upstream answered: whether the tool ran is not known, and the model is told so.
 const OUTCOME_UNKNOWN: &str = "the upstream server went away during the call (its connection closed before it answered), so whether the \
@@ -1034,8 +1042,25 @@ async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::E
         Err(rmcp::ServiceError::TransportSend(e)) => Err(format!("{NOT_DELIVERED}: {e}")),
         // Handed to a connection that then closed without an answer: it may or may not have run.
         Err(rmcp::ServiceError::TransportClosed) => Err(OUTCOME_UNKNOWN.into()),
-        Err(e @ rmcp::ServiceError::McpError(_)) => Err(format!("the upstream server refused the call: {e}")),
+        Err(rmcp::ServiceError::McpError(e)) => Err(rpc_error(&e)),
         Err(e) => Err(format!("the upstream server failed: {e}")),
+    }
+}
+
+/// Words a JSON-RPC error from the upstream's `tools/call`: the codes a server sends before it runs
+/// anything (the request, method, tool or arguments were refused) mean the call did not run; any
+/// other (an internal error, a server's own code) leaves it unknown.
+fn rpc_error(e: &rmcp::ErrorData) -> String {
+    use rmcp::model::ErrorCode;
+    let what = format!("{} (JSON-RPC error {})", e.message, e.code.0);
+    match e.code {
+        ErrorCode::INVALID_PARAMS
+        | ErrorCode::METHOD_NOT_FOUND
+        | ErrorCode::INVALID_REQUEST
+        | ErrorCode::PARSE_ERROR => {
+            format!("{REFUSED}: {what}")
+        }
+        _ => format!("{ERRED_UNKNOWN}: {what}"),
     }
 }
 
@@ -1073,8 +1098,10 @@ fn told(mut r: ToolResult) -> ToolResult {
                 "The call to `{name}` did not run: it was {err}. Making the same call again asks for approval anew."
             )
         }
-        _ if err.starts_with(NOT_DELIVERED) => format!("The call to `{name}` did not run: {err}."),
-        _ if err == OUTCOME_UNKNOWN || err.starts_with(SENT_UNKNOWN) => {
+        _ if err.starts_with(NOT_DELIVERED) || err.starts_with(REFUSED) => {
+            format!("The call to `{name}` did not run: {err}.")
+        }
+        _ if err == OUTCOME_UNKNOWN || err.starts_with(SENT_UNKNOWN) || err.starts_with(ERRED_UNKNOWN) => {
             format!("The call to `{name}` may or may not have run: {err}.")
         }
         _ => return r,
@@ -1352,9 +1379,23 @@ mod tests {
                 "Note: the user changed the arguments before approving them; approved: {{\"text\":\"b\"}}.\n{lost}"
             )
         );
+        // JSON-RPC errors: refused before running, or unknown.
+        let refused = rpc_error(&rmcp::ErrorData::invalid_params("text must be short", None));
+        assert_eq!(
+            told(failed(&refused, false)).content,
+            "The call to `up__write` did not run: the upstream server refused the call: text must be short \
+             (JSON-RPC error -32602)."
+        );
+        let erred = rpc_error(&rmcp::ErrorData::internal_error("disk full", None));
+        assert_eq!(
+            told(failed(&erred, false)).content,
+            format!(
+                "The call to `up__write` may or may not have run: {ERRED_UNKNOWN}: disk full (JSON-RPC error -32603)."
+            )
+        );
         // Any other error is signoff's own words, untouched; so is an upstream's error that only
         // mentions these phrases.
-        let other = failed(&format!("the upstream server refused the call: {NOT_DELIVERED}"), false);
+        let other = failed(&format!("the tool said: {NOT_DELIVERED}"), false);
         assert_eq!(told(other).content, "The tool `up__write` ran and failed: ...");
     }
 }

@@ -3,7 +3,7 @@
 //! then one identical retry runs the upstream exactly once.
 
 mod common;
-use common::{Counter, Shifty, Wired, keyed, text, wire, write};
+use common::{Counter, Erring, Shifty, Wired, keyed, text, wire, write};
 use rmcp::RoleClient;
 use rmcp::ServerHandler;
 use rmcp::model::CallToolResult;
@@ -221,5 +221,39 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     let changed = records.iter().find(|r| r.decision.as_deref() == Some("definition-changed")).unwrap();
     assert_eq!(changed.tool.as_deref(), Some("up__write"));
     assert!(records.iter().any(|r| r.kind == signoff::AuditKind::Grant && r.decision.as_deref() == Some("revoked")));
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_rpc_errors_from_the_upstream_say_whether_the_call_ran() {
+    let up = Erring::default();
+    let audit = signoff::MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let Wired { mcp: _mcp, server: _server, proxy: _proxy, client } = wire_unaskable(up.clone(), &gate).await;
+    // Refused before it ran (invalid params): it did not run, and the model is told so.
+    call(&client, "bad").await;
+    approve_elsewhere(&gate);
+    let r = call(&client, "bad").await;
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("did not run") && said.contains("refused the call") && said.contains("may not be"), "{said}");
+    assert!(!said.contains("ran and failed"), "{said}");
+    assert_eq!(up.0.load(Ordering::SeqCst), 0);
+    // An internal error after it started: whether it ran is unknown, never "did not run".
+    call(&client, "crash").await;
+    approve_elsewhere(&gate);
+    let r = call(&client, "crash").await;
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("may or may not have run") && said.contains("half way"), "{said}");
+    assert!(!said.contains("did not run") && !said.contains("ran and failed"), "{said}");
+    assert_eq!(up.0.load(Ordering::SeqCst), 1);
+    let reasons: Vec<_> = audit
+        .records()
+        .into_iter()
+        .filter(|r| r.kind == signoff::AuditKind::Execution)
+        .map(|r| r.reason.unwrap_or_default())
+        .collect();
+    assert!(reasons.len() == 2 && reasons[0].contains("-32602") && reasons[1].contains("-32603"), "{reasons:?}");
     gate.close();
 }

@@ -58,6 +58,38 @@ impl ServerHandler for Counter {
     }
 }
 
+/// An upstream whose `write` answers with JSON-RPC errors: `"bad"` is refused as invalid params
+/// before anything runs; `"crash"` runs (counted) and then fails with an internal error.
+#[derive(Clone, Default)]
+pub struct Erring(pub Arc<AtomicUsize>);
+
+impl ServerHandler for Erring {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Counter::default().list_tools(req, cx).await
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = req.arguments.and_then(|a| a.get("text").cloned()).unwrap_or_default();
+        if text == "bad" {
+            return Err(ErrorData::invalid_params("text may not be \"bad\"", None));
+        }
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err(ErrorData::internal_error("the disk filled up half way", None))
+    }
+}
+
 /// The text of a result's content.
 pub fn text(r: &CallToolResult) -> String {
     r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join(" ")
