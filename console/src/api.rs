@@ -32,8 +32,9 @@ pub(crate) struct App {
     hosts: Hosts,
     secure: bool,
     shutdown: Option<watch::Receiver<bool>>,
-    /// When this console was built (epoch ms). Used sign-in links are remembered in memory only,
-    /// so a link issued before then may have been used by an earlier console: it is refused.
+    /// When this console was built (epoch ms). Without a store that keeps used sign-in links
+    /// (`Gate::keeps_single_use`), they are remembered in memory only, so a link issued before
+    /// then may have been used by an earlier console: it is refused.
     started_at_ms: u64,
 }
 
@@ -206,20 +207,41 @@ async fn login(
     };
     let approver = match (body.token, body.approver, body.key) {
         (Some(token), None, None) => match app.gate.verify_sign_in(&token) {
-            Ok(claims) => {
-                // Single use is remembered by this console only: a link from before it started
-                // (a restart, or another console sharing the keys) may have been used already.
-                if claims.issued_at_ms < app.started_at_ms {
-                    return problem(
-                        StatusCode::UNAUTHORIZED,
-                        "token_expired",
-                        "this sign-in link was issued before the console (re)started: ask for a new one",
-                    );
+            // Without a store that keeps used links, this console knows only the links used since
+            // it started: one from before (a restart, or another console sharing the keys) may
+            // have been used already.
+            Ok(claims) if claims.issued_at_ms < app.started_at_ms && !app.gate.keeps_single_use() => {
+                return problem(
+                    StatusCode::UNAUTHORIZED,
+                    "token_expired",
+                    "this sign-in link was issued before the console (re)started: ask for a new one",
+                );
+            }
+            Ok(_) => {
+                // Used up in the gate's store too, where it keeps them (a commit, a round trip).
+                let gate = app.gate.clone();
+                let used = tokio::task::spawn_blocking(move || gate.use_sign_in(&token))
+                    .await
+                    .unwrap_or_else(|e| Err(signoff::Error::Store(format!("the sign-in check stopped: {e}"))));
+                match used {
+                    Ok(claims) => claims.approver,
+                    Err(e) if e.kind() == ErrorKind::AlreadyUsed => {
+                        return problem(StatusCode::UNAUTHORIZED, "already_used", "this sign-in link was already used");
+                    }
+                    Err(e) if e.kind() == ErrorKind::TokenExpired => {
+                        return problem(StatusCode::UNAUTHORIZED, "token_expired", "this sign-in link has expired");
+                    }
+                    Err(e) if e.kind() == ErrorKind::Store => {
+                        return problem(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "store",
+                            format!("the sign-in could not be recorded, so it was refused: {e}"),
+                        );
+                    }
+                    Err(_) => {
+                        return problem(StatusCode::UNAUTHORIZED, "bad_link", "this sign-in link is not valid here");
+                    }
                 }
-                if !app.sessions.use_link(claims.nonce, claims.expires_at_ms) {
-                    return problem(StatusCode::UNAUTHORIZED, "already_used", "this sign-in link was already used");
-                }
-                claims.approver
             }
             Err(e) if e.kind() == ErrorKind::TokenExpired => {
                 return problem(StatusCode::UNAUTHORIZED, "token_expired", "this sign-in link has expired");

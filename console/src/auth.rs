@@ -15,7 +15,6 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// The shortest approver key accepted (characters).
 pub const MIN_KEY_LEN: usize = 16;
@@ -179,7 +178,6 @@ pub(crate) struct Session {
 pub(crate) struct Sessions {
     ttl: Duration,
     map: Mutex<HashMap<[u8; 32], Session>>,
-    used_links: Mutex<HashMap<Uuid, u64>>,
     /// Wrong keys per approver name and per (name, source address): (failures, first failure of
     /// the window).
     failures: Mutex<Failures>,
@@ -208,12 +206,7 @@ pub(crate) const COOKIE: &str = "signoff_console";
 
 impl Sessions {
     pub fn new(ttl: Duration) -> Self {
-        Sessions {
-            ttl,
-            map: Mutex::new(HashMap::new()),
-            used_links: Mutex::new(HashMap::new()),
-            failures: Mutex::new(Failures::default()),
-        }
+        Sessions { ttl, map: Mutex::new(HashMap::new()), failures: Mutex::new(Failures::default()) }
     }
 
     /// Whether key sign-in for `approver` from `source` (the client's address, when known) is
@@ -251,14 +244,6 @@ impl Sessions {
             Session { approver, csrf: random_token(), expires: now + self.ttl },
         );
         cookie
-    }
-
-    /// Marks a sign-in link used; false when it was used before.
-    pub fn use_link(&self, nonce: Uuid, expires_at_ms: u64) -> bool {
-        let now = signoff::event::now_ms();
-        let mut used = self.used_links.lock().unwrap_or_else(|e| e.into_inner());
-        used.retain(|_, exp| *exp > now);
-        used.insert(nonce, expires_at_ms).is_none()
     }
 
     /// The session a request's cookie names, if it is live.

@@ -499,6 +499,38 @@ async fn a_sign_in_link_from_before_the_console_started_is_refused() {
     assert_eq!(login(fresh).await.status, 200);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_durable_store_a_sign_in_link_works_once_across_a_restart() {
+    // The gate's store keeps used links: a link from before a restart is not refused for its
+    // age, and one used before the restart stays used after it.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("console.db");
+    let open = || gate(Gate::builder().store(SqliteStore::open(&db).unwrap()), Default::default());
+    async fn login(console: &Console, token: &str) -> Reply {
+        let origin = format!("http://{}", console.local_addr());
+        let body = json!({ "token": token }).to_string();
+        http(console, "POST", "/login", &[("Origin", &origin)], Some(&body)).await
+    }
+    let first = open();
+    let console = start(&first);
+    let used = console.sign_in_link("alice").unwrap().split_once("#token=").unwrap().1.to_owned();
+    let unused = console.sign_in_link("bob").unwrap().split_once("#token=").unwrap().1.to_owned();
+    assert_eq!(login(&console, &used).await.status, 200);
+    console.close();
+    first.close();
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let second = open();
+    let console = start(&second);
+    let replay = login(&console, &used).await;
+    assert_eq!((replay.status, replay.json()["kind"].clone()), (401, json!("already_used")));
+    assert_eq!(login(&console, &unused).await.status, 200, "a link from before the restart, unused");
+    let again = login(&console, &unused).await;
+    assert_eq!((again.status, again.json()["kind"].clone()), (401, json!("already_used")));
+    console.close();
+    second.close();
+}
+
 /// Reads SSE frames until `until` says stop; returns (event, id, data) triples.
 async fn sse(
     console: &Console,

@@ -179,7 +179,7 @@ impl SqliteStore {
                 result TEXT,
                 updated_at_ms INTEGER NOT NULL
             );
-            CREATE TABLE IF NOT EXISTS signoff_markers (
+            CREATE TABLE IF NOT EXISTS signoff_single_use (
                 id BLOB PRIMARY KEY,
                 expires_at_ms INTEGER NOT NULL
             );
@@ -595,17 +595,17 @@ impl PendingStore for SqliteStore {
         }
     }
 
-    fn accept_marker(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
+    fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
         let guard = self.conn()?;
         let conn = guard.as_ref().expect("checked by conn()");
         // Expired markers are forgotten (they are refused by their expiry), so the table stays
         // as small as the markers of the last minute.
-        conn.prepare_cached("DELETE FROM signoff_markers WHERE expires_at_ms <= ?1")
+        conn.prepare_cached("DELETE FROM signoff_single_use WHERE expires_at_ms <= ?1")
             .and_then(|mut s| s.execute(params![now_ms().min(i64::MAX as u64) as i64]))
             .map_err(db_err)?;
         let added = conn
             .prepare_cached(
-                "INSERT INTO signoff_markers (id, expires_at_ms) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO signoff_single_use (id, expires_at_ms) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
             )
             .and_then(|mut s| s.execute(params![id.as_bytes(), expires_at_ms.min(i64::MAX as u64) as i64]))
             .map_err(db_err)?;

@@ -125,13 +125,14 @@ pub trait PendingStore: Send + Sync + 'static {
     fn transition_then(&self, id: Uuid, change: OwnedStateChange, done: Completion) {
         done.complete(self.transition(&id, change.as_change()));
     }
-    /// Records that an approval marker was accepted ([`Gate::accept_approval_marker`](crate::Gate::accept_approval_marker)):
-    /// `id` is the marker's request (or its nonce), kept until `expires_at_ms` (epoch ms), when
-    /// the marker could no longer be accepted anyway. `Ok(false)` when it was recorded before, by
-    /// this process or another sharing the store: the marker is a replay and is refused. A
+    /// Records the use of a single-use id: an accepted approval marker's request (or nonce,
+    /// [`Gate::accept_approval_marker`](crate::Gate::accept_approval_marker)) or a used sign-in
+    /// link's nonce ([`Gate::use_sign_in`](crate::Gate::use_sign_in)), kept until
+    /// `expires_at_ms` (epoch ms), when it could no longer be used anyway. `Ok(false)` when it
+    /// was recorded before, by this process or another sharing the store: a replay, refused. A
     /// durable store keeps it across a restart, a shared one across hosts. The default (a store
     /// that forgets) records nothing: the gate's memory alone decides.
-    fn accept_marker(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
+    fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
         let _ = (id, expires_at_ms);
         Ok(true)
     }

@@ -117,7 +117,7 @@ macro_rules! suite {
             gate_confirm_approved_is_released,
             gate_execute_approved_is_done,
             gate_calls_abandoned_or_closed_while_written_leave_nothing_pending,
-            accepted_markers_are_kept_until_they_expire,
+            single_use_ids_are_kept_until_they_expire,
             transition_then_reports_each_change_once,
         );
     };
@@ -1020,25 +1020,25 @@ fn gate_calls_abandoned_or_closed_while_written_leave_nothing_pending(s: Subject
     }
 }
 
-fn accepted_markers_are_kept_until_they_expire(s: Subject) {
+fn single_use_ids_are_kept_until_they_expire(s: Subject) {
     let now = signoff::event::now_ms();
     let (live, expired) = (Uuid::new_v4(), Uuid::new_v4());
-    assert!(s.accept_marker(&live, now + 60_000).unwrap());
-    assert!(s.accept_marker(&expired, now.saturating_sub(1)).unwrap());
+    assert!(s.use_once(&live, now + 60_000).unwrap());
+    assert!(s.use_once(&expired, now.saturating_sub(1)).unwrap());
     if !s.is_durable() {
         // A store that forgets leaves single use to the gate's memory.
-        assert!(s.accept_marker(&live, now + 60_000).unwrap());
+        assert!(s.use_once(&live, now + 60_000).unwrap());
         return;
     }
-    assert!(!s.accept_marker(&live, now + 60_000).unwrap(), "a replay is refused");
+    assert!(!s.use_once(&live, now + 60_000).unwrap(), "a replay is refused");
     // An expired acceptance is forgotten (the marker itself is refused by its expiry).
-    assert!(s.accept_marker(&expired, now + 60_000).unwrap());
+    assert!(s.use_once(&expired, now + 60_000).unwrap());
     s.close();
     let again = (s.reopen.as_ref().expect("a durable store can be opened again"))();
-    assert!(!again.accept_marker(&live, now + 60_000).unwrap(), "a replay after a restart is refused");
-    assert!(again.accept_marker(&Uuid::new_v4(), now + 60_000).unwrap());
+    assert!(!again.use_once(&live, now + 60_000).unwrap(), "a replay after a restart is refused");
+    assert!(again.use_once(&Uuid::new_v4(), now + 60_000).unwrap());
     again.close();
-    assert_eq!(again.accept_marker(&Uuid::new_v4(), now + 60_000).unwrap_err().kind(), ErrorKind::Store);
+    assert_eq!(again.use_once(&Uuid::new_v4(), now + 60_000).unwrap_err().kind(), ErrorKind::Store);
 }
 
 fn transition_then_reports_each_change_once(s: Subject) {

@@ -111,7 +111,7 @@ impl Gate {
     /// gets an error asks a person, as if there were no marker.
     ///
     /// Single use is remembered for the marker's lifetime ([`MARKER_TTL`]) in memory and, with
-    /// a durable or shared store ([`PendingStore::accept_marker`](crate::PendingStore::accept_marker)),
+    /// a durable or shared store ([`PendingStore::use_once`](crate::PendingStore::use_once)),
     /// in the store: a replay is refused after the gate restarts and by every gate sharing the
     /// store. With the in-memory store, a gate restarted within that minute would accept a replay
     /// of a marker it accepted before the restart.
@@ -157,16 +157,29 @@ impl Gate {
             });
         }
         // One request, one acceptance, however many markers were issued for it; a grant-covered
-        // call's marker by its nonce.
-        if !lock(&self.inner.markers).accept(id, claims.expires_at_ms, now) {
-            return Err(Error::AlreadyUsed(id));
-        }
-        // And in the store, where one keeps it: refused after a restart, and by every gate
-        // sharing the store. A store that cannot say refuses the marker (a person is asked).
-        if !self.inner.store.accept_marker(&id, claims.expires_at_ms)? {
+        // call's marker by its nonce. A store that cannot say refuses the marker (a person is
+        // asked).
+        if !self.use_once(id, claims.expires_at_ms, now)? {
             return Err(Error::AlreadyUsed(id));
         }
         Ok(claims)
+    }
+
+    /// Uses the single-use `id` (valid until `until`, epoch ms): `Ok(false)` when it was used
+    /// before. Remembered in memory and, where the store keeps them
+    /// ([`PendingStore::use_once`](crate::PendingStore::use_once)), in the store: then a use
+    /// before a restart, or by another gate sharing the store, counts too.
+    pub(super) fn use_once(&self, id: Uuid, until: u64, now: u64) -> Result<bool> {
+        if !lock(&self.inner.markers).accept(id, until, now) {
+            return Ok(false);
+        }
+        self.inner.store.use_once(&id, until)
+    }
+
+    /// Whether single-use ids (accepted approval markers, used sign-in links) are kept beyond
+    /// this process's memory: true with a durable or shared store.
+    pub fn keeps_single_use(&self) -> bool {
+        self.inner.store.is_durable() || self.inner.store.is_shared()
     }
 }
 
@@ -176,7 +189,8 @@ pub(crate) struct Markers {
     /// Requests a marker was issued for (bounded: the oldest are forgotten first).
     issued: std::collections::HashSet<Uuid>,
     issued_order: std::collections::VecDeque<Uuid>,
-    /// Accepted markers (by request, else nonce) until they expire.
+    /// Used single-use ids (accepted markers by request, else nonce; used sign-in links by
+    /// nonce) until they expire.
     accepted: std::collections::HashMap<Uuid, u64>,
 }
 

@@ -190,6 +190,20 @@ impl Gate {
         Ok(claims)
     }
 
+    /// Signs in with a sign-in token, once: [`verify_sign_in`](Self::verify_sign_in), then its
+    /// nonce is used up, in memory and, with a durable or shared store, in the store (so a link
+    /// signs in once across restarts and across every gate sharing the store; see
+    /// [`keeps_single_use`](Self::keeps_single_use)).
+    ///
+    /// Errors: those of `verify_sign_in`, `already_used`, `store` (the store could not record it).
+    pub fn use_sign_in(&self, token: &str) -> Result<SignInClaims> {
+        let claims = self.verify_sign_in(token)?;
+        if !self.use_once(claims.nonce, claims.expires_at_ms, now_ms())? {
+            return Err(Error::AlreadyUsed(claims.nonce));
+        }
+        Ok(claims)
+    }
+
     /// Whether the gate has [`TokenKeys`], so it can issue approval tokens and sign-in links.
     pub fn can_issue_tokens(&self) -> bool {
         self.inner.tokens.is_some()

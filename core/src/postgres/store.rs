@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS signoff_requests (
     scope text,
     updated_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE TABLE IF NOT EXISTS signoff_markers (id uuid PRIMARY KEY, expires_at_ms bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS signoff_single_use (id uuid PRIMARY KEY, expires_at_ms bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS signoff_requests_pending ON signoff_requests (created_at_ms, id) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS signoff_requests_deadline ON signoff_requests (deadline_at) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS signoff_requests_unfinished ON signoff_requests (owner)
@@ -969,7 +969,7 @@ fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> Error {
 }
 
 impl PendingStore for PostgresStore {
-    fn accept_marker(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
+    fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
         let (id, until) = (*id, expires_at_ms.min(i64::MAX as u64) as i64);
         let now = crate::event::now_ms().min(i64::MAX as u64) as i64;
         self.run(move |s| -> Fut<bool> {
@@ -978,14 +978,14 @@ impl PendingStore for PostgresStore {
                 let err = |e| pg_err("could not record an accepted approval marker", e);
                 // Expired markers are forgotten (refused by their expiry anyway).
                 c.client
-                    .execute("DELETE FROM signoff_markers WHERE expires_at_ms <= $1", &[&now])
+                    .execute("DELETE FROM signoff_single_use WHERE expires_at_ms <= $1", &[&now])
                     .await
                     .map_err(err)?;
                 // Of two hosts accepting the same marker at once, the key lets one in.
                 let added = c
                     .client
                     .execute(
-                        "INSERT INTO signoff_markers (id, expires_at_ms) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                        "INSERT INTO signoff_single_use (id, expires_at_ms) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
                         &[&id, &until],
                     )
                     .await
