@@ -811,3 +811,118 @@ fn an_approval_marker_is_accepted_once_across_hosts() {
         b.close();
     });
 }
+
+/// A PostgreSQL store whose `timed_out` change takes 300 ms more (a slow database): what the
+/// gate does at a deadline must not hold the thread polling the call meanwhile.
+struct SlowTimeouts(Arc<PostgresStore>);
+
+impl PendingStore for SlowTimeouts {
+    fn insert(&self, r: Arc<ConfirmationRequest>) -> Result<()> {
+        self.0.insert(r)
+    }
+    fn insert_async(
+        &self,
+        r: Arc<ConfirmationRequest>,
+        abandoned: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<StoreFuture<()>> {
+        self.0.insert_async(r, abandoned)
+    }
+    fn remove(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.0.remove(id)
+    }
+    fn get(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
+        self.0.get(id)
+    }
+    fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
+        self.0.list()
+    }
+    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
+        self.0.page(after, limit)
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn is_durable(&self) -> bool {
+        self.0.is_durable()
+    }
+    fn is_shared(&self) -> bool {
+        self.0.is_shared()
+    }
+    fn transition(&self, id: &uuid::Uuid, change: StateChange<'_>) -> Result<()> {
+        if change.state == RecordState::TimedOut {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        self.0.transition(id, change)
+    }
+    fn transition_async(&self, id: uuid::Uuid, change: OwnedStateChange) -> StoreFuture<()> {
+        self.0.transition_async(id, change)
+    }
+    fn record(&self, id: &uuid::Uuid) -> Option<StoredRecord> {
+        self.0.record(id)
+    }
+    fn try_record(&self, id: &uuid::Uuid) -> Result<Option<StoredRecord>> {
+        self.0.try_record(id)
+    }
+    fn unfinished(&self) -> Result<Vec<StoredRecord>> {
+        self.0.unfinished()
+    }
+    fn restore(&self, r: Arc<ConfirmationRequest>) {
+        self.0.restore(r)
+    }
+    fn watch(&self, watcher: std::sync::Weak<dyn StoreWatcher>) {
+        self.0.watch(watcher)
+    }
+    fn time_left(&self, id: &uuid::Uuid) -> Option<Duration> {
+        self.0.time_left(id)
+    }
+    fn close(&self) {
+        self.0.close()
+    }
+}
+
+#[test]
+fn a_deadline_decided_by_the_database_never_holds_the_calls_thread() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    // One thread: were the store's timeout made inside the call's poll, nothing else would run.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let agent = Gate::builder()
+            // No sweeper: the deadline is this gate's to decide.
+            .store(Arc::new(SlowTimeouts(
+                PostgresStore::connect(
+                    &url,
+                    PostgresOptions {
+                        schema: Some(schema()),
+                        sweep_interval: Some(Duration::ZERO),
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+            )))
+            .deny_when_unobserved(false)
+            .default_timeout(Duration::from_millis(200))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let t = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                t.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let started = Instant::now();
+        let d = agent.confirm(ToolCall::new("delete_file", json!({"path": "/x"}))).await.unwrap();
+        let took = started.elapsed();
+        ticker.abort();
+        assert_eq!(d.outcome(), Outcome::TimedOut, "{d:?}");
+        assert_eq!(agent.record(&d.request_id().unwrap()).unwrap().state, RecordState::TimedOut);
+        assert!(took >= Duration::from_millis(450), "the slow store was used: {took:?}");
+        // ~50 ticks in 500 ms; a thread held for 300 ms of them would leave at most ~20.
+        let ticked = ticks.load(Ordering::SeqCst);
+        assert!(ticked >= 35, "the runtime's only thread was held: {ticked} ticks in {took:?}");
+        agent.close();
+    });
+}

@@ -62,7 +62,13 @@ pin_project_lite::pin_project! {
     enum ConfirmState {
         Start { tool: Option<Arc<CompiledTool>>, call: Option<ToolCall> },
         Inserting { ins: Option<Inserting> },
-        Waiting { waiting: Waiting, #[pin] sleep: Option<tokio::time::Sleep> },
+        /// `timing`: a shared store's timeout, decided on a blocking thread (database round
+        /// trips), never inside this poll.
+        Waiting {
+            waiting: Waiting,
+            #[pin] sleep: Option<tokio::time::Sleep>,
+            timing: Option<tokio::task::JoinHandle<TimeOut>>,
+        },
         /// Decided; the store is committing the final record (`timed_out`, `released`).
         Settling { settling: Settling, decision: Option<Decision> },
         Done,
@@ -77,7 +83,48 @@ impl Gate {
     /// Waits for a request that is already published (a recovered one).
     pub(super) fn resume(&self, waiting: Waiting) -> Confirm<'_> {
         let sleep = tokio::time::sleep_until(waiting.deadline);
-        Confirm { gate: self, hand_off: false, state: ConfirmState::Waiting { waiting, sleep: Some(sleep) } }
+        Confirm {
+            gate: self,
+            hand_off: false,
+            state: ConfirmState::Waiting { waiting, sleep: Some(sleep), timing: None },
+        }
+    }
+}
+
+impl Gate {
+    /// What the deadline means for a waiting call, once its timer fired: `None` while that is
+    /// not known yet. With a shared store the store's clock decides (`time_out_shared`: database
+    /// round trips), so that runs on a blocking thread, polled through `timing`.
+    fn deadline_passed(
+        &self,
+        id: uuid::Uuid,
+        sleep: Option<std::pin::Pin<&mut tokio::time::Sleep>>,
+        timing: &mut Option<tokio::task::JoinHandle<TimeOut>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Option<TimeOut> {
+        use std::task::Poll;
+        if let Some(h) = timing.as_mut() {
+            let decided = match std::pin::Pin::new(h).poll(cx) {
+                Poll::Pending => return None,
+                Poll::Ready(r) => r,
+            };
+            *timing = None;
+            // A panic there decided nothing: look again shortly.
+            return Some(decided.unwrap_or(TimeOut::RetryIn(std::time::Duration::from_millis(50))));
+        }
+        match sleep.map(|s| s.poll(cx)) {
+            Some(Poll::Ready(())) => {}
+            _ => return None,
+        }
+        if self.inner.store.is_shared()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let gate = self.clone();
+            *timing = Some(rt.spawn_blocking(move || gate.time_out(id)));
+            // Polled at once, so its waker is registered.
+            return self.deadline_passed(id, None, timing, cx);
+        }
+        Some(self.time_out(id))
     }
 }
 
@@ -113,7 +160,7 @@ impl std::future::Future for Confirm<'_> {
                 }
                 Ok(Prepared::Wait(w)) => {
                     let sleep = tokio::time::sleep_until(w.deadline);
-                    this.state.set(ConfirmState::Waiting { waiting: w, sleep: Some(sleep) });
+                    this.state.set(ConfirmState::Waiting { waiting: w, sleep: Some(sleep), timing: None });
                 }
                 Ok(Prepared::Insert(ins)) => this.state.set(ConfirmState::Inserting { ins: Some(ins) }),
             }
@@ -129,18 +176,22 @@ impl std::future::Future for Confirm<'_> {
                 return Poll::Ready(Err(e));
             }
             let sleep = tokio::time::sleep_until(ins.waiting.deadline);
-            this.state.set(ConfirmState::Waiting { waiting: ins.waiting, sleep: Some(sleep) });
+            this.state.set(ConfirmState::Waiting { waiting: ins.waiting, sleep: Some(sleep), timing: None });
         }
-        let ConfirmStateProj::Waiting { waiting: w, mut sleep } = this.state.as_mut().project() else {
+        let ConfirmStateProj::Waiting { waiting: w, mut sleep, timing } = this.state.as_mut().project() else {
             panic!("`Confirm` polled after completion");
         };
         let mut settling = None;
-        let resolution = match std::pin::Pin::new(&mut w.rx).poll(cx) {
+        // While a shared store's timeout is being decided, its outcome comes first: the call that
+        // times out takes the waiter (and its sender) with it.
+        let received = if timing.is_some() { Poll::Pending } else { std::pin::Pin::new(&mut w.rx).poll(cx) };
+        let resolution = match received {
             Poll::Ready(Ok(res)) => res,
             // The sender is only ever dropped after sending; fail safe regardless.
             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
-            Poll::Pending => match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
-                Some(Poll::Ready(())) => match this.gate.time_out(w.id) {
+            Poll::Pending => match this.gate.deadline_passed(w.id, sleep.as_mut().as_pin_mut(), timing, cx) {
+                None => return Poll::Pending,
+                Some(timed) => match timed {
                     TimeOut::Now(r, s) => {
                         settling = s;
                         r
@@ -167,7 +218,6 @@ impl std::future::Future for Confirm<'_> {
                         }
                     }
                 },
-                _ => return Poll::Pending,
             },
         };
         let (id, timeout_ms) = (w.id, w.timeout_ms);
