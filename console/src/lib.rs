@@ -221,6 +221,10 @@ impl ConsoleOptions {
 /// `options.public_origin` when one is set (do set it when the service is reached under a public
 /// name), and any host for a non-loopback `bind` without a public origin.
 ///
+/// Serve it with the client's address (`router.into_make_service_with_connect_info::<SocketAddr>()`)
+/// so that wrong approver keys lock out the address that sent them, not the approver; without it
+/// every client counts as one address.
+///
 /// Errors: `config` when the gate has no token keys (decisions are submitted as signed tokens)
 /// or an option is out of range.
 pub fn router(gate: Gate, options: ConsoleOptions) -> Result<axum::Router> {
