@@ -807,8 +807,10 @@ fn an_answer_the_store_never_records_cancels_the_call_at_once() {
     let spy = spy(&dir.path().join("s.db"), true);
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let r = runs.clone();
+    let audit = MemoryAuditSink::new();
     let gate = Gate::builder()
         .store(spy.clone())
+        .audit(audit.clone())
         .deny_when_unobserved(false)
         .tool(
             Tool::builder("delete_file")
@@ -836,11 +838,26 @@ fn an_answer_the_store_never_records_cancels_the_call_at_once() {
         let result = tokio::time::timeout(Duration::from_secs(10), running).await.expect("the call hung").unwrap();
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(result.status, ToolStatus::Cancelled, "{result:?} after {outcome:?}");
-        assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Cancelled);
+        // The `cancelled` record is committed by the store's writer.
+        let mut state = gate.record(&req.id).unwrap().state;
+        for _ in 0..500 {
+            if state != RecordState::Pending {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            state = gate.record(&req.id).unwrap().state;
+        }
+        assert_eq!(state, RecordState::Cancelled);
         // The request is over: a second answer is refused.
         assert!(gate.respond(ConfirmationResponse::approve(&req)).is_err());
     });
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0, "an unrecorded approval ran the tool");
+    // Its responder may have been told it was accepted: the audit says why it did not count.
+    let notes: Vec<_> =
+        audit.records().into_iter().filter(|r| r.decision.as_deref() == Some("answer-not-recorded")).collect();
+    assert_eq!(notes.len(), 1, "{:?}", audit.records());
+    assert_eq!(notes[0].error_kind, Some(ErrorKind::Store), "{notes:?}");
+    assert!(notes[0].reason.as_deref().unwrap_or_default().contains("stopped"), "{notes:?}");
     gate.close();
 }
 

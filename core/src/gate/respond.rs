@@ -6,6 +6,10 @@ use crate::error::{Error, Result};
 use crate::event::{CancelReason, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope, now_ms};
 use crate::store::{Completion, OwnedStateChange, RecordState, StateChange};
 
+use std::sync::Arc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
 thread_local! {
     /// Set on the thread [`Gate::off_thread`] answers on: there the answer is recorded before
     /// the call returns (`respond_async` resolves once it is recorded).
@@ -20,9 +24,22 @@ enum Answer {
     /// `apply` returned first; a failure to record is reported where it happens.
     Returned,
 }
-use std::sync::Arc;
-use tokio::time::Instant;
-use uuid::Uuid;
+
+/// Sets [`RECORD_HERE`] for its lifetime (also when the answer panics: the thread is reused).
+struct RecordHere;
+
+impl RecordHere {
+    fn set() -> Self {
+        RECORD_HERE.with(|h| h.set(true));
+        RecordHere
+    }
+}
+
+impl Drop for RecordHere {
+    fn drop(&mut self) {
+        RECORD_HERE.with(|h| h.set(false));
+    }
+}
 
 impl Gate {
     /// Answers a pending request.
@@ -82,9 +99,8 @@ impl Gate {
         let job = move || {
             // This thread is the caller's stand-in: the answer is recorded here, and the
             // future's result is what the store said.
-            RECORD_HERE.with(|h| h.set(true));
+            let _here = RecordHere::set();
             let _ = tx.send(answer());
-            RECORD_HERE.with(|h| h.set(false));
         };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => drop(rt.spawn_blocking(job)),
@@ -242,7 +258,14 @@ impl Gate {
                     let out = match recorded {
                         Ok(()) => gate.recorded(waiter, resolution, resp),
                         Err(e) => {
-                            // Fail safe: an answer that could not be recorded does not count.
+                            // Fail safe: an answer that could not be recorded does not count. Its
+                            // responder may have been told it was accepted: the audit says why not.
+                            gate.audit(|| {
+                                AuditRecord::about(AuditKind::Notice, &waiter.request)
+                                    .with_decision("answer-not-recorded")
+                                    .with_responder(resp.responder.clone())
+                                    .with_error(&e)
+                            });
                             gate.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
                             Err(e)
                         }
