@@ -598,17 +598,19 @@ impl PendingStore for SqliteStore {
     fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
         let guard = self.conn()?;
         let conn = guard.as_ref().expect("checked by conn()");
-        // Expired markers are forgotten (they are refused by their expiry), so the table stays
-        // as small as the markers of the last minute.
-        conn.prepare_cached("DELETE FROM signoff_single_use WHERE expires_at_ms <= ?1")
+        // One commit. Expired ids are forgotten (what they were for is refused by its expiry
+        // anyway), so the table holds only the uses still in force.
+        let tx = conn.unchecked_transaction().map_err(db_err)?;
+        tx.prepare_cached("DELETE FROM signoff_single_use WHERE expires_at_ms <= ?1")
             .and_then(|mut s| s.execute(params![now_ms().min(i64::MAX as u64) as i64]))
             .map_err(db_err)?;
-        let added = conn
+        let added = tx
             .prepare_cached(
                 "INSERT INTO signoff_single_use (id, expires_at_ms) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
             )
             .and_then(|mut s| s.execute(params![id.as_bytes(), expires_at_ms.min(i64::MAX as u64) as i64]))
             .map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
         Ok(added == 1)
     }
 

@@ -975,13 +975,13 @@ impl PendingStore for PostgresStore {
         self.run(move |s| -> Fut<bool> {
             Box::pin(async move {
                 let c = s.client().await?;
-                let err = |e| pg_err("could not record an accepted approval marker", e);
-                // Expired markers are forgotten (refused by their expiry anyway).
+                let err = |e| pg_err("could not record a single use", e);
+                // Expired ids are forgotten (what they were for is refused by its expiry anyway).
                 c.client
                     .execute("DELETE FROM signoff_single_use WHERE expires_at_ms <= $1", &[&now])
                     .await
                     .map_err(err)?;
-                // Of two hosts accepting the same marker at once, the key lets one in.
+                // Of two hosts using the same id at once, the key lets one in.
                 let added = c
                     .client
                     .execute(
