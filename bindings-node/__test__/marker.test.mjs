@@ -79,3 +79,29 @@ test("only a person's approval gets a marker", async () => {
   assert.throws(() => keyless.approvalMarker('fs__write_file', d), code('config'))
   await keyless.close()
 })
+
+test('with a durable store a marker stays used after the gate restarts', async () => {
+  const { mkdtempSync, rmSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const path = await import('node:path')
+  const dir = mkdtempSync(path.join(tmpdir(), 'signoff-marker-'))
+  try {
+    const storePath = path.join(dir, 'proxy.db')
+    const proxy = () => {
+      const g = new Gate({ tokenKeys: new TokenKeys('k1', SECRET_A), storePath, synchronousFull: true })
+      g.register({ name: 'fs__write_file', parameters: schema, approval: 'required' })
+      return g
+    }
+    const local = gate()
+    const marker = local.approvalMarker('fs__write_file', await decided(local, approve))
+    const first = proxy()
+    first.acceptApprovalMarker(marker, 'fs__write_file', { path: '/tmp/a' })
+    await first.close()
+    // The same marker replayed to the proxy restarted within the marker's minute.
+    const restarted = proxy()
+    assert.throws(() => restarted.acceptApprovalMarker(marker, 'fs__write_file', { path: '/tmp/a' }), code('already_used'))
+    await Promise.all([local.close(), restarted.close()])
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -46,6 +46,21 @@ function pendingCall(gate, call) {
   return { result, req }
 }
 
+/**
+ * {@link pendingCall} for a store that writes new requests on a thread of its own (SQLite with
+ * `synchronousFull`): the request is listed once it is stored.
+ */
+async function storedCall(gate, call) {
+  const before = new Set(gate.pending().map((r) => r.id))
+  const result = gate.execute(call)
+  for (let i = 0; i < 500; i++) {
+    const req = gate.pending().find((r) => !before.has(r.id))
+    if (req) return { result, req }
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  assert.fail('the call never became pending')
+}
+
 const b64url = (o) => Buffer.from(JSON.stringify(o)).toString('base64url')
 
 test('a token approval runs the stored arguments exactly once; a replay is already_used', async () => {
@@ -578,7 +593,7 @@ test('respondAsync / respondTokenAsync: a durable answer settles once recorded, 
   const { gate, runs } = remoteGate({ storePath: path.join(dir, 'signoff.db'), synchronousFull: true })
   try {
     // A response answers; a wrong or a second one rejects as respond throws.
-    const first = pendingCall(gate, { tool: 'delete_file', arguments: { path: '/tmp/a' } })
+    const first = await storedCall(gate, { tool: 'delete_file', arguments: { path: '/tmp/a' } })
     const bound = (r) => ({ id: r.id, tool: r.tool, argumentsDigest: r.argumentsDigest, sessionId: r.sessionId })
     const wrong = { ...bound(first.req), argumentsDigest: 'sha256:00', decision: 'approve' }
     await assert.rejects(gate.respondAsync(wrong), code('mismatch'))
@@ -588,7 +603,7 @@ test('respondAsync / respondTokenAsync: a durable answer settles once recorded, 
     assert.equal(gate.record(first.req.id).state, 'done')
     await assert.rejects(gate.respondAsync({ ...bound(first.req), decision: 'deny' }), code('already_resolved'))
     // A token answers once; its replay rejects.
-    const second = pendingCall(gate, { tool: 'delete_file', arguments: { path: '/tmp/b' } })
+    const second = await storedCall(gate, { tool: 'delete_file', arguments: { path: '/tmp/b' } })
     const token = gate.issueToken(second.req.id, 'bob')
     await assert.rejects(gate.respondTokenAsync(token, { approver: 'eve', decision: 'approve' }), code('wrong_approver'))
     assert.equal(await gate.respondTokenAsync(token, { approver: 'bob', decision: 'deny', reason: 'no' }), 'denied')

@@ -1,7 +1,8 @@
 //! Stored records (durable stores), and the durable store behind a thin wrapper that tells the
 //! driver which restored requests (`Gate::recover`) are unfinished: like a confirmation in
 //! flight, they keep the process alive until their state is final. Every `PendingStore` method
-//! is delegated to the core's `SqliteStore`; no decision is made here.
+//! is delegated to the core's `SqliteStore` (the asynchronous and hand-off forms too, so the
+//! store's writer thread is used as in every language); no decision is made here.
 
 use crate::driver::Shared;
 use crate::events::{string_enum, write_request};
@@ -9,7 +10,10 @@ use crate::executor::result_data;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use signoff::{ConfirmationRequest, PendingCursor, PendingStore, RecordState, StateChange, StoredRecord};
+use signoff::{
+    Completion, ConfirmationRequest, OwnedStateChange, PendingCursor, PendingStore, RecordState, StateChange,
+    StoredRecord,
+};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -46,14 +50,43 @@ impl PendingStore for Tracked {
     fn is_durable(&self) -> bool {
         self.inner.is_durable()
     }
+    fn insert_async(
+        &self,
+        request: Arc<ConfirmationRequest>,
+        abandoned: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<signoff::StoreFuture<()>> {
+        self.inner.insert_async(request, abandoned)
+    }
     fn transition(&self, id: &Uuid, change: StateChange<'_>) -> signoff::Result<()> {
         let r = self.inner.transition(id, change);
-        // A restored request is finished once its state is final, or when its tool could not
-        // start (the core then records nothing more).
-        if change.state.is_final() || (change.state == RecordState::Executing && r.is_err()) {
-            self.shared.restored_finished(id);
-        }
+        finished(&self.shared, id, change.state, &r);
         r
+    }
+    fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> signoff::StoreFuture<()> {
+        let (shared, state) = (self.shared.clone(), change.state);
+        let stored = self.inner.transition_async(id, change);
+        Box::pin(async move {
+            let r = stored.await;
+            finished(&shared, &id, state, &r);
+            r
+        })
+    }
+    fn transition_then(&self, id: Uuid, change: OwnedStateChange, done: Completion) {
+        let (shared, state) = (self.shared.clone(), change.state);
+        self.inner.transition_then(
+            id,
+            change,
+            Completion::new(move |r| {
+                finished(&shared, &id, state, &r);
+                done.complete(r);
+            }),
+        );
+    }
+    fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> signoff::Result<bool> {
+        self.inner.use_once(id, expires_at_ms)
+    }
+    fn try_record(&self, id: &Uuid) -> signoff::Result<Option<StoredRecord>> {
+        self.inner.try_record(id)
     }
     fn record(&self, id: &Uuid) -> Option<StoredRecord> {
         self.inner.record(id)
@@ -67,6 +100,14 @@ impl PendingStore for Tracked {
     }
     fn close(&self) {
         self.inner.close()
+    }
+}
+
+/// A restored request is finished once its state is final, or when its tool could not start
+/// (the core then records nothing more).
+fn finished(shared: &Shared, id: &Uuid, state: RecordState, r: &signoff::Result<()>) {
+    if state.is_final() || (state == RecordState::Executing && r.is_err()) {
+        shared.restored_finished(id);
     }
 }
 
