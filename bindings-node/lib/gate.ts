@@ -210,9 +210,18 @@ function toolDefinition(tool: unknown): { spec: Record<string, unknown>; paramet
 }
 
 /** A response's fields ({@link ConfirmationResponseInput}), in Node's names. */
+const RESPONSE_FIELDS = ['id', 'decision', 'arguments', 'scope', 'reason', 'responder', 'tool', 'argumentsDigest', 'sessionId', 'atMs', 'type'] as const
+/** True when `A` and `B` name the same fields. */
+type SameFields<A, B> = [Exclude<keyof A, keyof B> | Exclude<keyof B, keyof A>] extends [never] ? true : false
+// Checked by the compiler: the fields `respond` takes are exactly those of its input type, and
+// those of a response event (`ConfirmationResponseData`, generated from the addon's declaration,
+// against which response events from JavaScript are checked before the core reads them).
+const RESPONSE_SHAPE_CHECKED: SameFields<Record<(typeof RESPONSE_FIELDS)[number], unknown>, ConfirmationResponseInput> &
+  SameFields<ConfirmationResponseInput, ConfirmationResponseEvent> = true
+void RESPONSE_SHAPE_CHECKED
 const RESPONSE: Shape = {
   what: 'the response',
-  fields: ['id', 'decision', 'arguments', 'scope', 'reason', 'responder', 'tool', 'argumentsDigest', 'sessionId', 'atMs', 'type'],
+  fields: RESPONSE_FIELDS,
   aliases: {
     requestId: 'id',
     request_id: 'id',
