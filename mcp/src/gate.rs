@@ -1038,8 +1038,7 @@ async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::E
         // The request never left: say so (the model and the person should not think it ran).
         // Over HTTP a send error may also come after the server had the request (an error
         // status, a broken answer): then it may have run.
-        Err(rmcp::ServiceError::TransportSend(e)) if reached_server(&e) => Err(format!("{SENT_UNKNOWN}: {e}")),
-        Err(rmcp::ServiceError::TransportSend(e)) => Err(format!("{NOT_DELIVERED}: {e}")),
+        Err(rmcp::ServiceError::TransportSend(e)) => Err(format!("{}: {e}", send_failure(&e))),
         // Handed to a connection that then closed without an answer: it may or may not have run.
         Err(rmcp::ServiceError::TransportClosed) => Err(OUTCOME_UNKNOWN.into()),
         Err(rmcp::ServiceError::McpError(e)) => Err(rpc_error(&e)),
@@ -1064,17 +1063,21 @@ fn rpc_error(e: &rmcp::ErrorData) -> String {
     }
 }
 
-/// Whether a failed send had reached the upstream server: over Streamable HTTP, anything but a
-/// failure to connect (or to build the request, or the transport's own closed channel) means the
-/// server may have received the call. A stdio upstream's send error is a failed write to its
-/// input: never read.
-fn reached_server(e: &rmcp::transport::DynamicTransportError) -> bool {
+/// What a failed send means for the call, as the start of its error: [`NOT_DELIVERED`] when it
+/// never reached the server (a stdio upstream's failed write to its input; over Streamable HTTP
+/// a failure to connect or to build the request, or the transport's own closed channel);
+/// [`REFUSED`] when the server answered that it would not take it (authorization required or
+/// insufficient, rate limited with 429, an unknown session with 404); otherwise
+/// [`SENT_UNKNOWN`]: the server had it (an error status such as 500, a broken answer).
+fn send_failure(e: &rmcp::transport::DynamicTransportError) -> &'static str {
     use rmcp::transport::streamable_http_client::StreamableHttpError as E;
     match e.error.downcast_ref::<E<reqwest::Error>>() {
-        None => false,
-        Some(E::Client(r)) => !(r.is_connect() || r.is_builder()),
-        Some(E::TransportChannelClosed | E::ReservedHeaderConflict(_)) => false,
-        Some(_) => true,
+        None => NOT_DELIVERED,
+        Some(E::Client(r)) if r.is_connect() || r.is_builder() => NOT_DELIVERED,
+        Some(E::TransportChannelClosed | E::ReservedHeaderConflict(_)) => NOT_DELIVERED,
+        Some(E::AuthRequired(_) | E::InsufficientScope(_) | E::SessionExpired) => REFUSED,
+        Some(E::HttpStatus(s)) if s.status == 429 => REFUSED,
+        Some(_) => SENT_UNKNOWN,
     }
 }
 

@@ -1,8 +1,12 @@
-"""A Streamable HTTP forwarder in front of a real MCP server that delivers every request, but
-answers the first `tools/call` with an HTTP 500 after the server ran it: a server that did the work
-and then failed to answer. The proxy must not tell the model that such a call did not run.
+"""A Streamable HTTP forwarder in front of a real MCP server that delivers every request, except
+the first `tools/call`:
 
-Run: python failing_http.py <upstream URL>   (prints "listening on http://127.0.0.1:PORT/mcp")"""
+- mode `500` (the default): forwarded, and once the server ran it, answered with HTTP 500 (a
+  server that did the work and then failed to answer): the model must not be told it did not run;
+- mode `429`: answered with HTTP 429 (rate limited) without forwarding it: it did not run, and
+  the model may be told so.
+
+Run: python failing_http.py <upstream URL> [500|429]   (prints "listening on http://127.0.0.1:PORT/mcp")"""
 import http.client
 import json
 import sys
@@ -11,6 +15,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 UPSTREAM = urllib.parse.urlsplit(sys.argv[1])
+MODE = sys.argv[2] if len(sys.argv) > 2 else "500"
 failed = threading.Event()
 HOP = {"host", "content-length", "connection", "transfer-encoding", "keep-alive"}
 
@@ -23,16 +28,20 @@ class Forward(BaseHTTPRequestHandler):
 
     def forward(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            method = json.loads(body).get("method") if body else None
+        except ValueError:
+            method = None
+        if MODE == "429" and method == "tools/call" and not failed.is_set():
+            failed.set()
+            self.reply(429, {"Content-Type": "text/plain", "Retry-After": "1"}, b"slow down")
+            return
         conn = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=30)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         conn.request(self.command, UPSTREAM.path, body=body or None, headers=headers)
         resp = conn.getresponse()
         data = resp.read()  # the whole answer: the server has handled the request
         conn.close()
-        try:
-            method = json.loads(body).get("method") if body else None
-        except ValueError:
-            method = None
         if method == "tools/call" and not failed.is_set():
             failed.set()
             self.reply(500, {"Content-Type": "text/plain"}, b"internal error after the tool ran")

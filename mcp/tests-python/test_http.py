@@ -238,7 +238,29 @@ async def test_an_http_upstream_that_ran_the_call_and_then_failed_is_never_told_
     server-everything): the model is told the call may or may not have run, never that it did not
     (it would run it again). The next call shows the first one did run."""
     url, _ = everything_http()
-    forwarder = Child([sys.executable, str(Path(__file__).with_name("failing_http.py")), url], stream="stdout")
+    first, second, person = await toggle_twice_through(proxy, mode, url, "500", children)
+    assert first.is_error, text(first)
+    assert "may or may not have run" in text(first) and "did not run" not in text(first), text(first)
+    # It had run: the second toggle stops what the first started.
+    assert not second.is_error and text(second).startswith("Stopped"), text(second)
+    assert len(person.asked) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_http_upstream_that_answers_429_is_told_as_not_run(proxy, sandbox, mode, everything_http, children):
+    """Rate limited (429) before the server took the call: it did not run, and the model is told so."""
+    url, _ = everything_http()
+    first, second, _ = await toggle_twice_through(proxy, mode, url, "429", children)
+    assert first.is_error, text(first)
+    assert "did not run" in text(first) and "refused the call" in text(first), text(first)
+    # It had not run: the second toggle starts logging.
+    assert not second.is_error and text(second).startswith("Started"), text(second)
+
+
+async def toggle_twice_through(proxy, mode, url, failing, children):
+    """Two approved toggles of server-everything's logging through `failing_http.py` in `failing` mode."""
+    forwarder = Child([sys.executable, str(Path(__file__).with_name("failing_http.py")), url, failing],
+                      stream="stdout")
     children.append(forwarder)
     m = forwarder.wait_for(r"listening on (http://\S+)")
     assert m is not None, "".join(forwarder.lines)
@@ -246,11 +268,7 @@ async def test_an_http_upstream_that_ran_the_call_and_then_failed_is_never_told_
     async with proxy(mode, person, upstreams=[{"name": "ev", "url": m.group(1)}]) as c:
         first = await c.call_tool("ev__toggle-simulated-logging", {})
         second = await c.call_tool("ev__toggle-simulated-logging", {})
-    assert first.is_error, text(first)
-    assert "may or may not have run" in text(first) and "did not run" not in text(first), text(first)
-    # It had run: the second toggle stops what the first started.
-    assert not second.is_error and text(second).startswith("Stopped"), text(second)
-    assert len(person.asked) == 2
+    return first, second, person
 
 
 def test_an_http_upstream_that_refuses_connections_at_start_is_a_clear_error(proxy, tmp_path):
