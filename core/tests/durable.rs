@@ -710,6 +710,15 @@ impl PendingStore for Spy {
     }
 }
 
+/// `delete_file`, counting its runs in `runs`.
+fn counted_delete(runs: &Arc<std::sync::atomic::AtomicUsize>) -> ToolBuilder {
+    let r = runs.clone();
+    Tool::builder("delete_file").description("d").executor(move |_| {
+        r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { Ok(json!("deleted")) }
+    })
+}
+
 fn spy(db: &Path, drops_first_approval: bool) -> Arc<Spy> {
     Arc::new(Spy {
         inner: SqliteStore::open_with(db, SqliteOptions { synchronous_full: true }).unwrap(),
@@ -725,19 +734,10 @@ fn answers_are_not_committed_on_the_responding_thread() {
     let db = dir.path().join("s.db");
     let spy = spy(&db, false);
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let r = runs.clone();
     let gate = Gate::builder()
         .store(spy.clone())
         .deny_when_unobserved(false)
-        .tool(
-            Tool::builder("delete_file")
-                .description("d")
-                .executor(move |_| {
-                    r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    async { Ok(json!("deleted")) }
-                })
-                .build(),
-        )
+        .tool(counted_delete(&runs).build())
         .build()
         .unwrap();
     let call = |path: &str| ToolCall::new("delete_file", json!({ "path": path }));
@@ -806,22 +806,12 @@ fn an_answer_the_store_never_records_cancels_the_call_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let spy = spy(&dir.path().join("s.db"), true);
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let r = runs.clone();
     let audit = MemoryAuditSink::new();
     let gate = Gate::builder()
         .store(spy.clone())
         .audit(audit.clone())
         .deny_when_unobserved(false)
-        .tool(
-            Tool::builder("delete_file")
-                .description("d")
-                .timeout(Duration::from_secs(60))
-                .executor(move |_| {
-                    r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    async { Ok(json!("deleted")) }
-                })
-                .build(),
-        )
+        .tool(counted_delete(&runs).timeout(Duration::from_secs(60)).build())
         .build()
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
