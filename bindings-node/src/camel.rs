@@ -147,6 +147,9 @@ impl serde_json::ser::Formatter for CamelKeys {
         let mut n = 0;
         for &b in fragment.as_bytes() {
             if n == buf.len() {
+                if let Some(f) = self.find.as_mut() {
+                    f.key.extend_from_slice(&buf);
+                }
                 w.write_all(&buf)?;
                 n = 0;
             }
