@@ -342,14 +342,14 @@ impl NativeGate {
         abort_id: Option<u32>,
     ) -> Result<Unknown<'env>> {
         let call = call_from(env, tool, arguments_json, session_id, call_id, metadata_json)?;
-        let gate = self.state.gate.clone();
-        let fut: TaskFuture = Box::pin(async move {
-            let r = gate.confirm(call).await;
+        // The core's future as it is (it holds its own gate handle), mapped: an `async` block
+        // would keep it twice (the captured future and the one it awaits), per pending call.
+        let fut: TaskFuture = Box::pin(futures_util::FutureExt::map(self.state.gate.confirm_owned(call), |r| {
             Box::new(move |env: &Env| match r {
                 Ok(d) => to_js_string(env, &serde_json::to_string(&decision_data(d)).unwrap_or_default()),
                 Err(e) => Err(errors::throw(env, &e)),
             }) as Settle
-        });
+        }));
         self.run(env, fut, true, abort_id)
     }
 

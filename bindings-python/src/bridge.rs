@@ -99,6 +99,11 @@ pub struct LoopBridge {
     /// The thread the loop runs on.
     thread: std::thread::ThreadId,
     create_future: Py<PyAny>,
+    /// `{"context": <an empty contextvars.Context>}`: the keyword arguments of the
+    /// `add_done_callback` that cancels a call. Its callback reads no context variable, and
+    /// without a context asyncio copies the caller's for every pending call (~80 bytes each).
+    /// One per loop: a context is entered by one thread at a time.
+    quiet_context: Py<pyo3::types::PyDict>,
     queue: Mutex<Vec<Job>>,
     wake_pending: AtomicBool,
     closed: AtomicBool,
@@ -173,6 +178,9 @@ impl LoopBridge {
 
     fn new(py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Arc<LoopBridge>> {
         let create_future = lp.getattr("create_future")?.unbind();
+        let quiet_context = pyo3::types::PyDict::new(py);
+        quiet_context.set_item("context", py.import("contextvars")?.getattr("Context")?.call0()?)?;
+        let quiet_context = quiet_context.unbind();
         let force_threadsafe = std::env::var_os("SIGNOFF_PY_BRIDGE").is_some_and(|v| v == "threadsafe");
         #[cfg(unix)]
         if !force_threadsafe {
@@ -186,6 +194,7 @@ impl LoopBridge {
                 event_loop: lp.clone().unbind(),
                 thread: std::thread::current().id(),
                 create_future: create_future.clone_ref(py),
+                quiet_context: quiet_context.clone_ref(py),
                 queue: Mutex::new(Vec::new()),
                 wake_pending: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
@@ -206,6 +215,7 @@ impl LoopBridge {
             event_loop: lp.clone().unbind(),
             thread: std::thread::current().id(),
             create_future,
+            quiet_context,
             queue: Mutex::new(Vec::new()),
             wake_pending: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -525,6 +535,7 @@ where
 {
     let bridge = LoopBridge::current(py)?;
     let target = bridge.create_future(py)?;
+    let quiet = bridge.quiet_context.clone_ref(py);
     let task = Arc::new(DrivenTask {
         bridge,
         state: Mutex::new(Some((Box::pin(fut), deliver))),
@@ -534,7 +545,7 @@ where
     });
     task.clone().poll_now(py);
     if lock(&task.state).is_some() {
-        target.call_method1(pyo3::intern!(py, "add_done_callback"), (CancelOnCancel { task },))?;
+        target.call_method(pyo3::intern!(py, "add_done_callback"), (CancelOnCancel { task },), Some(quiet.bind(py)))?;
     }
     Ok(target)
 }

@@ -112,13 +112,13 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
     /// The arguments that run if approved unchanged (a fresh copy on each access).
     #[getter]
     fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.arguments)
+        to_py(py, &self.inner.arguments.value())
     }
     /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
     /// this, not a rendering of your own.
     #[getter]
-    fn display_arguments(&self) -> &str {
-        &self.inner.display_arguments
+    fn display_arguments(&self) -> String {
+        self.inner.display_arguments()
     }
     /// The rendered, escaped prompt.
     #[getter]
@@ -127,8 +127,8 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
     }
     /// `sha256:<hex>` of the canonical JSON of the arguments.
     #[getter]
-    fn arguments_digest(&self) -> &str {
-        &self.inner.arguments_digest
+    fn arguments_digest(&self) -> String {
+        self.inner.arguments_digest.to_string()
     }
     /// The agent session the call belongs to.
     #[getter]
@@ -148,7 +148,7 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
     /// Why approval is needed.
     #[getter]
     fn reasons(&self) -> Vec<String> {
-        self.inner.reasons.clone()
+        self.inner.reasons.to_vec()
     }
     /// How long the request waits, in milliseconds.
     #[getter]
@@ -184,7 +184,6 @@ const _: fn(&signoff::ConfirmationRequest) = |r| {
         tool: _,
         description: _,
         arguments: _,
-        display_arguments: _,
         prompt: _,
         arguments_digest: _,
         session_id: _,

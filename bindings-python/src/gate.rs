@@ -375,8 +375,8 @@ impl PyGate {
         metadata: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let call = make_call(tool, arguments, session_id, call_id, metadata)?;
-        let gate = self.gate.clone();
-        bridge::spawn(py, async move { gate.confirm(call).await }, decision_to_py, self.shared)
+        // The core's future as it is (it holds its own gate handle): one allocation per call.
+        bridge::spawn(py, self.gate.confirm_owned(call), decision_to_py, self.shared)
     }
 
     /// `confirm`, blocking the calling thread (not the GIL) until decided.
@@ -391,8 +391,7 @@ impl PyGate {
         metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let call = make_call(tool, arguments, session_id, call_id, metadata)?;
-        let gate = self.gate.clone();
-        let r = bridge::block_on(py, "confirm_blocking()", async move { gate.confirm(call).await })?;
+        let r = bridge::block_on(py, "confirm_blocking()", self.gate.confirm_owned(call))?;
         decision_to_py(py, r)
     }
 

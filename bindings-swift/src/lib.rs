@@ -431,8 +431,7 @@ impl Gate {
     /// `confirm(_:)` awaits it and cancels it when the task is cancelled.
     pub fn confirm_cancellable(&self, call: ToolCall) -> Result<Arc<PendingConfirmation>, SignoffError> {
         let call = call.into_core()?;
-        let gate = self.inner.clone();
-        Ok(Arc::new(PendingConfirmation { task: Cancellable::spawn(async move { gate.confirm(call).await }) }))
+        Ok(Arc::new(PendingConfirmation { task: Cancellable::spawn(self.inner.confirm_owned(call)) }))
     }
 
     /// Starts an execution: confirm, then run the tool's executor at most once. The result is

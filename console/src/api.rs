@@ -395,7 +395,7 @@ async fn decide(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes)
             return Err(Error::Mismatch {
                 id,
                 field: "arguments_digest",
-                expected: request.arguments_digest.clone(),
+                expected: request.arguments_digest.to_string(),
                 got: digest,
             });
         }
@@ -456,7 +456,7 @@ async fn check(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) 
             .pending_request(&body.id)
             .ok_or_else(|| Error::NotPending { id: body.id, state: "no longer pending".into() })?;
         let mut changes = Vec::new();
-        diff(&request.arguments, &body.arguments, &mut String::new(), &mut changes);
+        diff(&request.arguments.value(), &body.arguments, &mut String::new(), &mut changes);
         Ok(changes)
     })
     .await;

@@ -244,7 +244,7 @@ impl Drop for Feed {
 fn card(gate: &Gate, r: &Arc<ConfirmationRequest>) -> Arc<Card> {
     Arc::new(Card {
         id: r.id,
-        session: r.session_id.clone(),
+        session: r.session_id.to_string(),
         deadline_ms: r.deadline_ms,
         created_at_ms: r.created_at_ms,
         html: render::card(gate, r),

@@ -47,13 +47,13 @@ fn risk(gate: &Gate, request: &ConfirmationRequest) -> String {
 /// One pending request as a card. Everything a decision depends on is in the card's data
 /// attributes (id, digest, deadline, session), and the editor holds the arguments as JSON.
 pub(crate) fn card(gate: &Gate, r: &ConfirmationRequest) -> String {
-    let mut h = String::with_capacity(1024 + r.display_arguments.len() * 2);
+    let mut h = String::with_capacity(1024 + r.arguments.json().len() * 2);
     let session = text(&r.session_id);
     let _ = write!(
         h,
         r#"<li class="request" data-id="{id}" data-digest="{digest}" data-session="{session_attr}" data-session-shown="{session}" data-deadline="{deadline}" data-created="{created}" data-editable="{editable}">"#,
         id = r.id,
-        digest = html(&r.arguments_digest),
+        digest = html(&r.arguments_digest.to_string()),
         session_attr = html(&r.session_id),
         deadline = r.deadline_ms,
         created = r.created_at_ms,
@@ -69,7 +69,7 @@ pub(crate) fn card(gate: &Gate, r: &ConfirmationRequest) -> String {
     h.push_str(r#"<dl class="meta"><dt>session</dt><dd class="session">"#);
     h.push_str(&session);
     h.push_str(r#"</dd><dt>why asked</dt><dd><ul class="reasons">"#);
-    for reason in &r.reasons {
+    for reason in r.reasons.iter() {
         let _ = write!(h, "<li>{}</li>", text(reason));
     }
     if r.reasons.is_empty() {
@@ -81,11 +81,11 @@ pub(crate) fn card(gate: &Gate, r: &ConfirmationRequest) -> String {
     }
     h.push_str("</dl>");
     // display_arguments already escapes every deceptive code point; nothing is truncated.
-    let _ = write!(h, r#"<pre class="arguments">{}</pre>"#, html(&display_arguments(&r.arguments)));
+    let _ = write!(h, r#"<pre class="arguments">{}</pre>"#, html(&display_arguments(&r.arguments.value())));
     let session_label = if r.session_id.chars().count() > 40 {
         format!("{}…", r.session_id.chars().take(40).collect::<String>())
     } else {
-        r.session_id.clone()
+        r.session_id.to_string()
     };
     let _ = write!(
         h,
@@ -97,7 +97,7 @@ pub(crate) fn card(gate: &Gate, r: &ConfirmationRequest) -> String {
         r#"<div class="deny-box" hidden><label>Reason (required, shown to the model)<textarea class="deny-reason" rows="2"></textarea></label><button type="button" data-action="confirm-deny" disabled>Deny with this reason</button> <button type="button" data-action="cancel">Cancel</button></div>"#,
     );
     if r.editable {
-        let pretty = serde_json::to_string_pretty(&r.arguments).unwrap_or_default();
+        let pretty = serde_json::to_string_pretty(&r.arguments.value()).unwrap_or_default();
         let _ = write!(
             h,
             r#"<div class="edit-box" hidden><label>Arguments (JSON)<textarea class="editor" rows="8" spellcheck="false">{}</textarea></label><button type="button" data-action="check-edit">Check</button> <button type="button" data-action="submit-edit" disabled>Approve once with these arguments</button> <button type="button" data-action="cancel">Cancel</button><div class="edit-errors" role="alert"></div><ul class="diff"></ul></div>"#,

@@ -286,7 +286,7 @@ async fn what_was_shown_is_what_is_answered() {
     let alice = Browser::sign_in(&console, "alice").await;
     let (task, req) = ask(&gate, "/tmp/a", "s1").await;
     let mut forged = (*req).clone();
-    forged.arguments_digest = "sha256:0000".into();
+    forged.arguments_digest = signoff::Arguments::new(&json!({"path": "/tmp/b"})).digest();
     let r = alice.decide(&console, &forged, json!({"decision": "approve"})).await;
     assert_eq!((r.status, r.json()["kind"].clone()), (409, json!("mismatch")), "{}", r.body);
     for body in [

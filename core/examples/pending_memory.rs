@@ -1,10 +1,15 @@
 //! Bytes per pending request with 100,000 pending (or `--n N`), counted by a global allocator,
 //! and what listing them costs: one page of 1,000 against the whole list.
-//! `cargo run --release -p signoff --example pending_memory [-- --n 1000000]`
+//! `cargo run --release -p signoff --example pending_memory [-- --n 1000000] [--owned]`
+//!
+//! By default each call is awaited in a tokio task of its own, as a Rust application would.
+//! `--owned` holds each call as the bindings do: its `confirm_owned` future boxed and polled
+//! once, no task: what signoff itself allocates per pending call.
 
 use serde_json::json;
 use signoff::{Gate, Tool, ToolCall};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 struct Counting;
@@ -35,6 +40,7 @@ static A: Counting = Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let owned = args.iter().any(|a| a == "--owned");
     let n: usize = match args.iter().position(|a| a == "--n") {
         Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()).expect("--n takes a count"),
         None => 100_000,
@@ -65,14 +71,27 @@ fn main() {
         let args_bytes = (LIVE.load(Ordering::SeqCst) - b0) as f64 / N as f64;
         drop(args);
         let before = LIVE.load(Ordering::SeqCst);
-        let tasks: Vec<_> = (0..N)
-            .map(|i| {
-                let g = g.clone();
-                tokio::spawn(async move {
-                    g.confirm(ToolCall::new("delete_file", json!({"path": format!("/home/user/file-{i:06}.txt")})).call_id(format!("call_{i:06}"))).await
+        let call = |i: usize| ToolCall::new("delete_file", json!({"path": format!("/home/user/file-{i:06}.txt")})).call_id(format!("call_{i:06}"));
+        let mut held = Vec::new();
+        let tasks: Vec<_> = if owned {
+            let waker = futures_util::task::noop_waker();
+            held = (0..N)
+                .map(|i| {
+                    let mut f = Box::pin(g.confirm_owned(call(i)));
+                    assert!(f.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());
+                    f
                 })
-            })
-            .collect();
+                .collect();
+            Vec::new()
+        } else {
+            (0..N)
+                .map(|i| {
+                    let g = g.clone();
+                    let c = call(i);
+                    tokio::spawn(async move { g.confirm(c).await })
+                })
+                .collect()
+        };
         while g.pending_count() < N {
             tokio::task::yield_now().await;
         }
@@ -95,7 +114,11 @@ fn main() {
         let sample = page.requests[0].clone();
         let shown = serde_json::to_string(&*sample).unwrap().len();
         println!("pending requests:              {N}");
-        println!("bytes per pending request:     {:.0} (all live heap growth / N, incl. task, timer, request, store and waiter entries; {handles:.0} B of it is the bench's JoinHandle vector)", per);
+        if owned {
+            println!("bytes per pending request:     {per:.0} (all live heap growth / N: the boxed future with its timer, the request, store and waiter entries; 8 B of it is the bench's vector of futures)");
+        } else {
+            println!("bytes per pending request:     {:.0} (all live heap growth / N, incl. the tokio task awaiting it, timer, request, store and waiter entries; {handles:.0} B of it is the bench's JoinHandle vector)", per);
+        }
         println!("of which the caller's own arguments value (a 1-key JSON object): {args_bytes:.0} bytes");
         println!("of which the request's JSON:   {shown} bytes when serialized (tool, description, args, prompt, digest, ids)");
         println!("pending_page(None, 1000):      {first_page:?}; the next page: {next_page:?}; pending() (all {N}): {whole:?}");
@@ -103,5 +126,6 @@ fn main() {
         for t in tasks {
             let _ = t.await;
         }
+        drop(held);
     });
 }

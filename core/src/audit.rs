@@ -118,10 +118,10 @@ impl AuditRecord {
     pub fn about(kind: AuditKind, request: &crate::ConfirmationRequest) -> Self {
         let mut r = AuditRecord::new(kind);
         r.request_id = Some(request.id);
-        r.session_id = Some(request.session_id.clone());
-        r.tool = Some(request.tool.clone());
+        r.session_id = Some(request.session_id.to_string());
+        r.tool = Some(request.tool.to_string());
         r.tool_call_id = request.tool_call_id.clone();
-        r.arguments_digest = Some(request.arguments_digest.clone());
+        r.arguments_digest = Some(request.arguments_digest.to_string());
         r
     }
 

@@ -133,6 +133,11 @@ pub fn display_arguments(v: &Value) -> String {
 /// Renders a prompt template: `{tool}` becomes the tool name, `{args}` the compact JSON of the
 /// arguments, `{description}` the tool description. The result is escaped for display.
 pub fn render_prompt(template: &str, tool: &str, description: &str, args: &Value) -> String {
+    render_prompt_json(template, tool, description, &canonical_json(args))
+}
+
+/// [`render_prompt`] with the arguments already as canonical JSON text.
+pub fn render_prompt_json(template: &str, tool: &str, description: &str, args: &str) -> String {
     let mut out = String::with_capacity(template.len() + 64);
     let mut rest = template;
     while let Some(start) = rest.find('{') {
@@ -142,7 +147,7 @@ pub fn render_prompt(template: &str, tool: &str, description: &str, args: &Value
             out.push_str(tool);
             rest = r;
         } else if let Some(r) = after.strip_prefix("{args}") {
-            out.push_str(&canonical_json(args));
+            out.push_str(args);
             rest = r;
         } else if let Some(r) = after.strip_prefix("{description}") {
             out.push_str(description);

@@ -1,6 +1,7 @@
 //! The events on the bus and their stable JSON form (`type`-tagged, snake_case fields,
 //! times as Unix epoch milliseconds).
 
+use crate::arguments::{Arguments, Digest};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,33 +14,36 @@ pub fn now_ms() -> u64 {
 }
 
 /// A call waiting for a person. Everything a UI needs to show it, and what a response must echo.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Its JSON form also carries `display_arguments` ([`display_arguments`](Self::display_arguments),
+/// derived from the arguments when written; a `display_arguments` in JSON that is read is ignored,
+/// so the text shown cannot differ from the arguments that run).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConfirmationRequest {
     /// Unique id; a response carries it back.
     pub id: Uuid,
-    /// The tool's name.
-    pub tool: String,
-    /// The tool's description.
-    pub description: String,
-    /// The arguments that will run if approved unchanged.
-    pub arguments: Value,
-    /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped:
-    /// show this, not a rendering of `arguments` of your own.
-    pub display_arguments: String,
-    /// The rendered, escaped prompt.
-    pub prompt: String,
+    /// The tool's name (shared with the tool's other requests).
+    pub tool: Arc<str>,
+    /// The tool's description, escaped for display (shared with the tool's other requests).
+    pub description: Arc<str>,
+    /// The arguments that will run if approved unchanged, as canonical JSON text.
+    pub arguments: Arguments,
+    /// The rendered, escaped prompt (shared with the tool's other requests when its template
+    /// does not show the arguments).
+    pub prompt: Arc<str>,
     /// `sha256:<hex>` of the canonical JSON of `arguments`; a response may echo it.
-    pub arguments_digest: String,
-    /// The agent session the call belongs to.
-    pub session_id: String,
+    pub arguments_digest: Digest,
+    /// The agent session the call belongs to (the default session's name is shared).
+    pub session_id: Arc<str>,
     /// The model's id for this tool call, if it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// Whether the person may edit the arguments.
     pub editable: bool,
-    /// Why approval is needed.
+    /// Why approval is needed (shared with the tool's other requests when no argument rule
+    /// added a reason).
     #[serde(default)]
-    pub reasons: Vec<String>,
+    pub reasons: Arc<[String]>,
     /// How long the request waits, in milliseconds.
     pub timeout_ms: u64,
     /// When it stops waiting (epoch ms).
@@ -49,6 +53,46 @@ pub struct ConfirmationRequest {
     /// Free metadata from the caller.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub metadata: Value,
+}
+
+impl ConfirmationRequest {
+    /// Pretty JSON of the arguments with control, bidi, zero-width and other invisible
+    /// characters escaped: show this, not a rendering of `arguments` of your own. Computed from
+    /// the arguments on each call (a pending request does not keep it).
+    pub fn display_arguments(&self) -> String {
+        crate::display::display_arguments(&self.arguments.value())
+    }
+}
+
+impl Serialize for ConfirmationRequest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let fields = 13 + usize::from(self.tool_call_id.is_some()) + usize::from(!self.metadata.is_null());
+        let mut st = s.serialize_struct("ConfirmationRequest", fields)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("tool", &self.tool)?;
+        st.serialize_field("description", &self.description)?;
+        st.serialize_field("arguments", &self.arguments)?;
+        st.serialize_field("display_arguments", &self.display_arguments())?;
+        st.serialize_field("prompt", &self.prompt)?;
+        st.serialize_field("arguments_digest", &self.arguments_digest)?;
+        st.serialize_field("session_id", &self.session_id)?;
+        match &self.tool_call_id {
+            Some(t) => st.serialize_field("tool_call_id", t)?,
+            None => st.skip_field("tool_call_id")?,
+        }
+        st.serialize_field("editable", &self.editable)?;
+        st.serialize_field("reasons", &self.reasons)?;
+        st.serialize_field("timeout_ms", &self.timeout_ms)?;
+        st.serialize_field("deadline_ms", &self.deadline_ms)?;
+        st.serialize_field("created_at_ms", &self.created_at_ms)?;
+        if self.metadata.is_null() {
+            st.skip_field("metadata")?;
+        } else {
+            st.serialize_field("metadata", &self.metadata)?;
+        }
+        st.end()
+    }
 }
 
 /// A person's decision.
@@ -117,9 +161,9 @@ impl ConfirmationResponse {
             scope: Scope::Once,
             reason: None,
             responder: None,
-            tool: Some(request.tool.clone()),
-            arguments_digest: Some(request.arguments_digest.clone()),
-            session_id: Some(request.session_id.clone()),
+            tool: Some(request.tool.to_string()),
+            arguments_digest: Some(request.arguments_digest.to_string()),
+            session_id: Some(request.session_id.to_string()),
             at_ms: None,
         }
     }

@@ -40,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+mod arguments;
 pub mod audit;
 pub mod config;
 mod dispatch;
@@ -57,6 +58,7 @@ pub mod store;
 pub mod token;
 pub mod tool;
 
+pub use arguments::{Arguments, Digest};
 pub use audit::{
     AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind,
     ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::tool::{ApprovalMode, Tool, ToolSource};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Keywords that, found as a word of a tool's name, make a tool with the default approval mode
@@ -77,6 +78,20 @@ pub struct Evaluation {
     pub reasons: Vec<String>,
 }
 
+/// An [`Evaluation`] as the gate keeps it: the reasons shared between the tool's requests when
+/// only the tool's own verdict applies (no argument rule holds).
+pub(crate) struct Assessment {
+    pub required: bool,
+    pub forced_by_rule: bool,
+    pub reasons: Arc<[String]>,
+}
+
+impl From<Assessment> for Evaluation {
+    fn from(a: Assessment) -> Self {
+        Evaluation { required: a.required, forced_by_rule: a.forced_by_rule, reasons: a.reasons.to_vec() }
+    }
+}
+
 /// A tool as the gate holds it: compiled schema and the policy's verdict on its name and kind.
 pub(crate) struct CompiledTool {
     pub tool: Tool,
@@ -84,11 +99,15 @@ pub(crate) struct CompiledTool {
     /// The verdict of the mode/keyword/source part of the policy, which does not depend on the
     /// arguments: computed once at registration.
     base: Option<String>,
+    /// `base` as the reasons of a call no argument rule holds for: shared by its requests.
+    base_reasons: Arc<[String]>,
     pub timeout: Duration,
     /// The escaped description, and the prompt when its template does not depend on the
     /// arguments: rendered once here instead of per request.
-    pub description_display: String,
-    pub fixed_prompt: Option<String>,
+    pub description_display: Arc<str>,
+    /// The tool's name, shared by its requests.
+    pub shared_name: Arc<str>,
+    pub fixed_prompt: Option<Arc<str>>,
 }
 
 /// Splits a tool name into lowercase words: on non-alphanumerics and on lower→upper case changes.
@@ -126,11 +145,22 @@ impl Policy {
         let base = self.base_reason(&tool);
         let timeout = tool.spec.timeout_ms.map(Duration::from_millis).unwrap_or(self.default_timeout);
         let spec = &tool.spec;
-        let description_display = crate::display::escape_for_display(&spec.description).into_owned();
+        let description_display = crate::display::escape_for_display(&spec.description).into();
         let template = spec.prompt_template.as_deref().unwrap_or(crate::tool::DEFAULT_PROMPT);
         let fixed_prompt = (!template.contains("{args}"))
-            .then(|| crate::display::render_prompt(template, &spec.name, &spec.description, &Value::Null));
-        Ok(CompiledTool { tool, validator, base, timeout, description_display, fixed_prompt })
+            .then(|| crate::display::render_prompt(template, &spec.name, &spec.description, &Value::Null).into());
+        let base_reasons = base.iter().cloned().collect();
+        let shared_name = spec.name.as_str().into();
+        Ok(CompiledTool {
+            tool,
+            validator,
+            base,
+            base_reasons,
+            timeout,
+            description_display,
+            shared_name,
+            fixed_prompt,
+        })
     }
 
     /// The argument-independent reason to gate, if any.
@@ -181,9 +211,12 @@ impl CompiledTool {
     }
 
     /// Whether `args` need approval, and why. Gating-disabled is handled by the gate.
-    pub fn evaluate(&self, args: &Value) -> Evaluation {
+    pub(crate) fn evaluate(&self, args: &Value) -> Assessment {
         let mut reasons = Vec::new();
         let mut forced_by_rule = false;
+        if self.tool.spec.rules.is_empty() && self.tool.custom_rules.is_empty() {
+            return Assessment { required: self.base.is_some(), forced_by_rule, reasons: self.base_reasons.clone() };
+        }
         for r in &self.tool.spec.rules {
             if r.holds(args) {
                 forced_by_rule = true;
@@ -199,7 +232,7 @@ impl CompiledTool {
         if let Some(b) = &self.base {
             reasons.push(b.clone());
         }
-        Evaluation { required: !reasons.is_empty(), forced_by_rule, reasons }
+        Assessment { required: !reasons.is_empty(), forced_by_rule, reasons: reasons.into() }
     }
 
     /// True when this tool can never need approval, whatever the arguments: the fast path.
@@ -215,7 +248,7 @@ mod tests {
     use serde_json::json;
 
     fn eval(p: &Policy, t: Tool, args: Value) -> Evaluation {
-        p.compile(t).unwrap().evaluate(&args)
+        p.compile(t).unwrap().evaluate(&args).into()
     }
 
     #[test]
@@ -254,7 +287,7 @@ mod tests {
             .build();
         let c = p.compile(t).unwrap();
         assert!(!c.evaluate(&json!({"path": "/tmp/x"})).required);
-        let e = c.evaluate(&json!({"path": "/etc/x"}));
+        let e: Evaluation = c.evaluate(&json!({"path": "/etc/x"})).into();
         assert!(e.required && e.forced_by_rule);
     }
 

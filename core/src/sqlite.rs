@@ -681,7 +681,7 @@ mod tests {
         Arc::new(
             serde_json::from_value(serde_json::json!({
                 "id": id, "tool": "t", "description": "", "prompt": "p", "arguments": {"a": 1},
-                "display_arguments": "{\"a\":1}", "arguments_digest": "sha256:00", "session_id": "s",
+                "display_arguments": "{\"a\":1}", "arguments_digest": format!("sha256:{}", "0".repeat(64)), "session_id": "s",
                 "editable": false, "reasons": [], "timeout_ms": 1000, "deadline_ms": 2000, "created_at_ms": 1000
             }))
             .unwrap(),

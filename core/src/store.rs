@@ -632,12 +632,12 @@ impl Approvers {
     }
     /// May `approver` approve `request`?
     pub fn may_approve(&self, request: &ConfirmationRequest, approver: &str) -> Result<(), String> {
-        if self.forbid_self && approver == request.session_id {
+        if self.forbid_self && approver == &*request.session_id {
             return Err(format!("{approver:?} may not approve a request from its own session"));
         }
         if !self.rules.is_empty() {
             let listed = self.rules.iter().any(|(tool, who)| {
-                tool.as_deref().is_none_or(|t| t == request.tool) && who.iter().any(|w| w == approver)
+                tool.as_deref().is_none_or(|t| t == &*request.tool) && who.iter().any(|w| w == approver)
             });
             if !listed {
                 return Err(format!("{approver:?} may not approve `{}`", request.tool));

@@ -72,7 +72,7 @@ async fn an_inline_approver_answers_in_the_publishing_poll_with_no_task() {
     let s = seen.clone();
     let _guard = g.on_request_inline(move |p| {
         s.fetch_add(1, Ordering::SeqCst);
-        assert_eq!(p.request().tool, "delete_file");
+        assert_eq!(&*p.request().tool, "delete_file");
         p.approve_with(None, Scope::Once, Some("policy".into())).unwrap();
     });
     assert_eq!(g.approver_count(), 1);

@@ -101,7 +101,9 @@ async fn child_process_entry() {
         let g = gate.clone();
         tokio::spawn(async move { g.execute(call).await });
         let req = loop {
-            if let Some(r) = gate.pending().into_iter().find(|r| r.arguments["path"] == json!(format!("/{name}"))) {
+            if let Some(r) =
+                gate.pending().into_iter().find(|r| r.arguments.value()["path"] == json!(format!("/{name}")))
+            {
                 break r;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -115,14 +117,15 @@ async fn child_process_entry() {
         async move { g.confirm(ToolCall::new("quick_delete", json!({"path": "/short"})).session("s2")).await },
     );
     let short = loop {
-        if let Some(r) = gate.pending().into_iter().find(|r| r.session_id == "s2") {
+        if let Some(r) = gate.pending().into_iter().find(|r| &*r.session_id == "s2") {
             break r;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
     println!("CHILD {}", json!({"name": "short", "id": short.id, "deadline_ms": short.deadline_ms}));
 
-    let by_name = |n: &str| gate.pending().into_iter().find(|r| r.arguments["path"] == json!(format!("/{n}"))).unwrap();
+    let by_name =
+        |n: &str| gate.pending().into_iter().find(|r| r.arguments.value()["path"] == json!(format!("/{n}"))).unwrap();
     // Approve `slow`: recorded as approved, then executing, then the tool starts and hangs.
     let slow = by_name("slow");
     let slow_token = gate.issue_token(&slow.id, "alice").unwrap();

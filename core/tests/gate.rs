@@ -34,16 +34,16 @@ async fn approve_runs_the_original_arguments() {
     let call = g.confirm(del("/home/a").call_id("call_1").metadata(json!({"turn": 3})));
     let answer = async {
         let req = next_request(&mut sub).await;
-        assert_eq!(req.tool, "delete_file");
-        assert_eq!(req.description, "Deletes a file");
+        assert_eq!(&*req.tool, "delete_file");
+        assert_eq!(&*req.description, "Deletes a file");
         assert_eq!(req.arguments, json!({"path": "/home/a"}));
         assert_eq!(req.tool_call_id.as_deref(), Some("call_1"));
-        assert_eq!(req.session_id, DEFAULT_SESSION);
+        assert_eq!(&*req.session_id, DEFAULT_SESSION);
         assert_eq!(req.metadata, json!({"turn": 3}));
         assert_eq!(req.timeout_ms, 60_000);
         assert_eq!(req.deadline_ms, req.created_at_ms + 60_000);
         assert!(req.editable);
-        assert_eq!(req.prompt, "Allow `delete_file` to run with these arguments?");
+        assert_eq!(&*req.prompt, "Allow `delete_file` to run with these arguments?");
         assert_eq!(req.arguments_digest, display::arguments_digest(&json!({"path": "/home/a"})));
         assert!(req.reasons.iter().any(|r| r.contains("delete")));
         assert_eq!(g.pending().len(), 1);
@@ -246,6 +246,27 @@ async fn cancelled_task_denies_and_is_reported() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_owned_confirmation_keeps_its_gate_and_still_cancels_when_dropped() {
+    let g = gate();
+    let mut sub = g.subscribe();
+    // The handle it came from is gone at once: the future holds its own.
+    let approved = tokio::spawn(g.clone().confirm_owned(del("/kept")));
+    let req = next_request(&mut sub).await;
+    assert_eq!(req.arguments.value(), json!({"path": "/kept"}));
+    g.respond(ConfirmationResponse::approve(&req)).unwrap();
+    let d = approved.await.unwrap().unwrap();
+    assert_eq!(d.arguments(), Some(&json!({"path": "/kept"})));
+
+    let dropped = tokio::spawn(g.confirm_owned(del("/dropped")));
+    let req = next_request(&mut sub).await;
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    let e = g.respond(ConfirmationResponse::approve(&req)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyResolved);
+    assert!(g.pending().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn cancel_request_by_id_denies() {
     let g = gate();
     let mut sub = g.subscribe();
@@ -383,7 +404,7 @@ async fn session_grants_skip_the_prompt_within_one_session_only() {
     let call = g.confirm(ToolCall::new("remove_dir", json!({"path": "/tmp/c"})).session("s2"));
     let answer = async {
         let req = next_request(&mut sub).await;
-        assert_eq!(req.session_id, "s2");
+        assert_eq!(&*req.session_id, "s2");
         g.respond(ConfirmationResponse::deny(&req, None)).unwrap();
     };
     let (d, ()) = tokio::join!(call, answer);
@@ -549,14 +570,15 @@ async fn displayed_text_escapes_deceptive_characters() {
         g.confirm(ToolCall::new("send_file", json!({"to": "ev\u{200B}il@x.com", "note": "a\u{0007}b\u{2066}c"})));
     let check = async {
         let req = next_request(&mut sub).await;
-        for text in [&req.prompt, &req.display_arguments, &req.description] {
+        let shown = req.display_arguments();
+        for text in [&*req.prompt, shown.as_str(), &*req.description] {
             assert!(!text.chars().any(display::is_deceptive), "{text:?}");
         }
-        assert!(req.display_arguments.contains("ev\\u{200B}il@x.com"), "{}", req.display_arguments);
+        assert!(shown.contains("ev\\u{200B}il@x.com"), "{shown}");
         assert!(req.prompt.starts_with("Send {") && req.prompt.ends_with("with send_file?"), "{}", req.prompt);
-        assert_eq!(req.description, "Sends \\u{202E}elif");
+        assert_eq!(&*req.description, "Sends \\u{202E}elif");
         // The arguments themselves are untouched: what runs is exactly what the digest covers.
-        assert_eq!(req.arguments["to"], "ev\u{200B}il@x.com");
+        assert_eq!(req.arguments.value()["to"], "ev\u{200B}il@x.com");
         g.respond(ConfirmationResponse::deny(&req, None)).unwrap();
     };
     let _ = tokio::join!(call, check);
@@ -790,7 +812,7 @@ async fn batch_runs_ungated_at_once_and_returns_in_model_order() {
         let r1 = next_request(&mut sub).await;
         let r2 = next_request(&mut sub).await;
         // Answer in reverse order; each call gets its own answer.
-        let (a, b) = if r1.arguments["path"] == "/a" { (r1, r2) } else { (r2, r1) };
+        let (a, b) = if r1.arguments.value()["path"] == "/a" { (r1, r2) } else { (r2, r1) };
         g.respond(ConfirmationResponse::deny(&b, Some("not b".into()))).unwrap();
         g.respond(ConfirmationResponse::approve(&a)).unwrap();
     };
@@ -911,14 +933,13 @@ fn events_have_a_stable_json_form() {
         id: uuid::Uuid::nil(),
         tool: "t".into(),
         description: "d".into(),
-        arguments: json!({"a": 1}),
-        display_arguments: "{\n  \"a\": 1\n}".into(),
+        arguments: json!({"a": 1}).into(),
         prompt: "p".into(),
-        arguments_digest: display::arguments_digest(&json!({"a": 1})),
+        arguments_digest: Arguments::new(&json!({"a": 1})).digest(),
         session_id: "s".into(),
         tool_call_id: None,
         editable: false,
-        reasons: vec![],
+        reasons: [].into(),
         timeout_ms: 1,
         deadline_ms: 2,
         created_at_ms: 1,

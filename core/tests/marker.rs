@@ -49,7 +49,7 @@ async fn a_marker_is_accepted_once_by_a_gate_sharing_the_keys() {
     let c = remote.accept_approval_marker(&marker, "fs__delete_file", &args).unwrap();
     assert_eq!(c.request_id, d.request_id());
     assert_eq!(c.approver, "alice");
-    assert_eq!(c.tool, "fs__delete_file");
+    assert_eq!(&*c.tool, "fs__delete_file");
     assert_eq!(kind(remote.accept_approval_marker(&marker, "fs__delete_file", &args)), ErrorKind::AlreadyUsed);
     // One marker per request: a second would let the approved call run twice.
     assert_eq!(kind(local.approval_marker("fs__delete_file", &d)), ErrorKind::AlreadyUsed);

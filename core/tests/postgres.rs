@@ -116,7 +116,7 @@ fn a_request_made_on_one_host_is_answered_on_another_and_runs_once() {
             a.execute(ToolCall::new("delete_file", json!({"path": "/tmp/x"})).call_id("c1")).await
         });
         let req = listed(&approver, 1).await.remove(0);
-        assert_eq!(req.tool, "delete_file");
+        assert_eq!(&*req.tool, "delete_file");
         assert_eq!(req.arguments, json!({"path": "/tmp/x"}));
         let t = Instant::now();
         assert_eq!(
@@ -296,15 +296,14 @@ fn the_sweeper_times_out_requests_whose_agent_is_gone_exactly_once() {
         let req = ConfirmationRequest {
             id: uuid::Uuid::new_v4(),
             tool: "delete_file".into(),
-            description: String::new(),
-            arguments: json!({"path": format!("/{i}")}),
-            display_arguments: String::new(),
-            prompt: String::new(),
-            arguments_digest: signoff::display::arguments_digest(&json!({"path": format!("/{i}")})),
+            description: "".into(),
+            arguments: json!({"path": format!("/{i}")}).into(),
+            prompt: "".into(),
+            arguments_digest: signoff::Arguments::new(&json!({"path": format!("/{i}")})).digest(),
             session_id: "s".into(),
             tool_call_id: None,
             editable: false,
-            reasons: vec![],
+            reasons: [].into(),
             timeout_ms: 100,
             deadline_ms: now + 100,
             created_at_ms: now,
@@ -395,12 +394,12 @@ fn an_owner_restarting_recovers_its_own_requests_and_reports_interrupted_calls()
             }));
         }
         let reqs = listed(&g1, 3).await;
-        let run = reqs.iter().find(|r| r.arguments["path"] == "/run").unwrap().clone();
-        let wait = reqs.iter().find(|r| r.arguments["path"] == "/wait").unwrap().clone();
+        let run = reqs.iter().find(|r| r.arguments.value()["path"] == "/run").unwrap().clone();
+        let wait = reqs.iter().find(|r| r.arguments.value()["path"] == "/wait").unwrap().clone();
         first
             .transition(
                 &run.id,
-                StateChange { arguments: Some(&run.arguments), ..StateChange::to(RecordState::Approved) },
+                StateChange { arguments: Some(&run.arguments.value()), ..StateChange::to(RecordState::Approved) },
             )
             .unwrap();
         first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
@@ -518,7 +517,7 @@ fn an_abandoned_call_and_a_closed_gate_end_their_requests_in_the_database() {
         let open = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/open"}))).await });
         let reqs = listed(&approver, 2).await;
         abandoned.abort();
-        let gone = reqs.iter().find(|r| r.arguments["path"] == "/gone").unwrap();
+        let gone = reqs.iter().find(|r| r.arguments.value()["path"] == "/gone").unwrap();
         let t = Instant::now();
         while approver.record(&gone.id).unwrap().state != RecordState::Cancelled {
             assert!(t.elapsed() < Duration::from_secs(5));
@@ -528,7 +527,7 @@ fn an_abandoned_call_and_a_closed_gate_end_their_requests_in_the_database() {
         assert_eq!(late.kind(), ErrorKind::AlreadyResolved, "{late}");
         agent.close();
         assert_eq!(open.await.unwrap().status, ToolStatus::Cancelled);
-        let other = reqs.iter().find(|r| r.arguments["path"] == "/open").unwrap();
+        let other = reqs.iter().find(|r| r.arguments.value()["path"] == "/open").unwrap();
         assert_eq!(approver.record(&other.id).unwrap().state, RecordState::Cancelled);
         assert!(approver.pending().is_empty());
         assert_eq!(runs.load(Ordering::SeqCst), 0);

@@ -45,7 +45,7 @@ proptest! {
                 let req = next_request(&mut sub).await;
                 prop_assert_eq!(&req.arguments, &args);
                 prop_assert_eq!(&req.arguments_digest, &display::arguments_digest(&args));
-                prop_assert!(!req.display_arguments.chars().any(display::is_deceptive));
+                prop_assert!(!req.display_arguments().chars().any(display::is_deceptive));
                 if other != args {
                     let wrong = ConfirmationResponse { arguments_digest: Some(display::arguments_digest(&other)), ..ConfirmationResponse::approve(&req) };
                     prop_assert_eq!(g.respond(wrong).unwrap_err().kind(), ErrorKind::Mismatch);

@@ -178,7 +178,7 @@ fn request_with(id: Uuid, created_at_ms: u64, arguments: Value) -> Arc<Confirmat
             "prompt": "Allow delete_file?",
             "arguments": arguments,
             "display_arguments": arguments.to_string(),
-            "arguments_digest": "sha256:0000",
+            "arguments_digest": signoff::Arguments::new(&arguments).digest(),
             "session_id": "s1",
             "editable": true,
             "reasons": ["destructive"],
@@ -386,7 +386,7 @@ fn requests_round_trip_exactly(s: Subject) {
     r.tool_call_id = Some("call_\u{0}1".into());
     r.metadata = json!({"agent": "é", "n": 1});
     r.prompt = "Allow \u{0}?\r\n".into();
-    r.reasons = vec!["keyword \"delete\"".into(), String::new()];
+    r.reasons = vec!["keyword \"delete\"".into(), String::new()].into();
     let r = Arc::new(r);
     s.insert(r.clone()).unwrap();
     assert_eq!(s.get(&r.id).as_deref(), Some(&*r));
@@ -920,7 +920,7 @@ fn gate_confirm_approved_is_released(s: Subject) {
         let call = ToolCall::new("delete_file", json!({"path": "/notes/old.txt"})).session("s1");
         let task = tokio::spawn(async move { g.confirm(call).await });
         let req = listed(&gate, &s).await;
-        assert_eq!((req.tool.as_str(), &req.arguments), ("delete_file", &json!({"path": "/notes/old.txt"})));
+        assert_eq!((&*req.tool, &req.arguments.value()), ("delete_file", &json!({"path": "/notes/old.txt"})));
         if s.is_durable() {
             assert_eq!(gate.record(&req.id).unwrap().state, RecordState::Pending);
         }

@@ -201,7 +201,7 @@ async fn rotated_keys_keep_verifying_tokens_issued_before_the_rotation() {
     assert!(new_token.starts_with("so1.k2."));
     let mut c = gate.inspect_token(&new_token).unwrap();
     c.request_id = r2.id;
-    c.arguments_digest = r2.arguments_digest.clone();
+    c.arguments_digest = r2.arguments_digest.to_string();
     let old_token = old.sign(&mut c);
     assert!(old_token.starts_with("so1.k1."));
     gate.respond_token(&old_token, TokenResponse::approve("alice")).unwrap();
@@ -216,7 +216,7 @@ async fn rotated_keys_keep_verifying_tokens_issued_before_the_rotation() {
     );
     let (_t3, r3) = pending_delete(&gate2, del("/c")).await;
     c.request_id = r3.id;
-    c.arguments_digest = r3.arguments_digest.clone();
+    c.arguments_digest = r3.arguments_digest.to_string();
     let old_token = old.sign(&mut c);
     assert_eq!(kind(gate2.respond_token(&old_token, TokenResponse::approve("alice"))), ErrorKind::UnknownKey);
 }
@@ -335,7 +335,7 @@ async fn approvers_decide_who_may_approve_which_tool() {
 
     // A callback can refuse too.
     let checked = Approvers::new().check(|req, who| {
-        if req.arguments["path"].as_str().is_some_and(|p| p.starts_with("/etc")) && who != "sre" {
+        if req.arguments.value()["path"].as_str().is_some_and(|p| p.starts_with("/etc")) && who != "sre" {
             Err("only sre may approve changes under /etc".into())
         } else {
             Ok(())
@@ -404,7 +404,7 @@ async fn check_edit_judges_an_edit_as_respond_will_without_answering() {
     let gate = remote_gate(Gate::builder(), runs.clone());
     let (task, req) = pending_delete(&gate, del("/tmp/x")).await;
     gate.check_edit(&req.id, &json!({"path": "/tmp/y"})).unwrap();
-    gate.check_edit(&req.id, &req.arguments).unwrap();
+    gate.check_edit(&req.id, &req.arguments.value()).unwrap();
     assert_eq!(kind(gate.check_edit(&req.id, &json!({"path": 7}))), ErrorKind::InvalidArguments);
     assert_eq!(kind(gate.check_edit(&uuid::Uuid::new_v4(), &json!({}))), ErrorKind::NotPending);
     assert_eq!(gate.pending().len(), 1, "checking answered nothing");

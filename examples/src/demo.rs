@@ -1110,7 +1110,7 @@ impl Approver {
                 (Some('e'), None) => {
                     self.stage = Stage::Edit;
                     if self.keys {
-                        self.editor.set(&editable_json(&req.arguments));
+                        self.editor.set(&editable_json(&req.arguments.value()));
                         say("    edit the arguments (JSON), then Enter to approve them; Esc goes back:");
                     } else {
                         say("    new arguments as JSON (an empty line keeps them as they are):");
@@ -1128,7 +1128,7 @@ impl Approver {
 
     fn edit(&mut self, req: &Arc<ConfirmationRequest>, text: &str) {
         let text = text.trim();
-        let parsed = if text.is_empty() { Ok(req.arguments.clone()) } else { serde_json::from_str::<Value>(text) };
+        let parsed = if text.is_empty() { Ok(req.arguments.value()) } else { serde_json::from_str::<Value>(text) };
         match parsed {
             Err(e) => {
                 say(&format!("    {}", paint("31", &format!("not JSON: {e}"))));
@@ -1166,7 +1166,7 @@ impl Approver {
                 let text = match (decision, edited) {
                     (ResponseDecision::Approve, Some(new)) => {
                         let mut t = paint("1;32", "✓ approved with your edit:");
-                        for (k, old, new) in diff(&req.arguments, &new) {
+                        for (k, old, new) in diff(&req.arguments.value(), &new) {
                             t.push_str(&format!("\n      {k}: {} → {}", paint("31", &old), paint("32", &new)));
                         }
                         t
@@ -1220,9 +1220,9 @@ impl Approver {
         let mut line = |s: String| t.push_str(&format!("\n  {} {s}", bar("│")));
         line(format!("tool:         {}", paint("1", &esc(&req.tool))));
         line(format!("what it does: {}", esc(&req.description)));
-        line(req.prompt.clone());
+        line(req.prompt.to_string());
         line(format!("why asked:    {}", paint("33", &esc(&req.reasons.join("; ")))));
-        for l in req.display_arguments.lines() {
+        for l in req.display_arguments().lines() {
             line(format!("  {l}"));
         }
         let secs = ms_left(req).div_ceil(1000);

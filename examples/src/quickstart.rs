@@ -20,7 +20,7 @@ async fn main() {
     tokio::spawn(async move {
         while let Some(Ok(event)) = events.recv().await {
             if let Event::ConfirmationRequest(req) = event {
-                println!("asked: {}\n{}", req.prompt, req.display_arguments);
+                println!("asked: {}\n{}", req.prompt, req.display_arguments());
                 ui.respond(ConfirmationResponse::deny(&req, Some("not my thesis".into()))).unwrap();
             }
         }

@@ -84,11 +84,7 @@ async fn before_crash(dir: &Path) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    println!(
-        "server: the agent wants to run {} {}",
-        request.tool,
-        signoff::display::canonical_json(&request.arguments)
-    );
+    println!("server: the agent wants to run {} {}", request.tool, request.arguments.json());
     let token = gate.issue_token(&request.id, "alice").expect("issue a token");
     println!("server: sent alice the link https://approve.example/#{}...", &token[..24]);
     // The link travels to alice's phone (here: a file).

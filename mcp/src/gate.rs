@@ -373,7 +373,7 @@ impl McpGate {
         drop(elsewhere);
         let parked: Vec<Uuid> = {
             let parked = lock(&self.inner.parked);
-            parked.iter().filter(|(_, p)| p.pending.request().tool == name).map(|(id, _)| *id).collect()
+            parked.iter().filter(|(_, p)| &*p.pending.request().tool == name).map(|(id, _)| *id).collect()
         };
         for id in parked {
             self.unpark(&id);
@@ -474,7 +474,7 @@ impl McpGate {
         let req = p.request().clone();
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
         let asked =
-            cx.peer.create_elicitation_with_timeout(approval_form(&req.prompt, &req.display_arguments), Some(left));
+            cx.peer.create_elicitation_with_timeout(approval_form(&req.prompt, &req.display_arguments()), Some(left));
         let answer = tokio::select! {
             r = asked => r,
             _ = cx.ct.cancelled() => {
@@ -524,7 +524,7 @@ impl McpGate {
                 return finish(ended(name, task.await));
             }
         };
-        let ask = approval_form(&req.prompt, &req.display_arguments);
+        let ask = approval_form(&req.prompt, &req.display_arguments());
         self.park(t, name, who, (task, p, go), Answer::Form { token }, ask).await
     }
 
@@ -541,7 +541,7 @@ impl McpGate {
         ask: ElicitRequestParams,
     ) -> CallToolResponse {
         let req = p.request();
-        let state = State { arguments: req.arguments_digest.clone(), definition: t.def_hash.clone(), answer };
+        let state = State { arguments: req.arguments_digest.to_string(), definition: t.def_hash.clone(), answer };
         let ad = associated_data(&who.principal, t);
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()).max(1));
         let state = match self.inner.codec.seal_json_with(&state, &SealOptions::new().associated_data(&ad).ttl(left)) {
@@ -1203,7 +1203,8 @@ fn url_form(req: &signoff::ConfirmationRequest, page: &str) -> ElicitRequestPara
         meta: None,
         message: format!(
             "signoff: {}\n{}\nApprove or deny it on the approval page (sign in as an approver).",
-            req.prompt, req.display_arguments
+            req.prompt,
+            req.display_arguments()
         ),
         url: format!("{page}#request-{}", req.id),
         elicitation_id: req.id.to_string(),

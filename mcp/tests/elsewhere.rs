@@ -44,7 +44,7 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
     let pending = gate.pending();
     assert_eq!(pending.len(), 1);
     let request = pending[0].clone();
-    assert_eq!(request.tool, "up__write");
+    assert_eq!(&*request.tool, "up__write");
     assert_eq!(request.metadata["risk"], "L3");
     assert_eq!(request.metadata["mcp"]["server"], "up");
 

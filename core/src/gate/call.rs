@@ -30,6 +30,13 @@ pub struct ToolCall {
 fn empty_object() -> Value {
     Value::Object(Default::default())
 }
+
+/// `session` as a request keeps it: the default session's name is one shared string.
+pub(crate) fn shared_session(session: String) -> std::sync::Arc<str> {
+    static DEFAULT: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| DEFAULT_SESSION.into());
+    if session == DEFAULT_SESSION { DEFAULT.clone() } else { session.into() }
+}
+
 fn default_session() -> String {
     DEFAULT_SESSION.to_owned()
 }

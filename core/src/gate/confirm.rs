@@ -23,6 +23,17 @@ impl Gate {
         self.confirm_future(None, call, true)
     }
 
+    /// [`confirm`](Self::confirm) as a `'static` future that holds its own handle of the gate
+    /// (as tokio's `acquire_owned`): for a caller that boxes or spawns it without keeping the
+    /// gate alongside. The gate stays alive while the future does.
+    pub fn confirm_owned(&self, call: ToolCall) -> Confirm<'static> {
+        Confirm {
+            gate: GateRef::Owned(self.clone()),
+            hand_off: true,
+            state: ConfirmState::Start { tool: None, call: Some(call) },
+        }
+    }
+
     /// `confirm` with the tool already looked up (used by `execute`).
     pub(crate) fn confirm_tool(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Confirm<'_> {
         self.confirm_future(Some(tool), call, false)
@@ -35,7 +46,7 @@ pin_project_lite::pin_project! {
     /// ([`CancelReason::Aborted`]), which denies.
     #[must_use = "a confirmation does nothing unless awaited"]
     pub struct Confirm<'a> {
-        gate: &'a Gate,
+        gate: GateRef<'a>,
         // `confirm` hands an approval to its caller (recorded as `released`); `execute` runs it.
         hand_off: bool,
         #[pin]
@@ -56,6 +67,22 @@ pin_project_lite::pin_project! {
     }
 }
 
+/// The gate a [`Confirm`] works for: borrowed from its caller, or its own handle.
+enum GateRef<'a> {
+    Borrowed(&'a Gate),
+    Owned(Gate),
+}
+
+impl std::ops::Deref for GateRef<'_> {
+    type Target = Gate;
+    fn deref(&self) -> &Gate {
+        match self {
+            GateRef::Borrowed(g) => g,
+            GateRef::Owned(g) => g,
+        }
+    }
+}
+
 pin_project_lite::pin_project! {
     /// Start and wait share storage: a pending confirmation carries only what the wait needs.
     #[project = ConfirmStateProj]
@@ -65,7 +92,7 @@ pin_project_lite::pin_project! {
         /// `timing`: a shared store's timeout, decided on a blocking thread (database round
         /// trips), never inside this poll.
         Waiting {
-            waiting: Waiting,
+            waiting: Listening,
             #[pin] sleep: Option<tokio::time::Sleep>,
             timing: Option<tokio::task::JoinHandle<TimeOut>>,
         },
@@ -75,19 +102,29 @@ pin_project_lite::pin_project! {
     }
 }
 
+/// What a waiting call keeps of its [`Waiting`]: the deadline lives in its timer only.
+struct Listening {
+    id: uuid::Uuid,
+    rx: tokio::sync::oneshot::Receiver<Box<super::Resolution>>,
+    timeout_ms: u64,
+}
+
+impl ConfirmState {
+    fn waiting(w: Waiting) -> Self {
+        let sleep = tokio::time::sleep_until(w.deadline);
+        let waiting = Listening { id: w.id, rx: w.rx, timeout_ms: w.timeout_ms };
+        ConfirmState::Waiting { waiting, sleep: Some(sleep), timing: None }
+    }
+}
+
 impl Gate {
     fn confirm_future(&self, tool: Option<Arc<CompiledTool>>, call: ToolCall, hand_off: bool) -> Confirm<'_> {
-        Confirm { gate: self, hand_off, state: ConfirmState::Start { tool, call: Some(call) } }
+        Confirm { gate: GateRef::Borrowed(self), hand_off, state: ConfirmState::Start { tool, call: Some(call) } }
     }
 
     /// Waits for a request that is already published (a recovered one).
     pub(super) fn resume(&self, waiting: Waiting) -> Confirm<'_> {
-        let sleep = tokio::time::sleep_until(waiting.deadline);
-        Confirm {
-            gate: self,
-            hand_off: false,
-            state: ConfirmState::Waiting { waiting, sleep: Some(sleep), timing: None },
-        }
+        Confirm { gate: GateRef::Borrowed(self), hand_off: false, state: ConfirmState::waiting(waiting) }
     }
 }
 
@@ -159,8 +196,7 @@ impl std::future::Future for Confirm<'_> {
                     return Poll::Ready(Ok(d));
                 }
                 Ok(Prepared::Wait(w)) => {
-                    let sleep = tokio::time::sleep_until(w.deadline);
-                    this.state.set(ConfirmState::Waiting { waiting: w, sleep: Some(sleep), timing: None });
+                    this.state.set(ConfirmState::waiting(w));
                 }
                 Ok(Prepared::Insert(ins)) => this.state.set(ConfirmState::Inserting { ins: Some(ins) }),
             }
@@ -175,8 +211,7 @@ impl std::future::Future for Confirm<'_> {
                 this.state.set(ConfirmState::Done);
                 return Poll::Ready(Err(e));
             }
-            let sleep = tokio::time::sleep_until(ins.waiting.deadline);
-            this.state.set(ConfirmState::Waiting { waiting: ins.waiting, sleep: Some(sleep), timing: None });
+            this.state.set(ConfirmState::waiting(ins.waiting));
         }
         let ConfirmStateProj::Waiting { waiting: w, mut sleep, timing } = this.state.as_mut().project() else {
             panic!("`Confirm` polled after completion");
@@ -186,7 +221,7 @@ impl std::future::Future for Confirm<'_> {
         // times out takes the waiter (and its sender) with it.
         let received = if timing.is_some() { Poll::Pending } else { std::pin::Pin::new(&mut w.rx).poll(cx) };
         let resolution = match received {
-            Poll::Ready(Ok(res)) => res,
+            Poll::Ready(Ok(res)) => *res,
             // The sender is only ever dropped after sending; fail safe regardless.
             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
             Poll::Pending => match this.gate.deadline_passed(w.id, sleep.as_mut().as_pin_mut(), timing, cx) {
@@ -212,7 +247,7 @@ impl std::future::Future for Confirm<'_> {
                     TimeOut::Elsewhere => {
                         sleep.set(None);
                         match std::pin::Pin::new(&mut w.rx).poll(cx) {
-                            Poll::Ready(Ok(r)) => r,
+                            Poll::Ready(Ok(r)) => *r,
                             Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
                             Poll::Pending => return Poll::Pending,
                         }

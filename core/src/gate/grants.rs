@@ -66,6 +66,6 @@ impl Gate {
         for t in tools {
             self.audit(|| AuditRecord::grant(session_id, &t, "revoked").with_reason("session ended"));
         }
-        self.cancel_where(|w| w.request.session_id == session_id, CancelReason::SessionEnded)
+        self.cancel_where(|w| &*w.request.session_id == session_id, CancelReason::SessionEnded)
     }
 }

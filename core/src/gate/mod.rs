@@ -1,5 +1,6 @@
 //! The gate: decides, publishes, waits, and resolves every request exactly once.
 
+use crate::arguments::Arguments;
 use crate::audit::{AuditKind, AuditRecord, AuditSink};
 use crate::display;
 use crate::error::{Error, Result};
@@ -85,13 +86,14 @@ pub(crate) type Settling = std::pin::Pin<Box<dyn std::future::Future<Output = ()
 
 pub(crate) struct Waiting {
     id: Uuid,
-    rx: oneshot::Receiver<Resolution>,
+    /// Boxed: a pending call's channel then holds a pointer, not a whole resolution.
+    rx: oneshot::Receiver<Box<Resolution>>,
     deadline: Instant,
     timeout_ms: u64,
 }
 
 struct Waiter {
-    tx: oneshot::Sender<Resolution>,
+    tx: oneshot::Sender<Box<Resolution>>,
     request: Arc<ConfirmationRequest>,
     tool: Arc<CompiledTool>,
     deadline: Instant,
@@ -234,7 +236,7 @@ impl Gate {
         let tool = self.tool(&call.tool)?;
         crate::json::check(&call.arguments, "arguments")?;
         tool.validate(&call.arguments, "original")?;
-        Ok(tool.evaluate(&call.arguments))
+        Ok(tool.evaluate(&call.arguments).into())
     }
 
     /// The policy in force.
@@ -291,23 +293,25 @@ impl Gate {
         let timeout = tool.timeout;
         let created = now_ms();
         let timeout_ms = timeout.as_millis().min(u64::MAX as u128) as u64;
+        // The arguments are kept as canonical text from here on: what is digested, shown and run.
+        let arguments = Arguments::new(&call.arguments);
         let request = Arc::new(ConfirmationRequest {
             id: Uuid::new_v4(),
             prompt: match &tool.fixed_prompt {
                 Some(p) => p.clone(),
-                None => display::render_prompt(
+                None => display::render_prompt_json(
                     spec.prompt_template.as_deref().unwrap_or(DEFAULT_PROMPT),
                     &spec.name,
                     &spec.description,
-                    &call.arguments,
-                ),
+                    arguments.json(),
+                )
+                .into(),
             },
-            display_arguments: display::display_arguments(&call.arguments),
-            arguments_digest: display::arguments_digest(&call.arguments),
-            tool: call.tool,
+            arguments_digest: arguments.digest(),
+            tool: tool.shared_name.clone(),
             description: tool.description_display.clone(),
-            arguments: call.arguments,
-            session_id: call.session_id,
+            arguments,
+            session_id: call::shared_session(call.session_id),
             tool_call_id: call.call_id,
             editable: spec.editable,
             reasons: eval.reasons,
@@ -425,7 +429,7 @@ impl Gate {
         let shared = self.inner.store.is_shared();
         self.audit(|| {
             let mut r = AuditRecord::about(AuditKind::Request, request);
-            r.arguments = Some(request.arguments.clone());
+            r.arguments = Some(request.arguments.value());
             r.reason = Some(request.reasons.join("; "));
             let m = &request.metadata;
             if !(m.is_null() || m.as_object().is_some_and(|o| o.is_empty())) {
@@ -506,8 +510,8 @@ impl Gate {
         self.publish_with(|| {
             Event::ConfirmationTimeout(Arc::new(ConfirmationTimeout {
                 id,
-                tool: w.request.tool.clone(),
-                session_id: w.request.session_id.clone(),
+                tool: w.request.tool.to_string(),
+                session_id: w.request.session_id.to_string(),
                 deadline_ms: w.request.deadline_ms,
                 at_ms: now,
             }))
@@ -592,8 +596,8 @@ impl Gate {
         self.publish_with(|| {
             Event::ConfirmationResolved(Arc::new(ConfirmationResolved {
                 id: w.request.id,
-                tool: w.request.tool.clone(),
-                session_id: w.request.session_id.clone(),
+                tool: w.request.tool.to_string(),
+                session_id: w.request.session_id.to_string(),
                 outcome,
                 cancel_reason: cancel,
                 responder,
@@ -746,7 +750,7 @@ impl Gate {
         self.inner.store.remove(&request.id);
         let (shell_tx, _) = oneshot::channel();
         let shell = Waiter { tx: shell_tx, request, tool, deadline };
-        match tx.send(res) {
+        match tx.send(Box::new(res)) {
             Ok(()) => {
                 let o = match &report {
                     Resolution::Approved { .. } => Outcome::Approved,
@@ -911,11 +915,11 @@ impl Gate {
         let request =
             self.inner.store.get(id).ok_or_else(|| Error::NotPending { id: *id, state: self.state_of(id) })?;
         crate::json::check(edit, "edited arguments")?;
-        if *edit == request.arguments {
+        if request.arguments.is(edit) {
             return Ok(());
         }
         if !request.editable {
-            return Err(Error::EditsNotAllowed(request.tool.clone()));
+            return Err(Error::EditsNotAllowed(request.tool.to_string()));
         }
         self.tool(&request.tool)?.validate(edit, "edited")
     }

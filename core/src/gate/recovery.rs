@@ -2,7 +2,6 @@
 
 use super::{Gate, Waiter, Waiting, lock};
 use crate::audit::{AuditKind, AuditRecord};
-use crate::display;
 use crate::error::{Error, Result};
 use crate::event::{CancelReason, ConfirmationRequest, Outcome, now_ms};
 use crate::store::{RecordState, StateChange, StoredRecord};
@@ -151,12 +150,12 @@ impl Gate {
     /// Waits again for a stored pending request, in a task that runs its tool once approved.
     fn restore(&self, request: Arc<ConfirmationRequest>, handle: &tokio::runtime::Handle) -> Result<(), String> {
         // What was shown is what runs: the stored arguments must still be the ones digested.
-        if display::arguments_digest(&request.arguments) != request.arguments_digest {
+        if request.arguments.digest() != request.arguments_digest {
             return Err("the stored arguments do not match their digest".into());
         }
         let tool = self.tool(&request.tool).map_err(|e| e.to_string())?;
         let executor = tool.tool.executor.clone().ok_or_else(|| format!("tool `{}` has no executor", request.tool))?;
-        tool.validate(&request.arguments, "original").map_err(|e| e.to_string())?;
+        tool.validate(&request.arguments.value(), "original").map_err(|e| e.to_string())?;
         let id = request.id;
         let remaining = request.deadline_ms.saturating_sub(now_ms());
         let deadline = Instant::now() + Duration::from_millis(remaining);
@@ -169,7 +168,8 @@ impl Gate {
         }
         let waiting = Waiting { id, rx, deadline, timeout_ms: request.timeout_ms };
         let gate = self.clone();
-        let (name, session, call_id) = (request.tool.clone(), request.session_id.clone(), request.tool_call_id.clone());
+        let (name, session, call_id) =
+            (request.tool.to_string(), request.session_id.to_string(), request.tool_call_id.clone());
         handle.spawn(async move {
             let decision = gate.resume(waiting).await;
             match decision {

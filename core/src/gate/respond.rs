@@ -193,12 +193,12 @@ impl Gate {
                 let (arguments, edited) = match &resp.arguments {
                     Some(edit) if *edit != request.arguments => {
                         if !request.editable {
-                            return Err(Error::EditsNotAllowed(request.tool.clone()));
+                            return Err(Error::EditsNotAllowed(request.tool.to_string()));
                         }
                         tool.validate(edit, "edited")?;
                         (edit.clone(), true)
                     }
-                    _ => (request.arguments.clone(), false),
+                    _ => (request.arguments.value(), false),
                 };
                 Resolution::Approved { arguments, edited, scope: resp.scope, responder: resp.responder.clone() }
             }
@@ -340,7 +340,7 @@ impl Gate {
                 .with_responder(resp.responder.clone());
             r.reason = resp.reason.clone();
             if let Resolution::Approved { arguments, edited: true, .. } = &resolution {
-                r.arguments = Some(request.arguments.clone());
+                r.arguments = Some(request.arguments.value());
                 r.edited_arguments = Some(arguments.clone());
                 let rules = waiter.tool.evaluate(arguments);
                 if rules.forced_by_rule {
@@ -379,17 +379,17 @@ pub(super) fn check_binding(request: &crate::ConfirmationRequest, resp: &Confirm
         got: got.to_owned(),
     };
     if let Some(t) = &resp.tool
-        && *t != request.tool
+        && **t != *request.tool
     {
         return Err(mismatch("tool", &request.tool, t));
     }
     if let Some(d) = &resp.arguments_digest
         && *d != request.arguments_digest
     {
-        return Err(mismatch("arguments_digest", &request.arguments_digest, d));
+        return Err(mismatch("arguments_digest", &request.arguments_digest.to_string(), d));
     }
     if let Some(s) = &resp.session_id
-        && *s != request.session_id
+        && **s != *request.session_id
     {
         return Err(mismatch("session_id", &request.session_id, s));
     }

@@ -54,8 +54,8 @@ impl StoreWatcher for Watcher {
             gate.publish_with(|| {
                 Event::ConfirmationResolved(Arc::new(crate::ConfirmationResolved {
                     id: rec.request.id,
-                    tool: rec.request.tool.clone(),
-                    session_id: rec.request.session_id.clone(),
+                    tool: rec.request.tool.to_string(),
+                    session_id: rec.request.session_id.to_string(),
                     outcome,
                     cancel_reason: None,
                     responder,
@@ -74,7 +74,7 @@ fn resolution_of(rec: &StoredRecord) -> Option<Resolution> {
     Some(match rec.state {
         RecordState::Pending => return None,
         RecordState::Approved | RecordState::Executing | RecordState::Released | RecordState::Done => {
-            let arguments = rec.arguments.clone().unwrap_or_else(|| rec.request.arguments.clone());
+            let arguments = rec.arguments.clone().unwrap_or_else(|| rec.request.arguments.value());
             Resolution::Approved {
                 edited: arguments != rec.request.arguments,
                 arguments,
@@ -268,14 +268,14 @@ impl Gate {
             ResponseDecision::Approve => match &resp.arguments {
                 Some(edit) if *edit != request.arguments => {
                     if !request.editable {
-                        return Err(Error::EditsNotAllowed(request.tool.clone()));
+                        return Err(Error::EditsNotAllowed(request.tool.to_string()));
                     }
                     // Edits are validated against the tool's schema here, so this process must
                     // register the tool (the waiting process checks them again).
                     self.tool(&request.tool)?.validate(edit, "edited")?;
                     (RecordState::Approved, Some(edit.clone()), true)
                 }
-                _ => (RecordState::Approved, Some(request.arguments.clone()), false),
+                _ => (RecordState::Approved, Some(request.arguments.value()), false),
             },
         };
         let change = StateChange {
@@ -299,7 +299,7 @@ impl Gate {
                 .with_responder(resp.responder.clone());
             r.reason = resp.reason.clone();
             if edited {
-                r.arguments = Some(request.arguments.clone());
+                r.arguments = Some(request.arguments.value());
                 r.edited_arguments = arguments.clone();
             }
             r

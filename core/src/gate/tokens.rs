@@ -34,9 +34,9 @@ impl Gate {
         let ttl_end = self.inner.token_ttl.map_or(u64::MAX, |t| now.saturating_add(t.as_millis() as u64));
         let mut claims = TokenClaims {
             request_id: request.id,
-            tool: request.tool.clone(),
-            arguments_digest: request.arguments_digest.clone(),
-            session_id: request.session_id.clone(),
+            tool: request.tool.to_string(),
+            arguments_digest: request.arguments_digest.to_string(),
+            session_id: request.session_id.to_string(),
             approver: approver.to_owned(),
             issued_at_ms: now,
             expires_at_ms: ttl_end.min(request.deadline_ms),
