@@ -130,6 +130,69 @@ pub fn display_arguments(v: &Value) -> String {
     }
 }
 
+/// [`display_arguments`] from the arguments' canonical JSON text (compact, as `serde_json` writes
+/// it), without parsing it into a `Value`: the same pretty layout (two-space indent, `": "`,
+/// empty containers as `{}` / `[]`), then escaped for display.
+pub fn display_arguments_json(canonical: &str) -> String {
+    let bytes = canonical.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len() + bytes.len() / 2 + 16);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', 2 * depth));
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        i += 1;
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            b'"' => {
+                out.push(c);
+                in_string = true;
+            }
+            b'{' | b'[' => {
+                out.push(c);
+                let close = if c == b'{' { b'}' } else { b']' };
+                if bytes.get(i) == Some(&close) {
+                    out.push(close);
+                    i += 1;
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            b',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            _ => out.push(c),
+        }
+    }
+    // Only ASCII was added, outside strings: still the input's UTF-8.
+    let pretty = String::from_utf8(out).unwrap_or_default();
+    match escape_for_display(&pretty) {
+        std::borrow::Cow::Borrowed(_) => pretty,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
+}
+
 /// Renders a prompt template: `{tool}` becomes the tool name, `{args}` the compact JSON of the
 /// arguments, `{description}` the tool description. The result is escaped for display.
 pub fn render_prompt(template: &str, tool: &str, description: &str, args: &Value) -> String {

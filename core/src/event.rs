@@ -60,7 +60,7 @@ impl ConfirmationRequest {
     /// characters escaped: show this, not a rendering of `arguments` of your own. Computed from
     /// the arguments on each call (a pending request does not keep it).
     pub fn display_arguments(&self) -> String {
-        crate::display::display_arguments(&self.arguments.value())
+        crate::display::display_arguments_json(self.arguments.json())
     }
 }
 
