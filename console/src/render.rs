@@ -3,7 +3,7 @@
 //! (invisible and deceptive code points become visible `\u{...}` escapes), then HTML escaping.
 
 use serde_json::Value;
-use signoff::display::{display_arguments, escape_for_display};
+use signoff::display::escape_for_display;
 use signoff::{ConfirmationRequest, ConfirmationResolved, Gate, Outcome, Scope};
 use std::fmt::Write;
 
@@ -81,7 +81,7 @@ pub(crate) fn card(gate: &Gate, r: &ConfirmationRequest) -> String {
     }
     h.push_str("</dl>");
     // display_arguments already escapes every deceptive code point; nothing is truncated.
-    let _ = write!(h, r#"<pre class="arguments">{}</pre>"#, html(&display_arguments(&r.arguments.value())));
+    let _ = write!(h, r#"<pre class="arguments">{}</pre>"#, html(&r.display_arguments()));
     let session_label = if r.session_id.chars().count() > 40 {
         format!("{}…", r.session_id.chars().take(40).collect::<String>())
     } else {

@@ -39,7 +39,7 @@ impl Arguments {
 
     /// The SHA-256 of the canonical text.
     pub fn digest(&self) -> Digest {
-        Digest(sha2::Sha256::digest(self.json().as_bytes()).into())
+        Digest::from_bytes(sha2::Sha256::digest(self.json().as_bytes()).into())
     }
 
     /// Whether `v` is, canonically, these arguments.
@@ -72,6 +72,10 @@ impl Digest {
             out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
         }
         Some(Self(out))
+    }
+
+    pub(crate) fn from_bytes(b: [u8; 32]) -> Self {
+        Self(b)
     }
 
     /// The 32 bytes.

@@ -83,10 +83,7 @@ pub fn arguments_digest(v: &Value) -> String {
     let mut hasher = Sha256::new();
     // Writing straight into the hasher avoids building the canonical string.
     let _ = serde_json::to_writer(HashWriter(&mut hasher), v);
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    push_hex(&mut s, &hasher.finalize());
-    s
+    crate::Digest::from_bytes(hasher.finalize().into()).to_string()
 }
 
 fn push_hex(s: &mut String, bytes: &[u8]) {
@@ -118,16 +115,7 @@ impl std::io::Write for HashWriter<'_> {
 
 /// Pretty JSON of the arguments, escaped for display.
 pub fn display_arguments(v: &Value) -> String {
-    let mut buf = Vec::with_capacity(64);
-    let pretty = match serde_json::to_writer_pretty(&mut buf, v) {
-        // serde_json writes valid UTF-8.
-        Ok(()) => String::from_utf8(buf).unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    match escape_for_display(&pretty) {
-        std::borrow::Cow::Borrowed(_) => pretty,
-        std::borrow::Cow::Owned(escaped) => escaped,
-    }
+    display_arguments_json(&canonical_json(v))
 }
 
 /// [`display_arguments`] from the arguments' canonical JSON text (compact, as `serde_json` writes
