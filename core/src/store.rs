@@ -7,7 +7,7 @@ use crate::event::{ConfirmationRequest, ConfirmationResponse, ResponseDecision};
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
@@ -469,33 +469,54 @@ impl<'de> Deserialize<'de> for PendingCursor {
 /// in-memory and SQLite stores.
 #[derive(Default)]
 pub(crate) struct PendingIndex {
-    by_id: HashMap<Uuid, Arc<ConfirmationRequest>, FxBuildHasher>,
+    by_id: HashSet<ById, FxBuildHasher>,
     order: BTreeSet<PendingCursor>,
+}
+
+/// A request found by its id: the table holds only the pointer (8 bytes a slot, where a map
+/// would repeat the 16-byte id beside it).
+struct ById(Arc<ConfirmationRequest>);
+
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.id.hash(h)
+    }
+}
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+impl Eq for ById {}
+impl std::borrow::Borrow<Uuid> for ById {
+    fn borrow(&self) -> &Uuid {
+        &self.0.id
+    }
 }
 
 impl PendingIndex {
     pub(crate) fn insert(&mut self, request: Arc<ConfirmationRequest>) {
         let cursor = PendingCursor::of(&request);
-        if let Some(old) = self.by_id.insert(request.id, request) {
+        if let Some(ById(old)) = self.by_id.replace(ById(request)) {
             self.order.remove(&PendingCursor::of(&old));
         }
         self.order.insert(cursor);
     }
     pub(crate) fn remove(&mut self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        let r = self.by_id.remove(id)?;
+        let ById(r) = self.by_id.take(id)?;
         self.order.remove(&PendingCursor::of(&r));
         Some(r)
     }
     pub(crate) fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.by_id.get(id).cloned()
+        self.by_id.get(id).map(|r| r.0.clone())
     }
     pub(crate) fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
-        self.order.iter().filter_map(|c| self.by_id.get(&c.id).cloned()).collect()
+        self.order.iter().filter_map(|c| self.get(&c.id)).collect()
     }
     pub(crate) fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
         use std::ops::Bound;
         let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(*a));
-        self.order.range((from, Bound::Unbounded)).take(limit).filter_map(|c| self.by_id.get(&c.id).cloned()).collect()
+        self.order.range((from, Bound::Unbounded)).take(limit).filter_map(|c| self.get(&c.id)).collect()
     }
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()

@@ -7,7 +7,7 @@ use crate::policy::Policy;
 use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenticator};
 use crate::token::TokenKeys;
 use crate::tool::Tool;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -150,7 +150,7 @@ impl GateBuilder {
                 store,
                 authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
                 audit: self.audit,
-                waiters: Mutex::new(HashMap::default()),
+                waiters: Mutex::new(HashSet::default()),
                 grants: Mutex::new(HashMap::new()),
                 tombstones: Mutex::new(Tombstones {
                     map: HashMap::default(),

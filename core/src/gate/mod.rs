@@ -99,6 +99,25 @@ struct Waiter {
     deadline: Instant,
 }
 
+// A waiter is found by its request's id (kept once, in the request): the waiters table holds
+// 40-byte slots, where a map would repeat the 16-byte id in each.
+impl std::hash::Hash for Waiter {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.request.id.hash(h)
+    }
+}
+impl PartialEq for Waiter {
+    fn eq(&self, other: &Self) -> bool {
+        self.request.id == other.request.id
+    }
+}
+impl Eq for Waiter {}
+impl std::borrow::Borrow<Uuid> for Waiter {
+    fn borrow(&self) -> &Uuid {
+        &self.request.id
+    }
+}
+
 /// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
 /// `unknown_request`. Bounded: the oldest are forgotten first.
 struct Tombstones {
@@ -136,7 +155,7 @@ pub(crate) struct Inner {
     store: Arc<dyn PendingStore>,
     authenticator: Arc<dyn ResponseAuthenticator>,
     audit: Option<Arc<dyn AuditSink>>,
-    waiters: Mutex<HashMap<Uuid, Waiter, FxBuildHasher>>,
+    waiters: Mutex<HashSet<Waiter, FxBuildHasher>>,
     /// session id → tools granted for the rest of that session.
     grants: Mutex<HashMap<String, HashSet<String>>>,
     tombstones: Mutex<Tombstones>,
@@ -341,7 +360,7 @@ impl Gate {
         // in-flight entry exist, so a cancellation from here on (a dropped call, `close`) finds
         // them and flags the row for the store to end.
         lock(&self.inner.inserting).insert(id, abandoned.clone());
-        lock(&self.inner.waiters).insert(id, waiter);
+        lock(&self.inner.waiters).replace(waiter);
         // `close` flips its flag before it sweeps the waiters: one side always sees the other.
         if self.is_closed() {
             lock(&self.inner.inserting).remove(&id);
@@ -368,7 +387,7 @@ impl Gate {
             // `unknown_request`. Under the waiters lock, so nothing claims it in between. Nothing
             // takes the waiters lock while holding a store lock, so this cannot deadlock.
             let mut waiters = lock(&self.inner.waiters);
-            if !waiters.contains_key(&id) {
+            if !waiters.contains(&id) {
                 // Cancelled (and recorded) by a `close` that began meanwhile; never written.
                 return Ok(Prepared::Done(Decision::Cancelled {
                     request_id: Some(id),
@@ -376,7 +395,7 @@ impl Gate {
                 }));
             }
             if let Err(e) = self.inner.store.insert(request.clone()) {
-                waiters.remove(&id);
+                waiters.take(&id);
                 return Err(e);
             }
         }
@@ -396,7 +415,7 @@ impl Gate {
         let cancelled_meanwhile =
             lock(&self.inner.inserting).remove(&id).is_some_and(|flag| flag.load(Ordering::SeqCst));
         if let Err(e) = stored {
-            lock(&self.inner.waiters).remove(&id);
+            lock(&self.inner.waiters).take(&id);
             return Err(e);
         }
         if cancelled_meanwhile {
@@ -405,7 +424,7 @@ impl Gate {
             let _ = self.inner.store.transition(&id, StateChange::to(RecordState::Cancelled));
         }
         // Answered already (it was visible once written): recorded, but not announced as new.
-        let open = lock(&self.inner.waiters).contains_key(&id);
+        let open = lock(&self.inner.waiters).contains(&id);
         self.publish_new_as(request, open);
         Ok(())
     }
@@ -657,7 +676,7 @@ impl Gate {
     /// submissions of one token, exactly one claims and the other finds the token used.
     fn claim_with(&self, id: &Uuid, outcome: Outcome, token: Option<&str>) -> Option<Waiter> {
         let mut waiters = lock(&self.inner.waiters);
-        let w = waiters.remove(id)?;
+        let w = waiters.take(id)?;
         let mut t = lock(&self.inner.tombstones);
         t.add(*id, outcome);
         if let Some(fp) = token
@@ -788,7 +807,7 @@ impl Gate {
     }
 
     fn cancel_where(&self, pred: impl Fn(&Waiter) -> bool, reason: CancelReason) -> usize {
-        let ids: Vec<Uuid> = lock(&self.inner.waiters).iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
+        let ids: Vec<Uuid> = lock(&self.inner.waiters).iter().filter(|w| pred(w)).map(|w| w.request.id).collect();
         let taken: Vec<(Waiter, bool)> = ids.iter().filter_map(|id| self.claim_cancel(id)).collect();
         let n = taken.len();
         for (w, recorded) in taken {

@@ -164,7 +164,7 @@ impl Gate {
             // As in `prepare`: the waiter exists before the store shows the request.
             let mut waiters = lock(&self.inner.waiters);
             self.inner.store.restore(request.clone());
-            waiters.insert(id, Waiter { tx, request: request.clone(), tool, deadline });
+            waiters.replace(Waiter { tx, request: request.clone(), tool, deadline });
         }
         let waiting = Waiting { id, rx, deadline, timeout_ms: request.timeout_ms };
         let gate = self.clone();

@@ -118,7 +118,7 @@ impl Gate {
 
     /// A shared store holds the request, and another process waits for it.
     pub(super) fn answered_elsewhere(&self, id: &uuid::Uuid) -> bool {
-        self.inner.store.is_shared() && !lock(&self.inner.waiters).contains_key(id)
+        self.inner.store.is_shared() && !lock(&self.inner.waiters).contains(id)
     }
 
     fn audit_rejected(&self, response: &ConfirmationResponse, e: &Error) {

@@ -157,7 +157,7 @@ impl Gate {
 
     /// [`time_out`](Gate::time_out) with a shared store: the store's clock decides.
     pub(super) fn time_out_shared(&self, id: Uuid) -> TimeOut {
-        if !lock(&self.inner.waiters).contains_key(&id) {
+        if !lock(&self.inner.waiters).contains(&id) {
             return TimeOut::Elsewhere;
         }
         match self.inner.store.transition(&id, StateChange::to(RecordState::TimedOut)) {
@@ -190,7 +190,7 @@ impl Gate {
 
     /// [`claim_cancel`](Gate::claim_cancel) with a shared store.
     pub(super) fn claim_cancel_shared(&self, id: &Uuid) -> Option<(Waiter, bool)> {
-        if !lock(&self.inner.waiters).contains_key(id) {
+        if !lock(&self.inner.waiters).contains(id) {
             return None;
         }
         match self.inner.store.transition(id, StateChange::to(RecordState::Cancelled)) {

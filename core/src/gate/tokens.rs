@@ -219,7 +219,7 @@ impl Gate {
     fn token_used(&self, fp: &str, id: &Uuid) -> bool {
         // A request still pending has not been answered, with this token or any other: the
         // claim that consumes a token removes the request in the same step.
-        if lock(&self.inner.waiters).contains_key(id) {
+        if lock(&self.inner.waiters).contains(id) {
             return false;
         }
         lock(&self.inner.tombstones).tokens.get(id).is_some_and(|t| t == fp)
