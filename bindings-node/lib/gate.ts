@@ -209,6 +209,17 @@ function toolDefinition(tool: unknown): { spec: Record<string, unknown>; paramet
   return { spec, parameters: parameters ?? undefined, execute: (execute ?? undefined) as Executor | undefined }
 }
 
+/** The addon's `confirm` and `execute`: the decision object or the result's JSON text, at once or as a promise. */
+type NativeStart<T> = (
+  this: NativeGate,
+  tool: string,
+  argumentsJson?: string | null,
+  sessionId?: string | null,
+  callId?: string | null,
+  metadataJson?: string | null,
+  abortId?: number | null,
+) => T | null | Promise<T | null>
+
 /** A response's fields ({@link ConfirmationResponseInput}), in Node's names. */
 const RESPONSE_FIELDS = ['id', 'decision', 'arguments', 'scope', 'reason', 'responder', 'tool', 'argumentsDigest', 'sessionId', 'atMs', 'type'] as const
 /** True when `A` and `B` name the same fields. */
@@ -512,8 +523,9 @@ export class Gate extends EventEmitter {
    */
   confirm(call: ToolCall, options?: CallOptions): Promise<Decision> {
     try {
-      const r = this.#start(this.#native.confirm, checkCall(call), checkCallOptions(options))
-      return typeof r === 'string' ? Promise.resolve(JSON.parse(r) as Decision) : r.then(parseDecision)
+      // The native side settles with the decision object itself (no `.then` per call: with a
+      // million calls pending, each would keep a second promise and a reaction).
+      return Promise.resolve(this.#start<DecisionData>(this.#native.confirm, checkCall(call), checkCallOptions(options)) as Decision | Promise<Decision>)
     } catch (e) {
       return Promise.reject(toSignoffError(e))
     }
@@ -527,7 +539,7 @@ export class Gate extends EventEmitter {
    */
   execute(call: ToolCall, options?: CallOptions): Promise<ToolResult> {
     try {
-      const r = this.#start(this.#native.execute, checkCall(call), checkCallOptions(options))
+      const r = this.#start<string>(this.#native.execute, checkCall(call), checkCallOptions(options))
       return typeof r === 'string' ? Promise.resolve(parseResult(r)) : r.then(parseResult)
     } catch (e) {
       return Promise.reject(toSignoffError(e))
@@ -566,10 +578,10 @@ export class Gate extends EventEmitter {
     }
   }
 
-  #start(fn: NativeGate['confirm'], call: CheckedCall, signal: AbortSignal | undefined): string | Promise<string> {
+  #start<T extends object | string>(fn: NativeStart<T>, call: CheckedCall, signal: AbortSignal | undefined): T | Promise<T> {
     const args = toJson(call.arguments, 'arguments')
     const meta = toJson(call.metadata, 'metadata')
-    if (!signal) return fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta) as string | Promise<string>
+    if (!signal) return fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta) as T | Promise<T>
     return this.#withSignal(signal, (id) => fn.call(this.#native, call.tool, args, call.sessionId, call.callId, meta, id))
   }
 
@@ -578,25 +590,25 @@ export class Gate extends EventEmitter {
    * `signal.reason`); the addon drops the call, so the core cancels a request it waits on
    * (`aborted`) and lets a tool that already started run to the end.
    */
-  #withSignal(signal: AbortSignal, start: (id: number) => string | null | Promise<string | null>): string | Promise<string> {
+  #withSignal<T>(signal: AbortSignal, start: (id: number) => T | null | Promise<T | null>): T | Promise<T> {
     if (signal.aborted) return Promise.reject(signal.reason)
     this.#abortSeq = this.#abortSeq >= 0xffff_fffe ? 1 : this.#abortSeq + 1
     const id = this.#abortSeq
     const onAbort = (): void => this.#native.abort(id)
     signal.addEventListener('abort', onAbort, { once: true })
-    const done = (v: string | null): string => {
+    const done = (v: T | null): T => {
       signal.removeEventListener('abort', onAbort)
       if (v === null || signal.aborted) throw signal.reason
       return v
     }
-    let r: string | null | Promise<string | null>
+    let r: T | null | Promise<T | null>
     try {
       r = start(id)
     } catch (e) {
       signal.removeEventListener('abort', onAbort)
       throw e
     }
-    if (typeof r !== 'object' || r === null) {
+    if (!(r instanceof Promise)) {
       try {
         return done(r)
       } catch (e) {
@@ -1341,7 +1353,6 @@ export interface Gate {
   removeListener(event: string | symbol, listener: (...args: any[]) => void): this
 }
 
-const parseDecision = (s: string): Decision => JSON.parse(s) as Decision
 
 /** A decision in the core's JSON form (snake_case keys), as the native side reads it. */
 function coreDecisionJson(d: Decision): string {

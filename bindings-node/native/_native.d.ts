@@ -60,11 +60,11 @@ export declare class NativeGate {
   /** Whether a call would need approval now, and why (no request is made). */
   evaluate(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null): EvaluationData
   /**
-   * Asks for approval when needed: the decision as `DecisionData` JSON, returned at once when
-   * it is known before this call returns, else a promise of it. `abortId` identifies the call
-   * for `abort` (an aborted call resolves `null`). Throws / rejects with `SignoffError`.
+   * Asks for approval when needed: the decision (a `DecisionData` object), returned at once
+   * when it is known before this call returns, else a promise of it. `abortId` identifies the
+   * call for `abort` (an aborted call resolves `null`). Throws / rejects with `SignoffError`.
    */
-  confirm(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null): string | null | Promise<string | null>
+  confirm(tool: string, argumentsJson?: string | undefined | null, sessionId?: string | undefined | null, callId?: string | undefined | null, metadataJson?: string | undefined | null, abortId?: number | undefined | null): DecisionData | null | Promise<DecisionData | null>
   /**
    * Confirms and, if approved, runs the executor at most once: the result as `ToolResultData`
    * JSON (at once or as a promise). Never fails for a refused call: the result says so.

@@ -7,7 +7,8 @@
 //!   context so the core's timers work. The core calls the request listeners (its inline
 //!   approver, see `handler.rs`) inside that poll: a listener that answers at once completes the
 //!   call within the JavaScript call that started it.
-//! * A task's waker pushes the task on the gate's ready queue. Woken on the JavaScript thread
+//! * A task's waker pushes the task on the gate's ready queue. It is no allocation: the numbers
+//!   of its gate and of its task's slot, packed in the waker's data word (see [`task_waker`]). Woken on the JavaScript thread
 //!   while a call into this gate is running (a listener answering, an executor settling), that is
 //!   all: the call polls the ready tasks before it returns. Woken from another thread (a timer),
 //!   it also calls the gate's threadsafe function once per batch of wakes.
@@ -39,10 +40,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::thread::ThreadId;
 use uuid::Uuid;
 
+/// A task's slot in [`Tasks`] (low 32 bits) and the generation it was started in (high 32 bits),
+/// so that a stale id (a late wake of a finished task whose slot was reused) finds nothing.
 pub(crate) type TaskId = u64;
 
 /// What a finished task does on the JavaScript thread: build the value its promise resolves to,
@@ -94,7 +97,10 @@ pub(crate) struct Shared {
     active: AtomicBool,
     /// A threadsafe call is queued and has not started draining yet.
     scheduled: AtomicBool,
-    ready: Mutex<Vec<TaskId>>,
+    /// Woken tasks, by slot (a task may appear more than once).
+    ready: Mutex<Vec<u32>>,
+    /// This gate's number in [`WAKE_GATES`], carried by its tasks' wakers.
+    wake_slot: usize,
     tsfn: RwLock<Option<Tsfn>>,
     /// Requests the core handed to the listeners off the JavaScript thread: shown from there.
     pub requests: Mutex<Vec<PendingRequest>>,
@@ -171,25 +177,49 @@ impl Shared {
     }
 }
 
-struct TaskWaker {
-    id: TaskId,
-    queued: AtomicBool,
-    shared: Arc<Shared>,
+// Wakers carry two 32-bit numbers in their data word.
+const _: () = assert!(usize::BITS >= 64, "the task wakers need a 64-bit data word");
+
+/// The gates that tasks can be woken for, by slot (the high half of a waker's data word). A gate
+/// leaves when its `Shared` is dropped; a late wake for a slot that another gate took since only
+/// makes that gate poll a task that was not woken (a spurious poll, which futures allow).
+static WAKE_GATES: RwLock<slab::Slab<std::sync::Weak<Shared>>> = RwLock::new(slab::Slab::new());
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        WAKE_GATES.write().unwrap_or_else(|e| e.into_inner()).try_remove(self.wake_slot);
+    }
 }
 
-impl Wake for TaskWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        if !self.queued.swap(true, Ordering::SeqCst) {
-            locked(&self.shared.ready).push(self.id);
-            self.shared.notify();
-        }
+/// The waker of the task in slot `task` of the gate in slot `gate` of [`WAKE_GATES`]: both
+/// numbers in its data word, which is never dereferenced, so cloning and dropping it cost nothing.
+fn task_waker(gate: usize, task: u32) -> Waker {
+    let data = ((gate << 32) | task as usize) as *const ();
+    // SAFETY: `WAKER` implements the `RawWaker` contract for any data word: `clone` copies it,
+    // `wake` / `wake_by_ref` only read it as two integers, `drop` does nothing; nothing is ever
+    // dereferenced or freed, and every function is safe to call from any thread.
+    unsafe { Waker::from_raw(RawWaker::new(data, &WAKER)) }
+}
+
+static WAKER: RawWakerVTable = RawWakerVTable::new(waker_clone, waker_wake, waker_wake, waker_drop);
+
+fn waker_clone(data: *const ()) -> RawWaker {
+    RawWaker::new(data, &WAKER)
+}
+
+fn waker_wake(data: *const ()) {
+    let word = data as usize;
+    let gate = WAKE_GATES.read().unwrap_or_else(|e| e.into_inner()).get(word >> 32).and_then(|w| w.upgrade());
+    if let Some(shared) = gate {
+        locked(&shared.ready).push(word as u32);
+        shared.notify();
     }
 }
+
+fn waker_drop(_: *const ()) {}
 
 struct Task {
+    id: TaskId,
     /// `None` while it is being polled.
     fut: Option<TaskFuture>,
     /// The promise to settle; `None` while the call that started the task is still running
@@ -197,11 +227,51 @@ struct Task {
     deferred: Option<sys::napi_deferred>,
     /// No promise will ever wait for it (see `spawn_detached`).
     detached: bool,
-    waker: Arc<TaskWaker>,
     keepalive: bool,
     abort_id: Option<u32>,
     /// Aborted while it was being polled: dropped once the poll returns.
     aborted: bool,
+}
+
+/// A gate's tasks by id: a slab (one slot per task in flight, reused; a million pending calls
+/// take a million slots, where a hash map would have two million buckets).
+#[derive(Default)]
+struct Tasks {
+    slots: slab::Slab<Task>,
+    generation: u32,
+}
+
+impl Tasks {
+    fn slot(id: TaskId) -> usize {
+        (id & u64::from(u32::MAX)) as usize
+    }
+    fn insert(&mut self, make: impl FnOnce(TaskId) -> Task) -> TaskId {
+        self.generation = self.generation.wrapping_add(1);
+        let entry = self.slots.vacant_entry();
+        let id = (u64::from(self.generation) << 32) | entry.key() as u64;
+        entry.insert(make(id));
+        id
+    }
+    fn get(&self, id: TaskId) -> Option<&Task> {
+        self.slots.get(Self::slot(id)).filter(|t| t.id == id)
+    }
+    fn get_mut(&mut self, id: TaskId) -> Option<&mut Task> {
+        self.slots.get_mut(Self::slot(id)).filter(|t| t.id == id)
+    }
+    fn remove(&mut self, id: TaskId) -> Option<Task> {
+        self.get(id)?;
+        self.slots.try_remove(Self::slot(id))
+    }
+    /// The id of the task in `slot`, if there is one.
+    fn id_at(&self, slot: u32) -> Option<TaskId> {
+        self.slots.get(slot as usize).map(|t| t.id)
+    }
+    fn ids(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.slots.iter().map(|(_, t)| t.id)
+    }
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
 }
 
 /// A gate's executor state on the JavaScript thread.
@@ -209,8 +279,7 @@ pub(crate) struct JsState {
     pub shared: Arc<Shared>,
     pub gate: signoff::Gate,
     depth: Cell<u32>,
-    next_task: Cell<TaskId>,
-    tasks: RefCell<HashMap<TaskId, Task>>,
+    tasks: RefCell<Tasks>,
     /// Tasks that finished inside the call that started them.
     finished_early: RefCell<HashMap<TaskId, Settle>>,
     abort_ids: RefCell<HashMap<u32, TaskId>>,
@@ -238,7 +307,8 @@ impl JsState {
         make_gate: impl FnOnce(Arc<Shared>) -> signoff::Result<signoff::Gate>,
     ) -> napi::Result<std::result::Result<Rc<JsState>, signoff::Error>> {
         let gate_id = NEXT_GATE.fetch_add(1, Ordering::Relaxed);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
+            wake_slot: WAKE_GATES.write().unwrap_or_else(|e| e.into_inner()).insert(me.clone()),
             gate_id,
             js_thread: std::thread::current().id(),
             active: AtomicBool::new(false),
@@ -259,8 +329,7 @@ impl JsState {
             shared,
             gate,
             depth: Cell::new(0),
-            next_task: Cell::new(1),
-            tasks: RefCell::new(HashMap::new()),
+            tasks: RefCell::new(Tasks::default()),
             finished_early: RefCell::new(HashMap::new()),
             abort_ids: RefCell::new(HashMap::new()),
             keepalive: Cell::new(0),
@@ -305,18 +374,22 @@ impl JsState {
     }
 
     fn new_task(&self, fut: TaskFuture, detached: bool, keepalive: bool, abort_id: Option<u32>) -> TaskId {
-        let id = self.next_task.get();
-        self.next_task.set(id + 1);
-        let waker = Arc::new(TaskWaker { id, queued: AtomicBool::new(true), shared: self.shared.clone() });
-        let task = Task { fut: Some(fut), deferred: None, detached, waker, keepalive, abort_id, aborted: false };
-        self.tasks.borrow_mut().insert(id, task);
+        let id = self.tasks.borrow_mut().insert(|id| Task {
+            id,
+            fut: Some(fut),
+            deferred: None,
+            detached,
+            keepalive,
+            abort_id,
+            aborted: false,
+        });
         if let Some(a) = abort_id {
             self.abort_ids.borrow_mut().insert(a, id);
         }
         if keepalive {
             self.keepalive.set(self.keepalive.get() + 1);
         }
-        locked(&self.shared.ready).push(id);
+        locked(&self.shared.ready).push(Tasks::slot(id) as u32);
         id
     }
 
@@ -339,7 +412,7 @@ impl JsState {
         // SAFETY: `env` is the env of the native call running now, on its JavaScript thread; the
         // out-pointers are live locals.
         check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) })?;
-        match self.tasks.borrow_mut().get_mut(&id) {
+        match self.tasks.borrow_mut().get_mut(id) {
             Some(t) => t.deferred = Some(deferred),
             None => unreachable_settle(env, deferred),
         }
@@ -359,7 +432,7 @@ impl JsState {
         let Some(id) = self.abort_ids.borrow_mut().remove(&abort_id) else { return };
         let fut = {
             let mut tasks = self.tasks.borrow_mut();
-            let Some(t) = tasks.get_mut(&id) else { return };
+            let Some(t) = tasks.get_mut(id) else { return };
             match t.fut.take() {
                 Some(f) => f,
                 None => {
@@ -384,26 +457,34 @@ impl JsState {
             for p in requests {
                 handler::dispatch(env, self, p);
             }
-            let ready = std::mem::take(&mut *locked(&self.shared.ready));
+            let mut ready = std::mem::take(&mut *locked(&self.shared.ready));
             if ready.is_empty() && !shown {
                 break;
             }
-            for id in ready {
-                self.poll_task(env, id);
+            // Woken twice since the last drive: polled once.
+            if ready.len() > 1 {
+                ready.sort_unstable();
+                ready.dedup();
+            }
+            for slot in ready {
+                let id = self.tasks.borrow().id_at(slot);
+                if let Some(id) = id {
+                    self.poll_task(env, id);
+                }
             }
         }
     }
 
     fn poll_task(self: &Rc<Self>, env: &Env, id: TaskId) {
-        let (mut fut, waker) = {
+        let mut fut = {
             let mut tasks = self.tasks.borrow_mut();
-            let Some(t) = tasks.get_mut(&id) else { return };
-            t.waker.queued.store(false, Ordering::SeqCst);
+            let Some(t) = tasks.get_mut(id) else { return };
             let Some(f) = t.fut.take() else { return };
-            (f, t.waker.clone())
+            f
         };
-        let polled = fut.as_mut().poll(&mut Context::from_waker(&Waker::from(waker)));
-        let aborted = self.tasks.borrow().get(&id).is_some_and(|t| t.aborted);
+        let waker = task_waker(self.shared.wake_slot, Tasks::slot(id) as u32);
+        let polled = fut.as_mut().poll(&mut Context::from_waker(&waker));
+        let aborted = self.tasks.borrow().get(id).is_some_and(|t| t.aborted);
         let settle = match polled {
             _ if aborted => {
                 drop(fut);
@@ -411,7 +492,7 @@ impl JsState {
             }
             Poll::Ready(settle) => settle,
             Poll::Pending => {
-                if let Some(t) = self.tasks.borrow_mut().get_mut(&id) {
+                if let Some(t) = self.tasks.borrow_mut().get_mut(id) {
                     t.fut = Some(fut);
                 }
                 return;
@@ -422,7 +503,7 @@ impl JsState {
 
     /// A task is done: its promise is settled (or its value kept for the call that started it).
     fn finish(&self, env: &Env, id: TaskId, settle: Settle) {
-        let Some(task) = self.tasks.borrow_mut().remove(&id) else { return };
+        let Some(task) = self.tasks.borrow_mut().remove(id) else { return };
         if task.keepalive {
             self.keepalive.set(self.keepalive.get() - 1);
         }
@@ -440,8 +521,8 @@ impl JsState {
 
     /// Wakes a task by id (used by subscriptions when they are closed).
     pub(crate) fn wake(&self, id: TaskId) {
-        if let Some(t) = self.tasks.borrow().get(&id) {
-            Waker::from(t.waker.clone()).wake_by_ref();
+        if self.tasks.borrow().get(id).is_some() {
+            task_waker(self.shared.wake_slot, Tasks::slot(id) as u32).wake();
         }
     }
 
@@ -492,7 +573,7 @@ impl JsState {
         // Executor calls still running are abandoned: their calls resolve (`failed`) now.
         crate::tools::abandon(self.shared.gate_id);
         // Subscriptions waiting for events end once the gate is released: wake every task.
-        let ids: Vec<TaskId> = self.tasks.borrow().keys().copied().collect();
+        let ids: Vec<TaskId> = self.tasks.borrow().ids().collect();
         for id in ids {
             self.wake(id);
         }
@@ -523,7 +604,7 @@ impl JsState {
             REGISTRY.with(|r| r.borrow_mut().remove(&self.shared.gate_id));
             return;
         }
-        let ids: Vec<TaskId> = self.tasks.borrow().keys().copied().collect();
+        let ids: Vec<TaskId> = self.tasks.borrow().ids().collect();
         for id in ids {
             self.wake(id);
         }

@@ -174,6 +174,14 @@ fn to_js_string(env: &Env, s: &str) -> Result<sys::napi_value> {
     js_string(env, s)
 }
 
+/// `JSON.parse(text)`, called from here: the value itself is what the promise settles with, so a
+/// pending call keeps one promise, not a second one and a reaction for a `.then` that parses.
+fn js_json(env: &Env, text: &str) -> Result<sys::napi_value> {
+    let json: Object = env.get_global()?.get_named_property("JSON")?;
+    let parse: Function<String, Unknown> = json.get_named_property("parse")?;
+    Ok(parse.call(text.to_owned())?.raw())
+}
+
 /// The approval gate (the core's `Gate`).
 #[napi(custom_finalize)]
 pub struct NativeGate {
@@ -326,11 +334,11 @@ impl NativeGate {
         self.state.gate.evaluate(&call).map(Into::into).map_err(|e| errors::throw(&env, &e))
     }
 
-    /// Asks for approval when needed: the decision as `DecisionData` JSON, returned at once when
-    /// it is known before this call returns, else a promise of it. `abortId` identifies the call
-    /// for `abort` (an aborted call resolves `null`). Throws / rejects with `SignoffError`.
+    /// Asks for approval when needed: the decision (a `DecisionData` object), returned at once
+    /// when it is known before this call returns, else a promise of it. `abortId` identifies the
+    /// call for `abort` (an aborted call resolves `null`). Throws / rejects with `SignoffError`.
     #[allow(clippy::too_many_arguments)]
-    #[napi(ts_return_type = "string | null | Promise<string | null>")]
+    #[napi(ts_return_type = "DecisionData | null | Promise<DecisionData | null>")]
     pub fn confirm<'env>(
         &self,
         env: &'env Env,
@@ -346,7 +354,7 @@ impl NativeGate {
         // would keep it twice (the captured future and the one it awaits), per pending call.
         let fut: TaskFuture = Box::pin(futures_util::FutureExt::map(self.state.gate.confirm_owned(call), |r| {
             Box::new(move |env: &Env| match r {
-                Ok(d) => to_js_string(env, &serde_json::to_string(&decision_data(d)).unwrap_or_default()),
+                Ok(d) => js_json(env, &serde_json::to_string(&decision_data(d)).unwrap_or_default()),
                 Err(e) => Err(errors::throw(env, &e)),
             }) as Settle
         }));
