@@ -39,7 +39,8 @@ async def main(n: int, facade: bool) -> None:
             await asyncio.sleep(0)
     while gate.pending_count < n:
         await asyncio.sleep(0.05)
-    grown = rss() - before
+    total = rss()
+    grown = total - before
     t = time.perf_counter()
     page, nxt = gate.pending_page(limit=1000)
     first = time.perf_counter() - t
@@ -52,7 +53,7 @@ async def main(n: int, facade: bool) -> None:
     assert len(everything) == n and len(page) == 1000
     del everything
     print(f"pending: {n:,} ({'asyncio Task per call' if facade else 'native future per call'})")
-    print(f"RSS growth: {grown / 2**20:,.0f} MiB, {grown / n:,.0f} B per pending request")
+    print(f"RSS growth: {grown / 2**20:,.0f} MiB, {grown / n:,.0f} B per pending request (the process: {total / 2**20:,.0f} MiB)")
     print(f"pending_page(limit=1000): {first * 1e3:.2f} ms; next page: {second * 1e3:.2f} ms; pending() of all: {whole:.2f} s")
     gate.close()
     outcomes = {d.outcome for d in await asyncio.gather(*calls)}
