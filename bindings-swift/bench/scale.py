@@ -2,13 +2,17 @@
 nobody answering: the memory the library keeps per pending Swift `await gate.confirm(call)`.
 
 Each call does what the Swift extension's `confirm(_:)` does over the C ABI: `confirmCancellable`
-(the core's confirmation, started on the library's runtime) and the `wait()` future, created and
-polled once with a continuation callback, as Swift's generated code does before it suspends.
-No Python coroutine or asyncio future is made per call: the script keeps the two handles (two
-Python ints), and `tracemalloc` counts what Python itself holds, which is subtracted from the
-RSS growth. Not counted: Swift's own task and continuation per `await` (no Swift compiler here).
+(the core's confirmation, started on the library's runtime) and `whenSettled` with a listener of
+one listener object (Swift: an `OnSettled` per call, which resumes the call's continuation). `--wait` instead creates
+the `wait()` future and polls it once with a continuation callback, as Swift's generated code
+does for an `await pending.wait()`. No Python coroutine or asyncio future is made per call; the
+script keeps the handles in a list made beforehand, and what Python holds per call (the handle
+ints, uniffi's map entry for each lowering of the listener, and tracemalloc's record of each) is
+counted by `tracemalloc` and subtracted from the RSS growth. Not
+counted: Swift's own objects per call (its listener and continuation, and a task per `await` if
+the application starts one per call); no Swift compiler here.
 
-    bindings-swift/bench/scale.sh [--n 1000000]
+    bindings-swift/bench/scale.sh [--n 1000000] [--wait]
 """
 
 import argparse
@@ -34,13 +38,21 @@ def rss() -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
-    n = ap.parse_args().n
+    ap.add_argument("--wait", action="store_true", help="hold a polled wait() future per call instead of a listener")
+    a = ap.parse_args()
+    n, use_wait = a.n, a.wait
 
     woken = [0]
 
     @so._UNIFFI_RUST_FUTURE_CONTINUATION_CALLBACK
     def continuation(_data, _code):  # Swift resumes its continuation here; nothing to resume
         woken[0] += 1
+
+    class OnSettled(so.SettledListener):
+        def settled(self):
+            woken[0] += 1
+
+    listener = OnSettled()
 
     gate = so.Gate.open(config=so.GateConfig(deny_when_unobserved=False, default_timeout_ms=24 * 3600_000))
     schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
@@ -50,6 +62,9 @@ def main() -> None:
         call = so.ToolCall(tool="delete_file", arguments_json=json.dumps({"path": f"/home/user/file-{i:06}.txt"}), call_id=f"call_{i:06}")
         pending = gate.confirm_cancellable(call)
         handle = pending._uniffi_clone_handle()
+        if not use_wait:
+            pending.when_settled(listener)
+            return handle, 0
         future = lib.uniffi_signoff_ffi_fn_method_pendingconfirmation_wait(pending._uniffi_clone_handle())
         lib.ffi_signoff_ffi_rust_future_poll_rust_buffer(future, continuation, 0)
         return handle, future
@@ -58,19 +73,27 @@ def main() -> None:
     warm = [start(i) for i in range(1000)]
     gc.collect()
     tracemalloc.start()
-    py0, rss0 = tracemalloc.get_traced_memory()[0], rss()
+    # Python's objects, and tracemalloc's own record of each (resident too).
+    py0, rss0 = tracemalloc.get_traced_memory()[0] + tracemalloc.get_tracemalloc_memory(), rss()
     t = time.perf_counter()
-    held = [start(i) for i in range(n)]
+    held = [(0, 0)] * n
+    for i in range(n):
+        held[i] = start(i)
+        # Each call's first poll runs on the library's runtime: let them keep up, so that what
+        # is measured is what the pending calls keep, not a queue of first polls.
+        if i % 1000 == 999:
+            while gate.pending_count() < i + 1 + 1000:
+                time.sleep(0.0005)
     made = time.perf_counter() - t
     while gate.pending_count() < n + 1000:
         time.sleep(0.01)
     gc.collect()
-    py1, rss1 = tracemalloc.get_traced_memory()[0], rss()
+    py1, rss1 = tracemalloc.get_traced_memory()[0] + tracemalloc.get_tracemalloc_memory(), rss()
     tracemalloc.stop()
     native = (rss1 - rss0) - (py1 - py0)
-    print(f"{n:,} confirmations pending (made in {made:.1f} s)")
+    print(f"{n:,} confirmations pending, {'a polled wait() future' if use_wait else 'whenSettled'} each (made in {made:.1f} s)")
     print(f"rss: {rss1 / 2**20:,.0f} MiB ({rss0 / 2**20:,.0f} MiB before; growth {(rss1 - rss0) / n:,.0f} B per pending call)")
-    print(f"of which Python's own (tracemalloc: the script's two handles per call): {(py1 - py0) / n:,.0f} B")
+    print(f"of which Python's own (tracemalloc: the handles, uniffi's map entries, tracemalloc's record of each): {(py1 - py0) / n:,.0f} B")
     print(f"the library's, per pending call: {native / n:,.0f} B; for {n:,}: {native / 2**20:,.0f} MiB")
 
     gate.close()
@@ -80,7 +103,8 @@ def main() -> None:
     if woken[0] < n + 1000:
         sys.exit(f"only {woken[0]} of {n + 1000} waits were woken after close")
     for handle, future in warm + held:
-        lib.ffi_signoff_ffi_rust_future_free_rust_buffer(future)
+        if future:
+            lib.ffi_signoff_ffi_rust_future_free_rust_buffer(future)
         so._uniffi_rust_call(lib.uniffi_signoff_ffi_fn_free_pendingconfirmation, handle)
     print("closed: every wait was woken")
 

@@ -6,14 +6,15 @@
 //! "a handler that failed or did not answer ends its request as cancelled/approval-failed",
 //! strict JSON, cancel-on-drop) is the core's.
 //!
-//! Async: every core future runs on this library's own multi-thread tokio runtime; what the
-//! foreign side awaits is runtime-agnostic (a `watch` channel, the core's `Subscription`), so
+//! Async: every core future runs on this library's own multi-thread tokio runtime (polled there
+//! when woken, without a task per call); what the foreign side awaits is runtime-agnostic (a
+//! result kept with who waits for it, the core's `Subscription`), so
 //! uniffi's `tokio` feature is not needed. Foreign callbacks (handler, executor) are async foreign
 //! trait methods: calling one only starts a Swift `Task` / Python coroutine and returns, so no
 //! tokio worker is ever blocked on foreign code.
 //!
 //! Cancellation: uniffi does not propagate Swift task cancellation into Rust futures, so each
-//! long wait is a spawned task behind a handle (`PendingConfirmation`, `PendingExecution`,
+//! long wait is a driven future behind a handle (`PendingConfirmation`, `PendingExecution`,
 //! `PendingBatch`) with `cancel()`; cancelling (or dropping the handle) drops the core future,
 //! and the core's rule applies: a call still waiting for a decision has its request cancelled
 //! (`aborted`) and never runs; a tool that has started runs to the end on this runtime and its
@@ -23,7 +24,6 @@ use futures_util::FutureExt;
 use signoff as core;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::watch;
 
 mod console;
 mod error;
@@ -207,46 +207,221 @@ impl HandlerRegistration {
 // ---------------------------------------------------------------------------------------------
 // cancellable waits
 
-/// A core future running on the runtime; its result is shared through a watch channel so any
-/// number of `wait()`s see it. `cancel()` (or dropping the handle) aborts the task, which drops
-/// the core future.
+/// A core future driven on the runtime without a task of its own (what a million pending
+/// calls would each pay for): the handle is the future's waker, and each wake schedules one poll
+/// on the runtime. Its result is kept for any number of `wait()`s. `cancel()` (or dropping the
+/// handle) has the future dropped on the runtime, never on the caller's thread (dropping a call
+/// on a shared store is a database round trip).
 struct Cancellable<T: Clone + Send + Sync + 'static> {
-    rx: watch::Receiver<Option<T>>,
-    abort: tokio::task::AbortHandle,
+    driven: Arc<Driven<T>>,
 }
 
-impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
-    fn spawn(fut: impl Future<Output = T> + Send + 'static) -> Self {
-        let (tx, rx) = watch::channel(None);
-        let task = runtime().spawn(async move {
-            let v = fut.await;
-            let _ = tx.send(Some(v));
-        });
-        Cancellable { rx, abort: task.abort_handle() }
-    }
+type BoxedFuture<T> = std::pin::Pin<Box<dyn Future<Output = T> + Send>>;
 
-    /// The result, or `None` when the task was cancelled before it produced one.
-    async fn wait(&self) -> Option<T> {
-        let mut rx = self.rx.clone();
-        match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.clone(),
-            Err(_) => None,
+struct Driven<T> {
+    /// The future; held while it is polled (polls are one at a time), `None` once it finished
+    /// or was dropped.
+    fut: Mutex<Option<BoxedFuture<T>>>,
+    /// The outcome, and who is told once it is in (`when_settled`, `wait()`s).
+    out: Mutex<Settled<T>>,
+    /// A poll is scheduled and has not started.
+    scheduled: std::sync::atomic::AtomicBool,
+    /// `cancel()` was called: the next poll drops the future instead of polling it.
+    cancelled: std::sync::atomic::AtomicBool,
+}
+
+struct Settled<T> {
+    out: Out<T>,
+    listeners: Vec<Listener>,
+    /// The id of the next `wait()` that registers.
+    next_wait: u64,
+}
+
+enum Listener {
+    Foreign(Arc<dyn SettledListener>),
+    /// A `wait()` in progress (removed when it is dropped first).
+    Wait(u64, std::task::Waker),
+}
+
+enum Out<T> {
+    Waiting,
+    Done(Box<T>),
+    /// Dropped before it produced a result.
+    Cancelled,
+}
+
+impl<T: Send + 'static> std::task::Wake for Driven<T> {
+    fn wake(self: Arc<Self>) {
+        self.schedule();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.clone().schedule();
+    }
+}
+
+impl<T: Send + 'static> Driven<T> {
+    fn schedule(self: Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            runtime().spawn(async move { self.poll_here() });
         }
     }
 
-    fn cancel(&self) {
-        self.abort.abort();
+    /// On the runtime. A wake while this runs schedules the next poll, which waits for this one.
+    fn poll_here(self: Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        self.scheduled.store(false, Ordering::Release);
+        let mut slot = lock(&self.fut);
+        let Some(fut) = slot.as_mut() else { return };
+        if self.cancelled.load(Ordering::Acquire) {
+            drop(slot.take());
+            drop(slot);
+            return self.settle(Out::Cancelled);
+        }
+        let waker = std::task::Waker::from(self.clone());
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fut.as_mut().poll(&mut std::task::Context::from_waker(&waker))
+        }));
+        match polled {
+            Ok(std::task::Poll::Pending) => {}
+            Ok(std::task::Poll::Ready(v)) => {
+                *slot = None;
+                drop(slot);
+                self.settle(Out::Done(Box::new(v)));
+            }
+            // A bug, not an outcome: nothing was decided, so the call ends as cancelled (and the
+            // core's drop of the future cancels its request), never waits forever.
+            Err(_) => {
+                let broken = slot.take();
+                drop(slot);
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(broken)));
+                self.settle(Out::Cancelled);
+            }
+        }
     }
 
-    /// True once a result is in, or the task is gone (cancelled).
+    fn settle(&self, out: Out<T>) {
+        let listeners = {
+            let mut o = lock(&self.out);
+            o.out = out;
+            std::mem::take(&mut o.listeners)
+        };
+        for l in listeners {
+            match l {
+                Listener::Foreign(l) => l.settled(),
+                Listener::Wait(_, w) => w.wake(),
+            }
+        }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
+    /// Starts `fut`: its first poll is scheduled on the runtime at once (so the call is made,
+    /// its request published, whether or not anyone waits yet).
+    fn spawn(fut: impl Future<Output = T> + Send + 'static) -> Self {
+        let driven = Arc::new(Driven {
+            fut: Mutex::new(Some(Box::pin(fut))),
+            out: Mutex::new(Settled { out: Out::Waiting, listeners: Vec::new(), next_wait: 0 }),
+            scheduled: std::sync::atomic::AtomicBool::new(false),
+            cancelled: std::sync::atomic::AtomicBool::new(false),
+        });
+        driven.clone().schedule();
+        Cancellable { driven }
+    }
+
+    /// The result, or `None` when the future was dropped before it produced one.
+    async fn wait(&self) -> Option<T> {
+        Wait { driven: &self.driven, id: None }.await
+    }
+
+    /// `None` while waiting; then the result, or `Some(None)` when the future was dropped
+    /// before it produced one.
+    fn outcome(&self) -> Option<Option<T>> {
+        match &lock(&self.driven.out).out {
+            Out::Done(v) => Some(Some((**v).clone())),
+            Out::Cancelled => Some(None),
+            Out::Waiting => None,
+        }
+    }
+
+    /// Tells `listener` once the outcome is in: from the thread that settles it, or at once,
+    /// here, when it already is.
+    fn when_settled(&self, listener: Arc<dyn SettledListener>) {
+        {
+            let mut o = lock(&self.driven.out);
+            if matches!(o.out, Out::Waiting) {
+                // One pending call usually has one listener: no room for more until needed.
+                o.listeners.reserve_exact(1);
+                o.listeners.push(Listener::Foreign(listener));
+                return;
+            }
+        }
+        listener.settled();
+    }
+
+    fn cancel(&self) {
+        self.driven.cancelled.store(true, std::sync::atomic::Ordering::Release);
+        self.driven.clone().schedule();
+    }
+
+    /// True once a result is in, or the future is gone (cancelled).
     fn is_finished(&self) -> bool {
-        self.rx.borrow().is_some() || self.rx.has_changed().is_err() || self.abort.is_finished()
+        !matches!(lock(&self.driven.out).out, Out::Waiting)
+    }
+}
+
+/// A `wait()`: registered with the outcome while it waits, unregistered if dropped first (a
+/// caller that gives up waiting leaves nothing behind).
+struct Wait<'a, T> {
+    driven: &'a Driven<T>,
+    id: Option<u64>,
+}
+
+impl<T: Clone> Future for Wait<'_, T> {
+    type Output = Option<T>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
+        use std::task::Poll;
+        let mut o = lock(&self.driven.out);
+        match &o.out {
+            Out::Done(v) => return Poll::Ready(Some((**v).clone())),
+            Out::Cancelled => return Poll::Ready(None),
+            Out::Waiting => {}
+        }
+        let registered = self.id.and_then(|id| {
+            o.listeners.iter_mut().find_map(|l| match l {
+                Listener::Wait(i, w) if *i == id => Some(w),
+                _ => None,
+            })
+        });
+        match registered {
+            Some(w) => {
+                if !w.will_wake(cx.waker()) {
+                    *w = cx.waker().clone();
+                }
+            }
+            None => {
+                let id = o.next_wait;
+                o.next_wait += 1;
+                o.listeners.push(Listener::Wait(id, cx.waker().clone()));
+                drop(o);
+                self.id = Some(id);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl<T> Drop for Wait<'_, T> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            lock(&self.driven.out).listeners.retain(|l| !matches!(l, Listener::Wait(i, _) if *i == id));
+        }
     }
 }
 
 impl<T: Clone + Send + Sync + 'static> Drop for Cancellable<T> {
     fn drop(&mut self) {
-        self.abort.abort();
+        self.cancel();
     }
 }
 
@@ -264,12 +439,20 @@ impl PendingConfirmation {
     /// The decision. Errors (the call was refused, nobody was asked): `unknownTool`,
     /// `invalidArguments`, `store`.
     pub async fn wait(&self) -> Result<Decision, SignoffError> {
-        match self.task.wait().await {
-            Some(r) => Ok(r?.into()),
-            // The core future was dropped: the core cancelled the request (if it had made one)
-            // with `aborted`; the call does not run.
-            None => Ok(Decision::Cancelled { request_id: None, reason: CancelReason::Aborted }),
-        }
+        decision_of(self.task.wait().await)
+    }
+
+    /// Calls `listener.settled()` once the decision is in (at once when it already is); then
+    /// `decision()` returns it. What the Swift extension's `confirm(_:)` waits with: a
+    /// continuation resumed by the listener keeps no Rust future per pending call (a `wait()`
+    /// keeps one of ~500 bytes).
+    pub fn when_settled(&self, listener: Arc<dyn SettledListener>) {
+        self.task.when_settled(listener);
+    }
+
+    /// The decision, as `wait()` returns it, once it is in; nil while the call still waits.
+    pub fn decision(&self) -> Result<Option<Decision>, SignoffError> {
+        self.task.outcome().map(decision_of).transpose()
     }
 
     pub fn cancel(&self) {
@@ -279,6 +462,23 @@ impl PendingConfirmation {
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
     }
+}
+
+fn decision_of(outcome: Option<Result<core::Decision, core::Error>>) -> Result<Decision, SignoffError> {
+    match outcome {
+        Some(r) => Ok(r?.into()),
+        // The core future was dropped: the core cancelled the request (if it had made one)
+        // with `aborted`; the call does not run.
+        None => Ok(Decision::Cancelled { request_id: None, reason: CancelReason::Aborted }),
+    }
+}
+
+/// Told when a pending call is settled (`PendingConfirmation.whenSettled`). Called once, from a
+/// thread of the library's (or at once, from `whenSettled`, when the call already is): it must
+/// return quickly (resume a continuation, post to a queue), never block.
+#[uniffi::export(with_foreign)]
+pub trait SettledListener: Send + Sync {
+    fn settled(&self);
 }
 
 /// An execution in flight (`Gate.executeCancellable`). `wait()` returns the result, or nil when
@@ -295,6 +495,18 @@ pub struct PendingExecution {
 impl PendingExecution {
     pub async fn wait(&self) -> Option<ToolResult> {
         self.task.wait().await.map(Into::into)
+    }
+
+    /// Calls `listener.settled()` once the result is in or the execution was cancelled (at
+    /// once when it already is); then `result()` returns it (as `PendingConfirmation.whenSettled`).
+    pub fn when_settled(&self, listener: Arc<dyn SettledListener>) {
+        self.task.when_settled(listener);
+    }
+
+    /// The result, as `wait()` returns it, once settled; nil while the call still runs, and nil
+    /// when it was cancelled first (`isFinished()` tells which).
+    pub fn result(&self) -> Option<ToolResult> {
+        self.task.outcome().flatten().map(Into::into)
     }
 
     pub fn cancel(&self) {
@@ -317,6 +529,18 @@ pub struct PendingBatch {
 impl PendingBatch {
     pub async fn wait(&self) -> Option<Vec<ToolResult>> {
         self.task.wait().await.map(|v| v.into_iter().map(Into::into).collect())
+    }
+
+    /// Calls `listener.settled()` once the results are in or the batch was cancelled (at once
+    /// when it already is); then `results()` returns them.
+    pub fn when_settled(&self, listener: Arc<dyn SettledListener>) {
+        self.task.when_settled(listener);
+    }
+
+    /// The results, as `wait()` returns them, once settled; nil while the calls still run, and
+    /// nil when the batch was cancelled first (`isFinished()` tells which).
+    pub fn results(&self) -> Option<Vec<ToolResult>> {
+        self.task.outcome().flatten().map(|v| v.into_iter().map(Into::into).collect())
     }
 
     pub fn cancel(&self) {

@@ -74,15 +74,52 @@ def gate_with_delete(**opts):
     return gate
 
 
+class OnSettled(so.SettledListener):
+    """A `SettledListener` from a function (the Swift extension's `OnSettled`)."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def settled(self):
+        self.body()
+
+
 async def confirm(gate, c):
-    """What the Swift extension's `confirm(_:)` does: wait, and cancel when the task is cancelled
-    (Swift: withTaskCancellationHandler)."""
+    """What the Swift extension's `confirm(_:)` does: a continuation resumed by a
+    `SettledListener`, then `decision()`; and cancel when the task is cancelled (Swift:
+    withTaskCancellationHandler)."""
     pending = gate.confirm_cancellable(c)
+    loop = asyncio.get_running_loop()
+    settled = loop.create_future()
+
+    def resume():
+        if not settled.done():
+            settled.set_result(None)
+
+    pending.when_settled(OnSettled(lambda: loop.call_soon_threadsafe(resume)))
     try:
-        return await pending.wait()
+        await settled
     except asyncio.CancelledError:
         pending.cancel()
         raise
+    return pending.decision()
+
+
+class Counter:
+    """Counts `settled()` calls, from any thread; `wait_for(n)` until there were n."""
+
+    def __init__(self):
+        self.calls = 0
+        self.listener = OnSettled(self._settled)
+
+    def _settled(self):
+        self.calls += 1
+
+    async def wait_for(self, n, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while self.calls < n:
+            assert time.monotonic() < deadline, f"settled() called {self.calls} times, expected {n}"
+            await asyncio.sleep(0.005)
 
 
 # --------------------------------------------------------------------------------------------
@@ -452,6 +489,74 @@ async def test_dropping_the_handle_cancels():
     gc.collect()
     resolved = (await events_until_resolved(sub, req.id))[-1].resolved
     assert resolved.cancel_reason == so.CancelReason.ABORTED
+
+
+@async_test
+async def test_when_settled_tells_each_listener_once_then_decision_is_in():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    first, second = Counter(), Counter()
+    p.when_settled(first.listener)
+    p.when_settled(second.listener)
+    await asyncio.sleep(0.05)
+    assert first.calls == 0 and p.decision() is None and not p.is_finished()
+    gate.approve(req, responder="alice")
+    await first.wait_for(1)
+    await second.wait_for(1)
+    d = p.decision()
+    assert d.is_approved() and d.request_id == req.id and d.responder == "alice"
+    # Already settled: told at once, from this call.
+    late = Counter()
+    p.when_settled(late.listener)
+    assert late.calls == 1
+    await asyncio.sleep(0.05)
+    assert (first.calls, second.calls, late.calls) == (1, 1, 1)
+    assert (await p.wait()).is_approved()
+
+
+@async_test
+async def test_waits_given_up_leave_the_call_waiting():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    for _ in range(5):
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(p.wait(), 0.01)
+    assert gate.pending_count() == 1 and not p.is_finished()
+    waiting = asyncio.ensure_future(p.wait())
+    gate.approve(req)
+    assert (await asyncio.wait_for(waiting, 5)).is_approved()
+
+
+@async_test
+async def test_when_settled_on_cancel_close_and_refusal():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    cancelled, closed, refused = Counter(), Counter(), Counter()
+    p1 = gate.confirm_cancellable(call())
+    p1.when_settled(cancelled.listener)
+    req1 = await next_request(sub)
+    p1.cancel()
+    await cancelled.wait_for(1)
+    d = p1.decision()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.ABORTED and d.request_id is None
+    assert (await events_until_resolved(sub, req1.id))[-1].resolved.cancel_reason == so.CancelReason.ABORTED
+    # Refused before anyone is asked: settled too, and decision() raises what wait() would.
+    p3 = gate.confirm_cancellable(call(args={"path": 7}))
+    p3.when_settled(refused.listener)
+    await refused.wait_for(1)
+    with pytest.raises(so.SignoffError.InvalidArguments):
+        p3.decision()
+    p2 = gate.confirm_cancellable(call())
+    p2.when_settled(closed.listener)
+    await next_request(sub)
+    gate.close()
+    await closed.wait_for(1)
+    d = p2.decision()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.SHUTDOWN
 
 
 @async_test
@@ -1015,6 +1120,36 @@ async def test_cancel_execution():
     await next_request(sub)
     b.cancel()
     assert await b.wait() is None and gate.pending_count() == 0
+
+
+@async_test
+async def test_execution_and_batch_when_settled():
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(), ex)
+    sub = gate.subscribe()
+    done, cancelled, batch = Counter(), Counter(), Counter()
+    p = gate.execute_cancellable(call(call_id="c1"))
+    p.when_settled(done.listener)
+    req = await next_request(sub)
+    assert p.result() is None and not p.is_finished()
+    gate.approve(req)
+    await done.wait_for(1)
+    r = p.result()
+    assert r.status == so.ToolStatus.EXECUTED and r.call_id == "c1" and len(ex.calls) == 1
+    # Cancelled while waiting for its decision: settled, no result, the tool never runs.
+    q = gate.execute_cancellable(call())
+    q.when_settled(cancelled.listener)
+    await next_request(sub)
+    q.cancel()
+    await cancelled.wait_for(1)
+    assert q.result() is None and q.is_finished() and len(ex.calls) == 1
+    b = gate.execute_batch_cancellable([call(call_id="b1"), call(call_id="b2")])
+    b.when_settled(batch.listener)
+    for _ in range(2):
+        gate.approve(await next_request(sub))
+    await batch.wait_for(1)
+    assert [r.call_id for r in b.results()] == ["b1", "b2"] and len(ex.calls) == 3
 
 
 # --------------------------------------------------------------------------------------------

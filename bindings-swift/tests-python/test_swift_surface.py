@@ -33,11 +33,16 @@ DECLARATIONS = [
     (r"open func wait\(\)async\s+-> ToolResult\?", "PendingExecution.wait"),
     (r"open func wait\(\)async\s+-> \[ToolResult\]\?", "PendingBatch.wait"),
     (r"open func cancel\(\)", "Pending*.cancel"),
+    (r"open func whenSettled\(listener: SettledListener\)", "Gate.confirm, Gate.execute, Gate.executeBatch"),
+    (r"open func decision\(\)throws\s+-> Decision\?", "PendingConfirmation.settledDecision"),
+    (r"open func result\(\) -> ToolResult\?", "Gate.execute"),
+    (r"open func results\(\) -> \[ToolResult\]\?", "Gate.executeBatch"),
     (r"open func next\(\)async\s+-> GateEvent\?", "Subscription.events"),
     (r"open func close\(\)", "Subscription.events"),
     (r"open func approveWith\(argumentsJson: String\? = nil, scope: Scope\? = nil, responder: String\? = nil\)throws\s+-> Outcome", "PendingRequest.approve(editedArguments:)"),
     # foreign traits
     (r"public protocol ApprovalHandler: AnyObject, Sendable \{\s+func handle\(request: PendingRequest\) async throws", "ClosureApprovalHandler"),
+    (r"public protocol SettledListener: AnyObject, Sendable \{\s+func settled\(\)", "OnSettled"),
     (r"public protocol ToolExecutor: AnyObject, Sendable \{\s+func execute\(argumentsJson: String, context: CallContext\) async throws\s+-> String", "ClosureToolExecutor"),
     (r"public struct CallContext \{[^}]*public var tool: String\n[^}]*public var callId: String\?\n[^}]*"
      r"public var requestId: String\?\n[^}]*public var sessionId: String\n[^}]*public var edited: Bool\n[^}]*"

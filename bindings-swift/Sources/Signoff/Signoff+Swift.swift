@@ -3,8 +3,9 @@
 // What this file adds:
 // - `Gate.confirm(_:)`, `execute(_:)`, `executeBatch(_:)`: async, and cancelling the calling
 //   Task cancels the confirmation (which denies). uniffi does not propagate Swift cancellation
-//   into Rust, so these await the native `Pending*` handle inside `withTaskCancellationHandler`
-//   and call its `cancel()`.
+//   into Rust, so these wait on the native `Pending*` handle inside `withTaskCancellationHandler`
+//   and call its `cancel()`; they wait with a continuation that the handle's `whenSettled`
+//   listener resumes, so no Rust future is kept per call while it waits.
 // - `Gate.events()` / `Subscription.events()`: the request stream as an `AsyncStream`;
 //   terminating the stream (consumer task cancelled, loop exited, stream released) closes the
 //   subscription.
@@ -30,7 +31,13 @@ extension Gate {
     public func confirm(_ call: ToolCall) async throws -> Decision {
         let pending = try confirmCancellable(call: call)
         return try await withTaskCancellationHandler {
-            try await pending.wait()
+            // Resumed by the library when the decision is in: no Rust future is kept per
+            // pending call (see `PendingConfirmation.whenSettled`).
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Decision, Error>) in
+                pending.whenSettled(listener: OnSettled {
+                    continuation.resume(with: Result { try pending.settledDecision() })
+                })
+            }
         } onCancel: {
             pending.cancel()
         }
@@ -60,7 +67,9 @@ extension Gate {
     public func execute(_ call: ToolCall) async throws -> ToolResult {
         let pending = try executeCancellable(call: call)
         let result = await withTaskCancellationHandler {
-            await pending.wait()
+            await withCheckedContinuation { (continuation: CheckedContinuation<ToolResult?, Never>) in
+                pending.whenSettled(listener: OnSettled { continuation.resume(returning: pending.result()) })
+            }
         } onCancel: {
             pending.cancel()
         }
@@ -76,7 +85,9 @@ extension Gate {
     public func executeBatch(_ calls: [ToolCall]) async throws -> [ToolResult] {
         let pending = try executeBatchCancellable(calls: calls)
         let results = await withTaskCancellationHandler {
-            await pending.wait()
+            await withCheckedContinuation { (continuation: CheckedContinuation<[ToolResult]?, Never>) in
+                pending.whenSettled(listener: OnSettled { continuation.resume(returning: pending.results()) })
+            }
         } onCancel: {
             pending.cancel()
         }
@@ -154,6 +165,29 @@ extension Gate {
             }
             continuation.onTermination = { _ in pump.cancel() }
         }
+    }
+}
+
+/// A `SettledListener` from a closure: called once, from a thread of the library's.
+public final class OnSettled: SettledListener {
+    private let body: @Sendable () -> Void
+
+    public init(_ body: @escaping @Sendable () -> Void) {
+        self.body = body
+    }
+
+    public func settled() {
+        body()
+    }
+}
+
+extension PendingConfirmation {
+    /// The decision of a confirmation that has settled (its `whenSettled` listener was called).
+    func settledDecision() throws -> Decision {
+        guard let decision = try decision() else {
+            throw SignoffError.Closed(message: "the confirmation has not settled")
+        }
+        return decision
     }
 }
 

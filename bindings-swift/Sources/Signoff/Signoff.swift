@@ -2316,7 +2316,19 @@ public protocol PendingBatchProtocol: AnyObject, Sendable {
     
     func isFinished()  -> Bool
     
+    /**
+     * The results, as `wait()` returns them, once settled; nil while the calls still run, and
+     * nil when the batch was cancelled first (`isFinished()` tells which).
+     */
+    func results()  -> [ToolResult]?
+    
     func wait() async  -> [ToolResult]?
+    
+    /**
+     * Calls `listener.settled()` once the results are in or the batch was cancelled (at once
+     * when it already is); then `results()` returns them.
+     */
+    func whenSettled(listener: SettledListener) 
     
 }
 /**
@@ -2393,6 +2405,19 @@ open func isFinished() -> Bool  {
 })
 }
     
+    /**
+     * The results, as `wait()` returns them, once settled; nil while the calls still run, and
+     * nil when the batch was cancelled first (`isFinished()` tells which).
+     */
+open func results() -> [ToolResult]?  {
+    return try!  FfiConverterOptionSequenceTypeToolResult.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingbatch_results(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
 open func wait()async  -> [ToolResult]?  {
     return
         try!  await uniffiRustCallAsync(
@@ -2408,6 +2433,19 @@ open func wait()async  -> [ToolResult]?  {
             errorHandler: nil
             
         )
+}
+    
+    /**
+     * Calls `listener.settled()` once the results are in or the batch was cancelled (at once
+     * when it already is); then `results()` returns them.
+     */
+open func whenSettled(listener: SettledListener)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingbatch_when_settled(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeSettledListener_lower(listener),uniffiCallStatus
+    )
+}
 }
     
 
@@ -2470,6 +2508,11 @@ public protocol PendingConfirmationProtocol: AnyObject, Sendable {
     
     func cancel() 
     
+    /**
+     * The decision, as `wait()` returns it, once it is in; nil while the call still waits.
+     */
+    func decision() throws  -> Decision?
+    
     func isFinished()  -> Bool
     
     /**
@@ -2477,6 +2520,14 @@ public protocol PendingConfirmationProtocol: AnyObject, Sendable {
      * `invalidArguments`, `store`.
      */
     func wait() async throws  -> Decision
+    
+    /**
+     * Calls `listener.settled()` once the decision is in (at once when it already is); then
+     * `decision()` returns it. What the Swift extension's `confirm(_:)` waits with: a
+     * continuation resumed by the listener keeps no Rust future per pending call (a `wait()`
+     * keeps one of ~500 bytes).
+     */
+    func whenSettled(listener: SettledListener) 
     
 }
 /**
@@ -2546,6 +2597,18 @@ open func cancel()  {try! rustCall() {
 }
 }
     
+    /**
+     * The decision, as `wait()` returns it, once it is in; nil while the call still waits.
+     */
+open func decision()throws  -> Decision?  {
+    return try  FfiConverterOptionTypeDecision.lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingconfirmation_decision(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
 open func isFinished() -> Bool  {
     return try!  FfiConverterBool.lift(try! rustCall() {
         uniffiCallStatus in
@@ -2573,6 +2636,21 @@ open func wait()async throws  -> Decision  {
             liftFunc: FfiConverterTypeDecision_lift,
             errorHandler: FfiConverterTypeSignoffError_lift
         )
+}
+    
+    /**
+     * Calls `listener.settled()` once the decision is in (at once when it already is); then
+     * `decision()` returns it. What the Swift extension's `confirm(_:)` waits with: a
+     * continuation resumed by the listener keeps no Rust future per pending call (a `wait()`
+     * keeps one of ~500 bytes).
+     */
+open func whenSettled(listener: SettledListener)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingconfirmation_when_settled(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeSettledListener_lower(listener),uniffiCallStatus
+    )
+}
 }
     
 
@@ -2638,7 +2716,19 @@ public protocol PendingExecutionProtocol: AnyObject, Sendable {
     
     func isFinished()  -> Bool
     
+    /**
+     * The result, as `wait()` returns it, once settled; nil while the call still runs, and nil
+     * when it was cancelled first (`isFinished()` tells which).
+     */
+    func result()  -> ToolResult?
+    
     func wait() async  -> ToolResult?
+    
+    /**
+     * Calls `listener.settled()` once the result is in or the execution was cancelled (at
+     * once when it already is); then `result()` returns it (as `PendingConfirmation.whenSettled`).
+     */
+    func whenSettled(listener: SettledListener) 
     
 }
 /**
@@ -2718,6 +2808,19 @@ open func isFinished() -> Bool  {
 })
 }
     
+    /**
+     * The result, as `wait()` returns it, once settled; nil while the call still runs, and nil
+     * when it was cancelled first (`isFinished()` tells which).
+     */
+open func result() -> ToolResult?  {
+    return try!  FfiConverterOptionTypeToolResult.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingexecution_result(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
 open func wait()async  -> ToolResult?  {
     return
         try!  await uniffiRustCallAsync(
@@ -2733,6 +2836,19 @@ open func wait()async  -> ToolResult?  {
             errorHandler: nil
             
         )
+}
+    
+    /**
+     * Calls `listener.settled()` once the result is in or the execution was cancelled (at
+     * once when it already is); then `result()` returns it (as `PendingConfirmation.whenSettled`).
+     */
+open func whenSettled(listener: SettledListener)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingexecution_when_settled(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeSettledListener_lower(listener),uniffiCallStatus
+    )
+}
 }
     
 
@@ -3150,6 +3266,211 @@ public func FfiConverterTypeSecret_lift(_ handle: UInt64) throws -> Secret {
 #endif
 public func FfiConverterTypeSecret_lower(_ value: Secret) -> UInt64 {
     return FfiConverterTypeSecret.lower(value)
+}
+
+
+
+
+
+
+/**
+ * Told when a pending call is settled (`PendingConfirmation.whenSettled`). Called once, from a
+ * thread of the library's (or at once, from `whenSettled`, when the call already is): it must
+ * return quickly (resume a continuation, post to a queue), never block.
+ */
+public protocol SettledListener: AnyObject, Sendable {
+    
+    func settled() 
+    
+}
+/**
+ * Told when a pending call is settled (`PendingConfirmation.whenSettled`). Called once, from a
+ * thread of the library's (or at once, from `whenSettled`, when the call already is): it must
+ * return quickly (resume a continuation, post to a queue), never block.
+ */
+open class SettledListenerImpl: SettledListener, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_signoff_ffi_fn_clone_settledlistener(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_signoff_ffi_fn_free_settledlistener(handle, $0) }
+    }
+
+    
+
+    
+open func settled()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_settledlistener_settled(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+
+    
+}
+
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceSettledListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceSettledListener = UniffiVTableCallbackInterfaceSettledListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterTypeSettledListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface SettledListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterTypeSettledListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface SettledListener: handle missing in uniffiClone")
+            }
+        },
+        settled: { (
+            uniffiHandle: UInt64,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterTypeSettledListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.settled(
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceSettledListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceSettledListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitSettledListener() {
+    uniffi_signoff_ffi_fn_init_callback_vtable_settledlistener(UniffiCallbackInterfaceSettledListener.vtablePtr)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSettledListener: FfiConverter {
+    fileprivate static let handleMap = UniffiHandleMap<SettledListener>()
+
+    typealias FfiType = UInt64
+    typealias SwiftType = SettledListener
+
+    public static func lift(_ handle: UInt64) throws -> SettledListener {
+        if ((handle & 1) == 0) {
+            // Rust-generated handle, construct a new class that uses the handle to implement the
+            // interface
+            return SettledListenerImpl(unsafeFromHandle: handle)
+        } else {
+            // Swift-generated handle, get the object from the handle map
+            return try handleMap.remove(handle: handle)
+        }
+    }
+
+    public static func lower(_ value: SettledListener) -> UInt64 {
+         if let rustImpl = value as? SettledListenerImpl {
+             // Rust-implemented object.  Clone the handle and return it
+            return rustImpl.uniffiCloneHandle()
+         } else {
+            // Swift object, generate a new vtable handle and return that.
+            return handleMap.insert(obj: value)
+         }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SettledListener {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: SettledListener, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSettledListener_lift(_ handle: UInt64) throws -> SettledListener {
+    return try FfiConverterTypeSettledListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSettledListener_lower(_ value: SettledListener) -> UInt64 {
+    return FfiConverterTypeSettledListener.lower(value)
 }
 
 
@@ -9446,10 +9767,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_pendingbatch_is_finished() != 42964) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_pendingbatch_results() != 23116) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_pendingbatch_wait() != 2469) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_pendingbatch_when_settled() != 7882) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_cancel() != 9296) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_decision() != 15649) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_is_finished() != 25802) {
@@ -9458,13 +9788,22 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_wait() != 29739) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_when_settled() != 17680) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_pendingexecution_cancel() != 58041) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_pendingexecution_is_finished() != 2528) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_pendingexecution_result() != 15975) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_pendingexecution_wait() != 21796) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_pendingexecution_when_settled() != 18173) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_pendingrequest_approve() != 2835) {
@@ -9480,6 +9819,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_pendingrequest_request() != 62982) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_settledlistener_settled() != 50872) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_subscription_close() != 50338) {
@@ -9550,6 +9892,7 @@ private let initializationResult: InitializationResult = {
     }
 
     uniffiCallbackInitApprovalHandler()
+    uniffiCallbackInitSettledListener()
     uniffiCallbackInitToolExecutor()
     return InitializationResult.ok
 }()

@@ -249,6 +249,13 @@ typedef void (*UniffiCallbackInterfaceApprovalHandlerMethod0)(uint64_t, uint64_t
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_SETTLED_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_SETTLED_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceSettledListenerMethod0)(uint64_t, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOOL_EXECUTOR_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOOL_EXECUTOR_METHOD0
 typedef void (*UniffiCallbackInterfaceToolExecutorMethod0)(uint64_t, RustBuffer, RustBuffer, UniffiForeignFutureCompleteRustBuffer _Nonnull, uint64_t, UniffiForeignFutureDroppedCallbackStruct* _Nonnull
@@ -262,6 +269,15 @@ typedef struct UniffiVTableCallbackInterfaceApprovalHandler {
     UniffiCallbackInterfaceClone _Nonnull uniffiClone;
     UniffiCallbackInterfaceApprovalHandlerMethod0 _Nonnull handle;
 } UniffiVTableCallbackInterfaceApprovalHandler;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SETTLED_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SETTLED_LISTENER
+typedef struct UniffiVTableCallbackInterfaceSettledListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceSettledListenerMethod0 _Nonnull settled;
+} UniffiVTableCallbackInterfaceSettledListener;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_TOOL_EXECUTOR
@@ -559,9 +575,19 @@ void uniffi_signoff_ffi_fn_method_pendingbatch_cancel(uint64_t ptr, RustCallStat
 int8_t uniffi_signoff_ffi_fn_method_pendingbatch_is_finished(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_RESULTS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_RESULTS
+RustBuffer uniffi_signoff_ffi_fn_method_pendingbatch_results(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_WAIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_WAIT
 uint64_t uniffi_signoff_ffi_fn_method_pendingbatch_wait(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_WHEN_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_WHEN_SETTLED
+void uniffi_signoff_ffi_fn_method_pendingbatch_when_settled(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGCONFIRMATION
@@ -579,6 +605,11 @@ void uniffi_signoff_ffi_fn_free_pendingconfirmation(uint64_t handle, RustCallSta
 void uniffi_signoff_ffi_fn_method_pendingconfirmation_cancel(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_DECISION
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_DECISION
+RustBuffer uniffi_signoff_ffi_fn_method_pendingconfirmation_decision(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_IS_FINISHED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_IS_FINISHED
 int8_t uniffi_signoff_ffi_fn_method_pendingconfirmation_is_finished(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -587,6 +618,11 @@ int8_t uniffi_signoff_ffi_fn_method_pendingconfirmation_is_finished(uint64_t ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_WAIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_WAIT
 uint64_t uniffi_signoff_ffi_fn_method_pendingconfirmation_wait(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED
+void uniffi_signoff_ffi_fn_method_pendingconfirmation_when_settled(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGEXECUTION
@@ -609,9 +645,19 @@ void uniffi_signoff_ffi_fn_method_pendingexecution_cancel(uint64_t ptr, RustCall
 int8_t uniffi_signoff_ffi_fn_method_pendingexecution_is_finished(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_RESULT
+RustBuffer uniffi_signoff_ffi_fn_method_pendingexecution_result(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WAIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WAIT
 uint64_t uniffi_signoff_ffi_fn_method_pendingexecution_wait(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WHEN_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WHEN_SETTLED
+void uniffi_signoff_ffi_fn_method_pendingexecution_when_settled(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGREQUEST
@@ -647,6 +693,26 @@ int8_t uniffi_signoff_ffi_fn_method_pendingrequest_is_pending(uint64_t ptr, Rust
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGREQUEST_REQUEST
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGREQUEST_REQUEST
 RustBuffer uniffi_signoff_ffi_fn_method_pendingrequest_request(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SETTLEDLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SETTLEDLISTENER
+uint64_t uniffi_signoff_ffi_fn_clone_settledlistener(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_SETTLEDLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_SETTLEDLISTENER
+void uniffi_signoff_ffi_fn_free_settledlistener(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_INIT_CALLBACK_VTABLE_SETTLEDLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_INIT_CALLBACK_VTABLE_SETTLEDLISTENER
+void uniffi_signoff_ffi_fn_init_callback_vtable_settledlistener(const UniffiVTableCallbackInterfaceSettledListener* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SETTLEDLISTENER_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SETTLEDLISTENER_SETTLED
+void uniffi_signoff_ffi_fn_method_settledlistener_settled(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SUBSCRIPTION
@@ -1495,15 +1561,33 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingbatch_is_finished(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_RESULTS
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_RESULTS
+uint16_t uniffi_signoff_ffi_checksum_method_pendingbatch_results(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_WAIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_WAIT
 uint16_t uniffi_signoff_ffi_checksum_method_pendingbatch_wait(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_WHEN_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_WHEN_SETTLED
+uint16_t uniffi_signoff_ffi_checksum_method_pendingbatch_when_settled(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_CANCEL
 uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_DECISION
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_DECISION
+uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_decision(void
     
 );
 #endif
@@ -1519,6 +1603,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_wait(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED
+uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_when_settled(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_CANCEL
 uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_cancel(void
@@ -1531,9 +1621,21 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_is_finished(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_RESULT
+uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_result(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WAIT
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WAIT
 uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_wait(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WHEN_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WHEN_SETTLED
+uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_when_settled(void
     
 );
 #endif
@@ -1564,6 +1666,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingrequest_is_pending(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGREQUEST_REQUEST
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGREQUEST_REQUEST
 uint16_t uniffi_signoff_ffi_checksum_method_pendingrequest_request(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SETTLEDLISTENER_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SETTLEDLISTENER_SETTLED
+uint16_t uniffi_signoff_ffi_checksum_method_settledlistener_settled(void
     
 );
 #endif

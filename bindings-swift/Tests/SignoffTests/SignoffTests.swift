@@ -393,6 +393,47 @@ final class SignoffTests: XCTestCase {
         XCTAssertThrowsKind(.alreadyResolved) { try gate.approve(request: request) }
     }
 
+    func testWhenSettledTellsEachListenerOnce() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        let told = CallCount()
+        pending.whenSettled(listener: OnSettled { told.increment() })
+        XCTAssertNil(try pending.decision())
+        XCTAssertFalse(pending.isFinished())
+        _ = try gate.approve(request: request)
+        await waitUntil { told.value == 1 }
+        XCTAssertEqual(told.value, 1)
+        XCTAssertEqual(try pending.decision()?.isApproved(), true)
+        let late = CallCount()
+        pending.whenSettled(listener: OnSettled { late.increment() })
+        XCTAssertEqual(late.value, 1, "already settled: told at once")
+    }
+
+    func testWhenSettledOnCancel() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        _ = try await nextRequest(sub)
+        let told = CallCount()
+        pending.whenSettled(listener: OnSettled { told.increment() })
+        pending.cancel()
+        await waitUntil { told.value == 1 }
+        let decision = try XCTUnwrap(pending.decision())
+        guard case .cancelled(let requestId, let reason) = decision else { return XCTFail("\(decision)") }
+        XCTAssertNil(requestId)
+        XCTAssertEqual(reason, .aborted)
+        let execution = try gate.executeCancellable(call: makeCall())
+        _ = try await nextRequest(sub)
+        let executionTold = CallCount()
+        execution.whenSettled(listener: OnSettled { executionTold.increment() })
+        execution.cancel()
+        await waitUntil { executionTold.value == 1 }
+        XCTAssertNil(execution.result())
+        XCTAssertTrue(execution.isFinished())
+    }
+
     func testTaskCancelCancelsConfirmation() async throws {
         let gate = try gateWithDelete()
         let sub = gate.subscribe()

@@ -148,6 +148,22 @@ func XCTAssertThrowsKindAsync<T>(
     }
 }
 
+/// Counts calls made from any thread (a `SettledListener`'s `settled()`).
+final class CallCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() {
+        lock.lock()
+        count += 1
+        lock.unlock()
+    }
+    var value: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return count
+    }
+}
+
 /// Thread-safe record of what handlers and executors saw.
 actor Recorder {
     private(set) var items: [String] = []
