@@ -8,9 +8,10 @@
 //!   approver, see `handler.rs`) inside that poll: a listener that answers at once completes the
 //!   call within the JavaScript call that started it.
 //! * A task's waker pushes the task on the gate's ready queue. It is no allocation: the numbers
-//!   of its gate and of its task's slot, packed in the waker's data word (see [`task_waker`]). Woken on the JavaScript thread
-//!   while a call into this gate is running (a listener answering, an executor settling), that is
-//!   all: the call polls the ready tasks before it returns. Woken from another thread (a timer),
+//!   of its gate and of its task's slot, packed in the waker's data word (see [`task_waker`]).
+//!   Woken on the JavaScript thread while a call into this gate is running (a listener
+//!   answering, an executor settling), that is all: the call polls the ready tasks before it
+//!   returns. Woken from another thread (a timer),
 //!   it also calls the gate's threadsafe function once per batch of wakes.
 //! * The threadsafe function is created unreferenced, is referenced only while a confirm, execute
 //!   or close is in flight (like a timer), and is released when the gate is closed or collected:
@@ -231,6 +232,8 @@ struct Task {
     abort_id: Option<u32>,
     /// Aborted while it was being polled: dropped once the poll returns.
     aborted: bool,
+    /// In the batch of woken tasks `drive` is polling, not polled yet.
+    queued: bool,
 }
 
 /// A gate's tasks by id: a slab (one slot per task in flight, reused; a million pending calls
@@ -262,9 +265,10 @@ impl Tasks {
         self.get(id)?;
         self.slots.try_remove(Self::slot(id))
     }
-    /// The id of the task in `slot`, if there is one.
-    fn id_at(&self, slot: u32) -> Option<TaskId> {
-        self.slots.get(slot as usize).map(|t| t.id)
+    /// The id of the task in `slot`, unless it is queued for a poll already (it is now).
+    fn queue(&mut self, slot: u32) -> Option<TaskId> {
+        let t = self.slots.get_mut(slot as usize)?;
+        (!std::mem::replace(&mut t.queued, true)).then_some(t.id)
     }
     fn ids(&self) -> impl Iterator<Item = TaskId> + '_ {
         self.slots.iter().map(|(_, t)| t.id)
@@ -382,6 +386,7 @@ impl JsState {
             keepalive,
             abort_id,
             aborted: false,
+            queued: false,
         });
         if let Some(a) = abort_id {
             self.abort_ids.borrow_mut().insert(a, id);
@@ -457,20 +462,17 @@ impl JsState {
             for p in requests {
                 handler::dispatch(env, self, p);
             }
-            let mut ready = std::mem::take(&mut *locked(&self.shared.ready));
+            let ready = std::mem::take(&mut *locked(&self.shared.ready));
             if ready.is_empty() && !shown {
                 break;
             }
-            // Woken twice since the last drive: polled once.
-            if ready.len() > 1 {
-                ready.sort_unstable();
-                ready.dedup();
-            }
-            for slot in ready {
-                let id = self.tasks.borrow().id_at(slot);
-                if let Some(id) = id {
-                    self.poll_task(env, id);
-                }
+            // In the order they were woken; a task woken twice since the last batch, once.
+            let ids: Vec<TaskId> = {
+                let mut tasks = self.tasks.borrow_mut();
+                ready.into_iter().filter_map(|slot| tasks.queue(slot)).collect()
+            };
+            for id in ids {
+                self.poll_task(env, id);
             }
         }
     }
@@ -479,6 +481,7 @@ impl JsState {
         let mut fut = {
             let mut tasks = self.tasks.borrow_mut();
             let Some(t) = tasks.get_mut(id) else { return };
+            t.queued = false;
             let Some(f) = t.fut.take() else { return };
             f
         };
