@@ -39,7 +39,7 @@ gate.register({
   },
 })
 
-const rss0 = process.memoryUsage().rss
+const { rss: rss0, heapUsed: heap0 } = process.memoryUsage()
 let t = performance.now()
 const calls = new Array(N)
 for (let i = 0; i < N; i++) {
@@ -50,9 +50,10 @@ const created = performance.now() - t
 if (gate.pendingCount !== N) throw new Error(`${gate.pendingCount} pending, expected ${N}`)
 await tick()
 gc()
-const rss = process.memoryUsage().rss
+const { rss, heapUsed } = process.memoryUsage()
 console.log(`${fmt(N)} confirmations pending (made in ${ms(created)})`)
 console.log(`rss with them pending: ${mb(rss)} (${mb(rss0)} before; ${fmt((rss - rss0) / N)} bytes per pending call)`)
+console.log(`of which the V8 heap: ${fmt((heapUsed - heap0) / N)} bytes per pending call (the promise, and this script's array of them)`)
 
 // One page, from the start and from the middle of the order.
 t = performance.now()
