@@ -262,18 +262,20 @@ impl<T: Send + 'static> std::task::Wake for Driven<T> {
 impl<T: Send + 'static> Driven<T> {
     fn schedule(self: Arc<Self>) {
         use std::sync::atomic::Ordering;
-        if !self.scheduled.swap(true, Ordering::AcqRel) {
+        if !self.scheduled.swap(true, Ordering::SeqCst) {
             runtime().spawn(async move { self.poll_here() });
         }
     }
 
     /// On the runtime. A wake while this runs schedules the next poll, which waits for this one.
+    /// `scheduled` and `cancelled` are sequentially consistent: a `cancel()` that finds a poll
+    /// still scheduled (and so schedules none) is seen by that poll.
     fn poll_here(self: Arc<Self>) {
         use std::sync::atomic::Ordering;
-        self.scheduled.store(false, Ordering::Release);
+        self.scheduled.store(false, Ordering::SeqCst);
         let mut slot = lock(&self.fut);
         let Some(fut) = slot.as_mut() else { return };
-        if self.cancelled.load(Ordering::Acquire) {
+        if self.cancelled.load(Ordering::SeqCst) {
             drop(slot.take());
             drop(slot);
             return self.settle(Out::Cancelled);
@@ -360,7 +362,7 @@ impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
     }
 
     fn cancel(&self) {
-        self.driven.cancelled.store(true, std::sync::atomic::Ordering::Release);
+        self.driven.cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
         self.driven.clone().schedule();
     }
 
