@@ -470,7 +470,7 @@ impl<'de> Deserialize<'de> for PendingCursor {
 #[derive(Default)]
 pub(crate) struct PendingIndex {
     by_id: HashSet<ById, FxBuildHasher>,
-    order: BTreeSet<PendingCursor>,
+    order: BTreeSet<ByCursor>,
 }
 
 /// A request found by its id: the table holds only the pointer (8 bytes a slot, where a map
@@ -494,29 +494,86 @@ impl std::borrow::Borrow<Uuid> for ById {
     }
 }
 
+/// A request in the paging index, ordered by its [`PendingCursor`] read through the pointer: the
+/// index's nodes hold 8-byte keys instead of 24-byte cursors (about 30 bytes less per pending
+/// request, with nodes about half full as requests arrive in order). Looked up by a cursor through
+/// [`CursorKey`], which both implement.
+struct ByCursor(Arc<ConfirmationRequest>);
+
+trait CursorKey {
+    fn cursor(&self) -> PendingCursor;
+}
+impl CursorKey for PendingCursor {
+    fn cursor(&self) -> PendingCursor {
+        *self
+    }
+}
+impl CursorKey for ByCursor {
+    fn cursor(&self) -> PendingCursor {
+        PendingCursor::of(&self.0)
+    }
+}
+impl PartialEq for dyn CursorKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.cursor() == other.cursor()
+    }
+}
+impl Eq for dyn CursorKey + '_ {}
+impl PartialOrd for dyn CursorKey + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for dyn CursorKey + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.cursor().cmp(&other.cursor())
+    }
+}
+// The same order as through `dyn CursorKey`, as `Borrow` requires.
+impl PartialEq for ByCursor {
+    fn eq(&self, other: &Self) -> bool {
+        self.cursor() == other.cursor()
+    }
+}
+impl Eq for ByCursor {}
+impl PartialOrd for ByCursor {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByCursor {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.cursor().cmp(&other.cursor())
+    }
+}
+impl<'a> std::borrow::Borrow<dyn CursorKey + 'a> for ByCursor {
+    fn borrow(&self) -> &(dyn CursorKey + 'a) {
+        self
+    }
+}
+
 impl PendingIndex {
     pub(crate) fn insert(&mut self, request: Arc<ConfirmationRequest>) {
-        let cursor = PendingCursor::of(&request);
-        if let Some(ById(old)) = self.by_id.replace(ById(request)) {
-            self.order.remove(&PendingCursor::of(&old));
+        if let Some(ById(old)) = self.by_id.replace(ById(request.clone())) {
+            self.order.remove(&PendingCursor::of(&old) as &dyn CursorKey);
         }
-        self.order.insert(cursor);
+        self.order.insert(ByCursor(request));
     }
     pub(crate) fn remove(&mut self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
         let ById(r) = self.by_id.take(id)?;
-        self.order.remove(&PendingCursor::of(&r));
+        self.order.remove(&PendingCursor::of(&r) as &dyn CursorKey);
         Some(r)
     }
     pub(crate) fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
         self.by_id.get(id).map(|r| r.0.clone())
     }
     pub(crate) fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
-        self.order.iter().filter_map(|c| self.get(&c.id)).collect()
+        self.order.iter().map(|r| r.0.clone()).collect()
     }
     pub(crate) fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
         use std::ops::Bound;
-        let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(*a));
-        self.order.range((from, Bound::Unbounded)).take(limit).filter_map(|c| self.get(&c.id)).collect()
+        let from: Bound<&dyn CursorKey> = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a as &dyn CursorKey));
+        self.order.range::<dyn CursorKey, _>((from, Bound::Unbounded)).take(limit).map(|r| r.0.clone()).collect()
     }
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()

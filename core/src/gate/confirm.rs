@@ -58,7 +58,7 @@ pin_project_lite::pin_project! {
             let this = this.project();
             match this.state.project() {
                 ConfirmStateProj::Waiting { waiting, .. } => {
-                    this.gate.cancel(waiting.id, CancelReason::Aborted);
+                    this.gate.cancel(waiting.id(), CancelReason::Aborted);
                 }
                 ConfirmStateProj::Inserting { ins: Some(ins) } => this.gate.abandon(ins),
                 _ => {}
@@ -92,7 +92,7 @@ pin_project_lite::pin_project! {
         /// `timing`: a shared store's timeout, decided on a blocking thread (database round
         /// trips), never inside this poll.
         Waiting {
-            waiting: Listening,
+            waiting: Waiting,
             #[pin] sleep: Option<tokio::time::Sleep>,
             timing: Option<tokio::task::JoinHandle<TimeOut>>,
         },
@@ -102,18 +102,10 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// What a waiting call keeps of its [`Waiting`]: the deadline lives in its timer only.
-struct Listening {
-    id: uuid::Uuid,
-    rx: tokio::sync::oneshot::Receiver<Box<super::Resolution>>,
-    timeout_ms: u64,
-}
-
 impl ConfirmState {
     fn waiting(w: Waiting) -> Self {
-        let sleep = tokio::time::sleep_until(w.deadline);
-        let waiting = Listening { id: w.id, rx: w.rx, timeout_ms: w.timeout_ms };
-        ConfirmState::Waiting { waiting, sleep: Some(sleep), timing: None }
+        let sleep = tokio::time::sleep_until(w.deadline());
+        ConfirmState::Waiting { waiting: w, sleep: Some(sleep), timing: None }
     }
 }
 
@@ -219,12 +211,12 @@ impl std::future::Future for Confirm<'_> {
         let mut settling = None;
         // While a shared store's timeout is being decided, its outcome comes first: the call that
         // times out takes the waiter (and its sender) with it.
-        let received = if timing.is_some() { Poll::Pending } else { std::pin::Pin::new(&mut w.rx).poll(cx) };
+        let received = if timing.is_some() { Poll::Pending } else { w.poll_answer(cx) };
         let resolution = match received {
-            Poll::Ready(Ok(res)) => *res,
-            // The sender is only ever dropped after sending; fail safe regardless.
-            Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
-            Poll::Pending => match this.gate.deadline_passed(w.id, sleep.as_mut().as_pin_mut(), timing, cx) {
+            Poll::Ready(Some(res)) => *res,
+            // The waiter is only dropped unsent by a call that decides itself; fail safe regardless.
+            Poll::Ready(None) => Resolution::Cancelled(CancelReason::Aborted),
+            Poll::Pending => match this.gate.deadline_passed(w.id(), sleep.as_mut().as_pin_mut(), timing, cx) {
                 None => return Poll::Pending,
                 Some(timed) => match timed {
                     TimeOut::Now(r, s) => {
@@ -246,16 +238,16 @@ impl std::future::Future for Confirm<'_> {
                     // and is about to send: stop the timer and wait for what they send.
                     TimeOut::Elsewhere => {
                         sleep.set(None);
-                        match std::pin::Pin::new(&mut w.rx).poll(cx) {
-                            Poll::Ready(Ok(r)) => *r,
-                            Poll::Ready(Err(_)) => Resolution::Cancelled(CancelReason::Aborted),
+                        match w.poll_answer(cx) {
+                            Poll::Ready(Some(r)) => *r,
+                            Poll::Ready(None) => Resolution::Cancelled(CancelReason::Aborted),
                             Poll::Pending => return Poll::Pending,
                         }
                     }
                 },
             },
         };
-        let (id, timeout_ms) = (w.id, w.timeout_ms);
+        let (id, timeout_ms) = (w.id(), w.timeout_ms());
         let decision = match resolution {
             Resolution::Approved { arguments, edited, scope, responder } => {
                 if *this.hand_off {

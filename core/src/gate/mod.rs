@@ -18,10 +18,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+mod answer;
 mod builder;
 mod bus;
 mod call;
@@ -32,6 +33,8 @@ mod recovery;
 mod respond;
 mod shared;
 mod tokens;
+use answer::Waiter;
+pub(crate) use answer::Waiting;
 pub use builder::GateBuilder;
 pub use bus::{LAGGED_SNAPSHOT_LIMIT, Lagged, PendingPage, Subscription, SubscriptionCloser};
 pub use call::{ApprovedBy, DEFAULT_SESSION, Decision, ToolCall};
@@ -39,7 +42,6 @@ pub use confirm::Confirm;
 pub use marker::{MARKER_META_KEY, MARKER_TTL};
 pub use recovery::{NotRestored, Recovery};
 
-/// What resolved a waiter; sent through its oneshot.
 /// A response that passed every check, and the request it claimed.
 struct Claimed {
     waiter: Waiter,
@@ -69,7 +71,6 @@ pub(crate) struct Inserting {
     abandoned: Arc<AtomicBool>,
 }
 
-/// A published request and the receiving end of its decision.
 /// What a deadline that passed locally turned out to mean.
 enum TimeOut {
     /// Timed out now, by this call; with the commit of its `timed_out` record when the store
@@ -83,40 +84,6 @@ enum TimeOut {
 
 /// The commit of a final record under way ([`Gate::record_final`]).
 pub(crate) type Settling = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
-
-pub(crate) struct Waiting {
-    id: Uuid,
-    /// Boxed: a pending call's channel then holds a pointer, not a whole resolution.
-    rx: oneshot::Receiver<Box<Resolution>>,
-    deadline: Instant,
-    timeout_ms: u64,
-}
-
-struct Waiter {
-    tx: oneshot::Sender<Box<Resolution>>,
-    request: Arc<ConfirmationRequest>,
-    tool: Arc<CompiledTool>,
-    deadline: Instant,
-}
-
-// A waiter is found by its request's id (kept once, in the request): the waiters table holds
-// 40-byte slots, where a map would repeat the 16-byte id in each.
-impl std::hash::Hash for Waiter {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.request.id.hash(h)
-    }
-}
-impl PartialEq for Waiter {
-    fn eq(&self, other: &Self) -> bool {
-        self.request.id == other.request.id
-    }
-}
-impl Eq for Waiter {}
-impl std::borrow::Borrow<Uuid> for Waiter {
-    fn borrow(&self) -> &Uuid {
-        &self.request.id
-    }
-}
 
 /// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
 /// `unknown_request`. Bounded: the oldest are forgotten first.
@@ -347,15 +314,13 @@ impl Gate {
         }
 
         let deadline = Instant::now() + timeout;
-        let (tx, rx) = oneshot::channel();
         if !self.inner.requests_made.load(Ordering::Relaxed) {
             self.inner.requests_made.store(true, Ordering::Relaxed);
             self.warn_if_unrecovered();
         }
         let shared = self.inner.store.is_shared();
         let abandoned = Arc::new(AtomicBool::new(false));
-        let waiter = Waiter { tx, request: request.clone(), tool: tool.clone(), deadline };
-        let waiting = Waiting { id, rx, deadline, timeout_ms };
+        let (waiter, waiting) = answer::pair(request.clone(), tool.clone(), deadline);
         // A store that writes elsewhere (or is shared) gets the request once its waiter and its
         // in-flight entry exist, so a cancellation from here on (a dropped call, `close`) finds
         // them and flags the row for the store to end.
@@ -763,13 +728,10 @@ impl Gate {
             Resolution::TimedOut => Resolution::TimedOut,
             Resolution::Cancelled(c) => Resolution::Cancelled(*c),
         };
-        let Waiter { tx, request, tool, deadline } = w;
         // Not listed as pending once its caller can see the decision (the rest of the
         // bookkeeping follows in `finish_local`).
-        self.inner.store.remove(&request.id);
-        let (shell_tx, _) = oneshot::channel();
-        let shell = Waiter { tx: shell_tx, request, tool, deadline };
-        match tx.send(Box::new(res)) {
+        self.inner.store.remove(&w.request.id);
+        match w.send(Box::new(res)) {
             Ok(()) => {
                 let o = match &report {
                     Resolution::Approved { .. } => Outcome::Approved,
@@ -777,14 +739,14 @@ impl Gate {
                     Resolution::TimedOut => Outcome::TimedOut,
                     Resolution::Cancelled(_) => Outcome::Cancelled,
                 };
-                Self::in_background(self.finish_local(shell, report, at_ms, recorded));
+                Self::in_background(self.finish_local(w, report, at_ms, recorded));
                 o
             }
             Err(_) => {
                 // The waiting task is gone: whatever was recorded, the tool does not run.
                 let recorded = recorded && matches!(report, Resolution::Cancelled(_));
                 let aborted = Resolution::Cancelled(CancelReason::Aborted);
-                Self::in_background(self.finish_local(shell, aborted, at_ms, recorded));
+                Self::in_background(self.finish_local(w, aborted, at_ms, recorded));
                 Outcome::Cancelled
             }
         }

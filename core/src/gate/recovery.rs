@@ -1,6 +1,6 @@
 //! Start-up recovery from a durable store.
 
-use super::{Gate, Waiter, Waiting, lock};
+use super::{Gate, lock};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::error::{Error, Result};
 use crate::event::{CancelReason, ConfirmationRequest, Outcome, now_ms};
@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// What [`Gate::recover`] found and did.
@@ -159,14 +158,13 @@ impl Gate {
         let id = request.id;
         let remaining = request.deadline_ms.saturating_sub(now_ms());
         let deadline = Instant::now() + Duration::from_millis(remaining);
-        let (tx, rx) = oneshot::channel();
+        let (waiter, waiting) = super::answer::pair(request.clone(), tool, deadline);
         {
             // As in `prepare`: the waiter exists before the store shows the request.
             let mut waiters = lock(&self.inner.waiters);
             self.inner.store.restore(request.clone());
-            waiters.replace(Waiter { tx, request: request.clone(), tool, deadline });
+            waiters.replace(waiter);
         }
-        let waiting = Waiting { id, rx, deadline, timeout_ms: request.timeout_ms };
         let gate = self.clone();
         let (name, session, call_id) =
             (request.tool.to_string(), request.session_id.to_string(), request.tool_call_id.clone());
