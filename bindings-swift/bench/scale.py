@@ -2,17 +2,19 @@
 nobody answering: the memory the library keeps per pending Swift `await gate.confirm(call)`.
 
 Each call does what the Swift extension's `confirm(_:)` does over the C ABI: `confirmCancellable`
-(the core's confirmation, started on the library's runtime) and `whenSettled` with a listener of
-one listener object (Swift: an `OnSettled` per call, which resumes the call's continuation). `--wait` instead creates
-the `wait()` future and polls it once with a continuation callback, as Swift's generated code
-does for an `await pending.wait()`. No Python coroutine or asyncio future is made per call; the
-script keeps the handles in a list made beforehand, and what Python holds per call (the handle
-ints, uniffi's map entry for each lowering of the listener, and tracemalloc's record of each) is
-counted by `tracemalloc` and subtracted from the RSS growth. Not
-counted: Swift's own objects per call (its listener and continuation, and a task per `await` if
+(the core's confirmation, started on the library's runtime) and `whenSettledToken` with the
+process's one `SettledSink` (Swift: `Settlements`, which resumes the call's continuation by its
+token). `--listener` instead gives each call a `SettledListener` object of its own (Swift: an
+`OnSettled` per call, what the extension did before); `--wait` creates the `wait()` future and
+polls it once with a continuation callback, as Swift's generated code does for an
+`await pending.wait()`. No Python coroutine or asyncio future is made per call; the script keeps
+the handles in a list made beforehand, and what Python holds per call (the handle ints, uniffi's
+map entry for each lowering of a listener, and tracemalloc's record of each) is counted by
+`tracemalloc` and subtracted from the RSS growth. Not counted: Swift's own objects per call (the
+handle's Swift object, the continuation's entry in `Settlements`' table, and a task per `await` if
 the application starts one per call); no Swift compiler here.
 
-    bindings-swift/bench/scale.sh [--n 1000000] [--wait]
+    bindings-swift/bench/scale.sh [--n 1000000] [--listener | --wait]
 """
 
 import argparse
@@ -38,9 +40,11 @@ def rss() -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--wait", action="store_true", help="hold a polled wait() future per call instead of a listener")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--listener", action="store_true", help="a SettledListener object per call instead of a token")
+    mode.add_argument("--wait", action="store_true", help="hold a polled wait() future per call instead of a token")
     a = ap.parse_args()
-    n, use_wait = a.n, a.wait
+    n, use_wait, use_listener = a.n, a.wait, a.listener
 
     woken = [0]
 
@@ -54,6 +58,12 @@ def main() -> None:
 
     listener = OnSettled()
 
+    class Sink(so.SettledSink):
+        def settled(self, token):
+            woken[0] += 1
+
+    sink = so.register_settled_sink(Sink())
+
     gate = so.Gate.open(config=so.GateConfig(deny_when_unobserved=False, default_timeout_ms=24 * 3600_000))
     schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
     gate.register_tool(so.ToolSpec(name="delete_file", description="Deletes a file", parameters_json=json.dumps(schema)))
@@ -62,8 +72,11 @@ def main() -> None:
         call = so.ToolCall(tool="delete_file", arguments_json=json.dumps({"path": f"/home/user/file-{i:06}.txt"}), call_id=f"call_{i:06}")
         pending = gate.confirm_cancellable(call)
         handle = pending._uniffi_clone_handle()
-        if not use_wait:
+        if use_listener:
             pending.when_settled(listener)
+            return handle, 0
+        if not use_wait:
+            pending.when_settled_token(sink, i)
             return handle, 0
         future = lib.uniffi_signoff_ffi_fn_method_pendingconfirmation_wait(pending._uniffi_clone_handle())
         lib.ffi_signoff_ffi_rust_future_poll_rust_buffer(future, continuation, 0)
@@ -91,7 +104,7 @@ def main() -> None:
     py1, rss1 = tracemalloc.get_traced_memory()[0] + tracemalloc.get_tracemalloc_memory(), rss()
     tracemalloc.stop()
     native = (rss1 - rss0) - (py1 - py0)
-    print(f"{n:,} confirmations pending, {'a polled wait() future' if use_wait else 'whenSettled'} each (made in {made:.1f} s)")
+    print(f"{n:,} confirmations pending, {'a polled wait() future' if use_wait else 'a whenSettled listener' if use_listener else 'whenSettledToken'} each (made in {made:.1f} s)")
     print(f"rss: {rss1 / 2**20:,.0f} MiB ({rss0 / 2**20:,.0f} MiB before; growth {(rss1 - rss0) / n:,.0f} B per pending call)")
     print(f"of which Python's own (tracemalloc: the handles, uniffi's map entries, tracemalloc's record of each): {(py1 - py0) / n:,.0f} B")
     print(f"the library's, per pending call: {native / n:,.0f} B; for {n:,}: {native / 2**20:,.0f} MiB")

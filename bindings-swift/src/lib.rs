@@ -232,15 +232,78 @@ struct Driven<T> {
 
 struct Settled<T> {
     out: Out<T>,
-    listeners: Vec<Listener>,
+    listeners: Listeners,
     /// The id of the next `wait()` that registers.
     next_wait: u64,
 }
 
 enum Listener {
     Foreign(Arc<dyn SettledListener>),
+    /// A registered sink's token (`whenSettled(sink:token:)`): nothing allocated per call.
+    Token(u32, u64),
     /// A `wait()` in progress (removed when it is dropped first).
     Wait(u64, std::task::Waker),
+}
+
+/// Usually one (the extension's continuation): kept inline, no allocation until a second.
+#[derive(Default)]
+enum Listeners {
+    #[default]
+    None,
+    One(Listener),
+    Many(Vec<Listener>),
+}
+
+impl Listeners {
+    fn push(&mut self, l: Listener) {
+        *self = match std::mem::take(self) {
+            Listeners::None => Listeners::One(l),
+            Listeners::One(first) => Listeners::Many(vec![first, l]),
+            Listeners::Many(mut v) => {
+                v.push(l);
+                Listeners::Many(v)
+            }
+        };
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Listener] {
+        match self {
+            Listeners::None => &mut [],
+            Listeners::One(l) => std::slice::from_mut(l),
+            Listeners::Many(v) => v,
+        }
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Listener) -> bool) {
+        match self {
+            Listeners::None => {}
+            Listeners::One(l) => {
+                if !keep(l) {
+                    *self = Listeners::None;
+                }
+            }
+            Listeners::Many(v) => v.retain(keep),
+        }
+    }
+
+    fn tell(self) {
+        let tell = |l: Listener| match l {
+            Listener::Foreign(l) => l.settled(),
+            Listener::Token(sink, token) => {
+                // Registered before the token was accepted, and never removed.
+                let sink = SINKS.read().unwrap_or_else(|e| e.into_inner()).get(sink as usize).cloned();
+                if let Some(sink) = sink {
+                    sink.settled(token);
+                }
+            }
+            Listener::Wait(_, w) => w.wake(),
+        };
+        match self {
+            Listeners::None => {}
+            Listeners::One(l) => tell(l),
+            Listeners::Many(v) => v.into_iter().for_each(tell),
+        }
+    }
 }
 
 enum Out<T> {
@@ -308,12 +371,7 @@ impl<T: Send + 'static> Driven<T> {
             o.out = out;
             std::mem::take(&mut o.listeners)
         };
-        for l in listeners {
-            match l {
-                Listener::Foreign(l) => l.settled(),
-                Listener::Wait(_, w) => w.wake(),
-            }
-        }
+        listeners.tell();
     }
 }
 
@@ -323,7 +381,7 @@ impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
     fn spawn(fut: impl Future<Output = T> + Send + 'static) -> Self {
         let driven = Arc::new(Driven {
             fut: Mutex::new(Some(Box::pin(fut))),
-            out: Mutex::new(Settled { out: Out::Waiting, listeners: Vec::new(), next_wait: 0 }),
+            out: Mutex::new(Settled { out: Out::Waiting, listeners: Listeners::None, next_wait: 0 }),
             scheduled: std::sync::atomic::AtomicBool::new(false),
             cancelled: std::sync::atomic::AtomicBool::new(false),
         });
@@ -348,17 +406,28 @@ impl<T: Clone + Send + Sync + 'static> Cancellable<T> {
 
     /// Tells `listener` once the outcome is in: from the thread that settles it, or at once,
     /// here, when it already is.
-    fn when_settled(&self, listener: Arc<dyn SettledListener>) {
+    fn when_settled(&self, listener: Listener) {
         {
             let mut o = lock(&self.driven.out);
             if matches!(o.out, Out::Waiting) {
-                // One pending call usually has one listener: no room for more until needed.
-                o.listeners.reserve_exact(1);
-                o.listeners.push(Listener::Foreign(listener));
+                o.listeners.push(listener);
                 return;
             }
         }
-        listener.settled();
+        Listeners::One(listener).tell();
+    }
+
+    /// [`when_settled`](Self::when_settled) with a registered sink's token.
+    fn when_settled_token(&self, sink: u32, token: u64) -> Result<(), SignoffError> {
+        let known = (sink as usize) < SINKS.read().unwrap_or_else(|e| e.into_inner()).len();
+        if !known {
+            return Err(core::Error::Config(format!(
+                "settled sink {sink} is not registered (use the id `registerSettledSink` returned)"
+            ))
+            .into());
+        }
+        self.when_settled(Listener::Token(sink, token));
+        Ok(())
     }
 
     fn cancel(&self) {
@@ -390,7 +459,7 @@ impl<T: Clone> Future for Wait<'_, T> {
             Out::Waiting => {}
         }
         let registered = self.id.and_then(|id| {
-            o.listeners.iter_mut().find_map(|l| match l {
+            o.listeners.as_mut_slice().iter_mut().find_map(|l| match l {
                 Listener::Wait(i, w) if *i == id => Some(w),
                 _ => None,
             })
@@ -449,7 +518,15 @@ impl PendingConfirmation {
     /// continuation resumed by the listener keeps no Rust future per pending call (a `wait()`
     /// keeps one of ~500 bytes).
     pub fn when_settled(&self, listener: Arc<dyn SettledListener>) {
-        self.task.when_settled(listener);
+        self.task.when_settled(Listener::Foreign(listener));
+    }
+
+    /// `whenSettled(listener:)` for many calls at once: `sink` (an id from
+    /// `registerSettledSink`) is told `token` once this call is settled (at once when it already
+    /// is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+    /// id that was never registered.
+    pub fn when_settled_token(&self, sink: u32, token: u64) -> Result<(), SignoffError> {
+        self.task.when_settled_token(sink, token)
     }
 
     /// The decision, as `wait()` returns it, once it is in; nil while the call still waits.
@@ -483,6 +560,38 @@ pub trait SettledListener: Send + Sync {
     fn settled(&self);
 }
 
+/// Told the token of each pending call that settles (`whenSettledToken`): one object for any
+/// number of calls, where a `SettledListener` is one per call. What the Swift extension's
+/// `confirm`, `execute` and `executeBatch` wait with (a million waiting calls then cost no
+/// listener object each). Called from a thread of the library's (or at once, from
+/// `whenSettledToken`, when the call already is settled): it must return quickly.
+#[uniffi::export(with_foreign)]
+pub trait SettledSink: Send + Sync {
+    fn settled(&self, token: u64);
+}
+
+/// Sinks are few (a process needs one) and live as long as the process: ids are indexes.
+static SINKS: std::sync::RwLock<Vec<Arc<dyn SettledSink>>> = std::sync::RwLock::new(Vec::new());
+
+/// At most this many sinks per process: registering one per call would be a leak.
+const MAX_SINKS: usize = 64;
+
+/// Registers `sink` for the life of the process and returns its id, for
+/// `whenSettledToken(sink:token:)` on pending calls. Errors: `config` after 64 registrations
+/// (register one sink and reuse it).
+#[uniffi::export]
+pub fn register_settled_sink(sink: Arc<dyn SettledSink>) -> Result<u32, SignoffError> {
+    let mut sinks = SINKS.write().unwrap_or_else(|e| e.into_inner());
+    if sinks.len() >= MAX_SINKS {
+        return Err(core::Error::Config(format!(
+            "{MAX_SINKS} settled sinks are registered already: register one and reuse it for every call"
+        ))
+        .into());
+    }
+    sinks.push(sink);
+    Ok((sinks.len() - 1) as u32)
+}
+
 /// An execution in flight (`Gate.executeCancellable`). `wait()` returns the result, or nil when
 /// it was cancelled first. Cancelling follows the core's rule (`Gate::execute`): while the call
 /// waits for a decision, its request is cancelled (`aborted`) and the tool never runs; once the
@@ -502,7 +611,15 @@ impl PendingExecution {
     /// Calls `listener.settled()` once the result is in or the execution was cancelled (at
     /// once when it already is); then `result()` returns it (as `PendingConfirmation.whenSettled`).
     pub fn when_settled(&self, listener: Arc<dyn SettledListener>) {
-        self.task.when_settled(listener);
+        self.task.when_settled(Listener::Foreign(listener));
+    }
+
+    /// `whenSettled(listener:)` for many calls at once: `sink` (an id from
+    /// `registerSettledSink`) is told `token` once this call is settled (at once when it already
+    /// is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+    /// id that was never registered.
+    pub fn when_settled_token(&self, sink: u32, token: u64) -> Result<(), SignoffError> {
+        self.task.when_settled_token(sink, token)
     }
 
     /// The result, as `wait()` returns it, once settled; nil while the call still runs, and nil
@@ -536,7 +653,15 @@ impl PendingBatch {
     /// Calls `listener.settled()` once the results are in or the batch was cancelled (at once
     /// when it already is); then `results()` returns them.
     pub fn when_settled(&self, listener: Arc<dyn SettledListener>) {
-        self.task.when_settled(listener);
+        self.task.when_settled(Listener::Foreign(listener));
+    }
+
+    /// `whenSettled(listener:)` for many calls at once: `sink` (an id from
+    /// `registerSettledSink`) is told `token` once this call is settled (at once when it already
+    /// is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+    /// id that was never registered.
+    pub fn when_settled_token(&self, sink: u32, token: u64) -> Result<(), SignoffError> {
+        self.task.when_settled_token(sink, token)
     }
 
     /// The results, as `wait()` returns them, once settled; nil while the calls still run, and

@@ -6,6 +6,7 @@ The XCTest suite (Tests/SignoffTests/SignoffTests.swift) covers the same cases i
 import asyncio
 import gc
 import json
+import threading
 import time
 import uuid
 
@@ -84,10 +85,38 @@ class OnSettled(so.SettledListener):
         self.body()
 
 
+class Sink(so.SettledSink):
+    """The Swift extension's `Settlements`: one sink for the process, told each waiting call's
+    token; here each token maps to a function."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.next = 0
+        self.waiting = {}
+        self.told = []
+
+    def register(self, body):
+        with self.lock:
+            self.next += 1
+            self.waiting[self.next] = body
+            return self.next
+
+    def settled(self, token):
+        with self.lock:
+            self.told.append(token)
+            body = self.waiting.pop(token, None)
+        if body is not None:
+            body()
+
+
+SINK = Sink()
+SINK_ID = so.register_settled_sink(SINK)
+
+
 async def confirm(gate, c):
-    """What the Swift extension's `confirm(_:)` does: a continuation resumed by a
-    `SettledListener`, then `decision()`; and cancel when the task is cancelled (Swift:
-    withTaskCancellationHandler)."""
+    """What the Swift extension's `confirm(_:)` does: a continuation resumed through the
+    process's `SettledSink` by token, then `decision()`; and cancel when the task is cancelled
+    (Swift: withTaskCancellationHandler)."""
     pending = gate.confirm_cancellable(c)
     loop = asyncio.get_running_loop()
     settled = loop.create_future()
@@ -96,7 +125,7 @@ async def confirm(gate, c):
         if not settled.done():
             settled.set_result(None)
 
-    pending.when_settled(OnSettled(lambda: loop.call_soon_threadsafe(resume)))
+    pending.when_settled_token(SINK_ID, SINK.register(lambda: loop.call_soon_threadsafe(resume)))
     try:
         await settled
     except asyncio.CancelledError:
@@ -514,6 +543,91 @@ async def test_when_settled_tells_each_listener_once_then_decision_is_in():
     await asyncio.sleep(0.05)
     assert (first.calls, second.calls, late.calls) == (1, 1, 1)
     assert (await p.wait()).is_approved()
+
+
+@async_test
+async def test_settled_sink_is_told_each_token_once():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call())
+    req = await next_request(sub)
+    first, second = Counter(), Counter()
+    t1, t2 = SINK.register(first.listener.settled), SINK.register(second.listener.settled)
+    p.when_settled_token(SINK_ID, t1)
+    p.when_settled_token(SINK_ID, t2)
+    await asyncio.sleep(0.05)
+    assert first.calls == 0 and second.calls == 0 and p.decision() is None
+    gate.deny(req, reason="no")
+    await first.wait_for(1)
+    await second.wait_for(1)
+    d = p.decision()
+    assert isinstance(d, so.Decision.DENIED) and d.request_id == req.id
+    # Already settled: told at once, from this call.
+    late = Counter()
+    t3 = SINK.register(late.listener.settled)
+    p.when_settled_token(SINK_ID, t3)
+    assert late.calls == 1
+    await asyncio.sleep(0.05)
+    assert (first.calls, second.calls, late.calls) == (1, 1, 1)
+    assert [SINK.told.count(t) for t in (t1, t2, t3)] == [1, 1, 1]
+    # Executions and batches too, including one cancelled while it waits.
+    gate = so.Gate()
+    ex = Exec(lambda a: "ran")
+    gate.register_executable_tool(delete_spec(), ex)
+    sub = gate.subscribe()
+    ran, cancelled, batch = Counter(), Counter(), Counter()
+    x = gate.execute_cancellable(call(call_id="c1"))
+    x.when_settled_token(SINK_ID, SINK.register(ran.listener.settled))
+    gate.approve(await next_request(sub))
+    await ran.wait_for(1)
+    assert x.result().status == so.ToolStatus.EXECUTED and len(ex.calls) == 1
+    q = gate.execute_cancellable(call())
+    q.when_settled_token(SINK_ID, SINK.register(cancelled.listener.settled))
+    await next_request(sub)
+    q.cancel()
+    await cancelled.wait_for(1)
+    assert q.is_finished() and q.result() is None and len(ex.calls) == 1
+    b = gate.execute_batch_cancellable([call(call_id="b1")])
+    b.when_settled_token(SINK_ID, SINK.register(batch.listener.settled))
+    gate.approve(await next_request(sub))
+    await batch.wait_for(1)
+    assert [r.call_id for r in b.results()] == ["b1"] and len(ex.calls) == 2
+
+
+@async_test
+async def test_many_confirms_resume_their_own_calls():
+    # The extension's `confirm` waits through one sink for the process: each call must be
+    # resumed with its own decision.
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    paths = [f"/tmp/{i}" for i in range(40)]
+    calls = [asyncio.ensure_future(confirm(gate, call(args={"path": p}))) for p in paths]
+    for _ in paths:
+        req = await next_request(sub)
+        path = json.loads(req.arguments_json)["path"]
+        if path.endswith("7"):
+            gate.deny(req, reason=path)
+        else:
+            gate.approve(req)
+    for path, d in zip(paths, await asyncio.gather(*calls)):
+        if path.endswith("7"):
+            assert isinstance(d, so.Decision.DENIED) and d.reason == path
+        else:
+            assert d.is_approved(), path
+
+
+def test_settled_sink_ids_are_checked_and_registrations_bounded():
+    gate = gate_with_delete()
+    p = gate.confirm_cancellable(call())
+    with pytest.raises(so.SignoffError.Config):
+        p.when_settled_token(SINK_ID + 1000, 1)
+    # Registering one per call would leak: the library stops at 64 per process.
+    ids = []
+    with pytest.raises(so.SignoffError.Config):
+        for _ in range(65):
+            ids.append(so.register_settled_sink(Sink()))
+    assert len(ids) < 64 and ids == sorted(set(ids)) and SINK_ID not in ids
+    p.cancel()
 
 
 @async_test

@@ -33,7 +33,9 @@ DECLARATIONS = [
     (r"open func wait\(\)async\s+-> ToolResult\?", "PendingExecution.wait"),
     (r"open func wait\(\)async\s+-> \[ToolResult\]\?", "PendingBatch.wait"),
     (r"open func cancel\(\)", "Pending*.cancel"),
-    (r"open func whenSettled\(listener: SettledListener\)", "Gate.confirm, Gate.execute, Gate.executeBatch"),
+    (r"open func whenSettled\(listener: SettledListener\)", "untilSettled (fallback), tests"),
+    (r"open func whenSettledToken\(sink: UInt32, token: UInt64\)throws", "Gate.confirm, Gate.execute, Gate.executeBatch"),
+    (r"public func registerSettledSink\(sink: SettledSink\)throws\s+-> UInt32", "Settlements.shared"),
     (r"open func decision\(\)throws\s+-> Decision\?", "PendingConfirmation.settledDecision"),
     (r"open func result\(\) -> ToolResult\?", "Gate.execute"),
     (r"open func results\(\) -> \[ToolResult\]\?", "Gate.executeBatch"),
@@ -43,6 +45,7 @@ DECLARATIONS = [
     # foreign traits
     (r"public protocol ApprovalHandler: AnyObject, Sendable \{\s+func handle\(request: PendingRequest\) async throws", "ClosureApprovalHandler"),
     (r"public protocol SettledListener: AnyObject, Sendable \{\s+func settled\(\)", "OnSettled"),
+    (r"public protocol SettledSink: AnyObject, Sendable \{\s+func settled\(token: UInt64\)", "Settlements"),
     (r"public protocol ToolExecutor: AnyObject, Sendable \{\s+func execute\(argumentsJson: String, context: CallContext\) async throws\s+-> String", "ClosureToolExecutor"),
     (r"public struct CallContext \{[^}]*public var tool: String\n[^}]*public var callId: String\?\n[^}]*"
      r"public var requestId: String\?\n[^}]*public var sessionId: String\n[^}]*public var edited: Bool\n[^}]*"

@@ -4,8 +4,9 @@
 // - `Gate.confirm(_:)`, `execute(_:)`, `executeBatch(_:)`: async, and cancelling the calling
 //   Task cancels the confirmation (which denies). uniffi does not propagate Swift cancellation
 //   into Rust, so these wait on the native `Pending*` handle inside `withTaskCancellationHandler`
-//   and call its `cancel()`; they wait with a continuation that the handle's `whenSettled`
-//   listener resumes, so no Rust future is kept per call while it waits.
+//   and call its `cancel()`; they wait with a continuation that the process's one
+//   `SettledSink` resumes by token (`whenSettledToken`), so no Rust future and no listener
+//   object is kept per call while it waits.
 // - `Gate.events()` / `Subscription.events()`: the request stream as an `AsyncStream`;
 //   terminating the stream (consumer task cancelled, loop exited, stream released) closes the
 //   subscription.
@@ -31,13 +32,13 @@ extension Gate {
     public func confirm(_ call: ToolCall) async throws -> Decision {
         let pending = try confirmCancellable(call: call)
         return try await withTaskCancellationHandler {
-            // Resumed by the library when the decision is in: no Rust future is kept per
-            // pending call (see `PendingConfirmation.whenSettled`).
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Decision, Error>) in
-                pending.whenSettled(listener: OnSettled {
-                    continuation.resume(with: Result { try pending.settledDecision() })
-                })
-            }
+            // Resumed by the library when the decision is in: no Rust future and no listener
+            // object is kept per pending call (see `PendingConfirmation.whenSettledToken`).
+            await untilSettled(
+                token: { try pending.whenSettledToken(sink: $0, token: $1) },
+                listener: { pending.whenSettled(listener: $0) }
+            )
+            return try pending.settledDecision()
         } onCancel: {
             pending.cancel()
         }
@@ -67,9 +68,11 @@ extension Gate {
     public func execute(_ call: ToolCall) async throws -> ToolResult {
         let pending = try executeCancellable(call: call)
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<ToolResult?, Never>) in
-                pending.whenSettled(listener: OnSettled { continuation.resume(returning: pending.result()) })
-            }
+            await untilSettled(
+                token: { try pending.whenSettledToken(sink: $0, token: $1) },
+                listener: { pending.whenSettled(listener: $0) }
+            )
+            return pending.result()
         } onCancel: {
             pending.cancel()
         }
@@ -85,9 +88,11 @@ extension Gate {
     public func executeBatch(_ calls: [ToolCall]) async throws -> [ToolResult] {
         let pending = try executeBatchCancellable(calls: calls)
         let results = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<[ToolResult]?, Never>) in
-                pending.whenSettled(listener: OnSettled { continuation.resume(returning: pending.results()) })
-            }
+            await untilSettled(
+                token: { try pending.whenSettledToken(sink: $0, token: $1) },
+                listener: { pending.whenSettled(listener: $0) }
+            )
+            return pending.results()
         } onCancel: {
             pending.cancel()
         }
@@ -165,6 +170,70 @@ extension Gate {
             }
             continuation.onTermination = { _ in pump.cancel() }
         }
+    }
+}
+
+/// Suspends until a pending call has settled: through the process's one `SettledSink` and a
+/// token (`token(sinkId, token)` hands it to the call), or, if that sink could not be
+/// registered, with a `SettledListener` of its own (`listener`).
+func untilSettled(
+    token: (UInt32, UInt64) throws -> Void,
+    listener: (SettledListener) -> Void
+) async {
+    guard let settlements = Settlements.shared else {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            listener(OnSettled { continuation.resume() })
+        }
+        return
+    }
+    await settlements.wait(token)
+}
+
+/// The extension's `SettledSink`: one per process, registered on first use, resuming each
+/// waiting call's continuation by its token. A waiting call costs one table entry here (an
+/// `UnsafeContinuation` is a pointer, nothing allocated) and nothing on the Rust side.
+final class Settlements: SettledSink, @unchecked Sendable {
+    /// nil when the library refused the registration (it allows 64 sinks per process).
+    static let shared: Settlements? = {
+        let settlements = Settlements()
+        guard let id = try? registerSettledSink(sink: settlements) else { return nil }
+        settlements.sinkId = id
+        return settlements
+    }()
+
+    private let lock = NSLock()
+    /// Set once, before `shared` is returned to anyone.
+    private var sinkId: UInt32 = 0
+    private var nextToken: UInt64 = 0
+    private var waiting: [UInt64: UnsafeContinuation<Void, Never>] = [:]
+
+    private init() {}
+
+    /// Suspends until `settled(token:)` is called with the token handed to `start`. A `start`
+    /// that throws (not expected: the sink is registered) resumes at once; the caller then finds
+    /// the call unsettled and reports it.
+    func wait(_ start: (UInt32, UInt64) throws -> Void) async {
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            lock.lock()
+            nextToken &+= 1
+            let token = nextToken
+            waiting[token] = continuation
+            lock.unlock()
+            do {
+                try start(sinkId, token)
+            } catch {
+                settled(token: token)
+            }
+        }
+    }
+
+    /// From the library, once per token (or at once, from `whenSettledToken`, when the call has
+    /// already settled).
+    func settled(token: UInt64) {
+        lock.lock()
+        let continuation = waiting.removeValue(forKey: token)
+        lock.unlock()
+        continuation?.resume()
     }
 }
 

@@ -2330,6 +2330,14 @@ public protocol PendingBatchProtocol: AnyObject, Sendable {
      */
     func whenSettled(listener: SettledListener) 
     
+    /**
+     * `whenSettled(listener:)` for many calls at once: `sink` (an id from
+     * `registerSettledSink`) is told `token` once this call is settled (at once when it already
+     * is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+     * id that was never registered.
+     */
+    func whenSettledToken(sink: UInt32, token: UInt64) throws 
+    
 }
 /**
  * A batch in flight (`Gate.executeBatchCancellable`). Results come in the order of the calls;
@@ -2448,6 +2456,22 @@ open func whenSettled(listener: SettledListener)  {try! rustCall() {
 }
 }
     
+    /**
+     * `whenSettled(listener:)` for many calls at once: `sink` (an id from
+     * `registerSettledSink`) is told `token` once this call is settled (at once when it already
+     * is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+     * id that was never registered.
+     */
+open func whenSettledToken(sink: UInt32, token: UInt64)throws   {try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingbatch_when_settled_token(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(sink),
+        FfiConverterUInt64.lower(token),uniffiCallStatus
+    )
+}
+}
+    
 
     
 }
@@ -2528,6 +2552,14 @@ public protocol PendingConfirmationProtocol: AnyObject, Sendable {
      * keeps one of ~500 bytes).
      */
     func whenSettled(listener: SettledListener) 
+    
+    /**
+     * `whenSettled(listener:)` for many calls at once: `sink` (an id from
+     * `registerSettledSink`) is told `token` once this call is settled (at once when it already
+     * is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+     * id that was never registered.
+     */
+    func whenSettledToken(sink: UInt32, token: UInt64) throws 
     
 }
 /**
@@ -2653,6 +2685,22 @@ open func whenSettled(listener: SettledListener)  {try! rustCall() {
 }
 }
     
+    /**
+     * `whenSettled(listener:)` for many calls at once: `sink` (an id from
+     * `registerSettledSink`) is told `token` once this call is settled (at once when it already
+     * is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+     * id that was never registered.
+     */
+open func whenSettledToken(sink: UInt32, token: UInt64)throws   {try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingconfirmation_when_settled_token(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(sink),
+        FfiConverterUInt64.lower(token),uniffiCallStatus
+    )
+}
+}
+    
 
     
 }
@@ -2729,6 +2777,14 @@ public protocol PendingExecutionProtocol: AnyObject, Sendable {
      * once when it already is); then `result()` returns it (as `PendingConfirmation.whenSettled`).
      */
     func whenSettled(listener: SettledListener) 
+    
+    /**
+     * `whenSettled(listener:)` for many calls at once: `sink` (an id from
+     * `registerSettledSink`) is told `token` once this call is settled (at once when it already
+     * is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+     * id that was never registered.
+     */
+    func whenSettledToken(sink: UInt32, token: UInt64) throws 
     
 }
 /**
@@ -2847,6 +2903,22 @@ open func whenSettled(listener: SettledListener)  {try! rustCall() {
     uniffi_signoff_ffi_fn_method_pendingexecution_when_settled(
             self.uniffiCloneHandle(),
         FfiConverterTypeSettledListener_lower(listener),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * `whenSettled(listener:)` for many calls at once: `sink` (an id from
+     * `registerSettledSink`) is told `token` once this call is settled (at once when it already
+     * is). Nothing is allocated per call, on either side of the FFI. Errors: `config` for a sink
+     * id that was never registered.
+     */
+open func whenSettledToken(sink: UInt32, token: UInt64)throws   {try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_pendingexecution_when_settled_token(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(sink),
+        FfiConverterUInt64.lower(token),uniffiCallStatus
     )
 }
 }
@@ -3471,6 +3543,218 @@ public func FfiConverterTypeSettledListener_lift(_ handle: UInt64) throws -> Set
 #endif
 public func FfiConverterTypeSettledListener_lower(_ value: SettledListener) -> UInt64 {
     return FfiConverterTypeSettledListener.lower(value)
+}
+
+
+
+
+
+
+/**
+ * Told the token of each pending call that settles (`whenSettledToken`): one object for any
+ * number of calls, where a `SettledListener` is one per call. What the Swift extension's
+ * `confirm`, `execute` and `executeBatch` wait with (a million waiting calls then cost no
+ * listener object each). Called from a thread of the library's (or at once, from
+ * `whenSettledToken`, when the call already is settled): it must return quickly.
+ */
+public protocol SettledSink: AnyObject, Sendable {
+    
+    func settled(token: UInt64) 
+    
+}
+/**
+ * Told the token of each pending call that settles (`whenSettledToken`): one object for any
+ * number of calls, where a `SettledListener` is one per call. What the Swift extension's
+ * `confirm`, `execute` and `executeBatch` wait with (a million waiting calls then cost no
+ * listener object each). Called from a thread of the library's (or at once, from
+ * `whenSettledToken`, when the call already is settled): it must return quickly.
+ */
+open class SettledSinkImpl: SettledSink, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_signoff_ffi_fn_clone_settledsink(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_signoff_ffi_fn_free_settledsink(handle, $0) }
+    }
+
+    
+
+    
+open func settled(token: UInt64)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_settledsink_settled(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(token),uniffiCallStatus
+    )
+}
+}
+    
+
+    
+}
+
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceSettledSink {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceSettledSink = UniffiVTableCallbackInterfaceSettledSink(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterTypeSettledSink.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface SettledSink: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterTypeSettledSink.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface SettledSink: handle missing in uniffiClone")
+            }
+        },
+        settled: { (
+            uniffiHandle: UInt64,
+            token: UInt64,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterTypeSettledSink.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.settled(
+                     token: try FfiConverterUInt64.lift(token)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceSettledSink> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceSettledSink>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitSettledSink() {
+    uniffi_signoff_ffi_fn_init_callback_vtable_settledsink(UniffiCallbackInterfaceSettledSink.vtablePtr)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSettledSink: FfiConverter {
+    fileprivate static let handleMap = UniffiHandleMap<SettledSink>()
+
+    typealias FfiType = UInt64
+    typealias SwiftType = SettledSink
+
+    public static func lift(_ handle: UInt64) throws -> SettledSink {
+        if ((handle & 1) == 0) {
+            // Rust-generated handle, construct a new class that uses the handle to implement the
+            // interface
+            return SettledSinkImpl(unsafeFromHandle: handle)
+        } else {
+            // Swift-generated handle, get the object from the handle map
+            return try handleMap.remove(handle: handle)
+        }
+    }
+
+    public static func lower(_ value: SettledSink) -> UInt64 {
+         if let rustImpl = value as? SettledSinkImpl {
+             // Rust-implemented object.  Clone the handle and return it
+            return rustImpl.uniffiCloneHandle()
+         } else {
+            // Swift object, generate a new vtable handle and return that.
+            return handleMap.insert(obj: value)
+         }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SettledSink {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: SettledSink, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSettledSink_lift(_ handle: UInt64) throws -> SettledSink {
+    return try FfiConverterTypeSettledSink.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSettledSink_lower(_ value: SettledSink) -> UInt64 {
+    return FfiConverterTypeSettledSink.lower(value)
 }
 
 
@@ -9469,6 +9753,19 @@ public func uniffiForeignFutureHandleCountSignoffFfi() -> Int {
     UNIFFI_FOREIGN_FUTURE_HANDLE_MAP.count
 }
 /**
+ * Registers `sink` for the life of the process and returns its id, for
+ * `whenSettledToken(sink:token:)` on pending calls. Errors: `config` after 64 registrations
+ * (register one sink and reuse it).
+ */
+public func registerSettledSink(sink: SettledSink)throws  -> UInt32  {
+    return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_func_register_settled_sink(
+        FfiConverterTypeSettledSink_lower(sink),uniffiCallStatus
+    )
+})
+}
+/**
  * The stable snake_case name of an error kind, e.g. `"already_resolved"` (the core's
  * `ErrorKind::as_str`).
  */
@@ -9604,6 +9901,9 @@ private let initializationResult: InitializationResult = {
     let scaffolding_contract_version = ffi_signoff_ffi_uniffi_contract_version()
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_func_register_settled_sink() != 20881) {
+        return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_func_error_kind_name() != 5734) {
         return InitializationResult.apiChecksumMismatch
@@ -9776,6 +10076,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_pendingbatch_when_settled() != 7882) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_pendingbatch_when_settled_token() != 47289) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_cancel() != 9296) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -9791,6 +10094,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_when_settled() != 17680) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_pendingconfirmation_when_settled_token() != 23289) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_pendingexecution_cancel() != 58041) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -9804,6 +10110,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_pendingexecution_when_settled() != 18173) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_pendingexecution_when_settled_token() != 52757) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_pendingrequest_approve() != 2835) {
@@ -9822,6 +10131,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_settledlistener_settled() != 50872) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_settledsink_settled() != 63086) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_subscription_close() != 50338) {
@@ -9893,6 +10205,7 @@ private let initializationResult: InitializationResult = {
 
     uniffiCallbackInitApprovalHandler()
     uniffiCallbackInitSettledListener()
+    uniffiCallbackInitSettledSink()
     uniffiCallbackInitToolExecutor()
     return InitializationResult.ok
 }()

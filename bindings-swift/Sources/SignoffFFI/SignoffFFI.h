@@ -256,6 +256,13 @@ typedef void (*UniffiCallbackInterfaceSettledListenerMethod0)(uint64_t, void* _N
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_SETTLED_SINK_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_SETTLED_SINK_METHOD0
+typedef void (*UniffiCallbackInterfaceSettledSinkMethod0)(uint64_t, uint64_t, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOOL_EXECUTOR_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOOL_EXECUTOR_METHOD0
 typedef void (*UniffiCallbackInterfaceToolExecutorMethod0)(uint64_t, RustBuffer, RustBuffer, UniffiForeignFutureCompleteRustBuffer _Nonnull, uint64_t, UniffiForeignFutureDroppedCallbackStruct* _Nonnull
@@ -278,6 +285,15 @@ typedef struct UniffiVTableCallbackInterfaceSettledListener {
     UniffiCallbackInterfaceClone _Nonnull uniffiClone;
     UniffiCallbackInterfaceSettledListenerMethod0 _Nonnull settled;
 } UniffiVTableCallbackInterfaceSettledListener;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SETTLED_SINK
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SETTLED_SINK
+typedef struct UniffiVTableCallbackInterfaceSettledSink {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceSettledSinkMethod0 _Nonnull settled;
+} UniffiVTableCallbackInterfaceSettledSink;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_TOOL_EXECUTOR
@@ -590,6 +606,11 @@ uint64_t uniffi_signoff_ffi_fn_method_pendingbatch_wait(uint64_t ptr
 void uniffi_signoff_ffi_fn_method_pendingbatch_when_settled(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_WHEN_SETTLED_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGBATCH_WHEN_SETTLED_TOKEN
+void uniffi_signoff_ffi_fn_method_pendingbatch_when_settled_token(uint64_t ptr, uint32_t sink, uint64_t token, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGCONFIRMATION
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGCONFIRMATION
 uint64_t uniffi_signoff_ffi_fn_clone_pendingconfirmation(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -625,6 +646,11 @@ uint64_t uniffi_signoff_ffi_fn_method_pendingconfirmation_wait(uint64_t ptr
 void uniffi_signoff_ffi_fn_method_pendingconfirmation_when_settled(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED_TOKEN
+void uniffi_signoff_ffi_fn_method_pendingconfirmation_when_settled_token(uint64_t ptr, uint32_t sink, uint64_t token, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGEXECUTION
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGEXECUTION
 uint64_t uniffi_signoff_ffi_fn_clone_pendingexecution(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -658,6 +684,11 @@ uint64_t uniffi_signoff_ffi_fn_method_pendingexecution_wait(uint64_t ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WHEN_SETTLED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WHEN_SETTLED
 void uniffi_signoff_ffi_fn_method_pendingexecution_when_settled(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WHEN_SETTLED_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_PENDINGEXECUTION_WHEN_SETTLED_TOKEN
+void uniffi_signoff_ffi_fn_method_pendingexecution_when_settled_token(uint64_t ptr, uint32_t sink, uint64_t token, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_PENDINGREQUEST
@@ -713,6 +744,26 @@ void uniffi_signoff_ffi_fn_init_callback_vtable_settledlistener(const UniffiVTab
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SETTLEDLISTENER_SETTLED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SETTLEDLISTENER_SETTLED
 void uniffi_signoff_ffi_fn_method_settledlistener_settled(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SETTLEDSINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SETTLEDSINK
+uint64_t uniffi_signoff_ffi_fn_clone_settledsink(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_SETTLEDSINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FREE_SETTLEDSINK
+void uniffi_signoff_ffi_fn_free_settledsink(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_INIT_CALLBACK_VTABLE_SETTLEDSINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_INIT_CALLBACK_VTABLE_SETTLEDSINK
+void uniffi_signoff_ffi_fn_init_callback_vtable_settledsink(const UniffiVTableCallbackInterfaceSettledSink* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SETTLEDSINK_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_SETTLEDSINK_SETTLED
+void uniffi_signoff_ffi_fn_method_settledsink_settled(uint64_t ptr, uint64_t token, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_CLONE_SUBSCRIPTION
@@ -924,6 +975,11 @@ RustBuffer uniffi_signoff_ffi_fn_method_decision_scope(RustBuffer ptr, RustCallS
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_TIMEOUT_MS
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_DECISION_TIMEOUT_MS
 RustBuffer uniffi_signoff_ffi_fn_method_decision_timeout_ms(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_REGISTER_SETTLED_SINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_REGISTER_SETTLED_SINK
+uint32_t uniffi_signoff_ffi_fn_func_register_settled_sink(uint64_t sink, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_ERROR_KIND_NAME
@@ -1235,6 +1291,12 @@ void ffi_signoff_ffi_rust_future_free_void(uint64_t handle
 #ifndef UNIFFI_FFIDEF_FFI_SIGNOFF_FFI_RUST_FUTURE_COMPLETE_VOID
 #define UNIFFI_FFIDEF_FFI_SIGNOFF_FFI_RUST_FUTURE_COMPLETE_VOID
 void ffi_signoff_ffi_rust_future_complete_void(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_REGISTER_SETTLED_SINK
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_REGISTER_SETTLED_SINK
+uint16_t uniffi_signoff_ffi_checksum_func_register_settled_sink(void
+    
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_ERROR_KIND_NAME
@@ -1579,6 +1641,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingbatch_when_settled(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_WHEN_SETTLED_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGBATCH_WHEN_SETTLED_TOKEN
+uint16_t uniffi_signoff_ffi_checksum_method_pendingbatch_when_settled_token(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_CANCEL
 uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_cancel(void
@@ -1609,6 +1677,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_when_settled(voi
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGCONFIRMATION_WHEN_SETTLED_TOKEN
+uint16_t uniffi_signoff_ffi_checksum_method_pendingconfirmation_when_settled_token(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_CANCEL
 uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_cancel(void
@@ -1636,6 +1710,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_wait(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WHEN_SETTLED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WHEN_SETTLED
 uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_when_settled(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WHEN_SETTLED_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_PENDINGEXECUTION_WHEN_SETTLED_TOKEN
+uint16_t uniffi_signoff_ffi_checksum_method_pendingexecution_when_settled_token(void
     
 );
 #endif
@@ -1672,6 +1752,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_pendingrequest_request(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SETTLEDLISTENER_SETTLED
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SETTLEDLISTENER_SETTLED
 uint16_t uniffi_signoff_ffi_checksum_method_settledlistener_settled(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SETTLEDSINK_SETTLED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_SETTLEDSINK_SETTLED
+uint16_t uniffi_signoff_ffi_checksum_method_settledsink_settled(void
     
 );
 #endif

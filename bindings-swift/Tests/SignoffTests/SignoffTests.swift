@@ -411,6 +411,63 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(late.value, 1, "already settled: told at once")
     }
 
+    func testSettledSinkIsToldEachTokenOnce() async throws {
+        let log = TokenLog()
+        let sink = try registerSettledSink(sink: log)
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let pending = try gate.confirmCancellable(call: makeCall())
+        let request = try await nextRequest(sub)
+        try pending.whenSettledToken(sink: sink, token: 7)
+        try pending.whenSettledToken(sink: sink, token: 8)
+        XCTAssertEqual(log.tokens, [])
+        _ = try gate.deny(request: request, reason: "no")
+        await waitUntil { log.tokens.count == 2 }
+        XCTAssertEqual(log.tokens.sorted(), [7, 8])
+        try pending.whenSettledToken(sink: sink, token: 9)
+        XCTAssertEqual(log.tokens.last, 9, "already settled: told at once")
+        XCTAssertThrowsKind(.config) { try pending.whenSettledToken(sink: sink + 1000, token: 1) }
+    }
+
+    func testManyConfirmsResumeTheirOwnCalls() async throws {
+        // The extension's `confirm` waits through one sink for the process: each call must be
+        // resumed with its own decision.
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let paths = (0..<40).map { "/tmp/\($0)" }
+        let decisions = Task {
+            try await withThrowingTaskGroup(of: (String, Decision).self) { group in
+                for path in paths {
+                    group.addTask {
+                        (path, try await gate.confirm(makeCall("delete_file", #"{"path":"\#(path)"}"#)))
+                    }
+                }
+                var out: [String: Decision] = [:]
+                for try await (path, decision) in group { out[path] = decision }
+                return out
+            }
+        }
+        for _ in paths {
+            let request = try await nextRequest(sub)
+            let path = try request.arguments(as: [String: String].self)["path"] ?? ""
+            if path.hasSuffix("7") {
+                _ = try gate.deny(request: request, reason: path)
+            } else {
+                _ = try gate.approve(request: request)
+            }
+        }
+        let out = try await decisions.value
+        XCTAssertEqual(out.count, paths.count)
+        for (path, decision) in out {
+            if path.hasSuffix("7") {
+                guard case .denied(_, let reason, _) = decision else { return XCTFail("\(path): \(decision)") }
+                XCTAssertEqual(reason, path)
+            } else {
+                XCTAssertTrue(decision.isApproved(), path)
+            }
+        }
+    }
+
     func testWhenSettledOnCancel() async throws {
         let gate = try gateWithDelete()
         let sub = gate.subscribe()

@@ -164,6 +164,22 @@ final class CallCount: @unchecked Sendable {
     }
 }
 
+/// Records the tokens a `SettledSink` is told, from any thread.
+final class TokenLog: SettledSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private var told: [UInt64] = []
+    func settled(token: UInt64) {
+        lock.lock()
+        told.append(token)
+        lock.unlock()
+    }
+    var tokens: [UInt64] {
+        lock.lock()
+        defer { lock.unlock() }
+        return told
+    }
+}
+
 /// Thread-safe record of what handlers and executors saw.
 actor Recorder {
     private(set) var items: [String] = []
