@@ -439,7 +439,8 @@ final class SignoffTests: XCTestCase {
             try await withThrowingTaskGroup(of: (String, Decision).self) { group in
                 for path in paths {
                     group.addTask {
-                        (path, try await gate.confirm(makeCall("delete_file", #"{"path":"\#(path)"}"#)))
+                        let decision = try await gate.confirm(makeCall("delete_file", #"{"path":"\#(path)"}"#))
+                        return (path, decision)
                     }
                 }
                 var out: [String: Decision] = [:]
