@@ -115,9 +115,9 @@ fn main() {
         let shown = serde_json::to_string(&*sample).unwrap().len();
         println!("pending requests:              {N}");
         if owned {
-            println!("bytes per pending request:     {per:.0} (all live heap growth / N: the boxed future with its timer, the request, store and waiter entries; 8 B of it is the bench's vector of futures)");
+            println!("bytes per pending request:     {per:.0} (all live heap growth / N: the boxed future, the request, the waiter, store, paging and timer-queue entries; 8 B of it is the bench's vector of futures)");
         } else {
-            println!("bytes per pending request:     {:.0} (all live heap growth / N, incl. the tokio task awaiting it, timer, request, store and waiter entries; {handles:.0} B of it is the bench's JoinHandle vector)", per);
+            println!("bytes per pending request:     {:.0} (all live heap growth / N, incl. the tokio task awaiting it, the request, the waiter, store, paging and timer-queue entries; {handles:.0} B of it is the bench's JoinHandle vector)", per);
         }
         println!("of which the caller's own arguments value (a 1-key JSON object): {args_bytes:.0} bytes");
         println!("of which the request's JSON:   {shown} bytes when serialized (tool, description, args, prompt, digest, ids)");

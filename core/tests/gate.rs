@@ -133,6 +133,60 @@ async fn timeouts_are_configurable_globally_and_per_tool() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_earlier_deadline_queued_after_a_later_one_fires_on_time() {
+    // The gate keeps one timer for every waiting call: a call with a shorter timeout that starts
+    // while the timer sleeps until a later deadline must still end at its own.
+    let g = gate_with(Gate::builder().default_timeout(Duration::from_secs(2)), Arc::new(AtomicUsize::new(0)));
+    let _sub = g.subscribe();
+    let t = tokio::time::Instant::now();
+    let long = async {
+        let d = g.confirm(ToolCall::new("send_email", json!({}))).await.unwrap();
+        (d, t.elapsed())
+    };
+    let short = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let d = g.confirm(del("/x")).await.unwrap();
+        (d, t.elapsed())
+    };
+    let ((long, long_at), (short, short_at)) = tokio::join!(long, short);
+    assert!(matches!(short, Decision::TimedOut { timeout_ms: 2000, .. }), "{short:?}");
+    assert_eq!(short_at, Duration::from_millis(2_500));
+    assert!(matches!(long, Decision::TimedOut { timeout_ms: 5000, .. }), "{long:?}");
+    assert_eq!(long_at, Duration::from_secs(5));
+}
+
+#[test]
+fn deadlines_still_end_calls_after_the_runtime_that_ran_the_gates_timer_shut_down() {
+    let g = gate_with(Gate::builder().default_timeout(Duration::from_millis(300)), Arc::new(AtomicUsize::new(0)));
+    let _sub = g.subscribe();
+    let wait_for_pending = |n: usize| {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while g.pending_count() < n {
+            assert!(std::time::Instant::now() < until, "{} pending, expected {n}", g.pending_count());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // The first call to wait starts the gate's timer on its runtime.
+    let first = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let g1 = g.clone();
+    first.spawn(async move { g1.confirm(ToolCall::new("send_email", json!({}))).await });
+    wait_for_pending(1);
+    let second = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let g2 = g.clone();
+    let short = second.spawn(async move { g2.confirm(del("/x")).await });
+    wait_for_pending(2);
+    // That runtime goes away with the timer's task; the call waiting on the other must still end
+    // at its deadline, not wait forever.
+    drop(first);
+    let d = second
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), short).await })
+        .expect("the call waited past its deadline: nobody ran the timer")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(d, Decision::TimedOut { timeout_ms: 300, .. }), "{d:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn response_just_before_the_deadline_wins_and_just_after_is_expired() {
     let g = gate_with(Gate::builder().default_timeout(Duration::from_secs(10)), Arc::new(AtomicUsize::new(0)));
     let mut sub = g.subscribe();

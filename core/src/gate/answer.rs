@@ -78,6 +78,17 @@ impl Drop for Waiter {
     }
 }
 
+impl Slot {
+    /// Wakes the waiting call (its deadline passed), if it has polled.
+    pub(super) fn wake_call(&self) {
+        let waker = match &*lock(&self.state) {
+            State::Open(Some(w)) => w.clone(),
+            _ => return,
+        };
+        waker.wake();
+    }
+}
+
 // A waiter is found by its request's id (kept once, in the request): the waiters table holds
 // one pointer per request.
 impl std::hash::Hash for Waiter {
@@ -101,8 +112,8 @@ impl Waiting {
     pub(crate) fn id(&self) -> Uuid {
         self.0.request.id
     }
-    pub(super) fn deadline(&self) -> Instant {
-        self.0.deadline
+    pub(super) fn slot(&self) -> &Arc<Slot> {
+        &self.0
     }
     pub(super) fn timeout_ms(&self) -> u64 {
         self.0.request.timeout_ms

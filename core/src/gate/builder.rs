@@ -142,6 +142,7 @@ impl GateBuilder {
                 inserting: Mutex::new(HashMap::default()),
                 built_at_ms: crate::event::now_ms(),
                 markers: Mutex::default(),
+                timer: Arc::default(),
                 watcher: shared
                     .then(|| Arc::new(super::shared::Watcher(me.clone())) as Arc<dyn crate::store::StoreWatcher>),
                 policy: self.policy,

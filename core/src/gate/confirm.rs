@@ -16,6 +16,10 @@ impl Gate {
     /// passes, the gate shuts down, every subscriber goes away, or this future is dropped;
     /// every one of those except an explicit approval is a decision not to run.
     ///
+    /// Poll it inside a tokio runtime with time enabled. The gate keeps one timer for every
+    /// waiting call, a task on the runtime of the first call that waits; if that runtime shuts
+    /// down, the next call it wakes starts the timer again on its own runtime.
+    ///
     /// Errors (the call is refused, nothing is asked): `malformed` (arguments or metadata nested
     /// deeper than [`json::MAX_NESTING`](crate::json::MAX_NESTING)), `unknown_tool`, `invalid_arguments`,
     /// `store`.
@@ -30,7 +34,7 @@ impl Gate {
         Confirm {
             gate: GateRef::Owned(self.clone()),
             hand_off: true,
-            state: ConfirmState::Start { tool: None, call: Some(call) },
+            state: ConfirmState::Start { tool: None, call: Some(Box::new(call)) },
         }
     }
 
@@ -57,7 +61,8 @@ pin_project_lite::pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             match this.state.project() {
-                ConfirmStateProj::Waiting { waiting, .. } => {
+                ConfirmStateProj::Waiting { waiting, queued, .. } => {
+                    this.gate.inner.timer.forget(waiting.slot(), queued);
                     this.gate.cancel(waiting.id(), CancelReason::Aborted);
                 }
                 ConfirmStateProj::Inserting { ins: Some(ins) } => this.gate.abandon(ins),
@@ -84,34 +89,41 @@ impl std::ops::Deref for GateRef<'_> {
 }
 
 pin_project_lite::pin_project! {
-    /// Start and wait share storage: a pending confirmation carries only what the wait needs.
+    /// Start and wait share storage: a pending confirmation carries only what the wait needs
+    /// (56 bytes in all: what the other states need more is boxed, and the deadline's timer is
+    /// the gate's, shared by every waiting call).
     #[project = ConfirmStateProj]
     enum ConfirmState {
-        Start { tool: Option<Arc<CompiledTool>>, call: Option<ToolCall> },
-        Inserting { ins: Option<Inserting> },
-        /// `timing`: a shared store's timeout, decided on a blocking thread (database round
-        /// trips), never inside this poll.
+        Start { tool: Option<Arc<CompiledTool>>, call: Option<Box<ToolCall>> },
+        Inserting { ins: Option<Box<Inserting>> },
+        /// `queued`: in the gate's timer queue. `retry`: a later look at a deadline a shared
+        /// store's clock had not reached yet. `timing`: a shared store's timeout, decided on a
+        /// blocking thread (database round trips), never inside this poll.
         Waiting {
             waiting: Waiting,
-            #[pin] sleep: Option<tokio::time::Sleep>,
+            queued: bool,
+            retry: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
             timing: Option<tokio::task::JoinHandle<TimeOut>>,
         },
         /// Decided; the store is committing the final record (`timed_out`, `released`).
-        Settling { settling: Settling, decision: Option<Decision> },
+        Settling { settling: Settling, decision: Option<Box<Decision>> },
         Done,
     }
 }
 
 impl ConfirmState {
     fn waiting(w: Waiting) -> Self {
-        let sleep = tokio::time::sleep_until(w.deadline());
-        ConfirmState::Waiting { waiting: w, sleep: Some(sleep), timing: None }
+        ConfirmState::Waiting { waiting: w, queued: false, retry: None, timing: None }
     }
 }
 
 impl Gate {
     fn confirm_future(&self, tool: Option<Arc<CompiledTool>>, call: ToolCall, hand_off: bool) -> Confirm<'_> {
-        Confirm { gate: GateRef::Borrowed(self), hand_off, state: ConfirmState::Start { tool, call: Some(call) } }
+        Confirm {
+            gate: GateRef::Borrowed(self),
+            hand_off,
+            state: ConfirmState::Start { tool, call: Some(Box::new(call)) },
+        }
     }
 
     /// Waits for a request that is already published (a recovered one).
@@ -121,13 +133,13 @@ impl Gate {
 }
 
 impl Gate {
-    /// What the deadline means for a waiting call, once its timer fired: `None` while that is
+    /// What the deadline means for a waiting call, once it passed (`due`): `None` while that is
     /// not known yet. With a shared store the store's clock decides (`time_out_shared`: database
     /// round trips), so that runs on a blocking thread, polled through `timing`.
     fn deadline_passed(
         &self,
         id: uuid::Uuid,
-        sleep: Option<std::pin::Pin<&mut tokio::time::Sleep>>,
+        due: bool,
         timing: &mut Option<tokio::task::JoinHandle<TimeOut>>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<TimeOut> {
@@ -141,9 +153,8 @@ impl Gate {
             // A panic there decided nothing: look again shortly.
             return Some(decided.unwrap_or(TimeOut::RetryIn(std::time::Duration::from_millis(50))));
         }
-        match sleep.map(|s| s.poll(cx)) {
-            Some(Poll::Ready(())) => {}
-            _ => return None,
+        if !due {
+            return None;
         }
         if self.inner.store.is_shared()
             && let Ok(rt) = tokio::runtime::Handle::try_current()
@@ -151,7 +162,7 @@ impl Gate {
             let gate = self.clone();
             *timing = Some(rt.spawn_blocking(move || gate.time_out(id)));
             // Polled at once, so its waker is registered.
-            return self.deadline_passed(id, None, timing, cx);
+            return self.deadline_passed(id, false, timing, cx);
         }
         Some(self.time_out(id))
     }
@@ -167,12 +178,12 @@ impl std::future::Future for Confirm<'_> {
             if settling.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let d = decision.take().expect("`Confirm` polled after completion");
+            let d = *decision.take().expect("`Confirm` polled after completion");
             this.state.set(ConfirmState::Done);
             return Poll::Ready(Ok(d));
         }
         if let ConfirmStateProj::Start { tool, call } = this.state.as_mut().project() {
-            let (tool, call) = (tool.take(), call.take().expect("`Confirm` polled after completion"));
+            let (tool, call) = (tool.take(), *call.take().expect("`Confirm` polled after completion"));
             let prepared = match tool {
                 Some(t) => Ok(t),
                 None => this.gate.tool(&call.tool),
@@ -190,7 +201,7 @@ impl std::future::Future for Confirm<'_> {
                 Ok(Prepared::Wait(w)) => {
                     this.state.set(ConfirmState::waiting(w));
                 }
-                Ok(Prepared::Insert(ins)) => this.state.set(ConfirmState::Inserting { ins: Some(ins) }),
+                Ok(Prepared::Insert(ins)) => this.state.set(ConfirmState::Inserting { ins: Some(Box::new(ins)) }),
             }
         }
         if let ConfirmStateProj::Inserting { ins } = this.state.as_mut().project() {
@@ -198,14 +209,14 @@ impl std::future::Future for Confirm<'_> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r,
             };
-            let ins = ins.take().expect("checked above");
+            let ins = *ins.take().expect("checked above");
             if let Err(e) = this.gate.inserted(&ins, stored) {
                 this.state.set(ConfirmState::Done);
                 return Poll::Ready(Err(e));
             }
             this.state.set(ConfirmState::waiting(ins.waiting));
         }
-        let ConfirmStateProj::Waiting { waiting: w, mut sleep, timing } = this.state.as_mut().project() else {
+        let ConfirmStateProj::Waiting { waiting: w, queued, retry, timing } = this.state.as_mut().project() else {
             panic!("`Confirm` polled after completion");
         };
         let mut settling = None;
@@ -216,37 +227,40 @@ impl std::future::Future for Confirm<'_> {
             Poll::Ready(Some(res)) => *res,
             // The waiter is only dropped unsent by a call that decides itself; fail safe regardless.
             Poll::Ready(None) => Resolution::Cancelled(CancelReason::Aborted),
-            Poll::Pending => match this.gate.deadline_passed(w.id(), sleep.as_mut().as_pin_mut(), timing, cx) {
-                None => return Poll::Pending,
-                Some(timed) => match timed {
-                    TimeOut::Now(r, s) => {
+            Poll::Pending => {
+                let due = timing.is_none()
+                    && match retry.as_mut() {
+                        Some(s) => s.as_mut().poll(cx).is_ready(),
+                        None => this.gate.inner.timer.due(w.slot(), queued),
+                    };
+                match this.gate.deadline_passed(w.id(), due, timing, cx) {
+                    None => return Poll::Pending,
+                    Some(TimeOut::Now(r, s)) => {
                         settling = s;
                         r
                     }
                     // A shared store's clock is behind ours: wait until its deadline.
-                    TimeOut::RetryIn(d) => {
-                        sleep.set(Some(tokio::time::sleep(d)));
-                        match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
-                            Some(Poll::Ready(())) => {
-                                cx.waker().wake_by_ref();
-                                return Poll::Pending;
-                            }
-                            _ => return Poll::Pending,
+                    Some(TimeOut::RetryIn(d)) => {
+                        let s = retry.insert(Box::pin(tokio::time::sleep(d)));
+                        if s.as_mut().poll(cx).is_ready() {
+                            cx.waker().wake_by_ref();
                         }
+                        return Poll::Pending;
                     }
                     // Someone claimed it just before the deadline (possibly on another thread)
-                    // and is about to send: stop the timer and wait for what they send.
-                    TimeOut::Elsewhere => {
-                        sleep.set(None);
+                    // and is about to send: wait for what they send.
+                    Some(TimeOut::Elsewhere) => {
+                        *retry = None;
                         match w.poll_answer(cx) {
                             Poll::Ready(Some(r)) => *r,
                             Poll::Ready(None) => Resolution::Cancelled(CancelReason::Aborted),
                             Poll::Pending => return Poll::Pending,
                         }
                     }
-                },
-            },
+                }
+            }
         };
+        this.gate.inner.timer.forget(w.slot(), queued);
         let (id, timeout_ms) = (w.id(), w.timeout_ms());
         let decision = match resolution {
             Resolution::Approved { arguments, edited, scope, responder } => {
@@ -264,7 +278,7 @@ impl std::future::Future for Confirm<'_> {
             && s.as_mut().poll(cx).is_pending()
         {
             // What the call returns is what the store says: wait for its final record.
-            this.state.set(ConfirmState::Settling { settling: s, decision: Some(decision) });
+            this.state.set(ConfirmState::Settling { settling: s, decision: Some(Box::new(decision)) });
             return Poll::Pending;
         }
         this.state.set(ConfirmState::Done);

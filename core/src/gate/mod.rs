@@ -32,6 +32,7 @@ mod marker;
 mod recovery;
 mod respond;
 mod shared;
+mod timer;
 mod tokens;
 use answer::Waiter;
 pub(crate) use answer::Waiting;
@@ -152,6 +153,14 @@ pub(crate) struct Inner {
     built_at_ms: u64,
     /// Approval markers issued and accepted ([`Gate::approval_marker`]).
     markers: Mutex<marker::Markers>,
+    /// Every waiting call's deadline, in one queue with one task.
+    timer: Arc<timer::Timer>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.timer.close();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
