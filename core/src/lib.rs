@@ -40,6 +40,53 @@
 
 #![warn(missing_docs)]
 
+/// `Eq` and `Ord` for a type that is compared by a key it computes (`$key`: a method returning
+/// something `Ord`), for tables that hold pointers and order them by what they point to.
+macro_rules! ord_by_key {
+    ($t:ty, $key:ident) => {
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.$key() == other.$key()
+            }
+        }
+        impl Eq for $t {}
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for $t {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.$key().cmp(&other.$key())
+            }
+        }
+    };
+}
+
+/// `Hash`, `Eq` and `Borrow<Uuid>` for a pointer to something with an `id: Uuid` (the fields
+/// that lead to it: `found_by_id!(Waiter, 0.request)` for `self.0.request.id`), so that a hash set
+/// of them is looked up by the id without storing it twice.
+macro_rules! found_by_id {
+    ($t:ty, $($field:tt).+) => {
+        impl std::hash::Hash for $t {
+            fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+                self.$($field).+.id.hash(h)
+            }
+        }
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.$($field).+.id == other.$($field).+.id
+            }
+        }
+        impl Eq for $t {}
+        impl std::borrow::Borrow<uuid::Uuid> for $t {
+            fn borrow(&self) -> &uuid::Uuid {
+                &self.$($field).+.id
+            }
+        }
+    };
+}
+
 mod arguments;
 pub mod audit;
 pub mod config;

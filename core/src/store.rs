@@ -477,22 +477,7 @@ pub(crate) struct PendingIndex {
 /// would repeat the 16-byte id beside it).
 struct ById(Arc<ConfirmationRequest>);
 
-impl std::hash::Hash for ById {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.id.hash(h)
-    }
-}
-impl PartialEq for ById {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id == other.0.id
-    }
-}
-impl Eq for ById {}
-impl std::borrow::Borrow<Uuid> for ById {
-    fn borrow(&self) -> &Uuid {
-        &self.0.id
-    }
-}
+found_by_id!(ById, 0);
 
 /// A request in the paging index, ordered by its [`PendingCursor`] read through the pointer: the
 /// index's nodes hold 8-byte keys instead of 24-byte cursors (about 30 bytes less per pending
@@ -513,39 +498,9 @@ impl CursorKey for ByCursor {
         PendingCursor::of(&self.0)
     }
 }
-impl PartialEq for dyn CursorKey + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.cursor() == other.cursor()
-    }
-}
-impl Eq for dyn CursorKey + '_ {}
-impl PartialOrd for dyn CursorKey + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for dyn CursorKey + '_ {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.cursor().cmp(&other.cursor())
-    }
-}
+ord_by_key!(dyn CursorKey + '_, cursor);
 // The same order as through `dyn CursorKey`, as `Borrow` requires.
-impl PartialEq for ByCursor {
-    fn eq(&self, other: &Self) -> bool {
-        self.cursor() == other.cursor()
-    }
-}
-impl Eq for ByCursor {}
-impl PartialOrd for ByCursor {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for ByCursor {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.cursor().cmp(&other.cursor())
-    }
-}
+ord_by_key!(ByCursor, cursor);
 impl<'a> std::borrow::Borrow<dyn CursorKey + 'a> for ByCursor {
     fn borrow(&self) -> &(dyn CursorKey + 'a) {
         self

@@ -91,22 +91,7 @@ impl Slot {
 
 // A waiter is found by its request's id (kept once, in the request): the waiters table holds
 // one pointer per request.
-impl std::hash::Hash for Waiter {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.request.id.hash(h)
-    }
-}
-impl PartialEq for Waiter {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.request.id == other.0.request.id
-    }
-}
-impl Eq for Waiter {}
-impl std::borrow::Borrow<Uuid> for Waiter {
-    fn borrow(&self) -> &Uuid {
-        &self.0.request.id
-    }
-}
+found_by_id!(Waiter, 0.request);
 
 impl Waiting {
     pub(crate) fn id(&self) -> Uuid {

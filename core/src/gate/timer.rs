@@ -42,22 +42,7 @@ impl Due {
         (self.0.deadline, self.0.request.id)
     }
 }
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-impl Eq for Due {}
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key().cmp(&other.key())
-    }
-}
+ord_by_key!(Due, key);
 
 impl Timer {
     /// Whether `slot`'s deadline has passed. When it has not, the call is queued (`queued`
