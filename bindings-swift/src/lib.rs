@@ -239,7 +239,7 @@ struct Settled<T> {
 
 enum Listener {
     Foreign(Arc<dyn SettledListener>),
-    /// A registered sink's token (`whenSettled(sink:token:)`): nothing allocated per call.
+    /// A registered sink's token (`whenSettledToken(sink:token:)`): nothing allocated per call.
     Token(u32, u64),
     /// A `wait()` in progress (removed when it is dropped first).
     Wait(u64, std::task::Waker),
