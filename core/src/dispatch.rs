@@ -8,7 +8,7 @@
 //! detail goes to the audit log and stderr, never to the model.
 
 use crate::error::Result;
-use crate::event::{ConfirmationRequest, ConfirmationResponse, Event, Outcome, Scope};
+use crate::event::{ConfirmationRequest, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope};
 use crate::gate::{Gate, Inner};
 use crate::store::PendingCursor;
 use futures_util::future::BoxFuture;
@@ -75,22 +75,23 @@ impl PendingRequest {
 
     /// Approves it as shown, once.
     pub fn approve(&self) -> Result<Outcome> {
-        self.gate.respond(ConfirmationResponse::approve(&self.request))
+        self.gate.respond_for(&self.request, ConfirmationResponse::by_id(self.request.id, ResponseDecision::Approve))
     }
 
     /// Approves, optionally with edited arguments, for this call or the whole session.
     pub fn approve_with(&self, arguments: Option<Value>, scope: Scope, responder: Option<String>) -> Result<Outcome> {
-        let mut r = ConfirmationResponse::approve(&self.request).with_scope(scope);
+        let mut r = ConfirmationResponse::by_id(self.request.id, ResponseDecision::Approve).with_scope(scope);
         r.arguments = arguments;
         r.responder = responder;
-        self.gate.respond(r)
+        self.gate.respond_for(&self.request, r)
     }
 
     /// Denies, with an optional reason the model will read.
     pub fn deny(&self, reason: Option<String>, responder: Option<String>) -> Result<Outcome> {
-        let mut r = ConfirmationResponse::deny(&self.request, reason);
+        let mut r = ConfirmationResponse::by_id(self.request.id, ResponseDecision::Deny);
+        r.reason = reason;
         r.responder = responder;
-        self.gate.respond(r)
+        self.gate.respond_for(&self.request, r)
     }
 
     /// Ends the approval step as failed

@@ -69,6 +69,14 @@ pub trait PendingStore: Send + Sync + 'static {
         let _ = (request, abandoned);
         None
     }
+    /// True for a store that keeps nothing but the pending requests, in this process (the
+    /// in-memory store): [`insert_async`](Self::insert_async) always returns `None` and
+    /// [`transition`](Self::transition) ignores what it is given, so the gate skips preparing
+    /// either (no in-flight entry for the write, no approved arguments rebuilt for the record).
+    /// The default, `false`, is right for every store.
+    fn keeps_only_pending(&self) -> bool {
+        false
+    }
     /// Removes a request that has resolved.
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>>;
     /// One request.
@@ -559,6 +567,9 @@ impl PendingStore for MemoryPendingStore {
     fn insert(&self, request: Arc<ConfirmationRequest>) -> Result<()> {
         self.index().insert(request);
         Ok(())
+    }
+    fn keeps_only_pending(&self) -> bool {
+        true
     }
     fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
         self.index().remove(id)

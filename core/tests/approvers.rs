@@ -280,3 +280,120 @@ fn decision_accessors_read_every_variant() {
     let c = Decision::Cancelled { request_id: None, reason: CancelReason::Shutdown };
     assert_eq!((c.cancel_reason(), c.request_id()), (Some(CancelReason::Shutdown), None));
 }
+
+/// An inline approver answering in the publishing poll: approved as shown, the call gets exactly
+/// the arguments it came with (numbers, escapes and all); approved with an edit, the edit. A
+/// durable store records what was approved either way, as it does for any other approver.
+#[tokio::test]
+async fn an_inline_approval_hands_back_the_arguments_as_shown_and_the_store_records_them() {
+    let args = json!({
+        "to": ["a@example.com", "b@example.com"],
+        "amount": 0.30000000000000004,
+        "big": u64::MAX,
+        "small": i64::MIN,
+        "tiny": 2.5e-300,
+        "negative_zero": -0.0,
+        "text": "naïve \u{202e} \"quoted\" \n",
+        "nested": {"z": [1, null, true, {}], "a": []}
+    });
+    let edit = json!({"to": ["c@example.com"], "amount": 1});
+    let dir = tempfile::tempdir().unwrap();
+    for durable in [false, true] {
+        for edited in [false, true] {
+            let mut b = Gate::builder()
+                .tool(Tool::builder("send_email").editable(true).approval(ApprovalMode::Required).build());
+            if durable {
+                let db = dir.path().join(format!("edited-{edited}.db"));
+                b = b.store(SqliteStore::open(db).unwrap());
+            }
+            let g = b.build().unwrap();
+            let answer = edited.then(|| edit.clone());
+            let _approver = g.on_request_inline(move |p| {
+                p.approve_with(answer.clone(), Scope::Once, None).unwrap();
+            });
+            let d = g.confirm(ToolCall::new("send_email", args.clone())).await.unwrap();
+            let Decision::Approved { arguments, edited: was_edited, request_id: Some(id), .. } = d else {
+                panic!("{d:?}")
+            };
+            let expected = if edited { &edit } else { &args };
+            assert_eq!(was_edited, edited);
+            assert_eq!(&arguments, expected, "durable {durable}, edited {edited}");
+            assert_eq!(arguments.to_string(), expected.to_string());
+            if durable {
+                let rec = g.record(&id).expect("recorded");
+                assert_eq!(rec.arguments.as_ref(), Some(expected), "edited {edited}");
+            }
+        }
+    }
+}
+
+/// A handle's answer is bound by the request it holds, so it is made without copies of the
+/// binding fields; whoever reads the answer still sees them: the published response event, an
+/// authenticator, and the audit record of a late answer that is refused.
+#[tokio::test]
+async fn a_handles_answer_shows_its_binding_wherever_it_is_read() {
+    struct Seen(Mutex<Vec<ConfirmationResponse>>);
+    impl ResponseAuthenticator for Seen {
+        fn authenticate(&self, _: &ConfirmationRequest, r: &ConfirmationResponse) -> Result<(), String> {
+            self.0.lock().unwrap().push(r.clone());
+            Ok(())
+        }
+    }
+    let seen = Arc::new(Seen(Mutex::new(Vec::new())));
+    let audit = MemoryAuditSink::new();
+    let g = gate_with(Gate::builder().authenticator(seen.clone()).audit(audit.clone()), Arc::new(AtomicUsize::new(0)));
+    let kept = Arc::new(Mutex::new(None));
+    let k = kept.clone();
+    let _approver = g.on_request_inline(move |p| {
+        p.approve_with(None, Scope::Once, Some("alice".into())).unwrap();
+        *k.lock().unwrap() = Some(p);
+    });
+    let mut sub = g.subscribe();
+    assert!(g.confirm(del("/home/a").session("s1")).await.unwrap().is_approved());
+    let events = drain(&mut sub).await;
+    let req = events
+        .iter()
+        .find_map(|e| match e {
+            Event::ConfirmationRequest(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("request published");
+    let bound = |r: &ConfirmationResponse, what: &str| {
+        assert_eq!(r.id, req.id, "{what}");
+        assert_eq!(r.tool.as_deref(), Some("delete_file"), "{what}");
+        assert_eq!(r.arguments_digest.as_deref(), Some(req.arguments_digest.to_string().as_str()), "{what}");
+        assert_eq!(r.session_id.as_deref(), Some("s1"), "{what}");
+        assert_eq!(r.responder.as_deref(), Some("alice"), "{what}");
+    };
+    let published = events
+        .iter()
+        .find_map(|e| match e {
+            Event::ConfirmationResponse(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("response published");
+    bound(&published, "published");
+    bound(&seen.0.lock().unwrap()[0], "authenticator");
+    // A late answer through the same handle: refused, and audited with its binding.
+    let late = kept.lock().unwrap().take().unwrap();
+    assert_eq!(late.deny(None, Some("alice".into())).unwrap_err().kind(), ErrorKind::AlreadyResolved);
+    let rejected = audit.records().into_iter().rfind(|r| r.kind == AuditKind::ResponseRejected).expect("audited");
+    assert_eq!(rejected.request_id, Some(req.id));
+    assert_eq!(rejected.tool.as_deref(), Some("delete_file"));
+    assert_eq!(rejected.arguments_digest.as_deref(), Some(req.arguments_digest.to_string().as_str()));
+    assert_eq!(rejected.session_id.as_deref(), Some("s1"));
+
+    // Without an authenticator (nothing filled in before publishing), the event still shows it.
+    let g = gate();
+    let _approver = g.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    let mut sub = g.subscribe();
+    assert!(g.confirm(del("/home/b").session("s2")).await.unwrap().is_approved());
+    let events = drain(&mut sub).await;
+    let Some(Event::ConfirmationRequest(req)) = events.first() else { panic!("{events:?}") };
+    let Some(Event::ConfirmationResponse(published)) = events.get(1) else { panic!("{events:?}") };
+    assert_eq!(published.tool.as_deref(), Some("delete_file"));
+    assert_eq!(published.arguments_digest.as_deref(), Some(req.arguments_digest.to_string().as_str()));
+    assert_eq!(published.session_id.as_deref(), Some("s2"));
+}

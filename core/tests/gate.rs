@@ -1074,3 +1074,37 @@ fn tool_registration_rejects_bad_definitions() {
     assert!(g.unregister("ok"));
     assert!(g.tools().is_empty());
 }
+
+/// `remember_resolved(n)`: an answer to any of the last `n` resolved requests is told it came
+/// late (`already_resolved`), never `unknown_request`; an id resolved long before is forgotten.
+#[tokio::test(start_paused = true)]
+async fn the_last_remembered_ids_are_told_apart_and_old_ones_are_forgotten() {
+    const N: usize = 3;
+    let g = gate_with(Gate::builder().remember_resolved(N), Arc::new(AtomicUsize::new(0)));
+    let _approver = g.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    let mut requests = Vec::new();
+    let mut sub = g.subscribe();
+    for i in 0..4 * N {
+        assert!(g.confirm(del(&format!("/tmp/{i}"))).await.unwrap().is_approved());
+        requests.push(next_request(&mut sub).await);
+        // After every call, each of the last N (or fewer) is remembered.
+        for req in requests.iter().rev().take(N) {
+            let e = g.respond(ConfirmationResponse::approve(req)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::AlreadyResolved, "request {} of {}", req.id, requests.len());
+        }
+    }
+    // At most 2N are kept: the first is long gone.
+    let e = g.respond(ConfirmationResponse::approve(&requests[0])).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnknownRequest);
+    // Nothing is remembered with 0.
+    let g = gate_with(Gate::builder().remember_resolved(0), Arc::new(AtomicUsize::new(0)));
+    let _approver = g.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    let mut sub = g.subscribe();
+    assert!(g.confirm(del("/tmp/x")).await.unwrap().is_approved());
+    let req = next_request(&mut sub).await;
+    assert_eq!(g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::UnknownRequest);
+}

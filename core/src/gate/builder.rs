@@ -4,10 +4,10 @@ use super::{Gate, Inner, Tombstones};
 use crate::audit::{AuditRecord, AuditSink};
 use crate::error::Result;
 use crate::policy::Policy;
-use crate::store::{AcceptAll, MemoryPendingStore, PendingStore, ResponseAuthenticator};
+use crate::store::{MemoryPendingStore, PendingStore, ResponseAuthenticator};
 use crate::token::TokenKeys;
 use crate::tool::Tool;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -97,7 +97,8 @@ impl GateBuilder {
         self.deny_when_unobserved = yes;
         self
     }
-    /// How many resolved request ids are remembered to classify late responses (65,536).
+    /// How many resolved request ids are remembered to classify late responses (65,536): at
+    /// least the last `n`, and up to twice as many.
     pub fn remember_resolved(mut self, n: usize) -> Self {
         self.remembered = n;
         self
@@ -149,16 +150,11 @@ impl GateBuilder {
                 tools: RwLock::new(HashMap::default()),
                 bus,
                 store,
-                authenticator: self.authenticator.unwrap_or_else(|| Arc::new(AcceptAll)),
+                authenticator: self.authenticator,
                 audit: self.audit,
                 waiters: Mutex::new(HashSet::default()),
                 grants: Mutex::new(HashMap::new()),
-                tombstones: Mutex::new(Tombstones {
-                    map: HashMap::default(),
-                    tokens: HashMap::default(),
-                    order: VecDeque::new(),
-                    cap: self.remembered,
-                }),
+                tombstones: Mutex::new(Tombstones::new(self.remembered)),
                 closed: AtomicBool::new(false),
                 approvers: AtomicUsize::new(0),
                 subscriptions: Mutex::new(Vec::new()),

@@ -182,13 +182,15 @@ impl std::future::Future for Confirm<'_> {
             this.state.set(ConfirmState::Done);
             return Poll::Ready(Ok(d));
         }
+        // The call's own arguments, while this poll has them (see `Gate::prepare`).
+        let mut original = None;
         if let ConfirmStateProj::Start { tool, call } = this.state.as_mut().project() {
             let (tool, call) = (tool.take(), *call.take().expect("`Confirm` polled after completion"));
             let prepared = match tool {
                 Some(t) => Ok(t),
                 None => this.gate.tool(&call.tool),
             }
-            .and_then(|t| this.gate.prepare(t, call));
+            .and_then(|t| this.gate.prepare(t, call, &mut original));
             match prepared {
                 Err(e) => {
                     this.state.set(ConfirmState::Done);
@@ -267,6 +269,9 @@ impl std::future::Future for Confirm<'_> {
                 if *this.hand_off {
                     settling = this.gate.record_final(id, RecordState::Released);
                 }
+                // Approved as shown: the arguments the call came with (still here when it was
+                // answered in this poll), or the request's, which are the same text.
+                let arguments = arguments.or(original).unwrap_or_else(|| w.slot().request.arguments.value());
                 Decision::Approved { request_id: Some(id), arguments, edited, by: ApprovedBy::Person, scope, responder }
             }
             Resolution::Denied { reason, responder } => Decision::Denied { request_id: id, reason, responder },

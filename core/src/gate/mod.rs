@@ -14,7 +14,7 @@ use crate::token::TokenKeys;
 use crate::tool::{DEFAULT_PROMPT, Tool, ToolSpec};
 use rustc_hash::FxBuildHasher;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
@@ -47,11 +47,22 @@ pub use recovery::{NotRestored, Recovery};
 struct Claimed {
     waiter: Waiter,
     resolution: Resolution,
+    /// Answered through a handle: the response's binding fields are filled in where read.
+    handle: bool,
 }
 
 enum Resolution {
-    Approved { arguments: Value, edited: bool, scope: Scope, responder: Option<String> },
-    Denied { reason: Option<String>, responder: Option<String> },
+    /// `arguments`: the edit that was approved; `None` for the request's own arguments.
+    Approved {
+        arguments: Option<Value>,
+        edited: bool,
+        scope: Scope,
+        responder: Option<String>,
+    },
+    Denied {
+        reason: Option<String>,
+        responder: Option<String>,
+    },
     TimedOut,
     Cancelled(CancelReason),
 }
@@ -87,32 +98,76 @@ enum TimeOut {
 pub(crate) type Settling = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
-/// `unknown_request`. Bounded: the oldest are forgotten first.
-struct Tombstones {
-    map: HashMap<Uuid, Outcome, FxBuildHasher>,
+/// `unknown_request`. Bounded: at least the last `cap` ids are remembered, and at most one chunk
+/// more. Ids go into the newest of a queue of small tables (chunks); when it is full, a new one
+/// starts, and past the bound the oldest is emptied whole and reused. The table an answer writes
+/// to stays small enough to be in cache (one big table cost a cache miss in every answer, plus
+/// another to evict the oldest id); a lookup, made only for an answer that is refused, reads
+/// every chunk (at most 65).
+pub(super) struct Tombstones {
+    /// Oldest first.
+    chunks: std::collections::VecDeque<Chunk>,
+    /// Ids per chunk.
+    chunk: usize,
+    /// Chunks kept: enough full ones to hold `cap` besides the one being filled.
+    max_chunks: usize,
+}
+
+#[derive(Default)]
+struct Chunk {
+    outcomes: HashMap<Uuid, Outcome, FxBuildHasher>,
     /// Request id → fingerprint of the approval token that answered it.
     tokens: HashMap<Uuid, String, FxBuildHasher>,
-    order: VecDeque<Uuid>,
-    cap: usize,
 }
 
 impl Tombstones {
-    fn add(&mut self, id: Uuid, o: Outcome) {
-        if self.cap == 0 {
-            return;
+    pub(super) fn new(cap: usize) -> Self {
+        let chunk = (cap / 64).max(1024).min(cap.max(1));
+        Tombstones { chunks: Default::default(), chunk, max_chunks: if cap == 0 { 0 } else { cap.div_ceil(chunk) + 1 } }
+    }
+
+    /// Records how `id` ended (a later outcome for the same id replaces the earlier one). Returns
+    /// whether it is remembered (not with a cap of 0).
+    fn add(&mut self, id: Uuid, o: Outcome) -> bool {
+        if self.max_chunks == 0 {
+            return false;
         }
-        if let Some(existing) = self.map.get_mut(&id) {
-            *existing = o;
-            return;
+        let full = self.chunks.back().is_none_or(|c| c.outcomes.len() >= self.chunk && !c.outcomes.contains_key(&id));
+        if full {
+            let fresh = if self.chunks.len() >= self.max_chunks {
+                let mut oldest = self.chunks.pop_front().unwrap_or_default();
+                // Keeps its allocation: emptying a table of plain entries is a memset.
+                oldest.outcomes.clear();
+                oldest.tokens.clear();
+                oldest
+            } else {
+                Chunk {
+                    outcomes: HashMap::with_capacity_and_hasher(self.chunk, FxBuildHasher),
+                    tokens: HashMap::default(),
+                }
+            };
+            self.chunks.push_back(fresh);
         }
-        if self.order.len() >= self.cap
-            && let Some(old) = self.order.pop_front()
-        {
-            self.map.remove(&old);
-            self.tokens.remove(&old);
+        // A copy left in an older chunk is shadowed: lookups read the newest first.
+        if let Some(c) = self.chunks.back_mut() {
+            c.outcomes.insert(id, o);
         }
-        self.map.insert(id, o);
-        self.order.push_back(id);
+        true
+    }
+
+    /// Remembers the fingerprint of the token that answered `id` (just added).
+    fn add_token(&mut self, id: Uuid, fingerprint: &str) {
+        if let Some(c) = self.chunks.back_mut() {
+            c.tokens.insert(id, fingerprint.to_owned());
+        }
+    }
+
+    fn outcome(&self, id: &Uuid) -> Option<Outcome> {
+        self.chunks.iter().rev().find_map(|c| c.outcomes.get(id)).copied()
+    }
+
+    fn token(&self, id: &Uuid) -> Option<&str> {
+        self.chunks.iter().rev().find_map(|c| c.tokens.get(id)).map(String::as_str)
     }
 }
 
@@ -121,7 +176,8 @@ pub(crate) struct Inner {
     tools: RwLock<HashMap<String, Arc<CompiledTool>, FxBuildHasher>>,
     bus: broadcast::Sender<Event>,
     store: Arc<dyn PendingStore>,
-    authenticator: Arc<dyn ResponseAuthenticator>,
+    /// `None`: any response that matches its request is accepted ([`AcceptAll`](crate::AcceptAll)).
+    authenticator: Option<Arc<dyn ResponseAuthenticator>>,
     audit: Option<Arc<dyn AuditSink>>,
     waiters: Mutex<HashSet<Waiter, FxBuildHasher>>,
     /// session id → tools granted for the rest of that session.
@@ -263,7 +319,16 @@ impl Gate {
         }
     }
 
-    pub(crate) fn prepare(&self, tool: Arc<CompiledTool>, call: ToolCall) -> Result<Prepared> {
+    /// Checks a call and, when it needs approval, makes and publishes its request. `original`
+    /// receives the call's arguments when a request was made: an approval as shown given while
+    /// this poll is still running (an inline approver) hands them back as they came instead of
+    /// rebuilding them from the request's text. They are not kept while the call waits.
+    pub(crate) fn prepare(
+        &self,
+        tool: Arc<CompiledTool>,
+        call: ToolCall,
+        original: &mut Option<Value>,
+    ) -> Result<Prepared> {
         crate::json::check(&call.arguments, "arguments")?;
         crate::json::check(&call.metadata, "metadata")?;
         tool.validate(&call.arguments, "original")?;
@@ -315,6 +380,7 @@ impl Gate {
             created_at_ms: created,
             metadata: call.metadata,
         });
+        *original = Some(call.arguments);
         let id = request.id;
 
         if self.is_closed() {
@@ -327,34 +393,41 @@ impl Gate {
             self.inner.requests_made.store(true, Ordering::Relaxed);
             self.warn_if_unrecovered();
         }
-        let shared = self.inner.store.is_shared();
-        let abandoned = Arc::new(AtomicBool::new(false));
-        let (waiter, waiting) = answer::pair(request.clone(), tool.clone(), deadline);
+        let store = &self.inner.store;
+        let shared = store.is_shared();
         // A store that writes elsewhere (or is shared) gets the request once its waiter and its
         // in-flight entry exist, so a cancellation from here on (a dropped call, `close`) finds
-        // them and flags the row for the store to end.
-        lock(&self.inner.inserting).insert(id, abandoned.clone());
+        // them and flags the row for the store to end. The in-memory store needs no entry.
+        let abandoned = (!store.keeps_only_pending()).then(|| Arc::new(AtomicBool::new(false)));
+        let (waiter, waiting) = answer::pair(request.clone(), tool.clone(), deadline);
+        if let Some(flag) = &abandoned {
+            lock(&self.inner.inserting).insert(id, flag.clone());
+        }
         lock(&self.inner.waiters).replace(waiter);
         // `close` flips its flag before it sweeps the waiters: one side always sees the other.
         if self.is_closed() {
-            lock(&self.inner.inserting).remove(&id);
+            if abandoned.is_some() {
+                lock(&self.inner.inserting).remove(&id);
+            }
             // Never written. The sweep may have claimed (and recorded) it already.
             if self.claim(&id, Outcome::Cancelled).is_some() {
                 self.audit_outcome(&request, Outcome::Cancelled, Some(CancelReason::Shutdown), None, None);
             }
             return Ok(Prepared::Done(Decision::Cancelled { request_id: Some(id), reason: CancelReason::Shutdown }));
         }
-        if let Some(stored) = self.inner.store.insert_async(request.clone(), abandoned.clone()) {
-            // From here on, dropping the `Confirm` future that holds this cancels the request.
-            return Ok(Prepared::Insert(Inserting { waiting, request, stored, abandoned }));
+        if let Some(abandoned) = abandoned {
+            if let Some(stored) = store.insert_async(request.clone(), abandoned.clone()) {
+                // From here on, dropping the `Confirm` future that holds this cancels the request.
+                return Ok(Prepared::Insert(Inserting { waiting, request, stored, abandoned }));
+            }
+            if shared {
+                // A database round trip: not under the waiters lock, which every answer takes.
+                let stored = store.insert(request.clone());
+                self.stored(&request, stored)?;
+                return Ok(Prepared::Wait(waiting));
+            }
+            lock(&self.inner.inserting).remove(&id);
         }
-        if shared {
-            // A database round trip: not under the waiters lock, which every answer takes.
-            let stored = self.inner.store.insert(request.clone());
-            self.stored(&request, stored)?;
-            return Ok(Prepared::Wait(waiting));
-        }
-        lock(&self.inner.inserting).remove(&id);
         {
             // The store makes the request visible (`pending`, `pending_request`) with its waiter
             // already there, or a UI that lists it and answers at once would get
@@ -652,11 +725,10 @@ impl Gate {
         let mut waiters = lock(&self.inner.waiters);
         let w = waiters.take(id)?;
         let mut t = lock(&self.inner.tombstones);
-        t.add(*id, outcome);
-        if let Some(fp) = token
-            && t.map.contains_key(id)
+        if t.add(*id, outcome)
+            && let Some(fp) = token
         {
-            t.tokens.insert(*id, fp.to_owned());
+            t.add_token(*id, fp);
         }
         Some(w)
     }
@@ -725,12 +797,9 @@ impl Gate {
     /// [`resolve`](Self::resolve); `recorded`: the store already holds this outcome.
     fn resolve_as(&self, w: Waiter, res: Resolution, at_ms: u64, recorded: bool) -> Outcome {
         let report = match &res {
-            Resolution::Approved { arguments: _, edited, scope, responder } => Resolution::Approved {
-                arguments: Value::Null,
-                edited: *edited,
-                scope: *scope,
-                responder: responder.clone(),
-            },
+            Resolution::Approved { arguments: _, edited, scope, responder } => {
+                Resolution::Approved { arguments: None, edited: *edited, scope: *scope, responder: responder.clone() }
+            }
             Resolution::Denied { reason, responder } => {
                 Resolution::Denied { reason: reason.clone(), responder: responder.clone() }
             }

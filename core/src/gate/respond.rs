@@ -3,7 +3,9 @@
 use super::{Claimed, Gate, Resolution, decision_str, lock};
 use crate::audit::{AuditKind, AuditRecord};
 use crate::error::{Error, Result};
-use crate::event::{CancelReason, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope, now_ms};
+use crate::event::{
+    CancelReason, ConfirmationRequest, ConfirmationResponse, Event, Outcome, ResponseDecision, Scope, now_ms,
+};
 use crate::store::{Completion, OwnedStateChange, RecordState, StateChange};
 
 use std::sync::Arc;
@@ -57,12 +59,40 @@ impl Gate {
     /// and in the audit log). [`respond_async`](Self::respond_async) resolves only once the
     /// answer is recorded. Every other store records it during this call.
     pub fn respond(&self, response: ConfirmationResponse) -> Result<Outcome> {
+        self.respond_bound(response, None)
+    }
+
+    /// [`respond`](Self::respond) with a response made by a [`PendingRequest`](crate::PendingRequest)
+    /// handle for `request`, without its binding fields: the handle holds the request itself,
+    /// which binds the answer more tightly than the fields could. They are filled in from
+    /// `request` wherever anyone reads the response (the authenticator, the published event, the
+    /// audit record of a refusal, another process), so nothing observable differs from a
+    /// response that carried them; only the copies nobody reads are not made.
+    pub(crate) fn respond_for(
+        &self,
+        request: &Arc<ConfirmationRequest>,
+        response: ConfirmationResponse,
+    ) -> Result<Outcome> {
+        self.respond_bound(response, Some(request))
+    }
+
+    fn respond_bound(
+        &self,
+        mut response: ConfirmationResponse,
+        handle: Option<&Arc<ConfirmationRequest>>,
+    ) -> Result<Outcome> {
         if self.answered_elsewhere(&response.id) {
+            if let Some(r) = handle {
+                fill_binding(&mut response, r);
+            }
             return self.respond_elsewhere(response.clone(), None).inspect_err(|e| self.audit_rejected(&response, e));
         }
-        let claimed = match self.check_response(&response, None) {
+        let claimed = match self.check_response(&mut response, None, handle) {
             Ok(c) => c,
             Err(e) => {
+                if let Some(r) = handle {
+                    fill_binding(&mut response, r);
+                }
                 self.audit_rejected(&response, &e);
                 return Err(e);
             }
@@ -154,7 +184,14 @@ impl Gate {
 
     /// Checks a response against its request and claims the request. Nothing is published or
     /// changed unless this returns `Ok`.
-    pub(super) fn check_response(&self, resp: &ConfirmationResponse, token: Option<&str>) -> Result<Claimed> {
+    /// `handle`: the response was made by a handle for this request (see
+    /// [`respond_for`](Self::respond_for)); its binding fields are filled in where they are read.
+    pub(super) fn check_response(
+        &self,
+        resp: &mut ConfirmationResponse,
+        token: Option<&str>,
+        handle: Option<&Arc<ConfirmationRequest>>,
+    ) -> Result<Claimed> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -169,12 +206,25 @@ impl Gate {
                 }
             }
         };
-        check_binding(&request, resp)?;
+        match handle {
+            // The very request the waiter holds.
+            Some(r) if Arc::ptr_eq(r, &request) => {}
+            Some(r) => {
+                fill_binding(resp, r);
+                check_binding(&request, resp)?;
+            }
+            None => check_binding(&request, resp)?,
+        }
         // A shared store judges deadlines by its own clock, when the answer is recorded.
         if Instant::now() >= deadline && !self.inner.store.is_shared() {
             return Err(Error::Expired(id));
         }
-        self.inner.authenticator.authenticate(&request, resp).map_err(|reason| Error::Unauthorized { id, reason })?;
+        if let Some(authenticator) = &self.inner.authenticator {
+            if handle.is_some() {
+                fill_binding(resp, &request);
+            }
+            authenticator.authenticate(&request, resp).map_err(|reason| Error::Unauthorized { id, reason })?;
+        }
 
         if let Some(edit) = &resp.arguments {
             crate::json::check(edit, "edited arguments")?;
@@ -196,9 +246,9 @@ impl Gate {
                             return Err(Error::EditsNotAllowed(request.tool.to_string()));
                         }
                         tool.validate(edit, "edited")?;
-                        (edit.clone(), true)
+                        (Some(edit.clone()), true)
                     }
-                    _ => (request.arguments.value(), false),
+                    _ => (None, false),
                 };
                 Resolution::Approved { arguments, edited, scope: resp.scope, responder: resp.responder.clone() }
             }
@@ -212,7 +262,7 @@ impl Gate {
         let Some(waiter) = self.claim_with(&id, outcome, token) else {
             return Err(self.not_pending(id));
         };
-        Ok(Claimed { waiter, resolution })
+        Ok(Claimed { waiter, resolution, handle: handle.is_some() })
     }
 
     /// Records an accepted response, then publishes it and resolves its request.
@@ -225,13 +275,13 @@ impl Gate {
     /// does not run; reported on stderr and in the audit log). Every other store records it
     /// during this call and its refusal is this call's error.
     pub(super) fn apply(&self, claimed: Claimed, resp: ConfirmationResponse, token: Option<&str>) -> Result<Outcome> {
-        let Claimed { waiter, resolution } = claimed;
+        let Claimed { waiter, resolution, handle } = claimed;
         let id = resp.id;
         let store = &self.inner.store;
         if store.is_durable() && !store.is_shared() && !RECORD_HERE.with(std::cell::Cell::get) {
             let change = match &resolution {
                 Resolution::Approved { arguments, scope, .. } => OwnedStateChange {
-                    arguments: Some(arguments.clone()),
+                    arguments: Some(arguments.clone().unwrap_or_else(|| waiter.request.arguments.value())),
                     responder: resp.responder.clone(),
                     token: token.map(str::to_owned),
                     scope: Some(*scope),
@@ -256,7 +306,7 @@ impl Gate {
                 change,
                 Completion::new(move |recorded| {
                     let out = match recorded {
-                        Ok(()) => gate.recorded(waiter, resolution, resp),
+                        Ok(()) => gate.recorded(waiter, resolution, resp, handle),
                         Err(e) => {
                             // Fail safe: an answer that could not be recorded does not count. Its
                             // responder may have been told it was accepted: the audit says why not.
@@ -289,12 +339,22 @@ impl Gate {
                 _ => Ok(accepted),
             };
         }
-        // Record the answer before anyone acts on it.
+        // Record the answer before anyone acts on it. The in-memory store keeps no record: the
+        // approved arguments are not rebuilt for it.
+        let own;
+        let approved = match &resolution {
+            Resolution::Approved { arguments: Some(edit), .. } => Some(edit),
+            Resolution::Approved { arguments: None, .. } if !store.keeps_only_pending() => {
+                own = waiter.request.arguments.value();
+                Some(&own)
+            }
+            _ => None,
+        };
         let recorded = match &resolution {
-            Resolution::Approved { arguments, scope, .. } => store.transition(
+            Resolution::Approved { scope, .. } => store.transition(
                 &id,
                 StateChange {
-                    arguments: Some(arguments),
+                    arguments: approved,
                     responder: resp.responder.as_deref(),
                     token,
                     scope: Some(*scope),
@@ -320,7 +380,7 @@ impl Gate {
             self.resolve(waiter, Resolution::Cancelled(CancelReason::Aborted), now_ms());
             return Err(e);
         }
-        self.recorded(waiter, resolution, resp)
+        self.recorded(waiter, resolution, resp, handle)
     }
 
     /// Audits and publishes a recorded response, then resolves its request.
@@ -329,6 +389,7 @@ impl Gate {
         waiter: super::Waiter,
         resolution: Resolution,
         mut resp: ConfirmationResponse,
+        handle: bool,
     ) -> Result<Outcome> {
         let id = resp.id;
         let now = now_ms();
@@ -339,7 +400,7 @@ impl Gate {
                 .with_decision(decision_str(resp.decision))
                 .with_responder(resp.responder.clone());
             r.reason = resp.reason.clone();
-            if let Resolution::Approved { arguments, edited: true, .. } = &resolution {
+            if let Resolution::Approved { arguments: Some(arguments), edited: true, .. } = &resolution {
                 r.arguments = Some(request.arguments.value());
                 r.edited_arguments = Some(arguments.clone());
                 let rules = waiter.tool.evaluate(arguments);
@@ -352,7 +413,12 @@ impl Gate {
         if let Resolution::Approved { scope: Scope::Session, .. } = &resolution {
             self.grant(&waiter.request.session_id, &waiter.request.tool, resp.responder.clone());
         }
-        self.publish_with(|| Event::ConfirmationResponse(Arc::new(resp)));
+        self.publish_with(|| {
+            if handle {
+                fill_binding(&mut resp, &waiter.request);
+            }
+            Event::ConfirmationResponse(Arc::new(resp))
+        });
         match self.resolve(waiter, resolution, now) {
             Outcome::Cancelled => {
                 Err(Error::AlreadyResolved { id, outcome: "cancelled (the waiting task was gone)".into() })
@@ -362,12 +428,19 @@ impl Gate {
     }
 
     fn not_pending(&self, id: Uuid) -> Error {
-        match lock(&self.inner.tombstones).map.get(&id) {
+        match lock(&self.inner.tombstones).outcome(&id) {
             Some(Outcome::TimedOut) => Error::Expired(id),
             Some(o) => Error::AlreadyResolved { id, outcome: o.as_str().into() },
             None => Error::UnknownRequest(id),
         }
     }
+}
+
+/// Fills in the binding claims a handle's response leaves out (see [`Gate::respond_for`]).
+fn fill_binding(resp: &mut ConfirmationResponse, request: &crate::ConfirmationRequest) {
+    resp.tool.get_or_insert_with(|| request.tool.to_string());
+    resp.arguments_digest.get_or_insert_with(|| request.arguments_digest.to_string());
+    resp.session_id.get_or_insert_with(|| request.session_id.to_string());
 }
 
 /// The response's binding claims (tool, digest, session), where present, against the request.

@@ -116,7 +116,7 @@ impl Gate {
         if self.token_used(&fp, &id) {
             return Err(Error::AlreadyUsed(id));
         }
-        let resp = ConfirmationResponse {
+        let mut resp = ConfirmationResponse {
             id,
             decision: response.decision,
             arguments: response.arguments,
@@ -131,7 +131,7 @@ impl Gate {
         let answered = if self.answered_elsewhere(&id) {
             self.respond_elsewhere(resp, Some(&fp))
         } else {
-            self.check_response(&resp, Some(&fp)).and_then(|claimed| self.apply(claimed, resp, Some(&fp)))
+            self.check_response(&mut resp, Some(&fp), None).and_then(|claimed| self.apply(claimed, resp, Some(&fp)))
         };
         match answered {
             Ok(o) => Ok(o),
@@ -222,13 +222,13 @@ impl Gate {
         if lock(&self.inner.waiters).contains(id) {
             return false;
         }
-        lock(&self.inner.tombstones).tokens.get(id).is_some_and(|t| t == fp)
+        lock(&self.inner.tombstones).token(id).is_some_and(|t| t == fp)
             || self.inner.store.record(id).is_some_and(|r| r.token.as_deref() == Some(fp))
     }
 
     /// What became of a request that is not pending, in words for `not_pending`.
     pub(super) fn state_of(&self, id: &Uuid) -> String {
-        if let Some(o) = lock(&self.inner.tombstones).map.get(id) {
+        if let Some(o) = lock(&self.inner.tombstones).outcome(id) {
             return o.as_str().to_owned();
         }
         match self.inner.store.record(id) {
