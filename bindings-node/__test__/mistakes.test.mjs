@@ -413,7 +413,9 @@ test("converters from the model's calls refuse what is not one, and unknown opti
 })
 
 test('a sweep: whatever the user passes, an error is a SignoffError with a code and no implementation detail', async () => {
-  const gate = makeGate({ tokenKeys: new TokenKeys('k1', Secret.generate()) })
+  // A junk value that is valid (`execute` options `undefined`, `{}`) leaves a call waiting with
+  // nobody to answer it: a short deadline ends it (60 s each by default).
+  const gate = makeGate({ tokenKeys: new TokenKeys('k1', Secret.generate()), defaultTimeoutMs: 2000 })
   const keys = new TokenKeys('k1', Secret.generate())
   const junk = [undefined, null, 5, 'x', [], {}, { bogus: 1 }, Symbol('s'), () => {}, 10n]
   const entry = {
