@@ -129,7 +129,14 @@ onlyKeys(execute, ['cases', 'description'], 'execute.json')
 assert.ok(execute.cases.length > 0)
 
 for (const c of execute.cases) {
-  onlyKeys(c, ['name', 'approve', 'cancel', 'runs', 'finished', 'resolved', 'execution'], `execute.json ${c.name}`)
+  onlyKeys(
+    c,
+    ['name', 'approve', 'cancel', 'close', 'runs', 'finished', 'resolved', 'execution', 'result'],
+    `execute.json ${c.name}`,
+  )
+  assert.ok(('cancel' in c) !== ('close' in c), `execute.json ${c.name}: exactly one of cancel and close`)
+  const close = 'close' in c
+  const when = close ? c.close : c.cancel
   onlyKeys(c.resolved, ['outcome', 'cancel_reason'], `execute.json ${c.name}: resolved`)
   test(`execute: ${c.name}`, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'signoff-vectors-'))
@@ -160,13 +167,22 @@ for (const c of execute.cases) {
     else assert.fail(`approve: ${c.approve}`)
     const controller = new AbortController()
     const call = gate.execute({ tool: 'transfer', arguments: {} }, { signal: controller.signal })
-    if (c.cancel === 'while_waiting') await nextMatching(events, (e) => e.type === 'confirmation-request')
-    else if (c.cancel === 'while_running') await Promise.race([startedP, sleep(5000).then(() => assert.fail('the tool did not start'))])
-    else assert.fail(`cancel: ${c.cancel}`)
-    controller.abort()
-    // Node's way: the caller's promise rejects with the signal's reason.
-    await assert.rejects(call, isAbort)
-    release()
+    if (when === 'while_waiting') await nextMatching(events, (e) => e.type === 'confirmation-request')
+    else if (when === 'while_running') await Promise.race([startedP, sleep(5000).then(() => assert.fail('the tool did not start'))])
+    else assert.fail(`cancel / close: ${when}`)
+    if (close) {
+      // The caller keeps waiting: it gets the tool's own result.
+      await gate.close()
+      release()
+      const r = await Promise.race([call, sleep(5000).then(() => assert.fail('the call did not return'))])
+      assert.equal(r.status, c.result)
+      if (r.status === 'executed') assert.deepEqual(r.output, { sent: true })
+    } else {
+      controller.abort()
+      // Node's way: the caller's promise rejects with the signal's reason.
+      await assert.rejects(call, isAbort)
+      release()
+    }
     const resolved = await nextMatching(events, (e) => e.type === 'confirmation-resolved')
     assert.equal(resolved.outcome, c.resolved.outcome)
     assert.equal(resolved.cancelReason, c.resolved.cancel_reason)

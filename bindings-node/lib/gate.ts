@@ -1078,11 +1078,12 @@ export class Gate extends EventEmitter {
    * Shuts the gate down: every pending request is cancelled (`shutdown`; the tools do not run),
    * later calls are cancelled at once, later answers fail with `closed`, the audit log is
    * flushed, a durable store is closed (another gate may open the file), and the gate's native
-   * resources are released (nothing keeps the process alive). A tool still running is
-   * abandoned: its call resolves at once as `failed` ("the gate was closed before the tool
-   * finished, so its result is unknown"; the tool did start, so the model is not told it did not
-   * run), whatever its executor does later; with a durable store, a restart reports it
-   * `interrupted`.
+   * resources are released (nothing keeps the process alive). A tool still running is not
+   * interrupted (as in every language): the `signal` it was given is aborted, so it can stop
+   * early, and its call resolves with the tool's own result once it settles (its audit record
+   * is written; with a durable store, which is closed now, a restart reports it `interrupted`).
+   * A tool that never settles leaves its call pending, as awaiting the tool itself would, and
+   * does not keep the process alive.
    * Event streams end after delivering the final events. Idempotent.
    */
   close(): Promise<void> {

@@ -201,9 +201,9 @@ export declare class NativeGate {
   /**
    * Shuts the gate down (`Gate::close`): pending requests are cancelled (`shutdown`), the audit
    * log is flushed and a durable store closed (its file lock released) off the JavaScript
-   * thread, then the request handler and the threadsafe function are released, and tools still
-   * running are abandoned (their calls resolve `failed`: the gate was closed before the tool
-   * finished). Returns `undefined` when done at once, else a promise.
+   * thread, then the request handler and the threadsafe function are released (nothing keeps
+   * the process alive). Tools still running are not interrupted: each call resolves with its
+   * tool's result once the tool settles. Returns `undefined` when done at once, else a promise.
    */
   close(): undefined | Promise<void>
   /** Waits until every audit record so far is durable (off the JavaScript thread). */

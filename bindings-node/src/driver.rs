@@ -573,8 +573,9 @@ impl JsState {
         // Executor calls not made yet fail ("the tool's result was lost"); later ones at once.
         let remote = locked(&self.shared.remote).take();
         drop(remote);
-        // Executor calls still running are abandoned: their calls resolve (`failed`) now.
-        crate::tools::abandon(self.shared.gate_id);
+        // Executor calls still running are not interrupted: each call resolves with its tool's
+        // result once the tool settles (on this thread, in `settleExecution`, which drives the
+        // call's task without the threadsafe function), as in every language.
         // Subscriptions waiting for events end once the gate is released: wake every task.
         let ids: Vec<TaskId> = self.tasks.borrow().ids().collect();
         for id in ids {

@@ -8,7 +8,7 @@
 //! Two thread-local tables, neither about which call runs (that is the core's `CallContext`):
 //! `EXECUTORS` holds the facade's executor functions (a `napi_ref` is not `Send`, so the core's
 //! executor holds an id), and `SETTLES` the executions whose tool returned a promise, until
-//! `settleExecution` (or the gate's close, [`abandon`]) answers them.
+//! `settleExecution` answers them (also after the gate closed: a running tool is not interrupted).
 
 use crate::driver::{self, RemoteCall, Settle, Shared, TaskFuture};
 use crate::errors;
@@ -110,24 +110,6 @@ pub(crate) fn release(env: &Env, id: u64) {
 }
 
 const LOST: &str = "the tool's result was lost";
-
-/// What a call reads when its gate was closed while its tool was running: the tool started (the
-/// model must not be told it did not run), and what it did is unknown.
-const ABANDONED: &str = "the gate was closed before the tool finished, so its result is unknown";
-
-/// The gate was closed: its executions still running are abandoned (a late result is ignored), so
-/// the calls waiting for them resolve now instead of keeping the gate (and the process) waiting
-/// on a promise that may never settle.
-pub(crate) fn abandon(gate_id: u64) {
-    let abandoned: Vec<oneshot::Sender<ExecResult>> = SETTLES.with(|s| {
-        let mut s = s.borrow_mut();
-        let tokens: Vec<u64> = s.iter().filter(|(_, (_, g))| *g == gate_id).map(|(t, _)| *t).collect();
-        tokens.into_iter().filter_map(|t| s.remove(&t)).map(|(tx, _)| tx).collect()
-    });
-    for tx in abandoned {
-        let _ = tx.send(Err(ABANDONED.into()));
-    }
-}
 
 /// A task of the gate's that makes an executor call queued from another thread, on the
 /// JavaScript thread, and hands its result back.

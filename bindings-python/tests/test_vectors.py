@@ -321,14 +321,17 @@ def test_config(case: Dict[str, Any]) -> None:
 
 # ---- execute.json ---------------------------------------------------------------------------
 
-EXECUTE_FIELDS = {"name", "approve", "cancel", "runs", "finished", "resolved", "execution"}
+EXECUTE_FIELDS = {"name", "approve", "cancel", "close", "runs", "finished", "resolved", "execution", "result"}
 
 
 async def run_execute(case: Dict[str, Any], style: str, audit: Path) -> None:
     name = case["name"]
     unknown = set(case) - EXECUTE_FIELDS
     assert not unknown, f"{name}: unknown fields {unknown}"
-    assert case["cancel"] in ("while_waiting", "while_running"), name
+    assert ("cancel" in case) != ("close" in case), f"{name}: exactly one of cancel and close"
+    close = "close" in case
+    when = case["close"] if close else case["cancel"]
+    assert when in ("while_waiting", "while_running"), name
     assert set(case["resolved"]) <= {"outcome", "cancel_reason"}, name
     counts = {"runs": 0, "finished": 0}
     started, release = threading.Event(), threading.Event()
@@ -361,14 +364,23 @@ async def run_execute(case: Dict[str, Any], style: str, audit: Path) -> None:
         answering = asyncio.ensure_future(answer())
         watch = Collector(gate.events(observe=True))
         task = asyncio.ensure_future(gate.execute("transfer", {}))
-        if case["cancel"] == "while_waiting":
+        if when == "while_waiting":
             await watch.wait_for(lambda e: e.type == "confirmation-request", "the request")
         else:
             await wait_until(started.is_set, what="the executor's start")
-        task.cancel()
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        if close:
+            # The caller keeps waiting: it gets the tool's own result.
+            gate.close()
+            release.set()
+            result = await asyncio.wait_for(task, 5)
+            assert result.status == case["result"], f"{name}: {result!r}"
+            if result.status == "executed":
+                assert result.output == {"sent": True}, name
+        else:
+            task.cancel()
+            release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
         resolved = await watch.wait_for(lambda e: e.type == "confirmation-resolved", "the resolution")
         for k, v in case["resolved"].items():
             assert getattr(resolved, k) == v, f"{name}: resolved {k} is {getattr(resolved, k)!r}"

@@ -475,7 +475,10 @@ class ApproveAll(so.ApprovalHandler):
 @async_test
 async def test_execute_cancellation(case, tmp_path):
     name = case["name"]
-    strict(case, ["name", "approve", "cancel", "runs", "finished", "resolved", "execution"], name)
+    strict(case, ["name", "approve", "cancel", "close", "runs", "finished", "resolved", "execution", "result"], name)
+    assert ("cancel" in case) != ("close" in case), f"{name}: exactly one of cancel and close"
+    close = "close" in case
+    when = case["close"] if close else case["cancel"]
     log = tmp_path / "audit.jsonl"
     gate = so.Gate.open(config=so.GateConfig(audit_path=str(log)))
     tool = Transfer()
@@ -483,8 +486,8 @@ async def test_execute_cancellation(case, tmp_path):
     watch = gate.observe()
     approver = gate.on_request(ApproveAll()) if case["approve"] else gate.subscribe()
     handle = gate.execute_cancellable(so.ToolCall(tool="transfer"))
-    assert case["cancel"] in ("while_waiting", "while_running"), name
-    if case["cancel"] == "while_waiting":
+    assert when in ("while_waiting", "while_running"), name
+    if when == "while_waiting":
         for _ in range(500):
             if gate.pending_count() == 1:
                 break
@@ -492,9 +495,19 @@ async def test_execute_cancellation(case, tmp_path):
         assert gate.pending_count() == 1, name
     else:
         await asyncio.wait_for(tool.started.wait(), 5)
-    handle.cancel()  # the Swift extension's task cancellation
-    assert await handle.wait() is None, f"{name}: the cancelled caller still got a result"
-    tool.release.set()
+    if close:
+        # The caller keeps waiting: it gets the tool's own result.
+        gate.close()
+        tool.release.set()
+        result = await asyncio.wait_for(handle.wait(), 5)
+        assert result is not None, f"{name}: no result"
+        assert result.status.name.lower().replace("_", "-") == case["result"], f"{name}: {result!r}"
+        if case["result"] == "executed":
+            assert json.loads(result.output_json) == {"sent": True}, name
+    else:
+        handle.cancel()  # the Swift extension's task cancellation
+        assert await handle.wait() is None, f"{name}: the cancelled caller still got a result"
+        tool.release.set()
     resolved = None
     while resolved is None:
         ev = await asyncio.wait_for(watch.next(), 5)

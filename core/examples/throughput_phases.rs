@@ -24,7 +24,9 @@ fn main() {
                 .collect();
             let mut seen = 0;
             while seen < 1000 {
-                if let Ok(Event::ConfirmationRequest(_)) = sub.recv().await.unwrap() { seen += 1 }
+                if let Ok(Event::ConfirmationRequest(_)) = sub.recv().await.unwrap() {
+                    seen += 1
+                }
             }
             let t1 = Instant::now();
             for req in g.pending() {
@@ -35,10 +37,18 @@ fn main() {
                 assert!(c.await.unwrap().unwrap().is_approved());
             }
             let t3 = Instant::now();
-            a += t1 - t0; b += t2 - t1; c += t3 - t2;
+            a += t1 - t0;
+            b += t2 - t1;
+            c += t3 - t2;
             drop(sub);
         }
         let per = |d: Duration| d.as_secs_f64() * 1e9 / (iters as f64 * 1000.0);
-        println!("per call: spawn+request+seen {:.0} ns, respond {:.0} ns, settle+join {:.0} ns, total {:.0} ns", per(a), per(b), per(c), per(a + b + c));
+        println!(
+            "per call: spawn+request+seen {:.0} ns, respond {:.0} ns, settle+join {:.0} ns, total {:.0} ns",
+            per(a),
+            per(b),
+            per(c),
+            per(a + b + c)
+        );
     });
 }

@@ -140,20 +140,40 @@ async fn the_shared_execute_vectors() {
                 p.approve().unwrap();
             })
         });
+        let fields = ["name", "approve", "cancel", "close", "runs", "finished", "resolved", "execution", "result"];
+        for k in case.as_object().unwrap().keys() {
+            assert!(fields.contains(&k.as_str()), "{name}: unknown field {k}");
+        }
         let g = gate.clone();
         let call = tokio::spawn(async move { g.execute(ToolCall::new("transfer", json!({}))).await });
-        match case["cancel"].as_str().unwrap() {
+        let (close, when) = match (case.get("cancel"), case.get("close")) {
+            (Some(w), None) => (false, w.as_str().unwrap()),
+            (None, Some(w)) => (true, w.as_str().unwrap()),
+            _ => panic!("{name}: exactly one of cancel and close"),
+        };
+        match when {
             "while_waiting" => loop {
                 if let Some(Ok(Event::ConfirmationRequest(_))) = events.recv().await {
                     break;
                 }
             },
             "while_running" => slow.started.notified().await,
-            other => panic!("{name}: cancel {other}"),
+            other => panic!("{name}: {other}"),
         }
-        call.abort();
-        assert!(call.await.unwrap_err().is_cancelled(), "{name}");
-        slow.release.notify_one();
+        if close {
+            // The caller keeps waiting: it gets the tool's own result.
+            gate.close();
+            slow.release.notify_one();
+            let r = tokio::time::timeout(Duration::from_secs(5), call).await.expect("the call returned").unwrap();
+            assert_eq!(json!(r.status), case["result"], "{name}: {r:?}");
+            if r.status == ToolStatus::Executed {
+                assert_eq!(r.output, Some(json!({"sent": true})), "{name}");
+            }
+        } else {
+            call.abort();
+            assert!(call.await.unwrap_err().is_cancelled(), "{name}");
+            slow.release.notify_one();
+        }
         let resolved = loop {
             if let Some(Ok(Event::ConfirmationResolved(r))) = events.recv().await {
                 break r;

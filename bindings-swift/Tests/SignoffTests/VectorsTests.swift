@@ -61,6 +61,17 @@ private func byName(_ b: ApprovedBy) -> String {
     }
 }
 
+private func statusName(_ s: ToolStatus) -> String {
+    switch s {
+    case .executed: return "executed"
+    case .failed: return "failed"
+    case .denied: return "denied"
+    case .timedOut: return "timed-out"
+    case .cancelled: return "cancelled"
+    case .rejected: return "rejected"
+    }
+}
+
 private func cancelName(_ c: CancelReason) -> String {
     switch c {
     case .noApprover: return "no-approver"
@@ -401,7 +412,11 @@ final class VectorsTests: XCTestCase {
         XCTAssertFalse(cases.isEmpty)
         for c in cases {
             let name = c["name"] as? String ?? "?"
-            try strict(c, ["name", "approve", "cancel", "runs", "finished", "resolved", "execution"], name)
+            try strict(c, ["name", "approve", "cancel", "close", "runs", "finished", "resolved", "execution", "result"], name)
+            // Either the caller is cancelled, or the gate is closed while the caller waits.
+            let close = c["close"] != nil
+            XCTAssertNotEqual(c["cancel"] != nil, close, "\(name): exactly one of cancel and close")
+            let when = (close ? c["close"] : c["cancel"]) as? String
             let log = FileManager.default.temporaryDirectory
                 .appendingPathComponent("signoff-execute-\(UUID().uuidString).jsonl").path
             defer { try? FileManager.default.removeItem(atPath: log) }
@@ -422,21 +437,32 @@ final class VectorsTests: XCTestCase {
                 approver = gate.subscribe()  // an approver that never answers
             }
             let task = Task { try await gate.execute(ToolCall(tool: "transfer")) }
-            switch c["cancel"] as? String {
+            switch when {
             case "while_waiting":
                 await waitUntil({ gate.pendingCount() == 1 }, seconds: 5)
             case "while_running":
                 let deadline = Date().addingTimeInterval(5)
                 while await transfer.counts().runs == 0 && Date() < deadline { await pause(ms: 5) }
             default:
-                throw fail("\(name): cancel \(String(describing: c["cancel"]))")
+                throw fail("\(name): \(String(describing: when))")
             }
-            task.cancel()  // the caller stops waiting
-            do {
-                _ = try await task.value
-                XCTFail("\(name): the cancelled caller still got a result")
-            } catch is CancellationError {}
-            await transfer.release()
+            if close {
+                // The caller keeps waiting: it gets the tool's own result.
+                gate.close()
+                await transfer.release()
+                let result = try await task.value
+                XCTAssertEqual(statusName(result.status), c["result"] as? String, name)
+                if result.status == .executed {
+                    XCTAssertEqual(parse(result.outputJson ?? "") as? [String: Bool], ["sent": true], name)
+                }
+            } else {
+                task.cancel()  // the caller stops waiting
+                do {
+                    _ = try await task.value
+                    XCTFail("\(name): the cancelled caller still got a result")
+                } catch is CancellationError {}
+                await transfer.release()
+            }
             let resolved = try await firstResolved(watch)
             let expected = try XCTUnwrap(c["resolved"] as? [String: Any])
             try strict(expected, ["outcome", "cancel_reason"], "\(name).resolved")

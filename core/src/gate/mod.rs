@@ -859,6 +859,12 @@ impl Gate {
     /// Shuts the gate down: every pending request is cancelled ([`CancelReason::Shutdown`]),
     /// later requests are cancelled at once, later responses fail with `closed`, the pending
     /// store is closed ([`PendingStore::close`]) and the audit sink is flushed. Idempotent.
+    ///
+    /// A tool already running is not interrupted (the rule for a cancelled call, too; every
+    /// binding follows it, pinned by `tests/vectors/execute.json`): its executor can see the gate
+    /// closed ([`CallContext::gate_closed`](crate::CallContext::gate_closed)) and stop early, and
+    /// its call returns the tool's own result; its `execution` audit record is written, while a
+    /// durable store, closed now, reports it `interrupted` after a restart.
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.cancel_where(|_| true, CancelReason::Shutdown);
