@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::runtime::Runtime;
@@ -108,6 +108,20 @@ pub struct LoopBridge {
     wake_pending: AtomicBool,
     closed: AtomicBool,
     waker: Waker,
+    /// `threading.get_ident()` of its thread, when the loop records the thread it runs on as
+    /// asyncio's loops do (`_thread_id`): see [`runs_here`](Self::runs_here).
+    ident: Option<u64>,
+    /// [`FORKS`] when it was made.
+    forks: u64,
+}
+
+/// Forks of this process seen through `os.register_at_fork` (counted in the child): a bridge
+/// made before a fork is not taken for the running loop after it.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+#[pyfunction]
+fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::SeqCst);
 }
 
 thread_local! {
@@ -164,6 +178,11 @@ pub fn asyncio_run<'py>(py: Python<'py>, awaitable: &Bound<'py, PyAny>) -> PyRes
 impl LoopBridge {
     /// The bridge of the loop running on this thread (`RuntimeError` when none runs).
     pub fn current(py: Python<'_>) -> PyResult<Arc<LoopBridge>> {
+        if let Some(b) = CURRENT.with(|c| c.borrow().clone())
+            && b.runs_here(py)
+        {
+            return Ok(b);
+        }
         let lp = running_loop(py)?;
         if let Some(b) = CURRENT.with(|c| c.borrow().clone())
             && b.event_loop.bind(py).is(&lp)
@@ -176,7 +195,29 @@ impl LoopBridge {
         Ok(b)
     }
 
+    /// Whether this bridge's loop is the one running on this thread, known without
+    /// `asyncio.get_running_loop()`, which makes a `getpid` system call each time (its check for
+    /// a forked child): an asyncio loop records the thread it runs on (`_thread_id`, `None` once
+    /// stopped), and forks are counted. `false` when that cannot be told (another loop type):
+    /// the caller asks asyncio.
+    fn runs_here(&self, py: Python<'_>) -> bool {
+        let Some(ident) = self.ident else { return false };
+        !self.closed.load(Ordering::Acquire)
+            && self.forks == FORKS.load(Ordering::SeqCst)
+            && self
+                .event_loop
+                .bind(py)
+                .getattr(pyo3::intern!(py, "_thread_id"))
+                .and_then(|t| t.extract::<Option<u64>>())
+                .is_ok_and(|t| t == Some(ident))
+    }
+
     fn new(py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Arc<LoopBridge>> {
+        let forks = FORKS.load(Ordering::SeqCst);
+        // Only for a loop that says it runs on this thread (asyncio's do).
+        let ident = py.import("threading")?.call_method0("get_ident")?.extract::<u64>().ok().filter(|me| {
+            lp.getattr("_thread_id").and_then(|t| t.extract::<Option<u64>>()).is_ok_and(|t| t == Some(*me))
+        });
         let create_future = lp.getattr("create_future")?.unbind();
         let quiet_context = pyo3::types::PyDict::new(py);
         quiet_context.set_item("context", py.import("contextvars")?.getattr("Context")?.call0()?)?;
@@ -199,6 +240,8 @@ impl LoopBridge {
                 wake_pending: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 waker: Waker::Socket { tx, rx },
+                ident,
+                forks,
             });
             let reader = Drain { bridge: b.clone(), owner: true };
             match lp.call_method1("add_reader", (fd, reader)) {
@@ -220,6 +263,8 @@ impl LoopBridge {
             wake_pending: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             waker: Waker::Threadsafe,
+            ident,
+            forks,
         }))
     }
 
@@ -708,7 +753,14 @@ where
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     let f = wrap_pyfunction!(at_exit, m)?;
-    m.py().import("atexit")?.call_method1("register", (f,))?;
+    py.import("atexit")?.call_method1("register", (f,))?;
+    let kw = pyo3::types::PyDict::new(py);
+    kw.set_item("after_in_child", wrap_pyfunction!(after_fork_in_child, m)?)?;
+    // Not on every platform (Windows has no fork).
+    if let Ok(register) = py.import("os")?.getattr("register_at_fork") {
+        register.call((), Some(&kw))?;
+    }
     Ok(())
 }

@@ -70,3 +70,48 @@ def signoff_verify(path: Path) -> bool:
     import signoff
 
     return bool(signoff.verify_audit_chain(path).intact)
+
+
+FORKED = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    import signoff
+
+    async def main():
+        gate = signoff.Gate()
+        stream = gate.events(observe=True)
+        # A call on this loop: its bridge is now the one this thread remembers.
+        stream.__anext__().cancel()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            # The child inherits the thread and the loop object, but no loop runs here.
+            try:
+                stream.__anext__()
+                os.write(w, b"no error: bound to a loop that does not run here")
+            except RuntimeError:
+                os.write(w, b"RuntimeError")
+            except BaseException as e:
+                os.write(w, repr(e).encode())
+            os._exit(0)
+        os.close(w)
+        out = os.read(r, 500)
+        os.waitpid(pid, 0)
+        print(out.decode())
+        # And the parent's loop is still found at once.
+        stream.__anext__().cancel()
+        stream.close()
+        gate.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_forked_child_does_not_take_its_parents_loop_for_a_running_one() -> None:
+    # The bridge to a loop is remembered per thread and found without asyncio's own lookup
+    # (a getpid system call each time); a fork must still make the child ask asyncio, which
+    # says no loop runs there.
+    proc = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "RuntimeError", proc.stdout + proc.stderr
