@@ -420,6 +420,9 @@ struct DrivenTask<F: Future, D> {
     scheduled: AtomicBool,
     /// Poll without the GIL: the future may wait for a database round trip (a shared store).
     detached: bool,
+    /// The [`CancelOnCancel`] callback on `target`, while the core future runs: removed before
+    /// the result is set, so the loop does not call it for nothing (a callback per call).
+    cancel_cb: Mutex<Option<Py<PyAny>>>,
 }
 
 impl<F, T, D> std::task::Wake for DrivenTask<F, D>
@@ -460,6 +463,7 @@ where
     }
 
     fn cancel(&self, py: Python<'_>) {
+        drop(lock(&self.cancel_cb).take());
         let taken = lock(&self.state).take();
         if self.detached {
             // Cancelling a request in a shared store is a database round trip.
@@ -494,6 +498,12 @@ where
         drop(fut);
         let target = self.target.bind(py);
         let wanted = !target.call_method0(pyo3::intern!(py, "done")).and_then(|d| d.is_truthy()).unwrap_or(true);
+        if let Some(cb) = lock(&self.cancel_cb).take()
+            && wanted
+        {
+            // Nothing left to cancel: spare the loop calling it once the result is set.
+            let _ = target.call_method1(pyo3::intern!(py, "remove_done_callback"), (cb,));
+        }
         if let Some(r) = deliver(py, out, wanted)
             && wanted
         {
@@ -587,10 +597,13 @@ where
         target: target.clone().unbind(),
         scheduled: AtomicBool::new(false),
         detached,
+        cancel_cb: Mutex::new(None),
     });
     task.clone().poll_now(py);
     if lock(&task.state).is_some() {
-        target.call_method(pyo3::intern!(py, "add_done_callback"), (CancelOnCancel { task },), Some(quiet.bind(py)))?;
+        let cb = Py::new(py, CancelOnCancel { task: task.clone() })?.into_any();
+        *lock(&task.cancel_cb) = Some(cb.clone_ref(py));
+        target.call_method(pyo3::intern!(py, "add_done_callback"), (cb,), Some(quiet.bind(py)))?;
     }
     Ok(target)
 }
