@@ -145,6 +145,7 @@ static ISAWAITABLE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ISCOROUTINE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASYNCIO_RUN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RUN_THEN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `asyncio.get_running_loop()` (raises `RuntimeError` when none runs on this thread).
 pub fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -158,6 +159,11 @@ pub fn loop_running_here(py: Python<'_>) -> bool {
         .and_then(|f| f.call0())
         .map(|l| !l.is_none())
         .unwrap_or(false)
+}
+
+/// A coroutine, or any other awaitable.
+fn awaitable(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(ISCOROUTINE.import(obj.py(), "asyncio", "iscoroutine")?.call1((obj,))?.is_truthy()? || is_awaitable(obj)?)
 }
 
 pub fn is_awaitable(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -702,12 +708,17 @@ type OnDone = Box<dyn FnOnce(Python<'_>, PyResult<Bound<'_, PyAny>>) + Send>;
 #[pyclass(module = "signoff._native", frozen)]
 struct Completer {
     done: Mutex<Option<OnDone>>,
+    /// The Task whose done-callback this is, when it is one that also delivers through
+    /// [`deliver`](Completer::deliver) (see [`call_on_loop`]).
+    task: Mutex<Option<Py<PyAny>>>,
 }
 
 #[pymethods]
 impl Completer {
+    /// The Task's done-callback.
     fn __call__(&self, task: &Bound<'_, PyAny>) {
         let py = task.py();
+        drop(lock(&self.task).take());
         let r = match task.call_method0("cancelled").and_then(|c| c.is_truthy()) {
             Ok(true) => Err(pyo3::exceptions::asyncio::CancelledError::new_err("the task was cancelled")),
             _ => task.call_method0("result"),
@@ -715,6 +726,27 @@ impl Completer {
         if let Some(f) = lock(&self.done).take() {
             polling_woken(py, || f(py, r));
         }
+    }
+
+    /// The outcome, from inside the Task's last step (`signoff._tasks.run_then`): delivered at
+    /// once, and the done-callback that would have delivered it is removed.
+    fn deliver(slf: &Bound<'_, Self>, result: Bound<'_, PyAny>, error: Option<Bound<'_, PyAny>>) {
+        let py = slf.py();
+        let this = slf.get();
+        let Some(f) = lock(&this.done).take() else { return };
+        if let Some(task) = lock(&this.task).take()
+            && let Err(e) = task.bind(py).call_method1(pyo3::intern!(py, "remove_done_callback"), (slf,))
+        {
+            e.write_unraisable(py, None);
+        }
+        let r = match error {
+            None => Ok(result),
+            Some(e) if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>() => {
+                Err(pyo3::exceptions::asyncio::CancelledError::new_err("the task was cancelled"))
+            }
+            Some(e) => Err(PyErr::from_value(e)),
+        };
+        polling_woken(py, || f(py, r));
     }
 }
 
@@ -748,15 +780,50 @@ where
         let send = move |py: Python<'_>, r: PyResult<Bound<'_, PyAny>>| {
             let _ = tx.send(finish(py, r));
         };
-        match make(py).and_then(|v| Ok(b.start_task(&v)?.ok_or(v))) {
-            Ok(Err(value)) => send(py, Ok(value)),
-            Err(e) => send(py, Err(e)),
-            Ok(Ok(task)) => {
-                let completer = Completer { done: Mutex::new(Some(Box::new(send))) };
-                if let Err(e) = when_done(&task, completer) {
-                    e.write_unraisable(py, Some(&task));
+        let value = match make(py) {
+            Ok(v) => v,
+            Err(e) => return send(py, Err(e)),
+        };
+        match awaitable(&value) {
+            Ok(true) => {}
+            Ok(false) => return send(py, Ok(value)),
+            Err(e) => return send(py, Err(e)),
+        }
+        let completer =
+            match Bound::new(py, Completer { done: Mutex::new(Some(Box::new(send))), task: Mutex::new(None) }) {
+                Ok(c) => c,
+                Err(e) => return e.write_unraisable(py, None),
+            };
+        // The Task's body hands the outcome over at the end of its last step; the done-callback
+        // is there for a Task that ends without running it (cancelled before it started).
+        let started = RUN_THEN
+            .import(py, "signoff._tasks", "run_then")
+            .and_then(|run_then| {
+                completer.getattr(pyo3::intern!(py, "deliver")).and_then(|d| run_then.call1((value, d)))
+            })
+            .and_then(|body| b.start_task(&body))
+            .and_then(|task| task.ok_or_else(|| PyRuntimeError::new_err("run_then is not a coroutine")));
+        let task = match started {
+            Ok(t) => t,
+            Err(e) => {
+                let f = lock(&completer.get().done).take();
+                if let Some(f) = f {
+                    f(py, Err(e));
                 }
+                return;
             }
+        };
+        let registered = task.call_method0(pyo3::intern!(py, "done")).and_then(|d| d.is_truthy()).and_then(|done| {
+            if done {
+                // Finished in its eager first step: delivered already, or (cancelled) not.
+                completer.call1((&task,)).map(drop)
+            } else {
+                *lock(&completer.get().task) = Some(task.clone().unbind());
+                task.call_method1(pyo3::intern!(py, "add_done_callback"), (&completer,)).map(drop)
+            }
+        });
+        if let Err(e) = registered {
+            e.write_unraisable(py, Some(&task));
         }
     }));
     if !posted {

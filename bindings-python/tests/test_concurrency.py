@@ -367,3 +367,40 @@ def test_threadsafe_wakeup_mode_works_too(tmp_path: Any) -> None:
     env = dict(__import__("os").environ, SIGNOFF_PY_BRIDGE="threadsafe")
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+class _CountingLoop(asyncio.SelectorEventLoop):
+    """Counts the turns of the loop (asyncio's own `_run_once`)."""
+
+    turns = 0
+
+    def _run_once(self) -> None:  # type: ignore[override]
+        _CountingLoop.turns += 1
+        super()._run_once()  # type: ignore[misc]
+
+
+def test_an_async_tool_that_returns_at_once_costs_its_call_no_extra_turn_of_the_loop() -> None:
+    # The tool runs in a Task of its own (so that cancelling the caller does not interrupt it);
+    # its outcome is handed over at the end of that Task's step, so the caller resumes in the
+    # next turn, not after a done-callback that takes a turn of its own.
+    async def noop(args: Any) -> str:
+        return "ok"
+
+    async def body() -> int:
+        gate = signoff.Gate()
+        gate.register("free", approval="not_required", executor=noop)
+        await gate.execute("free", {})
+        before = _CountingLoop.turns
+        for _ in range(100):
+            result = await gate.execute("free", {})
+            assert result.status == "executed" and result.output == "ok"
+        gate.close()
+        return _CountingLoop.turns - before
+
+    loop = _CountingLoop()
+    try:
+        turns = loop.run_until_complete(body())
+    finally:
+        loop.close()
+    # The Task's step, then the caller (on Python 3.12+ the Task's step runs eagerly: fewer).
+    assert turns <= 2 * 100, f"{turns} turns of the loop for 100 calls"

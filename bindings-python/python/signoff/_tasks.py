@@ -1,0 +1,20 @@
+"""The body of the Task an async tool runs in: the tool's outcome goes to the native layer at the
+end of the Task's last step, so the waiting call resumes in the next turn of the loop instead of
+after a done-callback that would take a turn of its own."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Optional
+
+
+async def run_then(aw: Awaitable[Any], done: Callable[[Any, Optional[BaseException]], None]) -> None:
+    """Awaits ``aw`` and calls ``done(result, None)`` or ``done(None, exception)``."""
+    try:
+        result = await aw
+    except BaseException as exc:  # every outcome goes to `done`
+        done(None, exc)
+        if not isinstance(exc, Exception):
+            # Cancellation, KeyboardInterrupt, SystemExit: the Task ends as asyncio would end it.
+            raise
+    else:
+        done(result, None)
