@@ -709,8 +709,9 @@ type OnDone = Box<dyn FnOnce(Python<'_>, PyResult<Bound<'_, PyAny>>) + Send>;
 struct Completer {
     done: Mutex<Option<OnDone>>,
     /// The Task whose done-callback this is, when it is one that also delivers through
-    /// [`deliver`](Completer::deliver) (see [`call_on_loop`]).
-    task: Mutex<Option<Py<PyAny>>>,
+    /// [`deliver`](Completer::deliver) (see [`call_on_loop`]): a weak reference, so that a Task
+    /// that never ends is not kept alive by the callback it holds.
+    task: Mutex<Option<Py<pyo3::types::PyWeakrefReference>>>,
 }
 
 #[pymethods]
@@ -734,8 +735,9 @@ impl Completer {
         let py = slf.py();
         let this = slf.get();
         let Some(f) = lock(&this.done).take() else { return };
-        if let Some(task) = lock(&this.task).take()
-            && let Err(e) = task.bind(py).call_method1(pyo3::intern!(py, "remove_done_callback"), (slf,))
+        let task = lock(&this.task).take().and_then(|t| t.bind(py).upgrade());
+        if let Some(task) = task
+            && let Err(e) = task.call_method1(pyo3::intern!(py, "remove_done_callback"), (slf,))
         {
             e.write_unraisable(py, None);
         }
@@ -818,7 +820,7 @@ where
                 // Finished in its eager first step: delivered already, or (cancelled) not.
                 completer.call1((&task,)).map(drop)
             } else {
-                *lock(&completer.get().task) = Some(task.clone().unbind());
+                *lock(&completer.get().task) = Some(pyo3::types::PyWeakrefReference::new(&task)?.unbind());
                 task.call_method1(pyo3::intern!(py, "add_done_callback"), (&completer,)).map(drop)
             }
         });

@@ -98,7 +98,8 @@ impl GateBuilder {
         self
     }
     /// How many resolved request ids are remembered to classify late responses (65,536): at
-    /// least the last `n`, and up to twice as many.
+    /// least the last `n`, and at most one table of them more (`n / 64`, at least 1,024, and at
+    /// most `n`).
     pub fn remember_resolved(mut self, n: usize) -> Self {
         self.remembered = n;
         self
