@@ -11,7 +11,11 @@ async def run_then(aw: Awaitable[Any], done: Callable[[Any, Optional[BaseExcepti
     """Awaits ``aw`` and calls ``done(result, None)`` or ``done(None, exception)``."""
     try:
         result = await aw
-    except BaseException as exc:  # every outcome goes to `done`
+    except GeneratorExit:
+        # Closed unfinished (its loop went away): nothing is called from a finalizer; the call
+        # learns that its loop closed when the done-callback's hold on it goes.
+        raise
+    except BaseException as exc:  # every other outcome goes to `done`
         done(None, exc)
         if not isinstance(exc, Exception):
             # Cancellation, KeyboardInterrupt, SystemExit: the Task ends as asyncio would end it.
