@@ -402,5 +402,6 @@ def test_an_async_tool_that_returns_at_once_costs_its_call_no_extra_turn_of_the_
         turns = loop.run_until_complete(body())
     finally:
         loop.close()
-    # The Task's step, then the caller (on Python 3.12+ the Task's step runs eagerly: fewer).
-    assert turns <= 2 * 100, f"{turns} turns of the loop for 100 calls"
+    # The Task's step, then the caller (on Python 3.12+ the Task's step runs eagerly: fewer);
+    # a few to spare for a stray wake-up. A done-callback's turn of its own made it 300.
+    assert turns <= 2 * 100 + 10, f"{turns} turns of the loop for 100 calls"
