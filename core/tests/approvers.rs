@@ -351,13 +351,11 @@ async fn a_handles_answer_shows_its_binding_wherever_it_is_read() {
     let mut sub = g.subscribe();
     assert!(g.confirm(del("/home/a").session("s1")).await.unwrap().is_approved());
     let events = drain(&mut sub).await;
-    let req = events
-        .iter()
-        .find_map(|e| match e {
-            Event::ConfirmationRequest(r) => Some(r.clone()),
-            _ => None,
-        })
-        .expect("request published");
+    let (Some(Event::ConfirmationRequest(req)), Some(Event::ConfirmationResponse(published))) =
+        (events.first(), events.get(1))
+    else {
+        panic!("{events:?}")
+    };
     let bound = |r: &ConfirmationResponse, what: &str| {
         assert_eq!(r.id, req.id, "{what}");
         assert_eq!(r.tool.as_deref(), Some("delete_file"), "{what}");
@@ -365,14 +363,7 @@ async fn a_handles_answer_shows_its_binding_wherever_it_is_read() {
         assert_eq!(r.session_id.as_deref(), Some("s1"), "{what}");
         assert_eq!(r.responder.as_deref(), Some("alice"), "{what}");
     };
-    let published = events
-        .iter()
-        .find_map(|e| match e {
-            Event::ConfirmationResponse(r) => Some(r.clone()),
-            _ => None,
-        })
-        .expect("response published");
-    bound(&published, "published");
+    bound(published, "published");
     bound(&seen.0.lock().unwrap()[0], "authenticator");
     // A late answer through the same handle: refused, and audited with its binding.
     let late = kept.lock().unwrap().take().unwrap();
