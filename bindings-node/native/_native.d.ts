@@ -223,8 +223,9 @@ export declare class NativeSecret {
 }
 
 /**
- * A subscription to a gate's bus, as an approver or an observer. Closing it unsubscribes; with
- * `denyWhenUnobserved` the core then cancels what is pending if it was the last approver.
+ * A subscription to a gate's bus, as an approver or an observer, for some event types (the
+ * core's `Subscription::only`). Closing it unsubscribes; with `denyWhenUnobserved` the core then
+ * cancels what is pending if it was the last approver.
  */
 export declare class NativeSubscription {
   /**

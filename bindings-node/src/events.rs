@@ -9,7 +9,7 @@ use napi::{Env, sys};
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use signoff::{CancelReason, ConfirmationRequest, Event, Lagged, Outcome, ResponseDecision, Scope};
+use signoff::{CancelReason, ConfirmationRequest, Event, EventTypes, Lagged, Outcome, ResponseDecision, Scope};
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll};
@@ -260,49 +260,27 @@ pub fn serialize_event(env: Env, json: String) -> Result<String> {
     Ok(event.to_json().to_string())
 }
 
-/// A subscription to a gate's bus, as an approver or an observer. Closing it unsubscribes; with
-/// `denyWhenUnobserved` the core then cancels what is pending if it was the last approver.
+/// A subscription to a gate's bus, as an approver or an observer, for some event types (the
+/// core's `Subscription::only`). Closing it unsubscribes; with `denyWhenUnobserved` the core then
+/// cancels what is pending if it was the last approver.
 #[napi]
 pub struct NativeSubscription {
     state: Weak<JsState>,
     cell: Rc<RefCell<Option<signoff::Subscription>>>,
     waiting: Cell<Option<TaskId>>,
-    /// Event types delivered (bit per `Event::kind`); a lag is always delivered.
-    mask: u8,
-}
-
-const EVENT_TYPES: [&str; 4] =
-    ["confirmation-request", "confirmation-response", "confirmation-timeout", "confirmation-resolved"];
-
-fn type_bit(e: &Event) -> u8 {
-    match e {
-        Event::ConfirmationRequest(_) => 1,
-        Event::ConfirmationResponse(_) => 2,
-        Event::ConfirmationTimeout(_) => 4,
-        Event::ConfirmationResolved(_) => 8,
-    }
 }
 
 impl NativeSubscription {
     pub(crate) fn new(env: &Env, state: &Rc<JsState>, types: Option<Vec<String>>, observe: bool) -> Result<Self> {
-        let mask = match types {
-            None => 0xff,
-            Some(types) => {
-                let mut m = 0;
-                for t in &types {
-                    let i = EVENT_TYPES.iter().position(|k| k == t).ok_or_else(|| {
-                        errors::malformed(env, format!("unknown event type {t:?} (one of {})", EVENT_TYPES.join(", ")))
-                    })?;
-                    m |= 1 << i;
-                }
-                m
-            }
+        let types = match types {
+            None => EventTypes::ALL,
+            Some(names) => EventTypes::from_names(names).map_err(|e| errors::throw(env, &e))?,
         };
+        let sub = if observe { state.gate.observe() } else { state.gate.subscribe() };
         Ok(NativeSubscription {
             state: Rc::downgrade(state),
-            cell: Rc::new(RefCell::new(Some(if observe { state.gate.observe() } else { state.gate.subscribe() }))),
+            cell: Rc::new(RefCell::new(Some(sub.only(types)))),
             waiting: Cell::new(None),
-            mask,
         })
     }
 }
@@ -328,7 +306,6 @@ impl NativeSubscription {
         let cell = self.cell.clone();
         let weak = self.state.clone();
         let max = max.max(1) as usize;
-        let mask = self.mask;
         let fut: TaskFuture = Box::pin(async move {
             let items: Option<Vec<Item>> = std::future::poll_fn(|cx| {
                 let mut b = cell.borrow_mut();
@@ -337,7 +314,6 @@ impl NativeSubscription {
                 let mut v = Vec::new();
                 while v.len() < max {
                     match poll_sub(sub.as_mut(), cx) {
-                        Poll::Ready(Some(Ok(e))) if type_bit(&e) & mask == 0 => {}
                         Poll::Ready(Some(item)) => v.push(item),
                         Poll::Ready(None) if v.is_empty() => return Poll::Ready(None),
                         Poll::Ready(None) => break,

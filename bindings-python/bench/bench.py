@@ -5,8 +5,10 @@
 1. Latency of one agent step (`await gate.execute(...)` of a no-op async tool), 20,000 steps per
    variant, interleaved in blocks: a plain `await tool(args)` (the baseline), `execute` of an
    ungated tool, and `execute` of a gated tool answered by (a) a sync handler approver
-   (`gate.on_request`) and (b) an event-stream approver (a task reading `gate.events()` and
-   calling `gate.approve`), each checking the tool name and the arguments before approving.
+   (`gate.on_request`), (b) an event-stream approver (a task reading `gate.events()` and
+   calling `gate.approve`) and (c) the same reading only requests
+   (`gate.events(types=["confirmation-request"])`), each checking the tool name and the
+   arguments before approving.
    Overhead per approval = gated - ungated; ungated overhead = ungated - plain await. The same
    for `confirm` alone, and an ungated `execute` of a sync tool (run on a worker thread).
 2. Approvals per second with 1,000 pending (sync handler approver).
@@ -51,9 +53,9 @@ def make_gate(**kw: Any) -> signoff.Gate:
     return gate
 
 
-async def stream_approver(gate: signoff.Gate, ready: asyncio.Event) -> None:
-    """An approver reading the event stream, as a UI would."""
-    with gate.events() as events:
+async def stream_approver(gate: signoff.Gate, ready: asyncio.Event, requests_only: bool = False) -> None:
+    """An approver reading the event stream, as a UI would (every event, or only requests)."""
+    with gate.events(types=["confirmation-request"] if requests_only else None) as events:
         ready.set()
         async for event in events:
             if isinstance(event, signoff.ConfirmationRequest):
@@ -90,15 +92,21 @@ async def bench_latency(n: int) -> Dict[str, Any]:
     ready = asyncio.Event()
     reader = asyncio.ensure_future(stream_approver(stream_gate, ready))
     await ready.wait()
-    h, s = handler_gate, stream_gate
+    request_gate = make_gate()
+    ready = asyncio.Event()
+    request_reader = asyncio.ensure_future(stream_approver(request_gate, ready, requests_only=True))
+    await ready.wait()
+    h, s, q = handler_gate, stream_gate, request_gate
     steps: Dict[str, Step] = {
         "plain_await": lambda: noop(ARGS),
         "execute_ungated": lambda: h.execute("noop_free", ARGS),
         "execute_gated_handler": lambda: h.execute("noop_gated", ARGS),
         "execute_gated_stream": lambda: s.execute("noop_gated", ARGS),
+        "execute_gated_req_stream": lambda: q.execute("noop_gated", ARGS),
         "confirm_ungated": lambda: h.confirm("noop_free", ARGS),
         "confirm_gated_handler": lambda: h.confirm("noop_gated", ARGS),
         "confirm_gated_stream": lambda: s.confirm("noop_gated", ARGS),
+        "confirm_gated_req_stream": lambda: q.confirm("noop_gated", ARGS),
         "execute_ungated_sync_tool": lambda: h.execute("sync_free", ARGS),
     }
     for step in steps.values():  # warm up
@@ -109,8 +117,10 @@ async def bench_latency(n: int) -> Dict[str, Any]:
             xs[k] += await latencies(step, n // 10)
     handler_gate.close()
     stream_gate.close()
+    request_gate.close()
     reader.cancel()
-    await asyncio.gather(reader, return_exceptions=True)
+    request_reader.cancel()
+    await asyncio.gather(reader, request_reader, return_exceptions=True)
     med = {k: statistics.median(v) for k, v in xs.items()}
     p99 = {k: pct(v, 99) for k, v in xs.items()}
     return {
@@ -119,8 +129,10 @@ async def bench_latency(n: int) -> Dict[str, Any]:
         "p99_us": p99,
         "overhead_per_approval_handler_us": med["execute_gated_handler"] - med["execute_ungated"],
         "overhead_per_approval_stream_us": med["execute_gated_stream"] - med["execute_ungated"],
+        "overhead_per_approval_request_stream_us": med["execute_gated_req_stream"] - med["execute_ungated"],
         "confirm_overhead_handler_us": med["confirm_gated_handler"] - med["confirm_ungated"],
         "confirm_overhead_stream_us": med["confirm_gated_stream"] - med["confirm_ungated"],
+        "confirm_overhead_request_stream_us": med["confirm_gated_req_stream"] - med["confirm_ungated"],
         "ungated_over_plain_await_us": med["execute_ungated"] - med["plain_await"],
     }
 
@@ -291,9 +303,11 @@ def main() -> None:
     for k in lat["median_us"]:
         print(f"{k:28} median {lat['median_us'][k]:7.1f} us, p99 {lat['p99_us'][k]:7.1f} us")
     print(f"overhead per approval (execute, gated - ungated): sync handler {lat['overhead_per_approval_handler_us']:.1f} us,"
-          f" event stream {lat['overhead_per_approval_stream_us']:.1f} us (median)")
+          f" event stream {lat['overhead_per_approval_stream_us']:.1f} us,"
+          f" requests-only stream {lat['overhead_per_approval_request_stream_us']:.1f} us (median)")
     print(f"overhead per approval (confirm only): sync handler {lat['confirm_overhead_handler_us']:.1f} us,"
-          f" event stream {lat['confirm_overhead_stream_us']:.1f} us (median)")
+          f" event stream {lat['confirm_overhead_stream_us']:.1f} us,"
+          f" requests-only stream {lat['confirm_overhead_request_stream_us']:.1f} us (median)")
     print(f"ungated execute over a plain await of the tool: {lat['ungated_over_plain_await_us']:.1f} us (median)")
     print(f"approvals/s with {t['pending']} pending: burst {t['burst_approvals_per_s_median']:,.0f}, "
           f"sustained {t['sustained_approvals_per_s']:,.0f}")

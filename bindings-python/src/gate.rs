@@ -682,10 +682,16 @@ impl PyGate {
     }
 
     /// Subscribes to the event bus now: as an approver, or (`observe=True`) as an observer,
-    /// which sees every event but never counts as someone who can answer.
-    #[pyo3(signature = (observe=false))]
-    fn events(&self, observe: bool) -> EventStream {
-        EventStream::new(if observe { self.gate.observe() } else { self.gate.subscribe() }, self.shared)
+    /// which sees every event but never counts as someone who can answer; with `types`, only
+    /// events of those types (`"confirmation-request"`, ...) and lag markers.
+    #[pyo3(signature = (observe=false, types=None))]
+    fn events(&self, observe: bool, types: Option<Vec<String>>) -> PyResult<EventStream> {
+        let types = match types {
+            None => signoff::EventTypes::ALL,
+            Some(names) => signoff::EventTypes::from_names(names).map_err(errors::to_py)?,
+        };
+        let sub = if observe { self.gate.observe() } else { self.gate.subscribe() };
+        Ok(EventStream::new(sub.only(types), self.shared))
     }
 
     /// Calls `handler(request: PendingRequest)` for every request from now on (and those already

@@ -154,6 +154,46 @@ def test_a_lagging_stream_gets_a_lagged_marker_with_the_pending_snapshot(run: An
     run(body())
 
 
+def test_a_stream_for_some_types_yields_only_those_and_lags_are_still_reported(run: Any) -> None:
+    async def body() -> None:
+        gate = gate_with_tools(deny_when_unobserved=False)
+        every = gate.events(observe=True)
+        requests = gate.events(types=["confirmation-request"])
+        answered = []
+        for path in ("/a", "/b"):
+            call = asyncio.ensure_future(gate.confirm("delete_file", {"path": path}))
+            req = await requests.__anext__()
+            assert isinstance(req, signoff.ConfirmationRequest) and req.arguments == {"path": path}
+            gate.approve(req) if path == "/a" else gate.deny(req, "no")
+            answered.append((await call).outcome)
+        assert answered == ["approved", "denied"]
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(requests.__anext__(), 0.05)
+        kinds = [(await every.__anext__()).type for _ in range(6)]
+        assert kinds == ["confirmation-request", "confirmation-response", "confirmation-resolved"] * 2
+        for bad, match in ((["confirmation-request", "lagged"], '"lagged"'), ("confirmation-request", "not the string")):
+            with pytest.raises(signoff.MalformedError, match=match):
+                gate.events(types=bad)  # type: ignore[arg-type]
+        every.close()
+        requests.close()
+        gate.close()
+
+        # A lag is reported whatever the types asked for.
+        gate = gate_with_tools(bus_capacity=4, deny_when_unobserved=False)
+        only_timeouts = gate.events(observe=True, types=["confirmation-timeout"])
+        tasks = [asyncio.ensure_future(gate.confirm("delete_file", {"path": f"/{i}"})) for i in range(10)]
+        await wait_until(lambda: gate.pending_count == 10)
+        lagged = await asyncio.wait_for(only_timeouts.__anext__(), 5)
+        assert isinstance(lagged, signoff.Lagged) and len(lagged.pending) == 10
+        for r in gate.pending():
+            gate.deny(r)
+        await asyncio.gather(*tasks)
+        only_timeouts.close()
+        gate.close()
+
+    run(body())
+
+
 def test_lag_recovery_is_bounded_and_pending_pages_give_every_request_once(run: Any) -> None:
     # Issue 15 item 8: a lagging stream used to receive every pending request at once.
     n = 2_500

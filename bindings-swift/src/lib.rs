@@ -867,6 +867,18 @@ impl Gate {
         Subscription::new(self.inner.observe())
     }
 
+    /// `subscribe()` delivering only events of `types` (and `.lagged`, which reports missed
+    /// events of any type): an approver reading only `[.request]` is not handed the response and
+    /// the resolution that follow each of its answers.
+    pub fn subscribe_only(&self, types: Vec<EventType>) -> Arc<Subscription> {
+        Subscription::new(self.inner.subscribe().only(types::event_types(&types)))
+    }
+
+    /// `observe()` delivering only events of `types` (and `.lagged`).
+    pub fn observe_only(&self, types: Vec<EventType>) -> Arc<Subscription> {
+        Subscription::new(self.inner.observe().only(types::event_types(&types)))
+    }
+
     /// Calls `handler` for every request from now on (and every request already pending), each
     /// concurrently. A handler that returns without answering, or throws, ends its request at once
     /// as cancelled (`approvalFailed`); the error's text never reaches the model.

@@ -705,6 +705,32 @@ pub struct ConfirmationResolved {
     pub at_ms: u64,
 }
 
+/// The type of a bus event, for a subscription that wants only some (`Gate.subscribeOnly`,
+/// `Gate.observeOnly`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+pub enum EventType {
+    /// `GateEvent.request`.
+    Request,
+    /// `GateEvent.response`.
+    Response,
+    /// `GateEvent.timeout`.
+    Timeout,
+    /// `GateEvent.resolved`.
+    Resolved,
+}
+
+/// The core's set of event types.
+pub(crate) fn event_types(types: &[EventType]) -> core::EventTypes {
+    types.iter().fold(core::EventTypes::NONE, |set, t| {
+        set | match t {
+            EventType::Request => core::EventTypes::REQUEST,
+            EventType::Response => core::EventTypes::RESPONSE,
+            EventType::Timeout => core::EventTypes::TIMEOUT,
+            EventType::Resolved => core::EventTypes::RESOLVED,
+        }
+    })
+}
+
 /// An event on the gate's bus, or notice that this subscriber lagged.
 #[derive(Debug, Clone, PartialEq, uniffi::Enum)]
 pub enum GateEvent {

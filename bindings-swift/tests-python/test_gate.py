@@ -745,6 +745,39 @@ async def test_event_stream_order_and_close():
 
 
 @async_test
+async def test_a_subscription_for_some_types_gets_only_those_and_still_hears_of_a_lag():
+    gate = gate_with_delete()
+    every = gate.observe()
+    requests = gate.subscribe_only([so.EventType.REQUEST])
+    assert gate.approver_count() == 1
+    for path in ("/a", "/b"):
+        p = gate.confirm_cancellable(call(args={"path": path}))
+        ev = await next_event(requests)  # the second request comes right after the first
+        assert ev.is_request() and json.loads(ev.request.arguments_json) == {"path": path}
+        assert gate.approve(ev.request) == so.Outcome.APPROVED
+        assert (await p.wait()).is_approved()
+    kinds = [ev_kind(await next_event(every)) for _ in range(6)]
+    assert kinds == ["request", "response", "resolved"] * 2
+    requests.close()
+    every.close()
+    gate.close()
+
+    gate = gate_with_delete(bus_capacity=2, deny_when_unobserved=False)
+    nothing = gate.observe_only([])
+    handles = [gate.confirm_cancellable(call(args={"path": f"/{i}"})) for i in range(4)]
+    for _ in range(200):
+        if gate.pending_count() == 4:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # a request is stored just before it is published
+    ev = await next_event(nothing)
+    assert ev.is_lagged() and len(ev.pending) == 4
+    for h in handles:
+        h.cancel()
+    gate.close()
+
+
+@async_test
 async def test_observers_are_not_approvers_and_subscriptions_end_with_the_gate():
     gate = gate_with_delete()
     watch = gate.observe()

@@ -421,3 +421,78 @@ impl Event {
         serde_json::from_value(v).map_err(|e| Error::Malformed(format!("event: {e}")))
     }
 }
+
+/// A set of event types, for a subscription that wants only some
+/// ([`Subscription::only`](crate::Subscription::only)): an approver that reads only requests is
+/// not woken for the responses and resolutions that follow its own answers.
+///
+/// ```
+/// use signoff::EventTypes;
+/// let t = EventTypes::from_names(["confirmation-request", "confirmation-resolved"]).unwrap();
+/// assert!(t.contains(EventTypes::REQUEST) && !t.contains(EventTypes::RESPONSE));
+/// assert_eq!(t, EventTypes::REQUEST | EventTypes::RESOLVED);
+/// assert!(EventTypes::from_names(["request"]).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventTypes(u8);
+
+impl EventTypes {
+    /// `confirmation-request`.
+    pub const REQUEST: EventTypes = EventTypes(1);
+    /// `confirmation-response`.
+    pub const RESPONSE: EventTypes = EventTypes(2);
+    /// `confirmation-timeout`.
+    pub const TIMEOUT: EventTypes = EventTypes(4);
+    /// `confirmation-resolved`.
+    pub const RESOLVED: EventTypes = EventTypes(8);
+    /// Every type.
+    pub const ALL: EventTypes = EventTypes(15);
+    /// No type: only a [`Lagged`](crate::Lagged) marker, which every subscription receives.
+    pub const NONE: EventTypes = EventTypes(0);
+    /// The `type` tags, in the order of the bits.
+    pub const NAMES: [&'static str; 4] =
+        ["confirmation-request", "confirmation-response", "confirmation-timeout", "confirmation-resolved"];
+
+    /// The type of `event`.
+    pub fn of(event: &Event) -> EventTypes {
+        match event {
+            Event::ConfirmationRequest(_) => Self::REQUEST,
+            Event::ConfirmationResponse(_) => Self::RESPONSE,
+            Event::ConfirmationTimeout(_) => Self::TIMEOUT,
+            Event::ConfirmationResolved(_) => Self::RESOLVED,
+        }
+    }
+
+    /// True when every type in `other` is in `self`.
+    pub fn contains(self, other: EventTypes) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The set named by `type` tags (`"confirmation-request"`, ...); an empty list is
+    /// [`NONE`](Self::NONE).
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] naming a tag that is not an event type.
+    pub fn from_names<I, S>(names: I) -> Result<EventTypes>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut bits = 0;
+        for name in names {
+            let name = name.as_ref();
+            let i = Self::NAMES.iter().position(|k| *k == name).ok_or_else(|| {
+                Error::Malformed(format!("unknown event type {name:?} (one of {})", Self::NAMES.join(", ")))
+            })?;
+            bits |= 1 << i;
+        }
+        Ok(EventTypes(bits))
+    }
+}
+
+impl std::ops::BitOr for EventTypes {
+    type Output = EventTypes;
+    fn bitor(self, rhs: EventTypes) -> EventTypes {
+        EventTypes(self.0 | rhs.0)
+    }
+}

@@ -114,8 +114,8 @@ pub use config::{GateConfig, Naming, OptionReader};
 pub use dispatch::{ApproverGuard, HANDLER_RESPONDER, HandlerGuard, InlineApprover, PendingRequest, RequestHandler};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
-    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event, Outcome,
-    ResponseDecision, Scope,
+    CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
+    EventTypes, Outcome, ResponseDecision, Scope,
 };
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{

@@ -7,6 +7,7 @@ use signoff::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio_stream::Stream;
 
 #[tokio::test(start_paused = true)]
 async fn ungated_call_returns_at_once_without_touching_the_bus() {
@@ -918,6 +919,117 @@ async fn lagging_subscriber_is_told_and_resyncs_without_losing_a_request() {
         let d = t.await.unwrap().unwrap();
         assert!(matches!(d, Decision::Denied { reason: Some(ref r), .. } if *r == i.to_string()), "{d:?}");
     }
+}
+
+/// A subscription for some event types gets exactly those, in bus order, whoever answers; the
+/// other subscribers still get everything.
+#[tokio::test(start_paused = true)]
+async fn a_subscription_for_some_types_gets_only_those_in_order() {
+    let g = gate();
+    let mut all = g.observe();
+    let mut some = g.subscribe().only(EventTypes::REQUEST | EventTypes::RESOLVED);
+    assert_eq!(some.types(), EventTypes::REQUEST | EventTypes::RESOLVED);
+    assert_eq!(all.types(), EventTypes::ALL);
+    // Approved, denied, then timed out, each answered through the filtered subscription.
+    for (i, answer) in ["approve", "deny", "none"].into_iter().enumerate() {
+        let call = tokio::spawn({
+            let g = g.clone();
+            async move { g.confirm(del(&format!("/f{i}"))).await }
+        });
+        let req = next_request(&mut some).await;
+        match answer {
+            "approve" => g.respond(ConfirmationResponse::approve(&req)).map(drop).unwrap(),
+            "deny" => g.respond(ConfirmationResponse::deny(&req, Some("no".into()))).map(drop).unwrap(),
+            _ => {}
+        }
+        call.await.unwrap().unwrap();
+        match some.recv().await.unwrap().unwrap() {
+            Event::ConfirmationResolved(r) => assert_eq!(r.id, req.id),
+            e => panic!("expected the resolution, got {}", e.kind()),
+        }
+    }
+    assert!(drain(&mut some).await.is_empty());
+    let kinds: Vec<_> = drain(&mut all).await.iter().map(|e| e.kind()).collect();
+    let (q, p, t, r) =
+        ("confirmation-request", "confirmation-response", "confirmation-timeout", "confirmation-resolved");
+    assert_eq!(kinds, [q, p, r, q, p, r, q, t, r]);
+    assert!(
+        matches!(EventTypes::from_names(["confirmation-request", "lagged"]), Err(Error::Malformed(m)) if m.contains("\"lagged\""))
+    );
+    assert_eq!(EventTypes::from_names(Vec::<String>::new()).unwrap(), EventTypes::NONE);
+}
+
+/// A lag is reported to a filtered subscription whatever it asked for (the missed events may
+/// have been of its types), and a long run of unwanted events does not stall it.
+#[tokio::test(start_paused = true)]
+async fn a_filtered_subscription_is_told_it_lagged_and_skips_long_runs_of_other_events() {
+    let g = gate_with(Gate::builder().bus_capacity(4), Arc::new(AtomicUsize::new(0)));
+    let mut none = g.observe().only(EventTypes::NONE);
+    let mut answerer = g.subscribe();
+    let waiting: Vec<_> = (0..8)
+        .map(|i| {
+            let g = g.clone();
+            tokio::spawn(async move { g.confirm(del(&format!("/l{i}"))).await })
+        })
+        .collect();
+    while g.pending_count() < 8 {
+        tokio::task::yield_now().await;
+    }
+    let lag = none.recv().await.unwrap().unwrap_err();
+    assert!(lag.missed > 0 && lag.pending.len() == 8, "{lag:?}");
+    for r in g.pending() {
+        g.respond(ConfirmationResponse::deny(&r, None)).unwrap();
+    }
+    for w in waiting {
+        w.await.unwrap().unwrap();
+    }
+    drop(answerer);
+
+    // 600 events a timeout-only subscription does not want, then one it does: more than one
+    // poll skips, so the reader is woken to go on rather than left waiting.
+    let g = gate_with(Gate::builder().bus_capacity(1024), Arc::new(AtomicUsize::new(0)));
+    let mut timeouts = g.observe().only(EventTypes::TIMEOUT);
+    answerer = g.subscribe();
+    for i in 0..200 {
+        let call = tokio::spawn({
+            let g = g.clone();
+            async move { g.confirm(del(&format!("/a{i}"))).await }
+        });
+        let req = next_request(&mut answerer).await;
+        g.respond(ConfirmationResponse::approve(&req)).unwrap();
+        call.await.unwrap().unwrap();
+    }
+    let late = g.confirm(del("/late")).await.unwrap();
+    assert!(matches!(late, Decision::TimedOut { .. }), "{late:?}");
+    drop(answerer);
+    // Polled as a host polls it, on a thread of its own (inside a tokio task, tokio's budget
+    // would also yield): each poll that returns empty-handed has asked to be polled again.
+    let polls = std::thread::spawn(move || {
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(count.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut polls = 0;
+        let e = loop {
+            polls += 1;
+            match std::pin::Pin::new(&mut timeouts).poll_next(&mut cx) {
+                std::task::Poll::Ready(e) => break e.unwrap().unwrap(),
+                std::task::Poll::Pending => {
+                    assert_eq!(count.0.swap(0, Ordering::SeqCst), 1, "an empty-handed poll must wake its reader");
+                }
+            }
+        };
+        assert_eq!(e.kind(), "confirmation-timeout");
+        polls
+    })
+    .join()
+    .unwrap();
+    assert!(polls > 1, "600 unwanted events take more than one poll");
 }
 
 /// Issue 15.8: a lagging subscriber no longer receives every pending request at once; it gets

@@ -13,7 +13,7 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Union
+from typing import Any, Literal, Mapping, Union
 
 from ._native import (
     ConfirmationRequest,
@@ -25,6 +25,9 @@ from ._native import (
     PendingRequest,
 )
 from ._native import parse_event_json as _parse_event_json
+
+#: An event's ``type`` tag, as :meth:`signoff.Gate.events` takes it in ``types``.
+EventType = Literal["confirmation-request", "confirmation-response", "confirmation-timeout", "confirmation-resolved"]
 
 #: Any event on the bus.
 Event = Union[ConfirmationRequest, ConfirmationResponse, ConfirmationTimeout, ConfirmationResolved]

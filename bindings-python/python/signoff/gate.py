@@ -40,6 +40,7 @@ from ._native import (
     Decision,
     EventStream,
     HandlerRegistration,
+    MalformedError,
     PendingRequest,
     Recovery,
     StoredRecord,
@@ -49,6 +50,7 @@ from ._native import (
 )
 from .console import Console
 from .context import native_executor
+from .events import EventType
 from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
 
 if TYPE_CHECKING:
@@ -752,7 +754,7 @@ class Gate(Closing):
 
     # ---- watching ----------------------------------------------------------------------------
 
-    def events(self, *, observe: bool = False) -> EventStream:
+    def events(self, *, observe: bool = False, types: Optional[Iterable[EventType]] = None) -> EventStream:
         """Subscribes to the event bus, from now on.
 
         >>> async def show(gate: Gate) -> None:
@@ -772,8 +774,17 @@ class Gate(Closing):
         audit display): it sees every event but never counts as someone who can answer, so it
         never keeps a call waiting when no approver is attached (the call is then cancelled at
         once, ``no-approver``, unless ``deny_when_unobserved=False``).
+
+        With ``types``, the stream yields only events of those types (and a :class:`Lagged`
+        marker, which reports missed events of any type): an approver that reads only
+        ``["confirmation-request"]`` is not handed the response and the resolution that follow
+        each of its answers. A name that is not an event type raises :class:`MalformedError`.
         """
-        return self._native.events(observe)
+        if types is None:
+            return self._native.events(observe)
+        if isinstance(types, (str, bytes)):
+            raise MalformedError(f"types must be a list of event types, not the string {types!r}")
+        return self._native.events(observe, list(types))
 
     def on_request(self, handler: Handler) -> HandlerRegistration:
         """Calls ``handler(request)`` for every request from now on (and every one already

@@ -142,11 +142,20 @@ extension Gate {
         subscribe().events(bufferingPolicy: bufferingPolicy)
     }
 
+    /// `events()` with only the events of `types` (and `.lagged`, which reports missed events of
+    /// any type), e.g. `gate.events(only: [.request, .resolved])`.
+    public func events(
+        only types: [EventType],
+        bufferingPolicy: AsyncStream<GateEvent>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<GateEvent> {
+        subscribeOnly(types: types).events(bufferingPolicy: bufferingPolicy)
+    }
+
     /// Only the confirmation requests, as an `AsyncStream`. After a lag, every request still
     /// pending is delivered again, the lagged event's snapshot and then the rest a page at a time
     /// (`pendingPage(after:limit:)` from its `more`): de-duplicate by `id` if you keep state.
     public func requests() -> AsyncStream<ConfirmationRequest> {
-        let events = self.events()
+        let events = self.events(only: [.request])
         return AsyncStream { continuation in
             // Weak: the stream must not keep the gate alive (it ends when the gate is gone).
             let pump = Task.detached { [weak self] in
@@ -498,6 +507,7 @@ extension CancelReason: Sendable {}
 extension ChainProblemKind: Sendable {}
 extension Decision: Sendable {}
 extension ErrorKind: Sendable {}
+extension EventType: Sendable {}
 extension GateEvent: Sendable {}
 extension Outcome: Sendable {}
 extension RecordState: Sendable {}

@@ -1155,6 +1155,11 @@ public protocol GateProtocol: AnyObject, Sendable {
     func observe()  -> Subscription
     
     /**
+     * `observe()` delivering only events of `types` (and `.lagged`).
+     */
+    func observeOnly(types: [EventType])  -> Subscription
+    
+    /**
      * Calls `handler` for every request from now on (and every request already pending), each
      * concurrently. A handler that returns without answering, or throws, ends its request at once
      * as cancelled (`approvalFailed`); the error's text never reaches the model.
@@ -1224,6 +1229,13 @@ public protocol GateProtocol: AnyObject, Sendable {
      * approver attached is cancelled at once (`noApprover`).
      */
     func subscribe()  -> Subscription
+    
+    /**
+     * `subscribe()` delivering only events of `types` (and `.lagged`, which reports missed
+     * events of any type): an approver reading only `[.request]` is not handed the response and
+     * the resolution that follow each of its answers.
+     */
+    func subscribeOnly(types: [EventType])  -> Subscription
     
     /**
      * Every registered tool's spec, sorted by name.
@@ -1602,6 +1614,19 @@ open func observe() -> Subscription  {
 }
     
     /**
+     * `observe()` delivering only events of `types` (and `.lagged`).
+     */
+open func observeOnly(types: [EventType]) -> Subscription  {
+    return try!  FfiConverterTypeSubscription_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_observe_only(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypeEventType.lower(types),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Calls `handler` for every request from now on (and every request already pending), each
      * concurrently. A handler that returns without answering, or throws, ends its request at once
      * as cancelled (`approvalFailed`); the error's text never reaches the model.
@@ -1767,6 +1792,21 @@ open func subscribe() -> Subscription  {
         uniffiCallStatus in
     uniffi_signoff_ffi_fn_method_gate_subscribe(
             self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `subscribe()` delivering only events of `types` (and `.lagged`, which reports missed
+     * events of any type): an approver reading only `[.request]` is not handed the response and
+     * the resolution that follow each of its answers.
+     */
+open func subscribeOnly(types: [EventType]) -> Subscription  {
+    return try!  FfiConverterTypeSubscription_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_method_gate_subscribe_only(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypeEventType.lower(types),uniffiCallStatus
     )
 })
 }
@@ -7796,6 +7836,102 @@ public func FfiConverterTypeErrorKind_lower(_ value: ErrorKind) -> RustBuffer {
 
 
 /**
+ * The type of a bus event, for a subscription that wants only some (`Gate.subscribeOnly`,
+ * `Gate.observeOnly`).
+ */
+
+public enum EventType: Equatable, Hashable {
+    
+    /**
+     * `GateEvent.request`.
+     */
+    case request
+    /**
+     * `GateEvent.response`.
+     */
+    case response
+    /**
+     * `GateEvent.timeout`.
+     */
+    case timeout
+    /**
+     * `GateEvent.resolved`.
+     */
+    case resolved
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension EventType: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeEventType: FfiConverterRustBuffer {
+    typealias SwiftType = EventType
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> EventType {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .request
+        
+        case 2: return .response
+        
+        case 3: return .timeout
+        
+        case 4: return .resolved
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: EventType, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .request:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .response:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .timeout:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .resolved:
+            writeInt(&buf, Int32(4))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEventType_lift(_ buf: RustBuffer) throws -> EventType {
+    return try FfiConverterTypeEventType.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEventType_lower(_ value: EventType) -> RustBuffer {
+    return FfiConverterTypeEventType.lower(value)
+}
+
+
+
+/**
  * An event on the gate's bus, or notice that this subscriber lagged.
  */
 
@@ -9526,6 +9662,31 @@ fileprivate struct FfiConverterSequenceTypeArgRule: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeEventType: FfiConverterRustBuffer {
+    typealias SwiftType = [EventType]
+
+    public static func write(_ value: [EventType], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeEventType.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [EventType] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [EventType]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeEventType.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterDictionaryStringString: FfiConverterRustBuffer {
     public static func write(_ value: [String: String], into buf: inout [UInt8]) {
         let len = Int32(value.count)
@@ -9980,6 +10141,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_observe() != 36246) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_signoff_ffi_checksum_method_gate_observe_only() != 6847) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_signoff_ffi_checksum_method_gate_on_request() != 23647) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -10014,6 +10178,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_subscribe() != 4290) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_method_gate_subscribe_only() != 29478) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_tools() != 20951) {

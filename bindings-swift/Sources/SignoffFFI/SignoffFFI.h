@@ -416,6 +416,11 @@ int8_t uniffi_signoff_ffi_fn_method_gate_is_closed(uint64_t ptr, RustCallStatus 
 uint64_t uniffi_signoff_ffi_fn_method_gate_observe(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_OBSERVE_ONLY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_OBSERVE_ONLY
+uint64_t uniffi_signoff_ffi_fn_method_gate_observe_only(uint64_t ptr, RustBuffer types, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ON_REQUEST
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_ON_REQUEST
 uint64_t uniffi_signoff_ffi_fn_method_gate_on_request(uint64_t ptr, uint64_t handler, RustCallStatus *_Nonnull out_status
@@ -474,6 +479,11 @@ int8_t uniffi_signoff_ffi_fn_method_gate_revoke_grant(uint64_t ptr, RustBuffer s
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBE
 uint64_t uniffi_signoff_ffi_fn_method_gate_subscribe(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBE_ONLY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_SUBSCRIBE_ONLY
+uint64_t uniffi_signoff_ffi_fn_method_gate_subscribe_only(uint64_t ptr, RustBuffer types, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_METHOD_GATE_TOOLS
@@ -1449,6 +1459,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_observe(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_OBSERVE_ONLY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_OBSERVE_ONLY
+uint16_t uniffi_signoff_ffi_checksum_method_gate_observe_only(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ON_REQUEST
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_ON_REQUEST
 uint16_t uniffi_signoff_ffi_checksum_method_gate_on_request(void
@@ -1518,6 +1534,12 @@ uint16_t uniffi_signoff_ffi_checksum_method_gate_revoke_grant(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBE
 uint16_t uniffi_signoff_ffi_checksum_method_gate_subscribe(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBE_ONLY
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_METHOD_GATE_SUBSCRIBE_ONLY
+uint16_t uniffi_signoff_ffi_checksum_method_gate_subscribe_only(void
     
 );
 #endif

@@ -627,6 +627,37 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(gate.approverCount(), 0)
     }
 
+    func testASubscriptionForSomeTypesGetsOnlyThoseAndStillHearsOfALag() async throws {
+        let gate = try gateWithDelete()
+        let every = gate.observe()
+        let requests = gate.subscribeOnly(types: [.request])
+        XCTAssertEqual(gate.approverCount(), 1)
+        for path in ["/a", "/b"] {
+            let pending = try gate.confirmCancellable(call: makeCall("delete_file", #"{"path":"\#(path)"}"#))
+            // The second request comes right after the first: no response, no resolution.
+            guard case .request(let request) = try await nextEvent(requests) else { return XCTFail() }
+            XCTAssertEqual(json(request.argumentsJson)?["path"] as? String, path)
+            XCTAssertEqual(try gate.approve(request: request), .approved)
+            guard case .approved = try await pending.wait() else { return XCTFail() }
+        }
+        var kinds: [String] = []
+        for _ in 0..<6 { kinds.append(kind(try await nextEvent(every))) }
+        XCTAssertEqual(kinds, ["request", "response", "resolved", "request", "response", "resolved"])
+        requests.close()
+        every.close()
+        gate.close()
+
+        let lagging = try gateWithDelete(GateConfig(denyWhenUnobserved: false, busCapacity: 2))
+        let nothing = lagging.observeOnly(types: [])
+        let handles = try (0..<4).map { i in try lagging.confirmCancellable(call: makeCall("delete_file", #"{"path":"/\#(i)"}"#)) }
+        await waitUntil { lagging.pendingCount() == 4 }
+        await pause(ms: 50)  // a request is stored just before it is published
+        guard case .lagged(_, let snapshot, _) = try await nextEvent(nothing) else { return XCTFail() }
+        XCTAssertEqual(snapshot.count, 4)
+        for handle in handles { handle.cancel() }
+        lagging.close()
+    }
+
     func testObserversAreNotApproversAndSubscriptionsEndWithTheGate() async throws {
         let gate = try gateWithDelete()
         let watch = gate.observe()

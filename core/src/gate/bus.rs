@@ -1,7 +1,7 @@
 //! The event bus: subscriptions, lag and re-sync.
 
 use super::{Gate, Inner, lock};
-use crate::event::{CancelReason, ConfirmationRequest, Event};
+use crate::event::{CancelReason, ConfirmationRequest, Event, EventTypes};
 use crate::store::PendingCursor;
 use futures_util::task::AtomicWaker;
 use serde::Serialize;
@@ -50,6 +50,7 @@ impl Gate {
             gate: Arc::downgrade(&self.inner),
             approver,
             signal,
+            types: EventTypes::ALL,
         }
     }
 
@@ -131,7 +132,12 @@ pub struct Subscription {
     gate: Weak<Inner>,
     approver: bool,
     signal: Arc<CloseSignal>,
+    types: EventTypes,
 }
+
+/// How many unwanted events one poll of a filtered [`Subscription`] skips before it yields (and
+/// asks to be polled again), so a flood of them never holds its task.
+const SKIP_BUDGET: usize = 256;
 
 /// Closes a [`Subscription`] from anywhere (another task, another thread, a host callback): a
 /// `recv` waiting on it returns `None` at once. Cheap to clone.
@@ -177,6 +183,26 @@ impl Subscription {
         self.signal.close(&self.gate, self.approver);
     }
 
+    /// Delivers only events of `types` from now on (a [`Lagged`] marker is always delivered: what
+    /// it reports is missed events of any type). Other events are passed over inside the poll:
+    /// the reader never receives them.
+    ///
+    /// ```
+    /// # use signoff::{EventTypes, Gate};
+    /// # let gate = Gate::builder().build().unwrap();
+    /// let requests = gate.subscribe().only(EventTypes::REQUEST);
+    /// # drop(requests);
+    /// ```
+    pub fn only(mut self, types: EventTypes) -> Self {
+        self.types = types;
+        self
+    }
+
+    /// The event types delivered ([`only`](Self::only)).
+    pub fn types(&self) -> EventTypes {
+        self.types
+    }
+
     /// True for an approver subscription ([`Gate::subscribe`]), false for an observer.
     pub fn is_approver(&self) -> bool {
         self.approver
@@ -209,14 +235,19 @@ impl tokio_stream::Stream for Subscription {
             return Poll::Ready(None);
         }
         self.signal.waker.register(cx.waker());
-        match std::pin::Pin::new(&mut self.inner).poll_next(cx) {
-            _ if self.signal.closed.load(Ordering::SeqCst) => Poll::Ready(None),
-            Poll::Ready(Some(Ok(e))) => Poll::Ready(Some(Ok(e))),
-            Poll::Ready(Some(Err(BroadcastStreamRecvError::Lagged(n)))) => Poll::Ready(Some(Err(self.lagged(n)))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending if self.signal.gate_closed.load(Ordering::SeqCst) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        for _ in 0..SKIP_BUDGET {
+            return match std::pin::Pin::new(&mut self.inner).poll_next(cx) {
+                _ if self.signal.closed.load(Ordering::SeqCst) => Poll::Ready(None),
+                Poll::Ready(Some(Ok(e))) if !self.types.contains(EventTypes::of(&e)) => continue,
+                Poll::Ready(Some(Ok(e))) => Poll::Ready(Some(Ok(e))),
+                Poll::Ready(Some(Err(BroadcastStreamRecvError::Lagged(n)))) => Poll::Ready(Some(Err(self.lagged(n)))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending if self.signal.gate_closed.load(Ordering::SeqCst) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
