@@ -146,6 +146,7 @@ static ISCOROUTINE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASYNCIO_RUN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RUN_THEN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static START_EAGERLY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `asyncio.get_running_loop()` (raises `RuntimeError` when none runs on this thread).
 pub fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -363,18 +364,24 @@ impl LoopBridge {
         drop(jobs);
     }
 
-    /// Runs `aw` as a Task on this loop (`None` when it is not awaitable). From Python 3.12 on, a
-    /// coroutine starts eagerly: its first step runs now, so one that finishes without waiting
-    /// is done on return.
+    /// Runs `aw` as a Task on this loop (`None` when it is not awaitable). A coroutine starts
+    /// eagerly: its first step runs now, so one that finishes without waiting is done on return
+    /// (`eager_start=True` from Python 3.12 on, `signoff._tasks.start_eagerly` before).
     pub fn start_task<'py>(&self, aw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = aw.py();
         let coroutine = ISCOROUTINE.import(py, "asyncio", "iscoroutine")?.call1((aw,))?.is_truthy()?;
         if !coroutine && !is_awaitable(aw)? {
             return Ok(None);
         }
+        if coroutine && py.version_info() < (3, 12) {
+            return START_EAGERLY
+                .import(py, "signoff._tasks", "start_eagerly")?
+                .call1((self.event_loop.bind(py), aw))
+                .map(Some);
+        }
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item(pyo3::intern!(py, "loop"), self.event_loop.bind(py))?;
-        if coroutine && py.version_info() >= (3, 12) {
+        if coroutine {
             kw.set_item(pyo3::intern!(py, "eager_start"), true)?;
             return TASK.import(py, "asyncio", "Task")?.call((aw,), Some(&kw)).map(Some);
         }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
+import sys
 import threading
 import time
 from typing import Any, Dict, List
@@ -419,20 +421,22 @@ class _CountingLoop(asyncio.SelectorEventLoop):
         super()._run_once()  # type: ignore[misc]
 
 
-def test_an_async_tool_that_returns_at_once_costs_its_call_no_extra_turn_of_the_loop() -> None:
-    # The tool runs in a Task of its own (so that cancelling the caller does not interrupt it);
-    # its outcome is handed over at the end of that Task's step, so the caller resumes in the
-    # next turn, not after a done-callback that takes a turn of its own.
+def test_an_async_tool_that_returns_at_once_costs_its_call_no_turn_of_the_loop() -> None:
+    # The tool runs in a Task of its own (so that cancelling the caller does not interrupt it),
+    # started eagerly: its first step runs inside `execute` (`eager_start` on 3.12+, the same by
+    # hand before), so a tool that returns without waiting completes the call at once.
     async def noop(args: Any) -> str:
         return "ok"
 
     async def body() -> int:
         gate = signoff.Gate()
         gate.register("free", approval="not_required", executor=noop)
+        gate.register("gated", executor=noop)
+        gate.on_request(lambda r: r.approve())
         await gate.execute("free", {})
         before = _CountingLoop.turns
-        for _ in range(100):
-            result = await gate.execute("free", {})
+        for tool in ["free", "gated"] * 50:
+            result = await gate.execute(tool, {})
             assert result.status == "executed" and result.output == "ok"
         gate.close()
         return _CountingLoop.turns - before
@@ -442,6 +446,51 @@ def test_an_async_tool_that_returns_at_once_costs_its_call_no_extra_turn_of_the_
         turns = loop.run_until_complete(body())
     finally:
         loop.close()
-    # The Task's step, then the caller (on Python 3.12+ the Task's step runs eagerly: fewer);
-    # a few to spare for a stray wake-up. A done-callback's turn of its own made it 300.
-    assert turns <= 2 * 100 + 10, f"{turns} turns of the loop for 100 calls"
+    # A few to spare for a stray wake-up. The Task's own first turn made it 200; a done-callback's
+    # turn of its own 300.
+    assert turns <= 10, f"{turns} turns of the loop for 100 calls"
+
+
+def test_a_tool_started_eagerly_is_still_a_task_of_its_own(run: Any) -> None:
+    # What the first step sees is what a Task's step sees: its own Task as `current_task()`, a
+    # copy of the caller's context, and timeouts and task groups that act on the tool's Task.
+    var: "contextvars.ContextVar[str]" = contextvars.ContextVar("var", default="caller's")
+    seen: Dict[str, Any] = {}
+
+    async def first_step(args: Any) -> str:
+        seen["task"] = asyncio.current_task()
+        seen["var"] = var.get()
+        var.set("tool's")
+        return "ok"
+
+    async def times_out(args: Any) -> str:
+        async with asyncio.timeout(0.05):  # type: ignore[attr-defined]
+            await asyncio.sleep(10)
+        return "not reached"
+
+    async def waits(args: Any) -> str:
+        seen["waiting"] = asyncio.current_task()
+        await asyncio.sleep(0.01)
+        assert asyncio.current_task() is seen["waiting"]
+        return "woke"
+
+    async def body() -> None:
+        gate = signoff.Gate()
+        for name, fn in (("first_step", first_step), ("times_out", times_out), ("waits", waits)):
+            gate.register(name, approval="not_required", executor=fn)
+        caller = asyncio.current_task()
+        var.set("caller's own")
+        r = await gate.execute("first_step", {})
+        assert r.output == "ok"
+        assert seen["task"] is not None and seen["task"] is not caller and seen["task"].done()
+        assert seen["var"] == "caller's own" and var.get() == "caller's own"
+        assert asyncio.current_task() is caller
+        if sys.version_info >= (3, 11):
+            r = await gate.execute("times_out", {})
+            assert r.status == "failed" and "TimeoutError" in (r.error or ""), r
+            assert not caller.cancelling()  # type: ignore[union-attr]
+        r = await gate.execute("waits", {})
+        assert r.output == "woke" and seen["waiting"] is not caller
+        gate.close()
+
+    run(body())
