@@ -113,6 +113,9 @@ pub struct LoopBridge {
     ident: Option<u64>,
     /// [`FORKS`] when it was made.
     forks: u64,
+    /// Before Python 3.12 (no `eager_start`), on asyncio's own loops: a Task's first step can be
+    /// run at once by hand ([`start_eagerly`](Self::start_eagerly)).
+    eager_by_hand: bool,
 }
 
 /// Forks of this process seen through `os.register_at_fork` (counted in the child): a bridge
@@ -146,7 +149,13 @@ static ISCOROUTINE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASYNCIO_RUN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RUN_THEN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static START_EAGERLY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static COROUTINE_TYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static HANDLE_TYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static BASE_EVENT_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static DEQUE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static CURRENT_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ENTER_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static LEAVE_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `asyncio.get_running_loop()` (raises `RuntimeError` when none runs on this thread).
 pub fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -164,7 +173,16 @@ pub fn loop_running_here(py: Python<'_>) -> bool {
 
 /// A coroutine, or any other awaitable.
 fn awaitable(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(ISCOROUTINE.import(obj.py(), "asyncio", "iscoroutine")?.call1((obj,))?.is_truthy()? || is_awaitable(obj)?)
+    Ok(is_coroutine(obj)? || is_awaitable(obj)?)
+}
+
+/// `asyncio.iscoroutine(obj)`, without calling it for a native coroutine (the common case).
+fn is_coroutine(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    if obj.get_type().is(COROUTINE_TYPE.import(py, "types", "CoroutineType")?) {
+        return Ok(true);
+    }
+    ISCOROUTINE.import(py, "asyncio", "iscoroutine")?.call1((obj,))?.is_truthy()
 }
 
 pub fn is_awaitable(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -226,6 +244,10 @@ impl LoopBridge {
             lp.getattr("_thread_id").and_then(|t| t.extract::<Option<u64>>()).is_ok_and(|t| t == Some(*me))
         });
         let create_future = lp.getattr("create_future")?.unbind();
+        let deque = DEQUE.import(py, "collections", "deque")?;
+        let eager_by_hand = py.version_info() < (3, 12)
+            && lp.is_instance(BASE_EVENT_LOOP.import(py, "asyncio", "BaseEventLoop")?)?
+            && lp.getattr("_ready").is_ok_and(|r| r.get_type().is(deque));
         let quiet_context = pyo3::types::PyDict::new(py);
         quiet_context.set_item("context", py.import("contextvars")?.getattr("Context")?.call0()?)?;
         let quiet_context = quiet_context.unbind();
@@ -249,6 +271,7 @@ impl LoopBridge {
                 waker: Waker::Socket { tx, rx },
                 ident,
                 forks,
+                eager_by_hand,
             });
             let reader = Drain { bridge: b.clone(), owner: true };
             match lp.call_method1("add_reader", (fd, reader)) {
@@ -272,6 +295,7 @@ impl LoopBridge {
             waker: Waker::Threadsafe,
             ident,
             forks,
+            eager_by_hand,
         }))
     }
 
@@ -366,26 +390,62 @@ impl LoopBridge {
 
     /// Runs `aw` as a Task on this loop (`None` when it is not awaitable). A coroutine starts
     /// eagerly: its first step runs now, so one that finishes without waiting is done on return
-    /// (`eager_start=True` from Python 3.12 on, `signoff._tasks.start_eagerly` before).
+    /// (`eager_start=True` from Python 3.12 on, [`start_eagerly`](Self::start_eagerly) before).
     pub fn start_task<'py>(&self, aw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = aw.py();
-        let coroutine = ISCOROUTINE.import(py, "asyncio", "iscoroutine")?.call1((aw,))?.is_truthy()?;
+        let coroutine = is_coroutine(aw)?;
         if !coroutine && !is_awaitable(aw)? {
             return Ok(None);
         }
-        if coroutine && py.version_info() < (3, 12) {
-            return START_EAGERLY
-                .import(py, "signoff._tasks", "start_eagerly")?
-                .call1((self.event_loop.bind(py), aw))
-                .map(Some);
+        let lp = self.event_loop.bind(py);
+        if coroutine && self.eager_by_hand && lp.getattr(pyo3::intern!(py, "_task_factory"))?.is_none() {
+            return self.start_eagerly(aw).map(Some);
         }
         let kw = pyo3::types::PyDict::new(py);
-        kw.set_item(pyo3::intern!(py, "loop"), self.event_loop.bind(py))?;
-        if coroutine {
+        kw.set_item(pyo3::intern!(py, "loop"), lp)?;
+        if coroutine && py.version_info() >= (3, 12) {
             kw.set_item(pyo3::intern!(py, "eager_start"), true)?;
             return TASK.import(py, "asyncio", "Task")?.call((aw,), Some(&kw)).map(Some);
         }
         ENSURE_FUTURE.import(py, "asyncio", "ensure_future")?.call((aw,), Some(&kw)).map(Some)
+    }
+
+    /// Before Python 3.12, on asyncio's own loops without a task factory: a Task for `coro`
+    /// whose first step has already run, as `asyncio.Task(coro, eager_start=True)` does from 3.12
+    /// on. The Task is created as usual (its copy of the context, its registration,
+    /// `current_task()` inside it), then the step it scheduled is taken off the loop's ready
+    /// queue and run now, with the calling task set aside meanwhile. Should the last ready handle
+    /// not be that step (another thread's callback came after it), it is put back and the Task
+    /// starts in the next turn.
+    fn start_eagerly<'py>(&self, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = coro.py();
+        let lp = self.event_loop.bind(py);
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item(pyo3::intern!(py, "loop"), lp)?;
+        let task = TASK.import(py, "asyncio", "Task")?.call((coro,), Some(&kw))?;
+        let ready = lp.getattr(pyo3::intern!(py, "_ready"))?;
+        let Ok(handle) = ready.call_method0(pyo3::intern!(py, "pop")) else {
+            return Ok(task);
+        };
+        let ours = handle.get_type().is(HANDLE_TYPE.import(py, "asyncio.events", "Handle")?)
+            && handle
+                .getattr(pyo3::intern!(py, "_callback"))
+                .and_then(|step| step.getattr(pyo3::intern!(py, "__self__")))
+                .is_ok_and(|owner| owner.is(&task));
+        if !ours {
+            ready.call_method1(pyo3::intern!(py, "append"), (handle,))?;
+            return Ok(task);
+        }
+        let current = CURRENT_TASK.import(py, "asyncio", "current_task")?.call1((lp,))?;
+        let calling = !current.is_none();
+        if calling {
+            LEAVE_TASK.import(py, "asyncio.tasks", "_leave_task")?.call1((lp, &current))?;
+        }
+        let ran = handle.call_method0(pyo3::intern!(py, "_run"));
+        if calling {
+            ENTER_TASK.import(py, "asyncio.tasks", "_enter_task")?.call1((lp, &current))?;
+        }
+        ran.map(|_| task)
     }
 
     /// A new `asyncio.Future` on this loop.

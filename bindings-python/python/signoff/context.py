@@ -107,7 +107,11 @@ def native_executor(fn: Callable[..., Any], is_async: bool, *, keywords: bool = 
     if is_async:
 
         async def run_async(args: Any, context: CallContext) -> Any:
-            return await _awaited(call(args, context), context)
+            token = _CURRENT.set(context)
+            try:
+                return await call(args, context)
+            finally:
+                _CURRENT.reset(token)
 
         return run_async
 
