@@ -27,7 +27,6 @@ import { SignoffError, describe, toSignoffError } from './errors'
 import { EventStream, wrapBatch, type EventStreamOptions, type GateEvent, type LaggedEvent } from './events'
 import {
   native,
-  type CallContextData,
   type ConfirmationRequestData,
   type DecisionData,
   type NativeGate,
@@ -210,6 +209,18 @@ function toolDefinition(tool: unknown): { spec: Record<string, unknown>; paramet
 }
 
 /** The addon's `confirm` and `execute`: the decision object or the result's JSON text, at once or as a promise. */
+/** An executor as the addon calls it: the arguments' JSON text, the settle token, then the call's
+ * context (`CallContext`) field by field. */
+type NativeExecutor = (
+  argsJson: string,
+  token: number,
+  tool: string,
+  sessionId: string,
+  edited: boolean,
+  callId?: string,
+  requestId?: string,
+) => string | undefined
+
 type NativeStart<T> = (
   this: NativeGate,
   tool: string,
@@ -375,7 +386,7 @@ export class Gate extends EventEmitter {
   /** Aborted when the gate closes: the `signal` executors receive. */
   readonly #closed = new AbortController()
   /** The executor wrappers handed to the addon, which only holds them weakly. */
-  readonly #executors = new Map<string, (argsJson: string, token: number, call: CallContextData) => string | undefined>()
+  readonly #executors = new Map<string, NativeExecutor>()
 
   constructor(options: GateOptions = {}) {
     super()
@@ -464,7 +475,7 @@ export class Gate extends EventEmitter {
    * The executor as the addon calls it: the output's JSON text when the tool returned
    * synchronously, else `undefined` and `settleExecution` later.
    */
-  #executor(fn: Executor): (argsJson: string, token: number, call: CallContextData) => string | undefined {
+  #executor(fn: Executor): NativeExecutor {
     // Not `this`: the wrapper must not keep the gate alive.
     const signal = this.#closed.signal
     const settle = (token: number, ok: boolean, v: unknown): undefined => {
@@ -476,15 +487,15 @@ export class Gate extends EventEmitter {
       }
       native.settleExecution(token, ok, text)
     }
-    return (argsJson, token, call) => {
+    return (argsJson, token, tool, sessionId, edited, callId, requestId) => {
       let r: unknown
       try {
         const context: ExecutionContext = Object.freeze({
-          tool: call.tool,
-          callId: call.callId ?? null,
-          requestId: call.requestId ?? null,
-          sessionId: call.sessionId,
-          edited: call.edited,
+          tool,
+          callId: callId ?? null,
+          requestId: requestId ?? null,
+          sessionId,
+          edited,
           signal,
         })
         r = fn(JSON.parse(argsJson), context)

@@ -11,7 +11,6 @@ export const native: Native = require(path.join(__dirname, '..', 'native', '_nat
 
 export type {
   ApprovedByKind,
-  CallContextData,
   CancelReasonKind,
   ChainProblemData,
   ChainProblemKind,

@@ -52,7 +52,7 @@ export declare class NativeGate {
    * keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
    * value), with an optional executor wrapper from the facade.
    */
-  register(specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, context: CallContextData) => string | undefined): void
+  register(specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, tool: string, sessionId: string, edited: boolean, callId?: string, requestId?: string) => string | undefined): void
   /** Removes a tool; later calls to it are `unknown_tool`. */
   unregister(name: string): boolean
   /** The specs of every registered tool: a JSON array of the core's `ToolSpec`, sorted by name. */
@@ -273,23 +273,6 @@ export declare class NativeTokenKeys {
 
 /** Why a call may run. */
 export type ApprovedByKind = 'not-gated' | 'person' | 'session-grant' | 'gating-disabled'
-
-/**
- * The call an executor runs, as the core's `CallContext` tells it (the facade adds the gate's
- * `signal` and freezes it into the tool's `ExecutionContext`).
- */
-export interface CallContextData {
-  /** The tool's name. */
-  tool: string
-  /** The model's id for the call. */
-  callId?: string
-  /** The confirmation request a person answered; absent when the call was not gated. */
-  requestId?: string
-  /** The agent session. */
-  sessionId: string
-  /** A person changed the arguments before approving. */
-  edited: boolean
-}
 
 /** Why a request was cancelled. */
 export type CancelReasonKind = 'no-approver' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed'

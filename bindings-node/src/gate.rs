@@ -258,7 +258,7 @@ impl NativeGate {
     /// keys are refused) and its `parameters` schema (JSON, apart: it may nest as deeply as any
     /// value), with an optional executor wrapper from the facade.
     #[napi(
-        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, context: CallContextData) => string | undefined"
+        ts_args_type = "specJson: string, parametersJson?: string, executor?: (argsJson: string, token: number, tool: string, sessionId: string, edited: boolean, callId?: string, requestId?: string) => string | undefined"
     )]
     pub fn register(
         &self,

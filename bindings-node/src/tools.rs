@@ -33,9 +33,9 @@ thread_local! {
     static NEXT_SETTLE: Cell<u64> = const { Cell::new(1) };
 }
 
-/// The call an executor runs, as the core's `CallContext` tells it (the facade adds the gate's
-/// `signal` and freezes it into the tool's `ExecutionContext`).
-#[napi(object, object_from_js = false)]
+/// The call an executor runs, as the core's `CallContext` tells it. Handed to the facade's
+/// executor wrapper as arguments of its own (no object to build per call); the facade adds the
+/// gate's `signal` and freezes them into the tool's `ExecutionContext`.
 pub struct CallContextData {
     /// The tool's name.
     pub tool: String,
@@ -162,9 +162,22 @@ fn call_executor(
         let reason = |e: napi::Error| e.reason;
         let js_args = env.create_string(serde_json::to_string(&args).unwrap_or_default()).map_err(reason)?.raw();
         let js_token = (token as f64).into_unknown(&env).map_err(reason)?.raw();
-        let js_context = context.into_unknown(&env).map_err(reason)?.raw();
         let undefined = ().into_unknown(&env).map_err(reason)?.raw();
-        let argv = [js_args, js_token, js_context];
+        let string = |s: Option<String>| -> std::result::Result<sys::napi_value, String> {
+            match s {
+                Some(s) => Ok(env.create_string(&s).map_err(reason)?.raw()),
+                None => Ok(undefined),
+            }
+        };
+        let argv = [
+            js_args,
+            js_token,
+            string(Some(context.tool))?,
+            string(Some(context.session_id))?,
+            context.edited.into_unknown(&env).map_err(reason)?.raw(),
+            string(context.call_id)?,
+            string(context.request_id)?,
+        ];
         let mut out = std::ptr::null_mut();
         // SAFETY: on the JavaScript thread, with the env of the call running now; `f` (a
         // function: the facade only registers functions, and napi refuses anything else with a
