@@ -23,6 +23,14 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     pythonize::pythonize(py, v).map_err(|e| errors::malformed(format!("cannot convert JSON to Python: {e}")))
 }
 
+/// JSON text (as the core keeps arguments: `Arguments::json`) as a Python object, read straight
+/// into Python objects (no `Value` in between).
+pub fn json_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_transcode::transcode(&mut de, pythonize::Pythonizer::<pythonize::PythonizeDefault>::new(py))
+        .map_err(|e| errors::malformed(format!("cannot convert JSON to Python: {e}")))
+}
+
 /// Any serializable core value as a Python object (its stable JSON form).
 pub fn ser_to_py<'py, T: Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
     pythonize::pythonize(py, v).map_err(|e| errors::malformed(format!("cannot convert to Python: {e}")))

@@ -112,7 +112,7 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
     /// The arguments that run if approved unchanged (a fresh copy on each access).
     #[getter]
     fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.arguments.value())
+        convert::json_to_py(py, self.inner.arguments.json())
     }
     /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
     /// this, not a rendering of your own.

@@ -559,13 +559,24 @@ def test_what_json_has_is_accepted_exactly(run: Any) -> None:
         "ratio": 0.25, "shared": [[1, 2], [1, 2]], "big": 1e308, "tiny": 5e-324, "unicode": "\u202e\U0001f600",
     }
 
+    def exact(v: Any) -> None:
+        assert v == expected
+        assert type(v["t"]) is bool and type(v["enum"]) is int
+        assert type(v["i"]) is int and type(v["u"]) is int
+        assert math.copysign(1, v["neg0"]) == -1
+
     async def body() -> None:
         with new_gate(Recorder()) as gate:
             d = await gate.confirm("free", value, metadata=value)
-            assert d.approved and d.arguments == expected
-            assert type(d.arguments["t"]) is bool and type(d.arguments["enum"]) is int
-            assert type(d.arguments["i"]) is int and type(d.arguments["u"]) is int
-            assert math.copysign(1, d.arguments["neg0"]) == -1
+            assert d.approved
+            exact(d.arguments)
+            # A request's arguments as an approver reads them (kept as JSON text by the core).
+            seen: List[Any] = []
+            gate.on_request(lambda r: (seen.append(r.arguments), r.approve()))
+            d = await gate.confirm("gated", value)
+            assert d.approved and len(seen) == 1
+            exact(seen[0])
+            exact(d.arguments)
 
     run(body())
 
