@@ -641,7 +641,10 @@ final class SignoffTests: XCTestCase {
             guard case .approved = try await pending.wait() else { return XCTFail() }
         }
         var kinds: [String] = []
-        for _ in 0..<6 { kinds.append(kind(try await nextEvent(every))) }
+        for _ in 0..<6 {
+            let event = try await nextEvent(every)
+            kinds.append(kind(event))
+        }
         XCTAssertEqual(kinds, ["request", "response", "resolved", "request", "response", "resolved"])
         requests.close()
         every.close()
