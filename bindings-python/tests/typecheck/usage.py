@@ -70,6 +70,9 @@ async def main() -> None:
     stream.close()
     with gate.events(observe=True) as log:  # an observer: sees everything, never an approver
         assert_type(log, EventStream)
+    wanted: List[signoff.EventType] = ["confirmation-request", "confirmation-resolved"]
+    with gate.events(types=wanted) as some:  # only those types (and lag markers)
+        assert_type(some, EventStream)
     approvers: int = gate.approver_count
     options: signoff.GateOptions = {"bus_capacity": 64, "default_timeout": 5}
     Gate(**options).close()
