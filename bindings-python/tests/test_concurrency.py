@@ -173,7 +173,11 @@ def test_a_stream_for_some_types_yields_only_those_and_lags_are_still_reported(r
             await asyncio.wait_for(requests.__anext__(), 0.05)
         kinds = [(await every.__anext__()).type for _ in range(6)]
         assert kinds == ["confirmation-request", "confirmation-response", "confirmation-resolved"] * 2
-        for bad, match in ((["confirmation-request", "lagged"], '"lagged"'), ("confirmation-request", "not the string")):
+        for bad, match in (
+            (["confirmation-request", "lagged"], '"lagged"'),
+            ("confirmation-request", "not the string"),
+            ([signoff.ConfirmationRequest], "names \\(str\\)"),
+        ):
             with pytest.raises(signoff.MalformedError, match=match):
                 gate.events(types=bad)  # type: ignore[arg-type]
         every.close()

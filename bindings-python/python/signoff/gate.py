@@ -784,7 +784,11 @@ class Gate(Closing):
             return self._native.events(observe)
         if isinstance(types, (str, bytes)):
             raise MalformedError(f"types must be a list of event types, not the string {types!r}")
-        return self._native.events(observe, list(types))
+        names: List[str] = list(types)
+        for name in names:
+            if not isinstance(name, str):
+                raise MalformedError(f"types must hold event type names (str), not {name!r}")
+        return self._native.events(observe, names)
 
     def on_request(self, handler: Handler) -> HandlerRegistration:
         """Calls ``handler(request)`` for every request from now on (and every one already
