@@ -52,6 +52,15 @@ async def next_event(sub, timeout=5.0):
     return ev
 
 
+async def published_pending(gate, n):
+    """Waits until `n` requests are pending and published (a request is stored just before)."""
+    for _ in range(200):
+        if gate.pending_count() == n:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+
+
 async def next_request(sub):
     while True:
         ev = await next_event(sub)
@@ -765,11 +774,7 @@ async def test_a_subscription_for_some_types_gets_only_those_and_still_hears_of_
     gate = gate_with_delete(bus_capacity=2, deny_when_unobserved=False)
     nothing = gate.observe_only([])
     handles = [gate.confirm_cancellable(call(args={"path": f"/{i}"})) for i in range(4)]
-    for _ in range(200):
-        if gate.pending_count() == 4:
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # a request is stored just before it is published
+    await published_pending(gate, 4)
     ev = await next_event(nothing)
     assert ev.is_lagged() and len(ev.pending) == 4
     for h in handles:
@@ -811,11 +816,7 @@ async def test_lagged_subscriber_gets_pending_snapshot():
     gate = gate_with_delete(bus_capacity=2, deny_when_unobserved=False)
     sub = gate.subscribe()
     handles = [gate.confirm_cancellable(call(args={"path": f"/{i}"})) for i in range(4)]
-    for _ in range(200):
-        if gate.pending_count() == 4:
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # a request is stored just before it is published
+    await published_pending(gate, 4)
     ev = await next_event(sub)
     assert ev.is_lagged() and ev.missed >= 1
     assert sorted(json.loads(r.arguments_json)["path"] for r in ev.pending) == ["/0", "/1", "/2", "/3"]

@@ -424,7 +424,7 @@ impl Event {
 
 /// A set of event types, for a subscription that wants only some
 /// ([`Subscription::only`](crate::Subscription::only)): an approver that reads only requests is
-/// not woken for the responses and resolutions that follow its own answers.
+/// not handed the responses and resolutions that follow its own answers.
 ///
 /// ```
 /// use signoff::EventTypes;
