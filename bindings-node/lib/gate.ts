@@ -208,7 +208,6 @@ function toolDefinition(tool: unknown): { spec: Record<string, unknown>; paramet
   return { spec, parameters: parameters ?? undefined, execute: (execute ?? undefined) as Executor | undefined }
 }
 
-/** The addon's `confirm` and `execute`: the decision object or the result's JSON text, at once or as a promise. */
 /** An executor as the addon calls it: the arguments' JSON text, the settle token, then the call's
  * context (`CallContext`) field by field. */
 type NativeExecutor = (
@@ -221,6 +220,7 @@ type NativeExecutor = (
   requestId?: string,
 ) => string | undefined
 
+/** The addon's `confirm` and `execute`: the decision object or the result's JSON text, at once or as a promise. */
 type NativeStart<T> = (
   this: NativeGate,
   tool: string,

@@ -391,6 +391,8 @@ impl LoopBridge {
     /// Runs `aw` as a Task on this loop (`None` when it is not awaitable). A coroutine starts
     /// eagerly: its first step runs now, so one that finishes without waiting is done on return
     /// (`eager_start=True` from Python 3.12 on, [`start_eagerly`](Self::start_eagerly) before).
+    /// A loop with a task factory (tracing, `asyncio.eager_task_factory`) makes the Task with it,
+    /// as `loop.create_task` does, on every version.
     pub fn start_task<'py>(&self, aw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = aw.py();
         let coroutine = is_coroutine(aw)?;
@@ -398,8 +400,13 @@ impl LoopBridge {
             return Ok(None);
         }
         let lp = self.event_loop.bind(py);
-        if coroutine && self.eager_by_hand && lp.getattr(pyo3::intern!(py, "_task_factory"))?.is_none() {
-            return self.start_eagerly(aw).map(Some);
+        if coroutine {
+            if !lp.call_method0(pyo3::intern!(py, "get_task_factory"))?.is_none() {
+                return lp.call_method1(pyo3::intern!(py, "create_task"), (aw,)).map(Some);
+            }
+            if self.eager_by_hand {
+                return self.start_eagerly(aw).map(Some);
+            }
         }
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item(pyo3::intern!(py, "loop"), lp)?;

@@ -455,6 +455,33 @@ def test_an_async_tool_that_returns_at_once_costs_its_call_no_turn_of_the_loop()
     assert turns <= 10, f"{turns} turns of the loop for 100 calls"
 
 
+def test_a_loops_task_factory_makes_the_tools_task_on_every_python() -> None:
+    # A task factory (tracing, `asyncio.eager_task_factory`) is the loop's way to make Tasks: the
+    # tool's Task is made with it, as `loop.create_task` would, and the call still completes.
+    made: List[Any] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> "asyncio.Task[Any]":
+        task = asyncio.Task(coro, loop=loop, **kw)
+        made.append(task)
+        return task
+
+    async def tool(args: Any) -> str:
+        assert asyncio.current_task() in made
+        return "ok"
+
+    async def body() -> None:
+        asyncio.get_running_loop().set_task_factory(factory)
+        gate = signoff.Gate()
+        gate.register("free", approval="not_required", executor=tool)
+        before = len(made)
+        r = await gate.execute("free", {})
+        assert r.status == "executed" and r.output == "ok", r
+        assert len(made) == before + 1
+        gate.close()
+
+    asyncio.run(body())
+
+
 def test_a_tool_started_eagerly_is_still_a_task_of_its_own(run: Any) -> None:
     # What the first step sees is what a Task's step sees: its own Task as `current_task()`, a
     # copy of the caller's context, and timeouts and task groups that act on the tool's Task.
