@@ -6,63 +6,29 @@ use napi_derive::napi;
 use signoff::ErrorKind;
 use std::cell::Cell;
 
-/// The stable machine-readable code of a `SignoffError`: the core's `ErrorKind` names.
-#[napi(string_enum = "snake_case")]
-#[derive(serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    UnknownTool,
-    InvalidTool,
-    InvalidArguments,
-    UnknownRequest,
-    AlreadyResolved,
-    Expired,
-    EditsNotAllowed,
-    Mismatch,
-    Malformed,
-    Unauthorized,
-    Closed,
-    Store,
-    NoExecutor,
-    BadSignature,
-    UnknownKey,
-    TokenExpired,
-    WrongApprover,
-    AlreadyUsed,
-    NotPending,
-    Config,
-    Io,
+/// Declares `ErrorCode` (its TypeScript string union comes from it) and its mapping from the
+/// core's `ErrorKind`, from the core's list of kinds: a kind added to the core needs no edit here.
+macro_rules! error_code {
+    ($($(#[$doc:meta])* $kind:ident = $name:literal,)*) => {
+        /// The stable machine-readable code of a `SignoffError`: the core's `ErrorKind` names.
+        #[napi(string_enum = "snake_case")]
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ErrorCode {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl From<ErrorKind> for ErrorCode {
+            fn from(k: ErrorKind) -> Self {
+                match k {
+                    $(ErrorKind::$kind => ErrorCode::$kind,)*
+                }
+            }
+        }
+    };
 }
 
-/// Exhaustive on purpose: a kind added to the core does not compile here until it is added above
-/// (and so to the generated `.d.ts`).
-impl From<ErrorKind> for ErrorCode {
-    fn from(k: ErrorKind) -> Self {
-        match k {
-            ErrorKind::UnknownTool => ErrorCode::UnknownTool,
-            ErrorKind::InvalidTool => ErrorCode::InvalidTool,
-            ErrorKind::InvalidArguments => ErrorCode::InvalidArguments,
-            ErrorKind::UnknownRequest => ErrorCode::UnknownRequest,
-            ErrorKind::AlreadyResolved => ErrorCode::AlreadyResolved,
-            ErrorKind::Expired => ErrorCode::Expired,
-            ErrorKind::EditsNotAllowed => ErrorCode::EditsNotAllowed,
-            ErrorKind::Mismatch => ErrorCode::Mismatch,
-            ErrorKind::Malformed => ErrorCode::Malformed,
-            ErrorKind::Unauthorized => ErrorCode::Unauthorized,
-            ErrorKind::Closed => ErrorCode::Closed,
-            ErrorKind::Store => ErrorCode::Store,
-            ErrorKind::NoExecutor => ErrorCode::NoExecutor,
-            ErrorKind::BadSignature => ErrorCode::BadSignature,
-            ErrorKind::UnknownKey => ErrorCode::UnknownKey,
-            ErrorKind::TokenExpired => ErrorCode::TokenExpired,
-            ErrorKind::WrongApprover => ErrorCode::WrongApprover,
-            ErrorKind::AlreadyUsed => ErrorCode::AlreadyUsed,
-            ErrorKind::NotPending => ErrorCode::NotPending,
-            ErrorKind::Config => ErrorCode::Config,
-            ErrorKind::Io => ErrorCode::Io,
-        }
-    }
-}
+signoff::for_each_error_kind!(error_code);
 
 /// Every error code, from the core's `ErrorKind::ALL`, in declaration order.
 #[napi]

@@ -1,12 +1,13 @@
 //! Errors: one enum with a case per core `ErrorKind`, the kind itself (the core's enum, exposed
-//! as it is), and the error foreign callbacks throw.
+//! as it is), and the error foreign callbacks throw. Both are declared from the core's list of
+//! kinds (`signoff::for_each_error_kind!`): a kind added to the core needs no edit here.
 
 pub use signoff::ErrorKind;
 
 /// Declares `SignoffError` (one case per kind, each with the core's message) and its mappings
-/// from `signoff::Error` and to `ErrorKind`, from one list of kinds.
+/// from `signoff::Error` and to `ErrorKind`, from the core's list of kinds.
 macro_rules! signoff_error {
-    ($($(#[$doc:meta])* $kind:ident,)*) => {
+    ($($(#[$doc:meta])* $kind:ident = $name:literal,)*) => {
         /// Every error signoff returns, one case per stable error kind. `message` is the core's
         /// human-readable text; `kind()` gives the stable kind.
         #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, uniffi::Error)]
@@ -39,50 +40,7 @@ macro_rules! signoff_error {
     };
 }
 
-signoff_error! {
-    /// The call names a tool that is not registered.
-    UnknownTool,
-    /// A tool definition is invalid (bad schema, empty name, bad rule).
-    InvalidTool,
-    /// Arguments (original or edited) do not satisfy the tool's JSON Schema.
-    InvalidArguments,
-    /// A response names a request id the gate has never seen (or has long forgotten).
-    UnknownRequest,
-    /// A response arrived for a request that has already been resolved.
-    AlreadyResolved,
-    /// A response arrived after the request's deadline.
-    Expired,
-    /// A response carried edited arguments for a tool that does not allow edits.
-    EditsNotAllowed,
-    /// A response names another tool, argument digest or session than its request.
-    Mismatch,
-    /// A payload could not be parsed or is missing required fields.
-    Malformed,
-    /// The response authenticator refused the response.
-    Unauthorized,
-    /// The gate has been shut down.
-    Closed,
-    /// The pending-request store failed.
-    Store,
-    /// `execute` was asked to run a tool that has no executor.
-    NoExecutor,
-    /// An approval token's signature does not verify (tampered with or forged).
-    BadSignature,
-    /// An approval token names a key id the gate does not hold.
-    UnknownKey,
-    /// An approval token is past its expiry.
-    TokenExpired,
-    /// An approval token was presented by someone other than its approver.
-    WrongApprover,
-    /// An approval token was already used (tokens are single use).
-    AlreadyUsed,
-    /// An approval token names a request that is not pending.
-    NotPending,
-    /// A feature was used without its configuration, or the configuration is invalid.
-    Config,
-    /// A file could not be read or written (an audit log, a key file).
-    Io,
-}
+signoff::for_each_error_kind!(signoff_error);
 
 #[uniffi::export]
 impl SignoffError {

@@ -29,52 +29,74 @@ macro_rules! error_kinds {
     };
 }
 
-error_kinds! {
-    /// The call names a tool that is not registered.
-    UnknownTool = "unknown_tool",
-    /// A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
-    InvalidTool = "invalid_tool",
-    /// Arguments (original or edited) do not satisfy the tool's JSON Schema.
-    InvalidArguments = "invalid_arguments",
-    /// A response names a request id the gate has never seen (or has long forgotten).
-    UnknownRequest = "unknown_request",
-    /// A response arrived for a request that has already been resolved.
-    AlreadyResolved = "already_resolved",
-    /// A response arrived after the request's deadline.
-    Expired = "expired",
-    /// A response carried edited arguments for a tool that does not allow edits.
-    EditsNotAllowed = "edits_not_allowed",
-    /// A response names another tool, argument digest or session than the request it answers.
-    Mismatch = "mismatch",
-    /// A payload could not be parsed or is missing required fields.
-    Malformed = "malformed",
-    /// The response authenticator refused the response.
-    Unauthorized = "unauthorized",
-    /// The gate has been shut down.
-    Closed = "closed",
-    /// A store failed (the pending-request store, or a database audit table).
-    Store = "store",
-    /// `execute` was asked to run a tool that has no executor.
-    NoExecutor = "no_executor",
-    /// An approval token's signature does not verify: it was tampered with or forged.
-    BadSignature = "bad_signature",
-    /// An approval token names a key id the gate does not hold.
-    UnknownKey = "unknown_key",
-    /// An approval token is past its expiry.
-    TokenExpired = "token_expired",
-    /// An approval token was presented by someone other than the approver it was issued to.
-    WrongApprover = "wrong_approver",
-    /// An approval token was already used (tokens are single use).
-    AlreadyUsed = "already_used",
-    /// An approval token names a request that is not pending (resolved, expired, or unknown).
-    NotPending = "not_pending",
-    /// A feature was used without its configuration (e.g. tokens without keys), or the
-    /// configuration is invalid.
-    Config = "config",
-    /// A file could not be read or written (an audit log, a key file): the path and the
-    /// operating system's reason are in the message.
-    Io = "io",
+/// Calls the macro `$m` with the list of error kinds, one `$(#[doc])* Kind = "kind_name",` per
+/// kind, in declaration order: the one list the core's [`ErrorKind`] and every binding's own
+/// error type (Swift's `SignoffError` cases, Node's `ErrorCode` enum) are declared from, so a
+/// kind is added in exactly one place.
+///
+/// ```
+/// macro_rules! kind_names {
+///     ($($(#[$doc:meta])* $kind:ident = $name:literal,)*) => {
+///         const NAMES: &[&str] = &[$($name,)*];
+///     };
+/// }
+/// signoff::for_each_error_kind!(kind_names);
+/// assert_eq!(NAMES.len(), signoff::ErrorKind::ALL.len());
+/// assert_eq!(NAMES[0], signoff::ErrorKind::ALL[0].as_str());
+/// ```
+#[macro_export]
+macro_rules! for_each_error_kind {
+    ($m:path) => {
+        $m! {
+            /// The call names a tool that is not registered.
+            UnknownTool = "unknown_tool",
+            /// A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
+            InvalidTool = "invalid_tool",
+            /// Arguments (original or edited) do not satisfy the tool's JSON Schema.
+            InvalidArguments = "invalid_arguments",
+            /// A response names a request id the gate has never seen (or has long forgotten).
+            UnknownRequest = "unknown_request",
+            /// A response arrived for a request that has already been resolved.
+            AlreadyResolved = "already_resolved",
+            /// A response arrived after the request's deadline.
+            Expired = "expired",
+            /// A response carried edited arguments for a tool that does not allow edits.
+            EditsNotAllowed = "edits_not_allowed",
+            /// A response names another tool, argument digest or session than the request it answers.
+            Mismatch = "mismatch",
+            /// A payload could not be parsed or is missing required fields.
+            Malformed = "malformed",
+            /// The response authenticator refused the response.
+            Unauthorized = "unauthorized",
+            /// The gate has been shut down.
+            Closed = "closed",
+            /// A store failed (the pending-request store, or a database audit table).
+            Store = "store",
+            /// `execute` was asked to run a tool that has no executor.
+            NoExecutor = "no_executor",
+            /// An approval token's signature does not verify: it was tampered with or forged.
+            BadSignature = "bad_signature",
+            /// An approval token names a key id the gate does not hold.
+            UnknownKey = "unknown_key",
+            /// An approval token is past its expiry.
+            TokenExpired = "token_expired",
+            /// An approval token was presented by someone other than the approver it was issued to.
+            WrongApprover = "wrong_approver",
+            /// An approval token was already used (tokens are single use).
+            AlreadyUsed = "already_used",
+            /// An approval token names a request that is not pending (resolved, expired, or unknown).
+            NotPending = "not_pending",
+            /// A feature was used without its configuration (e.g. tokens without keys), or the
+            /// configuration is invalid.
+            Config = "config",
+            /// A file could not be read or written (an audit log, a key file): the path and the
+            /// operating system's reason are in the message.
+            Io = "io",
+        }
+    };
 }
+
+for_each_error_kind!(error_kinds);
 
 impl std::fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -7581,7 +7581,7 @@ public enum ErrorKind: Equatable, Hashable {
      */
     case unknownTool
     /**
-     * A tool definition is invalid (bad schema, empty name, bad rule).
+     * A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
      */
     case invalidTool
     /**
@@ -7605,7 +7605,7 @@ public enum ErrorKind: Equatable, Hashable {
      */
     case editsNotAllowed
     /**
-     * A response names another tool, argument digest or session than its request.
+     * A response names another tool, argument digest or session than the request it answers.
      */
     case mismatch
     /**
@@ -7621,7 +7621,7 @@ public enum ErrorKind: Equatable, Hashable {
      */
     case closed
     /**
-     * The pending-request store failed.
+     * A store failed (the pending-request store, or a database audit table).
      */
     case store
     /**
@@ -7629,7 +7629,7 @@ public enum ErrorKind: Equatable, Hashable {
      */
     case noExecutor
     /**
-     * An approval token's signature does not verify (tampered with or forged).
+     * An approval token's signature does not verify: it was tampered with or forged.
      */
     case badSignature
     /**
@@ -7641,7 +7641,7 @@ public enum ErrorKind: Equatable, Hashable {
      */
     case tokenExpired
     /**
-     * An approval token was presented by someone other than its approver.
+     * An approval token was presented by someone other than the approver it was issued to.
      */
     case wrongApprover
     /**
@@ -7649,15 +7649,17 @@ public enum ErrorKind: Equatable, Hashable {
      */
     case alreadyUsed
     /**
-     * An approval token names a request that is not pending.
+     * An approval token names a request that is not pending (resolved, expired, or unknown).
      */
     case notPending
     /**
-     * A feature was used without its configuration, or the configuration is invalid.
+     * A feature was used without its configuration (e.g. tokens without keys), or the
+     * configuration is invalid.
      */
     case config
     /**
-     * A file could not be read or written (an audit log, a key file).
+     * A file could not be read or written (an audit log, a key file): the path and the
+     * operating system's reason are in the message.
      */
     case io
 
@@ -8451,7 +8453,7 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
     case UnknownTool(message: String
     )
     /**
-     * A tool definition is invalid (bad schema, empty name, bad rule).
+     * A tool definition is invalid (bad schema, empty or deceptive name, bad rule).
      */
     case InvalidTool(message: String
     )
@@ -8481,7 +8483,7 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
     case EditsNotAllowed(message: String
     )
     /**
-     * A response names another tool, argument digest or session than its request.
+     * A response names another tool, argument digest or session than the request it answers.
      */
     case Mismatch(message: String
     )
@@ -8501,7 +8503,7 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
     case Closed(message: String
     )
     /**
-     * The pending-request store failed.
+     * A store failed (the pending-request store, or a database audit table).
      */
     case Store(message: String
     )
@@ -8511,7 +8513,7 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
     case NoExecutor(message: String
     )
     /**
-     * An approval token's signature does not verify (tampered with or forged).
+     * An approval token's signature does not verify: it was tampered with or forged.
      */
     case BadSignature(message: String
     )
@@ -8526,7 +8528,7 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
     case TokenExpired(message: String
     )
     /**
-     * An approval token was presented by someone other than its approver.
+     * An approval token was presented by someone other than the approver it was issued to.
      */
     case WrongApprover(message: String
     )
@@ -8536,17 +8538,19 @@ enum SignoffError: Swift.Error, Equatable, Hashable {
     case AlreadyUsed(message: String
     )
     /**
-     * An approval token names a request that is not pending.
+     * An approval token names a request that is not pending (resolved, expired, or unknown).
      */
     case NotPending(message: String
     )
     /**
-     * A feature was used without its configuration, or the configuration is invalid.
+     * A feature was used without its configuration (e.g. tokens without keys), or the
+     * configuration is invalid.
      */
     case Config(message: String
     )
     /**
-     * A file could not be read or written (an audit log, a key file).
+     * A file could not be read or written (an audit log, a key file): the path and the
+     * operating system's reason are in the message.
      */
     case Io(message: String
     )
