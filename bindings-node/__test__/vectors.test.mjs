@@ -595,3 +595,40 @@ for (const c of durable.cases) {
     rmSync(dir, { recursive: true, force: true })
   })
 }
+
+// ---- subscriptions.json ---------------------------------------------------------------------
+
+const subscriptions = load('subscriptions.json')
+onlyKeys(subscriptions, ['cases', 'description', 'tools'], 'subscriptions.json')
+assert.ok(subscriptions.cases.length > 0)
+
+for (const c of subscriptions.cases) {
+  onlyKeys(c, ['name', 'gate', 'types', 'calls', 'expect', 'error'], `subscriptions.json ${c.name}`)
+  test(`subscription: ${c.name}`, async () => {
+    const gate = new Gate(gateOptions(c.gate ?? {}))
+    try {
+      for (const spec of subscriptions.tools) gate.register(rename(spec, TOOL_KEYS, `${c.name}: tool ${spec.name}`))
+      if (c.error !== undefined) {
+        onlyKeys(c, ['name', 'types', 'error'], c.name)
+        assert.throws(() => gate.events({ types: c.types }), isCode(c.error))
+        return
+      }
+      const stream = gate.events({ types: c.types })
+      for (const call of c.calls) {
+        onlyKeys(call, ['call', 'answer', 'outcome'], `${c.name}: call`)
+        const decisionP = gate.confirm(rename(call.call, CALL_KEYS, `${c.name}: call`))
+        await eventually(() => gate.pendingCount === 1, `${c.name}: the request`)
+        const [req] = gate.pending()
+        if (call.answer === 'approve') gate.respond({ id: req.id, decision: 'approve' })
+        else if (call.answer === 'deny') gate.respond({ id: req.id, decision: 'deny', reason: 'no' })
+        else assert.equal(call.answer, 'wait', `${c.name}: answer ${call.answer}`)
+        assert.equal((await decisionP).outcome, call.outcome, c.name)
+      }
+      await gate.close()
+      const seen = (await drain(stream)).map((e) => e.type)
+      assert.deepStrictEqual(seen, c.expect, c.name)
+    } finally {
+      await gate.close()
+    }
+  })
+}

@@ -29,6 +29,7 @@ FLOWS = load("flows.json")
 CONFIG = load("config.json")
 EXECUTE = load("execute.json")
 DURABLE = load("durable.json")
+SUBSCRIPTIONS = load("subscriptions.json")
 
 
 def test_vector_files_have_only_known_top_level_fields() -> None:
@@ -39,6 +40,7 @@ def test_vector_files_have_only_known_top_level_fields() -> None:
     assert set(DURABLE) <= {"description", "tools", "cases"}
     assert EVENTS["events"] and MALFORMED["cases"] and FLOWS["cases"] and CONFIG["cases"] and EXECUTE["cases"]
     assert DURABLE["cases"] and DURABLE["tools"]
+    assert set(SUBSCRIPTIONS) <= {"description", "tools", "cases"} and SUBSCRIPTIONS["cases"]
 
 
 # ---- events.json ----------------------------------------------------------------------------
@@ -301,6 +303,50 @@ def after_decision(gate: signoff.Gate, decision: signoff.Decision, case: Dict[st
 @pytest.mark.parametrize("case", FLOWS["cases"], ids=[c["name"] for c in FLOWS["cases"]])
 def test_flow(case: Dict[str, Any], run: Any) -> None:
     run(run_flow(case))
+
+
+# ---- subscriptions.json ---------------------------------------------------------------------
+
+
+async def run_subscription(case: Dict[str, Any]) -> None:
+    name = case["name"]
+    unknown = set(case) - {"name", "gate", "types", "calls", "expect", "error"}
+    assert not unknown, f"{name}: unknown fields {unknown}"
+    gate = signoff.Gate(**case.get("gate", {}))
+    try:
+        for spec in SUBSCRIPTIONS["tools"]:
+            gate.register_spec(spec)
+        if "error" in case:
+            kind = case["error"]
+            with pytest.raises(signoff.error_class(kind)) as e:
+                gate.events(types=case["types"])
+            assert e.value.kind == kind, f"{name}: {e.value}"
+            assert set(case) == {"name", "types", "error"}, name
+            return
+        with gate.events(types=case["types"]) as stream:
+            for c in case["calls"]:
+                assert set(c) == {"call", "answer", "outcome"}, f"{name}: bad call {c}"
+                task = asyncio.ensure_future(gate.confirm(signoff.ToolCall.from_dict(c["call"])))
+                await wait_until(lambda: gate.pending_count == 1, what=f"{name}: the request")
+                request_id = gate.pending()[0].id
+                if c["answer"] == "approve":
+                    gate.respond({"id": request_id, "decision": "approve"})
+                elif c["answer"] == "deny":
+                    gate.respond({"id": request_id, "decision": "deny", "reason": "no"})
+                else:
+                    assert c["answer"] == "wait", f"{name}: answer {c['answer']!r}"
+                decision = await asyncio.wait_for(task, 5)
+                assert decision.outcome == c["outcome"], f"{name}: {decision.to_dict()}"
+            gate.close()
+            seen = [item.type async for item in stream]
+        assert seen == case["expect"], f"{name}: {seen}"
+    finally:
+        gate.close()
+
+
+@pytest.mark.parametrize("case", SUBSCRIPTIONS["cases"], ids=[c["name"] for c in SUBSCRIPTIONS["cases"]])
+def test_subscription(case: Dict[str, Any], run: Any) -> None:
+    run(run_subscription(case))
 
 
 # ---- config.json ----------------------------------------------------------------------------

@@ -719,6 +719,17 @@ pub enum EventType {
     Resolved,
 }
 
+/// The event type an event's `type` names (`"confirmation-request"`, `"confirmation-response"`,
+/// `"confirmation-timeout"`, `"confirmation-resolved"`), e.g. read from configuration: the names
+/// the other bindings and the shared vectors use. Errors: `malformed` for any other name (a lag is
+/// not a type to ask for: every subscription is told of one).
+#[uniffi::export]
+pub fn event_type_named(name: String) -> Result<EventType, SignoffError> {
+    let wanted = core::EventTypes::from_names([name.as_str()])?;
+    let all = [EventType::Request, EventType::Response, EventType::Timeout, EventType::Resolved];
+    all.into_iter().find(|t| event_types(&[*t]) == wanted).ok_or_else(|| malformed("event type", &name))
+}
+
 /// The core's set of event types.
 pub(crate) fn event_types(types: &[EventType]) -> core::EventTypes {
     types.iter().fold(core::EventTypes::NONE, |set, t| {

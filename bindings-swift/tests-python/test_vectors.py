@@ -421,6 +421,54 @@ CONFIG = load("config.json")
 strict(CONFIG, ["cases", "description"], "config.json")
 
 
+# --------------------------------------------------------------------------------------------
+# subscriptions.json
+
+SUBSCRIPTIONS = load("subscriptions.json")
+strict(SUBSCRIPTIONS, ["cases", "description", "tools"], "subscriptions.json")
+OUTCOME_OF = {so.Decision.APPROVED: "approved", so.Decision.DENIED: "denied", so.Decision.TIMED_OUT: "timed-out",
+              so.Decision.CANCELLED: "cancelled"}
+
+
+@pytest.mark.parametrize("case", SUBSCRIPTIONS["cases"], ids=lambda c: c["name"])
+@async_test
+async def test_subscription(case):
+    name = case["name"]
+    strict(case, ["name", "gate", "types", "calls", "expect", "error"], name)
+    gate = so.Gate.open(config=gate_config(case.get("gate", {}), name))
+    for t in SUBSCRIPTIONS["tools"]:
+        gate.register_tool(so.tool_spec_from_json(json.dumps(t)))
+    if "error" in case:
+        # Swift's types are an enum: a name from elsewhere is read with `EventType(named:)`.
+        strict(case, ["name", "types", "error"], name)
+        with pytest.raises(so.SignoffError) as e:
+            [so.event_type_named(t) for t in case["types"]]
+        assert kind(e.value) == case["error"], name
+        return
+    sub = gate.subscribe_only([so.event_type_named(t) for t in case["types"]])
+    for c in case["calls"]:
+        strict(c, ["call", "answer", "outcome"], f"{name}: call")
+        pending = gate.confirm_cancellable(tool_call(c["call"], name))
+        for _ in range(500):
+            if gate.pending_count() == 1:
+                break
+            await asyncio.sleep(0.01)
+        [request] = gate.pending()
+        if c["answer"] == "approve":
+            gate.respond_json(json.dumps({"id": request.id, "decision": "approve"}))
+        elif c["answer"] == "deny":
+            gate.respond_json(json.dumps({"id": request.id, "decision": "deny", "reason": "no"}))
+        else:
+            assert c["answer"] == "wait", f"{name}: answer {c['answer']!r}"
+        decision = await asyncio.wait_for(pending.wait(), 5)
+        assert OUTCOME_OF[type(decision)] == c["outcome"], f"{name}: {decision!r}"
+    gate.close()
+    seen = []
+    while (ev := await asyncio.wait_for(sub.next(), 5)) is not None:
+        seen.append("lagged" if ev.is_lagged() else event_type(ev))
+    assert seen == case["expect"], f"{name}: {seen}"
+
+
 @pytest.mark.parametrize("case", CONFIG["cases"], ids=lambda c: c["name"])
 def test_config(case):
     name = case["name"]

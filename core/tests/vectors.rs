@@ -262,6 +262,66 @@ fn after_decision(name: &str, g: &Gate, d: &Decision, case: &Value, req: Option<
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn subscriptions() {
+    let file = vectors("subscriptions.json");
+    let cases = file["cases"].as_array().unwrap();
+    assert!(cases.len() >= 8);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        for k in obj_keys(case) {
+            assert!(["name", "gate", "types", "calls", "expect", "error"].contains(&k), "{name}: unknown field {k}");
+        }
+        let g = build_gate(&file["tools"], case.get("gate").unwrap_or(&json!({})));
+        let names: Vec<&str> = case["types"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        let types = match (EventTypes::from_names(names), case.get("error")) {
+            (Ok(t), None) => t,
+            (Err(e), Some(k)) => {
+                assert_eq!(json!(e.kind().as_str()), *k, "{name}: {e}");
+                continue;
+            }
+            (res, _) => panic!("{name}: {res:?}"),
+        };
+        let mut sub = g.subscribe().only(types);
+        for c in case["calls"].as_array().unwrap() {
+            for k in obj_keys(c) {
+                assert!(["call", "answer", "outcome"].contains(&k), "{name}: unknown call field {k}");
+            }
+            let call: ToolCall = serde_json::from_value(c["call"].clone()).unwrap();
+            let task = tokio::spawn({
+                let g = g.clone();
+                async move { g.confirm(call).await }
+            });
+            let id = loop {
+                match g.pending().first() {
+                    Some(r) => break r.id,
+                    None => tokio::task::yield_now().await,
+                }
+            };
+            let response = match c["answer"].as_str().unwrap() {
+                "approve" => Some(json!({"id": id, "decision": "approve"})),
+                "deny" => Some(json!({"id": id, "decision": "deny", "reason": "no"})),
+                "wait" => None,
+                other => panic!("{name}: answer {other}"),
+            };
+            if let Some(r) = response {
+                g.respond(ConfirmationResponse::from_json(r).unwrap()).unwrap();
+            }
+            let d = task.await.unwrap().unwrap();
+            assert_eq!(json!(d.outcome().as_str()), c["outcome"], "{name}");
+        }
+        g.close();
+        let mut seen = Vec::new();
+        while let Some(item) = sub.recv().await {
+            seen.push(match item {
+                Ok(e) => e.kind().to_owned(),
+                Err(_) => "lagged".to_owned(),
+            });
+        }
+        assert_eq!(json!(seen), case["expect"], "{name}");
+    }
+}
+
 #[test]
 fn events_round_trip() {
     let file = vectors("events.json");

@@ -474,6 +474,16 @@ extension ErrorKind {
     public var name: String { errorKindName(kind: self) }
 }
 
+extension EventType {
+    /// The type an event's `type` names, e.g. `EventType(named: "confirmation-request")` for
+    /// `.request` (names read from configuration, as the other languages spell them). Throws
+    /// `SignoffError.Malformed` for any other name (`"lagged"` too: every subscription is told of
+    /// a lag whatever its types).
+    public init(named name: String) throws {
+        self = try eventTypeNamed(name: name)
+    }
+}
+
 // MARK: - Sendable before Swift 6
 
 // The generated file declares these conformances only for Swift 6 compilers; declare them for

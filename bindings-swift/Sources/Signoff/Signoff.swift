@@ -10018,6 +10018,20 @@ public func eventToJson(event: GateEvent)throws  -> String  {
 })
 }
 /**
+ * The event type an event's `type` names (`"confirmation-request"`, `"confirmation-response"`,
+ * `"confirmation-timeout"`, `"confirmation-resolved"`), e.g. read from configuration: the names
+ * the other bindings and the shared vectors use. Errors: `malformed` for any other name (a lag is
+ * not a type to ask for: every subscription is told of one).
+ */
+public func eventTypeNamed(name: String)throws  -> EventType  {
+    return try  FfiConverterTypeEventType_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
+        uniffiCallStatus in
+    uniffi_signoff_ffi_fn_func_event_type_named(
+        FfiConverterString.lower(name),uniffiCallStatus
+    )
+})
+}
+/**
  * Parses a response from JSON (a `"type": "confirmation-response"` field is accepted; unknown
  * fields are `malformed`).
  */
@@ -10089,6 +10103,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_func_event_to_json() != 41565) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_signoff_ffi_checksum_func_event_type_named() != 64598) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_func_response_from_json() != 52357) {

@@ -1028,6 +1028,11 @@ RustBuffer uniffi_signoff_ffi_fn_func_event_from_json(RustBuffer json, RustCallS
 RustBuffer uniffi_signoff_ffi_fn_func_event_to_json(RustBuffer event, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_EVENT_TYPE_NAMED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_EVENT_TYPE_NAMED
+RustBuffer uniffi_signoff_ffi_fn_func_event_type_named(RustBuffer name, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_RESPONSE_FROM_JSON
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_FN_FUNC_RESPONSE_FROM_JSON
 RustBuffer uniffi_signoff_ffi_fn_func_response_from_json(RustBuffer json, RustCallStatus *_Nonnull out_status
@@ -1348,6 +1353,12 @@ uint16_t uniffi_signoff_ffi_checksum_func_event_from_json(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_EVENT_TO_JSON
 #define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_EVENT_TO_JSON
 uint16_t uniffi_signoff_ffi_checksum_func_event_to_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_EVENT_TYPE_NAMED
+#define UNIFFI_FFIDEF_UNIFFI_SIGNOFF_FFI_CHECKSUM_FUNC_EVENT_TYPE_NAMED
+uint16_t uniffi_signoff_ffi_checksum_func_event_type_named(void
     
 );
 #endif

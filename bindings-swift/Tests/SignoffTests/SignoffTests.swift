@@ -661,6 +661,18 @@ final class SignoffTests: XCTestCase {
         lagging.close()
     }
 
+    func testEventTypesByTheirNames() throws {
+        XCTAssertEqual(try EventType(named: "confirmation-request"), .request)
+        XCTAssertEqual(try EventType(named: "confirmation-response"), .response)
+        XCTAssertEqual(try EventType(named: "confirmation-timeout"), .timeout)
+        XCTAssertEqual(try EventType(named: "confirmation-resolved"), .resolved)
+        for wrong in ["confirmation_request", "request", "lagged", ""] {
+            XCTAssertThrowsError(try EventType(named: wrong)) { error in
+                XCTAssertEqual((error as? SignoffError)?.kind(), .malformed)
+            }
+        }
+    }
+
     func testObserversAreNotApproversAndSubscriptionsEndWithTheGate() async throws {
         let gate = try gateWithDelete()
         let watch = gate.observe()
