@@ -28,6 +28,17 @@ test('ERROR_CODES (from the core ErrorKind::ALL) match the ErrorCode type in the
   assert.ok(ERROR_CODES.includes('already_resolved') && ERROR_CODES.includes('no_executor'))
 })
 
+test('GateOptions in the .d.ts names every option the core reads', () => {
+  const native = createRequire(import.meta.url)('../native/_native.js')
+  const core = native.gateOptionNames()
+  assert.ok(core.includes('busCapacity') && core.includes('auditInStore'))
+  const dts = readFileSync(here('../dist/types.d.ts'), 'utf8')
+  const body = dts.match(/export interface GateOptions \{([\s\S]*?)\n\}/)
+  assert.ok(body, 'GateOptions is declared')
+  const declared = [...body[1].matchAll(/^ {4}(\w+)\?:/gm)].map((m) => m[1])
+  assert.deepEqual([...declared].sort(), [...core].sort())
+})
+
 test('ESM and CommonJS load one module (one Gate, one SignoffError)', async () => {
   const require = createRequire(import.meta.url)
   const cjs = require('signoff')

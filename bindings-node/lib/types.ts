@@ -132,6 +132,12 @@ export interface GateOptions {
    */
   storeSchema?: string
   /**
+   * With `storeUrl`: the audit log is kept in the same database (the table `signoff_audit`), one
+   * hash chain that every process sharing the store appends to; `signoff audit verify --postgres
+   * <url>` checks it. Not with `auditPath`.
+   */
+  auditInStore?: boolean
+  /**
    * The keys approval tokens are signed and verified with ({@link Gate.issueToken},
    * {@link Gate.respondToken}): a {@link TokenKeys}, or the configuration format
    * (`key_id:base64secret`, comma- or newline-separated, current key first). Load them from

@@ -439,6 +439,9 @@ export interface EvaluationData {
   reasons: Array<string>
 }
 
+/** The core's gate options, as Node names them (`new Gate({ busCapacity })`). */
+export declare function gateOptionNames(): Array<string>
+
 /**
  * The responder named in the audit record of a failed approval step (a handler that failed or
  * returned without answering; `HANDLER_RESPONDER`).

@@ -847,6 +847,7 @@ module.exports.defaultKeywords = nativeBinding.defaultKeywords
 module.exports.defaultSession = nativeBinding.defaultSession
 module.exports.ErrorCode = nativeBinding.ErrorCode
 module.exports.errorCodes = nativeBinding.errorCodes
+module.exports.gateOptionNames = nativeBinding.gateOptionNames
 module.exports.handlerResponder = nativeBinding.handlerResponder
 module.exports.isStrictJson = nativeBinding.isStrictJson
 module.exports.markerMetaKey = nativeBinding.markerMetaKey

@@ -828,3 +828,9 @@ impl NativeGate {
         self.run(env, fut, true, None)
     }
 }
+
+/// The core's gate options, as Node names them (`new Gate({ busCapacity })`).
+#[napi]
+pub fn gate_option_names() -> Vec<String> {
+    signoff::GateConfig::option_names(signoff::Naming::Camel).collect()
+}

@@ -772,6 +772,13 @@ fn default_keywords() -> Vec<&'static str> {
     signoff::DEFAULT_KEYWORDS.to_vec()
 }
 
+/// The core's gate options, as Python names them (`Gate(**options)` in milliseconds; the
+/// facade also reads `default_timeout` and `token_ttl` in seconds).
+#[pyfunction]
+fn gate_option_names() -> Vec<String> {
+    signoff::GateConfig::option_names(signoff::Naming::Snake).collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGate>()?;
     m.add_class::<Decision>()?;
@@ -780,5 +787,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_SESSION", signoff::DEFAULT_SESSION)?;
     m.add("HANDLER_RESPONDER", signoff::HANDLER_RESPONDER)?;
     m.add_function(wrap_pyfunction!(default_keywords, m)?)?;
+    m.add_function(wrap_pyfunction!(gate_option_names, m)?)?;
     Ok(())
 }

@@ -31,6 +31,19 @@ def test_every_core_error_kind_has_its_class() -> None:
         signoff.error_class("nope")
 
 
+def test_gate_options_name_every_option_the_core_reads() -> None:
+    """`GateOptions` (the typed keyword arguments of `Gate`) and the `Gate` docstring list the
+    core's options, and the ones given in seconds: an option the core adds fails here until it is
+    typed and described."""
+    core = set(signoff._native.gate_option_names())
+    assert {"bus_capacity", "store_url", "audit_in_store", "token_ttl_ms"} <= core
+    seconds = {"default_timeout", "token_ttl"}
+    assert set(signoff.GateOptions.__annotations__) == core | seconds
+    doc = signoff.Gate.__doc__ or ""
+    for name in (core - {"default_timeout_ms", "token_ttl_ms"}) | seconds:
+        assert f"        {name}: " in doc, f"the Gate docstring does not describe `{name}`"
+
+
 def test_register_builds_the_core_tool_spec() -> None:
     gate = signoff.Gate()
     gate.register(

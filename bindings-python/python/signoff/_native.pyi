@@ -58,6 +58,7 @@ __all__ = [
     "WrongApproverError",
     "__version__",
     "default_keywords",
+    "gate_option_names",
     "normalize_tool_spec",
     "parse_event_json",
     "verify_audit_chain",
@@ -76,6 +77,7 @@ _JSONInput = Union[str, bytes, Mapping[str, Any]]
 _CancelReason = Literal["no-approver", "shutdown", "aborted", "session-ended", "approval-failed"]
 
 def default_keywords() -> list[str]: ...
+def gate_option_names() -> list[str]: ...
 def normalize_tool_spec(spec: _JSONInput) -> dict[str, Any]: ...
 def verify_audit_chain(
     path: Union[str, os.PathLike[str]], *, store_path: Union[str, os.PathLike[str], None] = None

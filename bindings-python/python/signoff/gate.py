@@ -121,6 +121,7 @@ class GateOptions(TypedDict, total=False):
     store_url: Optional[str]
     store_owner: Optional[str]
     store_schema: Optional[str]
+    audit_in_store: Optional[bool]
     audit_path: Union[str, "os.PathLike[str]", None]
     audit_rotate_bytes: Optional[int]
     token_keys: Union[TokenKeys, str, None]
@@ -190,8 +191,9 @@ class Gate(Closing):
             (others raise :class:`UnauthorizedError`). Any responder by default.
         approvers: an :class:`~signoff.Approvers` (or a dict ``{tool or "*": [names]}``)
             deciding who may approve which tools, instead of ``allowed_responders``; a refused
-            approval raises :class:`UnauthorizedError`. ``forbid_self_approval=True`` also
-            refuses an approval from the request's own session.
+            approval raises :class:`UnauthorizedError`.
+        forbid_self_approval: also refuse (:class:`UnauthorizedError`) an approval whose
+            responder is the request's own session (with ``approvers``, or on its own).
         store_path: keep pending requests and their states in this SQLite file, so they
             survive a restart (see :mod:`signoff.store`); call :meth:`recover` once after
             registering tools. In memory by default.
@@ -215,6 +217,9 @@ class Gate(Closing):
         store_schema: with ``store_url``: the PostgreSQL schema the tables are kept in
             (created if missing; 1 to 63 ASCII letters, digits or underscores). The
             connection's search path (normally ``public``) by default.
+        audit_in_store: with ``store_url``: keep the audit trail in the same database (the
+            table ``signoff_audit``), one hash chain every process sharing the store appends to;
+            ``signoff audit verify --postgres <url>`` checks it. Not with ``audit_path``.
         token_keys: the :class:`~signoff.TokenKeys` (or their ``key_id:base64secret`` text)
             approval tokens are signed and verified with (:meth:`issue_token`,
             :meth:`respond_token`).
