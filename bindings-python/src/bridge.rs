@@ -116,6 +116,9 @@ pub struct LoopBridge {
     /// Before Python 3.12 (no `eager_start`), on asyncio's own loops: a Task's first step can be
     /// run at once by hand ([`start_eagerly`](Self::start_eagerly)).
     eager_by_hand: bool,
+    /// The keyword arguments of `asyncio.Task(coro, ...)` for a tool's Task: `loop`, and from
+    /// Python 3.12 on `eager_start=True` (made once: a call does not keep or change them).
+    task_kw: Py<pyo3::types::PyDict>,
 }
 
 /// Forks of this process seen through `os.register_at_fork` (counted in the child): a bridge
@@ -154,6 +157,7 @@ static HANDLE_TYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BASE_EVENT_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static DEQUE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static CURRENT_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static CURRENT_TASKS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ENTER_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static LEAVE_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -251,6 +255,12 @@ impl LoopBridge {
         let quiet_context = pyo3::types::PyDict::new(py);
         quiet_context.set_item("context", py.import("contextvars")?.getattr("Context")?.call0()?)?;
         let quiet_context = quiet_context.unbind();
+        let task_kw = pyo3::types::PyDict::new(py);
+        task_kw.set_item("loop", lp)?;
+        if py.version_info() >= (3, 12) {
+            task_kw.set_item("eager_start", true)?;
+        }
+        let task_kw = task_kw.unbind();
         let force_threadsafe = std::env::var_os("SIGNOFF_PY_BRIDGE").is_some_and(|v| v == "threadsafe");
         #[cfg(unix)]
         if !force_threadsafe {
@@ -272,6 +282,7 @@ impl LoopBridge {
                 ident,
                 forks,
                 eager_by_hand,
+                task_kw: task_kw.clone_ref(py),
             });
             let reader = Drain { bridge: b.clone(), owner: true };
             match lp.call_method1("add_reader", (fd, reader)) {
@@ -296,6 +307,7 @@ impl LoopBridge {
             ident,
             forks,
             eager_by_hand,
+            task_kw,
         }))
     }
 
@@ -408,12 +420,11 @@ impl LoopBridge {
                 return self.start_eagerly(aw).map(Some);
             }
         }
+        if coroutine && py.version_info() >= (3, 12) {
+            return TASK.import(py, "asyncio", "Task")?.call((aw,), Some(self.task_kw.bind(py))).map(Some);
+        }
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item(pyo3::intern!(py, "loop"), lp)?;
-        if coroutine && py.version_info() >= (3, 12) {
-            kw.set_item(pyo3::intern!(py, "eager_start"), true)?;
-            return TASK.import(py, "asyncio", "Task")?.call((aw,), Some(&kw)).map(Some);
-        }
         ENSURE_FUTURE.import(py, "asyncio", "ensure_future")?.call((aw,), Some(&kw)).map(Some)
     }
 
@@ -427,30 +438,37 @@ impl LoopBridge {
     fn start_eagerly<'py>(&self, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let py = coro.py();
         let lp = self.event_loop.bind(py);
-        let kw = pyo3::types::PyDict::new(py);
-        kw.set_item(pyo3::intern!(py, "loop"), lp)?;
-        let task = TASK.import(py, "asyncio", "Task")?.call((coro,), Some(&kw))?;
+        let task = TASK.import(py, "asyncio", "Task")?.call((coro,), Some(self.task_kw.bind(py)))?;
         let ready = lp.getattr(pyo3::intern!(py, "_ready"))?;
         let Ok(handle) = ready.call_method0(pyo3::intern!(py, "pop")) else {
             return Ok(task);
         };
-        let ours = handle.get_type().is(HANDLE_TYPE.import(py, "asyncio.events", "Handle")?)
-            && handle
-                .getattr(pyo3::intern!(py, "_callback"))
-                .and_then(|step| step.getattr(pyo3::intern!(py, "__self__")))
-                .is_ok_and(|owner| owner.is(&task));
-        if !ours {
+        let step = match handle.get_type().is(HANDLE_TYPE.import(py, "asyncio.events", "Handle")?) {
+            true => handle.getattr(pyo3::intern!(py, "_callback")).ok(),
+            false => None,
+        };
+        let Some(step) =
+            step.filter(|step| step.getattr(pyo3::intern!(py, "__self__")).is_ok_and(|owner| owner.is(&task)))
+        else {
             ready.call_method1(pyo3::intern!(py, "append"), (handle,))?;
             return Ok(task);
+        };
+        // `asyncio.current_task(loop)`, which before 3.12 is Python around this dict lookup.
+        let current = match CURRENT_TASKS.import(py, "asyncio.tasks", "_current_tasks")?.cast::<pyo3::types::PyDict>() {
+            Ok(tasks) => tasks.get_item(lp)?,
+            Err(_) => Some(CURRENT_TASK.import(py, "asyncio", "current_task")?.call1((lp,))?),
+        };
+        let current = current.filter(|t| !t.is_none());
+        if let Some(current) = &current {
+            LEAVE_TASK.import(py, "asyncio.tasks", "_leave_task")?.call1((lp, current))?;
         }
-        let current = CURRENT_TASK.import(py, "asyncio", "current_task")?.call1((lp,))?;
-        let calling = !current.is_none();
-        if calling {
-            LEAVE_TASK.import(py, "asyncio.tasks", "_leave_task")?.call1((lp, &current))?;
-        }
-        let ran = handle.call_method0(pyo3::intern!(py, "_run"));
-        if calling {
-            ENTER_TASK.import(py, "asyncio.tasks", "_enter_task")?.call1((lp, &current))?;
+        // What `Handle._run` does, less its report of an exception: a Task's step raises only
+        // `SystemExit` or `KeyboardInterrupt`, which `_run` lets through too.
+        let ran = handle
+            .getattr(pyo3::intern!(py, "_context"))
+            .and_then(|c| c.call_method1(pyo3::intern!(py, "run"), (step,)));
+        if let Some(current) = &current {
+            ENTER_TASK.import(py, "asyncio.tasks", "_enter_task")?.call1((lp, current))?;
         }
         ran.map(|_| task)
     }
@@ -764,10 +782,10 @@ where
     }
 }
 
-/// Pins a closure's signature to `for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>`.
-pub fn py_call<M>(m: M) -> M
+/// Pins a closure's signature to `for<'py> FnOnce(Python<'py>) -> PyResult<Made<'py>>`.
+pub fn made<M>(m: M) -> M
 where
-    M: for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>,
+    M: for<'py> FnOnce(Python<'py>) -> PyResult<Made<'py>>,
 {
     m
 }
@@ -794,13 +812,13 @@ impl Completer {
     fn __call__(&self, task: &Bound<'_, PyAny>) {
         let py = task.py();
         drop(lock(&self.task).take());
+        // Delivered already (from the Task's last step): nothing to read.
+        let Some(f) = lock(&self.done).take() else { return };
         let r = match task.call_method0("cancelled").and_then(|c| c.is_truthy()) {
             Ok(true) => Err(pyo3::exceptions::asyncio::CancelledError::new_err("the task was cancelled")),
             _ => task.call_method0("result"),
         };
-        if let Some(f) = lock(&self.done).take() {
-            polling_woken(py, || f(py, r));
-        }
+        polling_woken(py, || f(py, r));
     }
 
     /// The outcome, from inside the Task's last step (`signoff._tasks.run_then`): delivered at
@@ -841,6 +859,10 @@ pub fn when_done<'py, C: pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>>(
     task.call_method1(pyo3::intern!(py, "add_done_callback"), (callback,)).map(drop)
 }
 
+/// What [`call_on_loop`]'s `make` gives: a value or an awaitable, and the `CallContext` the Task
+/// that awaits it sets as `signoff.current_call()` in its own context (`None`: leaves it alone).
+pub type Made<'py> = (Bound<'py, PyAny>, Option<Bound<'py, PyAny>>);
+
 /// Calls `make` on the loop's thread (at once when already there); if it returns an awaitable,
 /// runs it as a Task on that loop. `finish` turns the outcome (value or exception) into `R`, on
 /// the loop's thread with the GIL. The Task is not cancelled when the returned future is
@@ -848,7 +870,7 @@ pub fn when_done<'py, C: pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>>(
 pub async fn call_on_loop<R, M>(bridge: Arc<LoopBridge>, make: M, finish: Finish<R>) -> Result<R, String>
 where
     R: Send + 'static,
-    M: for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+    M: for<'py> FnOnce(Python<'py>) -> PyResult<Made<'py>> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel::<Result<R, String>>();
     let b = bridge.clone();
@@ -856,8 +878,8 @@ where
         let send = move |py: Python<'_>, r: PyResult<Bound<'_, PyAny>>| {
             let _ = tx.send(finish(py, r));
         };
-        let value = match make(py) {
-            Ok(v) => v,
+        let (value, current) = match make(py) {
+            Ok(made) => made,
             Err(e) => return send(py, Err(e)),
         };
         match awaitable(&value) {
@@ -875,7 +897,7 @@ where
         let started = RUN_THEN
             .import(py, "signoff._tasks", "run_then")
             .and_then(|run_then| {
-                completer.getattr(pyo3::intern!(py, "deliver")).and_then(|d| run_then.call1((value, d)))
+                completer.getattr(pyo3::intern!(py, "deliver")).and_then(|d| run_then.call1((value, d, current)))
             })
             .and_then(|body| b.start_task(&body))
             .and_then(|task| task.ok_or_else(|| PyRuntimeError::new_err("run_then is not a coroutine")));
@@ -889,9 +911,12 @@ where
                 return;
             }
         };
+        if lock(&completer.get().done).is_none() {
+            return; // finished in its eager first step, and delivered
+        }
         let registered = task.call_method0(pyo3::intern!(py, "done")).and_then(|d| d.is_truthy()).and_then(|done| {
             if done {
-                // Finished in its eager first step: delivered already, or (cancelled) not.
+                // Ended in its eager first step without delivering (cancelled before it ran).
                 completer.call1((&task,)).map(drop)
             } else {
                 *lock(&completer.get().task) = Some(pyo3::types::PyWeakrefReference::new(&task)?.unbind());

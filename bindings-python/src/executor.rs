@@ -9,18 +9,19 @@
 //! * Either way a started tool runs to the end: when the caller stops waiting (its task was
 //!   cancelled, Ctrl-C), the core hands the run to the runtime and records its result.
 //!
-//! The callable receives the approved arguments (a dict for object schemas) and the call's
-//! [`CallContext`] (the core's `CallContext`: tool, call id, request, session, edited, whether the
-//! gate has closed) as its two arguments; the facade (`signoff/context.py`) wraps the user's
-//! function to set `signoff.current_call()` and pass the context on. Its return value must be
-//! JSON-compatible (`convert::from_py`: NaN, a cycle, a set... make the
-//! call `failed`, never `null`). An exception becomes the core's `failed` status.
+//! An async tool is the user's function, called here with the approved arguments (a dict for
+//! object schemas) and the call's [`CallContext`] (the core's `CallContext`: tool, call id,
+//! request, session, edited, whether the gate has closed) passed to the parameter that asks for
+//! it; its Task sets `signoff.current_call()`. A sync tool is the facade's wrapper
+//! (`signoff/context.py`), called with the arguments and the context, which sets it in the worker
+//! thread. A tool's return value must be JSON-compatible (`convert::from_py`: NaN, a cycle, a
+//! set... make the call `failed`, never `null`). An exception becomes the core's `failed` status.
 
 use crate::bridge::{self, LoopBridge};
 use crate::convert::{self, to_py};
 use crate::gate::Decision;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
 use signoff::{ContextExecutor, ExecResult};
 use std::sync::Arc;
@@ -122,20 +123,82 @@ fn call_args<'py>(
     Ok((to_py(py, args)?, Bound::new(py, CallContext { inner: context })?))
 }
 
-async fn run(
-    func: Arc<Py<PyAny>>,
-    is_async: bool,
+/// An async tool: the user's function, called as `f(arguments)`, with the call's context as the
+/// keyword argument `param` when it asks for it, or as `f(**arguments)` (`Gate.tool`).
+struct AsyncTool {
+    func: Py<PyAny>,
+    param: Option<Py<PyString>>,
+    keywords: bool,
+}
+
+impl AsyncTool {
+    /// The tool's coroutine (or other awaitable; a plain value is its result) and the context
+    /// object the Task running it sets as `signoff.current_call()`. What Python's
+    /// `f(**arguments, **{param: context})` does, with its `TypeError` for a duplicate keyword.
+    fn call<'py>(&self, py: Python<'py>, args: &Value, context: signoff::CallContext) -> PyResult<bridge::Made<'py>> {
+        let func = self.func.bind(py);
+        let args = to_py(py, args)?;
+        let context = Bound::new(py, CallContext { inner: context })?.into_any();
+        let param = self.param.as_ref().map(|p| p.bind(py));
+        let called = match args.cast::<PyDict>() {
+            // A dict converted for this call only: the context can join it as a keyword.
+            Ok(kw) if self.keywords => {
+                if let Some(p) = param {
+                    if kw.contains(p)? {
+                        let name = func.getattr(pyo3::intern!(py, "__qualname__")).map(|n| n.to_string());
+                        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                            "{}() got multiple values for keyword argument '{p}'",
+                            name.as_deref().unwrap_or("the tool")
+                        )));
+                    }
+                    kw.set_item(p, &context)?;
+                }
+                func.call((), Some(kw))?
+            }
+            _ => match param {
+                Some(p) => {
+                    let kw = PyDict::new(py);
+                    kw.set_item(p, &context)?;
+                    func.call((args,), Some(&kw))?
+                }
+                None => func.call1((args,))?,
+            },
+        };
+        Ok((called, Some(context)))
+    }
+}
+
+static WITH_CURRENT: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// Runs an async tool as a Task on the caller's loop (its first step at once), or, from the
+/// blocking API, under `asyncio.run` on a blocking-pool thread.
+async fn run_async(
+    tool: Arc<AsyncTool>,
     caller: Option<Arc<LoopBridge>>,
     args: Value,
     context: signoff::CallContext,
 ) -> ExecResult {
-    if is_async {
-        let make = bridge::py_call(move |py| func.bind(py).call1(call_args(py, &args, context)?));
-        return match caller {
-            Some(b) => bridge::call_on_loop(b, make, finish_value()).await,
-            None => run_detached(make).await,
-        };
+    match caller {
+        Some(b) => bridge::call_on_loop(b, move |py| tool.call(py, &args, context), finish_value()).await,
+        None => {
+            run_detached(move |py| {
+                let (aw, current) = tool.call(py, &args, context)?;
+                WITH_CURRENT.import(py, "signoff._tasks", "with_current")?.call1((aw, current))
+            })
+            .await
+        }
     }
+}
+
+/// Runs a sync tool (`(arguments, context)`: the facade's wrapper, which sets
+/// `signoff.current_call()`) on the blocking pool; an awaitable it returns is awaited as an
+/// async tool's is.
+async fn run_sync(
+    func: Arc<Py<PyAny>>,
+    caller: Option<Arc<LoopBridge>>,
+    args: Value,
+    context: signoff::CallContext,
+) -> ExecResult {
     let joined = tokio::task::spawn_blocking(move || {
         bridge::attach_bg(|py| {
             let r = call_args(py, &args, context).and_then(|a| func.bind(py).call1(a));
@@ -150,10 +213,10 @@ async fn run(
     match joined {
         Ok(Step::Done(r)) => r,
         Ok(Step::Await(aw)) => {
-            let make = bridge::py_call(move |py| Ok(aw.into_bound(py)));
+            let make = bridge::made(move |py| Ok((aw.into_bound(py), None)));
             match caller {
                 Some(b) => bridge::call_on_loop(b, make, finish_value()).await,
-                None => run_detached(make).await,
+                None => run_detached(move |py| make(py).map(|(aw, _)| aw)).await,
             }
         }
         Err(_) => Err("the tool panicked".into()),
@@ -162,8 +225,17 @@ async fn run(
 
 static ISCOROUTINEFUNCTION: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
-/// Wraps a Python callable `(arguments, context)` into the core `ContextExecutor` type.
-pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<ContextExecutor> {
+/// Wraps a Python tool function into the core `ContextExecutor` type. An async one (`is_async`,
+/// or `None` and `inspect.iscoroutinefunction`) is the user's function, called as `f(arguments)`,
+/// with the context as the keyword argument `context_param` when given, or `f(**arguments)` with
+/// `keywords` (when the arguments are a dict); its Task sets `signoff.current_call()`. A sync one
+/// is called as `f(arguments, context)` on the blocking pool.
+pub fn python_executor(
+    f: Bound<'_, PyAny>,
+    is_async: Option<bool>,
+    context_param: Option<Bound<'_, PyString>>,
+    keywords: bool,
+) -> PyResult<ContextExecutor> {
     let py = f.py();
     if !f.is_callable() {
         return Err(pyo3::exceptions::PyTypeError::new_err("the executor must be callable"));
@@ -172,12 +244,17 @@ pub fn python_executor(f: Bound<'_, PyAny>, is_async: Option<bool>) -> PyResult<
         Some(a) => a,
         None => ISCOROUTINEFUNCTION.import(py, "inspect", "iscoroutinefunction")?.call1((&f,))?.is_truthy()?,
     };
+    // Called while the core future is polled inside `bridge::spawn`'s scope: the caller's loop.
+    let caller = || bridge::CALLER.try_with(|b| b.clone()).ok();
+    if is_async {
+        let tool = Arc::new(AsyncTool { func: f.unbind(), param: context_param.map(Bound::unbind), keywords });
+        return Ok(Arc::new(move |args: Value, context: signoff::CallContext| {
+            Box::pin(run_async(tool.clone(), caller(), args, context))
+        }));
+    }
     let func = Arc::new(f.unbind());
     Ok(Arc::new(move |args: Value, context: signoff::CallContext| {
-        let func = func.clone();
-        // Called while the core future is polled inside `bridge::spawn`'s scope: the caller's loop.
-        let caller = bridge::CALLER.try_with(|b| b.clone()).ok();
-        Box::pin(run(func, is_async, caller, args, context))
+        Box::pin(run_sync(func.clone(), caller(), args, context))
     }))
 }
 

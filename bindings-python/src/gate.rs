@@ -11,7 +11,7 @@ use crate::store::{Approvers, StoredRecord};
 use crate::token::{TokenClaims, TokenKeys};
 use crate::tools;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 use signoff::{ConfirmationResponse, Gate, GateConfig, Naming, PendingRequest, ToolCall};
 use std::sync::{Arc, Mutex};
 
@@ -317,19 +317,25 @@ impl PyGate {
     }
 
     /// Registers (or replaces) a tool from its spec dict (the core `ToolSpec` JSON form) and an
-    /// optional executor, called with the approved arguments and the call's `CallContext`.
-    #[pyo3(signature = (spec, executor=None, executor_is_async=None))]
+    /// optional executor: an async one is the tool function itself, called with the approved
+    /// arguments (as keywords with `keywords`) and the call's `CallContext` as the keyword
+    /// argument `context_param` when given; a sync one is called with the arguments and the
+    /// `CallContext`.
+    #[pyo3(signature = (spec, executor=None, executor_is_async=None, context_param=None, keywords=false))]
     fn register(
         &self,
         spec: &Bound<'_, PyAny>,
         executor: Option<Bound<'_, PyAny>>,
         executor_is_async: Option<bool>,
+        context_param: Option<Bound<'_, PyString>>,
+        keywords: bool,
     ) -> PyResult<()> {
         let mut tool = signoff::Tool::from_spec(tools::spec_from_py(spec)?);
         if let Some(f) = executor
             && !f.is_none()
         {
-            tool = tool.with_context_executor(executor::python_executor(f, executor_is_async)?);
+            let run = executor::python_executor(f, executor_is_async, context_param, keywords)?;
+            tool = tool.with_context_executor(run);
         }
         self.gate.register(tool).py_err()
     }

@@ -199,6 +199,39 @@ def test_a_parameter_annotated_call_context_receives_it(run: Any) -> None:
     run(body())
 
 
+def test_an_async_tool_is_called_as_python_would_call_it(run: Any) -> None:
+    async def body() -> None:
+        gate = signoff.Gate()
+        got: List[Any] = []
+
+        async def positional(args: Any, call: signoff.CallContext) -> str:
+            got.append(("positional", args, call is signoff.current_call(), call.call_id))
+            return "ok"
+
+        # Arguments as keywords, the context among them; a schema that lets the model send a
+        # `ctx` of its own, which Python refuses as a second value for that keyword.
+        @gate.tool(parameters={"type": "object", "properties": {"path": {"type": "string"}}}, approval="not_required")
+        async def keywords(path: str, ctx: signoff.CallContext) -> str:
+            got.append(("keywords", path, ctx is signoff.current_call(), ctx.call_id))
+            return "ok"
+
+        gate.register("positional", parameters={"type": "array"}, approval="not_required", executor=positional)
+        for tool, args in (("positional", [1, "a"]), ("keywords", {"path": "/p"})):
+            r = await gate.execute(tool, args, call_id=f"k-{tool}")
+            assert r.status == "executed", r.content
+        assert got == [("positional", [1, "a"], True, "k-positional"), ("keywords", "/p", True, "k-keywords")]
+
+        r = await gate.execute("keywords", {"path": "/p", "ctx": "the model's"})
+        assert r.status == "failed" and len(got) == 2
+        assert r.error is not None and "got multiple values for keyword argument 'ctx'" in r.error, r.error
+        r = await gate.execute("keywords", {"path": "/p", "other": 1})
+        assert r.status == "failed" and "unexpected keyword argument 'other'" in (r.error or ""), r.error
+        assert signoff.current_call() is None
+        gate.close()
+
+    run(body())
+
+
 @pytest.mark.parametrize("kind", ["async", "sync"])
 def test_a_running_tool_learns_that_the_gate_closed(run: Any, kind: str) -> None:
     async def body() -> None:

@@ -618,10 +618,14 @@ class Gate:
     def register(
         self,
         spec: _JSONInput,
-        executor: Optional[Callable[[Any, CallContext], Any]] = None,
+        executor: Optional[Callable[..., Any]] = None,
         executor_is_async: Optional[bool] = None,
+        context_param: Optional[str] = None,
+        keywords: bool = False,
     ) -> None:
-        """Registers a tool; ``executor`` is called with the approved arguments and the call's context."""
+        """Registers a tool. An async ``executor`` is the tool function, called with the approved
+        arguments (as keywords with ``keywords``) and the call's context as the keyword argument
+        ``context_param`` when given; a sync one is called with the arguments and the context."""
     def unregister(self, name: str) -> bool: ...
     def tools(self) -> list[dict[str, Any]]: ...
     def evaluate(self, tool: str, arguments: Any = None, session_id: Optional[str] = None) -> dict[str, Any]: ...

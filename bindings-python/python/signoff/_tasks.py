@@ -1,14 +1,25 @@
-"""The body of the Task an async tool runs in: the tool's outcome goes to the native layer at the
-end of the Task's last step, so the waiting call resumes at once instead of after a done-callback
-that would take a turn of the loop of its own."""
+"""The body of the Task an async tool runs in: :func:`signoff.current_call` is set in the Task's
+own context, and the tool's outcome goes to the native layer at the end of the Task's last step,
+so the waiting call resumes at once instead of after a done-callback that would take a turn of the
+loop of its own."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Awaitable, Callable, Optional
 
+from .context import _CURRENT, CallContext
 
-async def run_then(aw: Awaitable[Any], done: Callable[[Any, Optional[BaseException]], None]) -> None:
-    """Awaits ``aw`` and calls ``done(result, None)`` or ``done(None, exception)``."""
+
+async def run_then(
+    aw: Awaitable[Any],
+    done: Callable[[Any, Optional[BaseException]], None],
+    current: Optional[CallContext] = None,
+) -> None:
+    """Awaits ``aw`` and calls ``done(result, None)`` or ``done(None, exception)``; with
+    ``current``, :func:`signoff.current_call` is ``current`` meanwhile (in this Task only)."""
+    if current is not None:
+        _CURRENT.set(current)
     try:
         result = await aw
     except GeneratorExit:
@@ -23,3 +34,11 @@ async def run_then(aw: Awaitable[Any], done: Callable[[Any, Optional[BaseExcepti
     else:
         done(result, None)
 
+
+
+async def with_current(aw: Any, current: CallContext) -> Any:
+    """Awaits ``aw`` (a value that is not awaitable is the result) with
+    :func:`signoff.current_call` set to ``current``: the body of an async tool's Task under
+    ``asyncio.run``, for the blocking API."""
+    _CURRENT.set(current)
+    return await aw if inspect.isawaitable(aw) else aw

@@ -91,11 +91,13 @@ def _run_sync(call: Callable[[], Any], context: CallContext) -> Any:
     return _awaited(out, context) if inspect.isawaitable(out) else out
 
 
-def native_executor(fn: Callable[..., Any], is_async: bool, *, keywords: bool = False) -> NativeExecutor:
-    """Wraps a tool function as the native layer calls it, ``(arguments, context)``: sets
-    :func:`current_call` around the call and passes the context to a parameter annotated
-    :class:`CallContext`. ``fn`` takes the arguments as one value, or, with ``keywords``, a
-    dict of them as keyword arguments (:meth:`signoff.Gate.tool`)."""
+def native_executor(fn: Callable[..., Any], *, keywords: bool = False) -> NativeExecutor:
+    """Wraps a sync tool function as the native layer calls it, ``(arguments, context)``, in a
+    worker thread: sets :func:`current_call` around the call and passes the context to a parameter
+    annotated :class:`CallContext`. ``fn`` takes the arguments as one value, or, with
+    ``keywords``, a dict of them as keyword arguments (:meth:`signoff.Gate.tool`). (An async tool
+    function is handed to the native layer as it is, with the name of that parameter: it makes
+    the coroutine and sets :func:`current_call` in the tool's Task.)"""
     param = context_parameter(fn)
 
     def call(args: Any, context: CallContext) -> Any:
@@ -103,17 +105,6 @@ def native_executor(fn: Callable[..., Any], is_async: bool, *, keywords: bool = 
         if keywords and isinstance(args, dict):
             return fn(**args, **extra)
         return fn(args, **extra)
-
-    if is_async:
-
-        async def run_async(args: Any, context: CallContext) -> Any:
-            token = _CURRENT.set(context)
-            try:
-                return await call(args, context)
-            finally:
-                _CURRENT.reset(token)
-
-        return run_async
 
     def run_sync(args: Any, context: CallContext) -> Any:
         # A worker thread: a copy of its context, so nothing set here outlives the call.
