@@ -572,6 +572,21 @@ test('close(): pending calls are cancelled (shutdown), nothing runs, later answe
   assert.equal(types.filter((t) => t === 'confirmation-request').length, 2)
 })
 
+test('close(): a later call that needs approval is cancelled even under a session grant', async () => {
+  const { gate, ran } = makeGate()
+  gate.on('confirmation-request', (req) => req.approve({ scope: 'session' }))
+  const call = (path) => ({ tool: 'delete_file', arguments: { path }, sessionId: 's1' })
+  assert.equal((await gate.execute(call('/a'))).status, 'executed')
+  assert.equal((await gate.confirm(call('/b'))).by, 'session-grant')
+  await gate.close()
+  const r = await gate.execute(call('/c'))
+  assert.equal(r.status, 'cancelled')
+  assert.equal(r.decision.cancelReason, 'shutdown')
+  assert.deepEqual(ran, [['delete_file', { path: '/a' }]])
+  // A tool that needs no approval is not the gate's to stop.
+  assert.equal((await gate.execute({ tool: 'read_file', arguments: { path: '/r' } })).status, 'executed')
+})
+
 test('events(): breaking out unsubscribes; listeners of other events observe', async () => {
   const { gate } = makeGate()
   const responses = []

@@ -1087,7 +1087,9 @@ export class Gate extends EventEmitter {
 
   /**
    * Shuts the gate down: every pending request is cancelled (`shutdown`; the tools do not run),
-   * later calls are cancelled at once, later answers fail with `closed`, the audit log is
+   * every later call that needs approval is cancelled at once (a session grant or
+   * `dangerouslyDisableGating` no longer lets one through; a tool that needs no approval still
+   * runs), later answers fail with `closed`, the audit log is
    * flushed, a durable store is closed (another gate may open the file), and the gate's native
    * resources are released (nothing keeps the process alive). A tool still running is not
    * interrupted (as in every language): the `signal` it was given is aborted, so it can stop

@@ -349,6 +349,22 @@ def test_closing_cancels_pending_and_stops_handlers(run: Any) -> None:
     assert rec.calls == []
 
 
+def test_a_closed_gate_runs_nothing_that_needs_approval_even_under_a_session_grant(run: Any) -> None:
+    rec = Recorder()
+
+    async def body() -> None:
+        gate = gate_with_tools(rec)
+        gate.on_request(lambda req: req.approve(scope="session"))
+        assert (await gate.execute("delete_file", {"path": "/a"}, session_id="s1")).status == "executed"
+        assert (await gate.confirm("delete_file", {"path": "/b"}, session_id="s1")).by == "session-grant"
+        gate.close()
+        r = await gate.execute("delete_file", {"path": "/c"}, session_id="s1")
+        assert r.status == "cancelled" and r.decision is not None and r.decision.cancel_reason == "shutdown"
+
+    run(body())
+    assert rec.calls == [{"path": "/a"}]
+
+
 def test_handler_answering_on_the_loop_thread_does_not_deadlock(run: Any) -> None:
     async def body() -> None:
         gate = gate_with_tools(Recorder())

@@ -935,8 +935,10 @@ impl Gate {
         self.inner.grants(&session_id)
     }
 
-    /// Shuts the gate down: pending requests are cancelled (`shutdown`), later ones at once,
-    /// later responses fail with `closed`. Idempotent.
+    /// Shuts the gate down: pending requests are cancelled (`shutdown`), and so is every later
+    /// call that needs approval, at once (a session grant or disabled gating no longer lets one
+    /// through; a tool that needs no approval still runs); later responses fail with `closed`.
+    /// Idempotent.
     pub fn close(&self) {
         self.inner.close();
     }

@@ -282,6 +282,38 @@ async fn shutdown_cancels_pending_and_later_requests_and_rejects_responses() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_closed_gate_runs_nothing_that_needs_approval_even_under_a_grant_or_with_gating_disabled() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    let call = g.confirm(del("/a").session("s1"));
+    let answer = async {
+        let req = next_request(&mut sub).await;
+        g.respond(ConfirmationResponse::approve(&req).with_scope(Scope::Session)).unwrap();
+    };
+    let (d, ()) = tokio::join!(call, answer);
+    assert!(d.unwrap().is_approved());
+    assert!(matches!(
+        g.confirm(del("/b").session("s1")).await.unwrap(),
+        Decision::Approved { by: ApprovedBy::SessionGrant, .. }
+    ));
+    g.close();
+    let r = g.execute(del("/c").session("s1")).await;
+    assert_eq!(r.status, ToolStatus::Cancelled, "{}", r.content);
+    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::Shutdown, .. })));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    let dev = gate_with(Gate::builder().dangerously_disable_gating(true), runs.clone());
+    assert!(matches!(dev.confirm(del("/d")).await.unwrap(), Decision::Approved { by: ApprovedBy::GatingDisabled, .. }));
+    dev.close();
+    let r = dev.execute(del("/e")).await;
+    assert!(matches!(r.decision, Some(Decision::Cancelled { reason: CancelReason::Shutdown, .. })), "{:?}", r.decision);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    // A tool that needs no approval is not the gate's to stop.
+    assert!(dev.confirm(ToolCall::new("read_file", json!({"path": "/a"}))).await.unwrap().is_approved());
+}
+
+#[tokio::test(start_paused = true)]
 async fn cancelled_task_denies_and_is_reported() {
     let g = gate();
     let mut sub = g.subscribe();

@@ -900,8 +900,9 @@ class Gate(Closing):
 
     def close(self) -> None:
         """Shuts the gate down: pending requests are cancelled (``shutdown``), handlers stop,
-        later calls are cancelled at once and later responses raise :class:`ClosedError`.
-        Idempotent."""
+        every later call that needs approval is cancelled at once (a session grant or
+        ``dangerously_disable_gating`` no longer lets one through; a tool that needs no approval
+        still runs) and later responses raise :class:`ClosedError`. Idempotent."""
         self._native.close()
 
     @property

@@ -1099,8 +1099,10 @@ public protocol GateProtocol: AnyObject, Sendable {
     func cancelRequest(id: String) throws  -> Bool
     
     /**
-     * Shuts the gate down: pending requests are cancelled (`shutdown`), later ones at once,
-     * later responses fail with `closed`. Idempotent.
+     * Shuts the gate down: pending requests are cancelled (`shutdown`), and so is every later
+     * call that needs approval, at once (a session grant or disabled gating no longer lets one
+     * through; a tool that needs no approval still runs); later responses fail with `closed`.
+     * Idempotent.
      */
     func close() 
     
@@ -1473,8 +1475,10 @@ open func cancelRequest(id: String)throws  -> Bool  {
 }
     
     /**
-     * Shuts the gate down: pending requests are cancelled (`shutdown`), later ones at once,
-     * later responses fail with `closed`. Idempotent.
+     * Shuts the gate down: pending requests are cancelled (`shutdown`), and so is every later
+     * call that needs approval, at once (a session grant or disabled gating no longer lets one
+     * through; a tool that needs no approval still runs); later responses fail with `closed`.
+     * Idempotent.
      */
 open func close()  {try! rustCall() {
         uniffiCallStatus in
@@ -10129,7 +10133,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_cancel_request() != 43168) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_close() != 34770) {
+    if (uniffi_signoff_ffi_checksum_method_gate_close() != 50783) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_confirm_cancellable() != 28946) {

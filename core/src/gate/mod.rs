@@ -339,10 +339,14 @@ impl Gate {
         if !eval.required {
             return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::NotGated)));
         }
-        if self.inner.policy.gating_disabled {
+        // A closed gate runs nothing that needs approval: neither a session grant nor disabled
+        // gating lets such a call through; it is made a request, cancelled below (`shutdown`).
+        let open = !self.is_closed();
+        if self.inner.policy.gating_disabled && open {
             return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::GatingDisabled)));
         }
         if !eval.forced_by_rule
+            && open
             && lock(&self.inner.grants).get(&call.session_id).is_some_and(|tools| tools.contains(&call.tool))
         {
             return Ok(Prepared::Done(self.bypass(&tool, call, ApprovedBy::SessionGrant)));
@@ -857,8 +861,10 @@ impl Gate {
     }
 
     /// Shuts the gate down: every pending request is cancelled ([`CancelReason::Shutdown`]),
-    /// later requests are cancelled at once, later responses fail with `closed`, the pending
-    /// store is closed ([`PendingStore::close`]) and the audit sink is flushed. Idempotent.
+    /// later calls that need approval are cancelled at once (a session grant or disabled gating
+    /// no longer lets them through; a tool that needs no approval still runs), later responses
+    /// fail with `closed`, the pending store is closed ([`PendingStore::close`]) and the audit
+    /// sink is flushed. Idempotent.
     ///
     /// A tool already running is not interrupted (the rule for a cancelled call, too; every
     /// binding follows it, pinned by `tests/vectors/execute.json`): its executor can see the gate
