@@ -475,6 +475,19 @@ async def test_closed():
 
 
 @async_test
+async def test_a_closed_gate_runs_nothing_that_needs_approval_even_under_a_session_grant():
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    p = gate.confirm_cancellable(call(session_id="s1"))
+    gate.approve(await next_request(sub), scope=so.Scope.SESSION)
+    assert (await p.wait()).scope == so.Scope.SESSION
+    assert (await gate.confirm_cancellable(call(session_id="s1")).wait()).by == so.ApprovedBy.SESSION_GRANT
+    gate.close()
+    d = await gate.confirm_cancellable(call(session_id="s1")).wait()
+    assert isinstance(d, so.Decision.CANCELLED) and d.reason == so.CancelReason.SHUTDOWN
+
+
+@async_test
 async def test_no_executor():
     gate = gate_with_delete()
     r = await gate.execute_cancellable(call(call_id="c1")).wait()

@@ -191,6 +191,23 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(gate.grants(sessionId: "s1"), [])
     }
 
+    func testAClosedGateRunsNothingThatNeedsApprovalEvenUnderASessionGrant() async throws {
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        let p1 = try gate.confirmCancellable(call: makeCall(sessionId: "s1"))
+        _ = try gate.approve(request: try await nextRequest(sub), scope: .session)
+        guard case .approved = try await p1.wait() else { return XCTFail() }
+        guard case .approved(_, _, _, let by, _, _) = try await gate.confirm(makeCall(sessionId: "s1")) else {
+            return XCTFail()
+        }
+        XCTAssertEqual(by, .sessionGrant)
+        gate.close()
+        guard case .cancelled(_, let reason) = try await gate.confirm(makeCall(sessionId: "s1")) else {
+            return XCTFail()
+        }
+        XCTAssertEqual(reason, .shutdown)
+    }
+
     // MARK: every rejection error kind
 
     func testErrorKindNamesCoverTheCore() {
