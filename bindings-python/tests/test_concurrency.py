@@ -482,6 +482,33 @@ def test_a_loops_task_factory_makes_the_tools_task_on_every_python() -> None:
     asyncio.run(body())
 
 
+def test_a_task_factory_that_shares_one_context_keeps_no_current_call() -> None:
+    # A factory may hand every Task one context of its own instead of a copy of the caller's:
+    # current_call() is set for the tool's run only, and put back after it in that context.
+    shared = contextvars.Context()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> "asyncio.Task[Any]":
+        return asyncio.Task(coro, loop=loop, context=shared)
+
+    async def tool(args: Any) -> str:
+        call = signoff.current_call()
+        assert call is not None and call.tool == "free"
+        await asyncio.sleep(0)
+        return "ok"
+
+    async def body() -> None:
+        asyncio.get_running_loop().set_task_factory(factory)
+        gate = signoff.Gate()
+        gate.register("free", approval="not_required", executor=tool)
+        for _ in range(2):
+            r = await gate.execute("free", {})
+            assert r.status == "executed" and r.output == "ok", r
+            assert shared.run(signoff.current_call) is None
+        gate.close()
+
+    asyncio.run(body())
+
+
 def test_a_tool_started_eagerly_is_still_a_task_of_its_own(run: Any) -> None:
     # What the first step sees is what a Task's step sees: its own Task as `current_task()`, a
     # copy of the caller's context, and timeouts and task groups that act on the tool's Task.

@@ -17,9 +17,9 @@ async def run_then(
     current: Optional[CallContext] = None,
 ) -> None:
     """Awaits ``aw`` and calls ``done(result, None)`` or ``done(None, exception)``; with
-    ``current``, :func:`signoff.current_call` is ``current`` meanwhile (in this Task only)."""
-    if current is not None:
-        _CURRENT.set(current)
+    ``current``, :func:`signoff.current_call` is ``current`` meanwhile. (The Task's context is
+    its own copy, unless a task factory gave it another: it is put back as it was either way.)"""
+    token = None if current is None else _CURRENT.set(current)
     try:
         result = await aw
     except GeneratorExit:
@@ -33,12 +33,17 @@ async def run_then(
             raise
     else:
         done(result, None)
-
+    finally:
+        if token is not None:
+            _CURRENT.reset(token)
 
 
 async def with_current(aw: Any, current: CallContext) -> Any:
     """Awaits ``aw`` (a value that is not awaitable is the result) with
     :func:`signoff.current_call` set to ``current``: the body of an async tool's Task under
     ``asyncio.run``, for the blocking API."""
-    _CURRENT.set(current)
-    return await aw if inspect.isawaitable(aw) else aw
+    token = _CURRENT.set(current)
+    try:
+        return await aw if inspect.isawaitable(aw) else aw
+    finally:
+        _CURRENT.reset(token)
