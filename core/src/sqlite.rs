@@ -149,9 +149,20 @@ impl SqliteStore {
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::Store(format!("cannot open {}: {e}", PathBuf::from(&lock_path).display())))?;
-        lock_file.try_lock().map_err(|_| {
-            Error::Store(format!("{} is in use by another process (one process per signoff database)", path.display()))
-        })?;
+        // A lock just released can still be held for a moment: a child process this process
+        // forks (any thread's `Command::spawn`) shares the lock file's descriptor until it execs.
+        // Asked again for up to ~200 ms before the database is reported in use.
+        let mut tries = 0;
+        while lock_file.try_lock().is_err() {
+            tries += 1;
+            if tries > 20 {
+                return Err(Error::Store(format!(
+                    "{} is in use by another process (one process per signoff database)",
+                    path.display()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let conn = Connection::open(&path).map_err(db_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db_err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db_err)?;
