@@ -139,6 +139,35 @@ test('a synchronous listener approves: the request shows what will run', async (
   await gate.close()
 })
 
+test("a result's decision is the whole decision: its request id, and an approval's arguments and edit", async () => {
+  const { gate } = makeGate()
+  let answer = (req) => req.approve({ arguments: { path: '/tmp/y' }, responder: 'alice' })
+  gate.on('confirmation-request', (req) => answer(req))
+  const edited = await gate.execute({ tool: 'delete_file', arguments: { path: '/tmp/x' } })
+  assert.equal(edited.status, 'executed')
+  assert.ok(edited.requestId)
+  assert.deepEqual(edited.decision, {
+    outcome: 'approved',
+    approved: true,
+    requestId: edited.requestId,
+    arguments: { path: '/tmp/y' },
+    edited: true,
+    by: 'person',
+    scope: 'once',
+    responder: 'alice',
+  })
+  assert.deepEqual(edited.arguments, { path: '/tmp/y' })
+  answer = (req) => req.deny('no')
+  const denied = await gate.execute({ tool: 'delete_file', arguments: { path: '/tmp/x' } })
+  assert.deepEqual(denied.decision, { outcome: 'denied', approved: false, requestId: denied.requestId, reason: 'no' })
+  const free = await gate.execute({ tool: 'read_file', arguments: { path: '/r' } })
+  assert.deepEqual(free.decision, { outcome: 'approved', approved: true, arguments: { path: '/r' }, edited: false, by: 'not-gated', scope: 'once' })
+  const [batched] = await gate.executeBatch([{ tool: 'delete_file', arguments: { path: '/tmp/z' } }])
+  assert.equal(batched.decision.requestId, batched.requestId)
+  assert.equal(batched.decision.outcome, 'denied')
+  await gate.close()
+})
+
 test('an async listener answers later; denial reasons reach the model', async () => {
   const { gate, ran } = makeGate()
   gate.on('confirmation-request', async (req) => {

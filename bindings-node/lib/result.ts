@@ -43,7 +43,17 @@ export class ToolResult {
     this.arguments = d.arguments
     this.edited = d.edited
     this.requestId = d.requestId
-    this.decision = d.decision as Decision | undefined
+    const decision = d.decision
+    if (decision !== undefined) {
+      // The native layer leaves out of the decision what the result says already (its JSON is
+      // parsed on every call): the request id, and an approval's arguments and `edited`.
+      if (decision.requestId === undefined && d.requestId !== undefined) decision.requestId = d.requestId
+      if (decision.approved && decision.arguments === undefined && d.arguments !== undefined) {
+        decision.arguments = d.arguments
+        decision.edited = d.edited
+      }
+    }
+    this.decision = decision as Decision | undefined
     this.content = d.content
     this.isError = d.isError
   }

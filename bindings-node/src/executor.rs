@@ -128,6 +128,23 @@ pub(crate) fn result_data(r: ToolResult) -> ToolResultData {
     }
 }
 
+/// [`result_data`] for the facade's `ToolResult`, whose JSON is parsed on every call: the
+/// decision leaves out what the result itself says (its `requestId`, and an approval's
+/// `arguments` and `edited`), and `ToolResult`'s constructor puts them back.
+pub(crate) fn result_data_compact(r: ToolResult) -> ToolResultData {
+    let mut out = result_data(r);
+    if let Some(d) = &mut out.decision {
+        if d.request_id == out.request_id {
+            d.request_id = None;
+        }
+        if d.arguments.is_some() && d.arguments == out.arguments && d.edited == Some(out.edited) {
+            d.arguments = None;
+            d.edited = None;
+        }
+    }
+    out
+}
+
 /// A tool call, as `executeBatch` receives them: its arguments and metadata as JSON text (parsed
 /// strictly, as `execute`'s).
 #[napi(object)]

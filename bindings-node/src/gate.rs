@@ -3,7 +3,7 @@
 use crate::driver::{JsState, Settle, TaskFuture};
 use crate::errors;
 use crate::events::{NativeSubscription, OutcomeKind, js_string, write_request};
-use crate::executor::{ToolCallData, decision_data, result_data};
+use crate::executor::{ToolCallData, decision_data, result_data_compact};
 use crate::handler;
 use crate::json;
 use crate::policy::EvaluationData;
@@ -379,8 +379,9 @@ impl NativeGate {
         let gate = self.state.gate.clone();
         let fut: TaskFuture = Box::pin(async move {
             let r = gate.execute(call).await;
-            Box::new(move |env: &Env| to_js_string(env, &serde_json::to_string(&result_data(r)).unwrap_or_default()))
-                as Settle
+            Box::new(move |env: &Env| {
+                to_js_string(env, &serde_json::to_string(&result_data_compact(r)).unwrap_or_default())
+            }) as Settle
         });
         self.run(env, fut, true, abort_id)
     }
@@ -402,7 +403,7 @@ impl NativeGate {
         let fut: TaskFuture = Box::pin(async move {
             let r = gate.execute_batch(calls).await;
             Box::new(move |env: &Env| {
-                let data: Vec<_> = r.into_iter().map(result_data).collect();
+                let data: Vec<_> = r.into_iter().map(result_data_compact).collect();
                 to_js_string(env, &serde_json::to_string(&data).unwrap_or_default())
             }) as Settle
         });
