@@ -19,7 +19,7 @@ export class ToolResult {
   readonly error?: string
   /** The error code, when the call was refused (`rejected`). */
   readonly errorCode?: ErrorCode
-  /** The arguments the tool ran with. */
+  /** The arguments the tool ran with (the same object as an approval's `decision.arguments`). */
   readonly arguments?: unknown
   /** The person changed the arguments before approving. */
   readonly edited: boolean
