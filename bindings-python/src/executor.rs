@@ -9,12 +9,11 @@
 //! * Either way a started tool runs to the end: when the caller stops waiting (its task was
 //!   cancelled, Ctrl-C), the core hands the run to the runtime and records its result.
 //!
-//! An async tool is the user's function, called here with the approved arguments (a dict for
-//! object schemas) and the call's [`CallContext`] (the core's `CallContext`: tool, call id,
-//! request, session, edited, whether the gate has closed) passed to the parameter that asks for
-//! it; its Task sets `signoff.current_call()`. A sync tool is the facade's wrapper
-//! (`signoff/context.py`), called with the arguments and the context, which sets it in the worker
-//! thread. A tool's return value must be JSON-compatible (`convert::from_py`: NaN, a cycle, a
+//! A tool is the user's function, called here with the approved arguments (a dict for object
+//! schemas) and the call's [`CallContext`] (the core's `CallContext`: tool, call id, request,
+//! session, edited, whether the gate has closed) passed to the parameter that asks for it, with
+//! `signoff.current_call()` set: in an async tool's Task, or in a copy of the worker thread's
+//! context for a sync one. A tool's return value must be JSON-compatible (`convert::from_py`: NaN, a cycle, a
 //! set... make the call `failed`, never `null`). An exception becomes the core's `failed` status.
 
 use crate::bridge::{self, LoopBridge};
@@ -44,7 +43,8 @@ fn output_value(py: Python<'_>, r: PyResult<Bound<'_, PyAny>>) -> Result<Value, 
 
 enum Step {
     Done(ExecResult),
-    Await(Py<PyAny>),
+    /// The tool returned an awaitable: awaited on the loop, with `current_call()` set.
+    Await(Py<PyAny>, Option<Py<PyAny>>),
 }
 
 /// Runs an awaitable without a caller loop: `asyncio.run` on a blocking-pool thread.
@@ -114,33 +114,31 @@ impl CallContext {
     }
 }
 
-/// The executor's two arguments: the approved arguments and the call's context.
-fn call_args<'py>(
-    py: Python<'py>,
-    args: &Value,
-    context: signoff::CallContext,
-) -> PyResult<(Bound<'py, PyAny>, Bound<'py, CallContext>)> {
-    Ok((to_py(py, args)?, Bound::new(py, CallContext { inner: context })?))
-}
-
-/// An async tool: the user's function, called as `f(arguments)`, with the call's context as the
-/// keyword argument `param` when it asks for it, or as `f(**arguments)` (`Gate.tool`).
-struct AsyncTool {
+/// A tool function, called as `f(arguments)`, with the call's context as the keyword argument
+/// `param` when it asks for it, or as `f(**arguments)` (`Gate.tool`).
+struct PyTool {
     func: Py<PyAny>,
     param: Option<Py<PyString>>,
     keywords: bool,
 }
 
-impl AsyncTool {
-    /// The tool's coroutine (or other awaitable; a plain value is its result) and the context
-    /// object the Task running it sets as `signoff.current_call()`. What Python's
-    /// `f(**arguments, **{param: context})` does, with its `TypeError` for a duplicate keyword.
-    fn call<'py>(&self, py: Python<'py>, args: &Value, context: signoff::CallContext) -> PyResult<bridge::Made<'py>> {
+impl PyTool {
+    /// Calls the tool (through `via.run(...)`, a `contextvars.Context`, when given) and returns
+    /// what it returned with the context object, which `signoff.current_call()` is set to while
+    /// the tool runs. What Python's `f(**arguments, **{param: context})` does, with its
+    /// `TypeError` for a duplicate keyword.
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Value,
+        context: signoff::CallContext,
+        via: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<bridge::Made<'py>> {
         let func = self.func.bind(py);
         let args = to_py(py, args)?;
         let context = Bound::new(py, CallContext { inner: context })?.into_any();
         let param = self.param.as_ref().map(|p| p.bind(py));
-        let called = match args.cast::<PyDict>() {
+        let (positional, kw) = match args.cast::<PyDict>() {
             // A dict converted for this call only: the context can join it as a keyword.
             Ok(kw) if self.keywords => {
                 if let Some(p) = param {
@@ -153,36 +151,47 @@ impl AsyncTool {
                     }
                     kw.set_item(p, &context)?;
                 }
-                func.call((), Some(kw))?
+                (None, Some(kw.clone()))
             }
-            _ => match param {
-                Some(p) => {
+            _ => {
+                let kw = param.map(|p| -> PyResult<_> {
                     let kw = PyDict::new(py);
                     kw.set_item(p, &context)?;
-                    func.call((args,), Some(&kw))?
-                }
-                None => func.call1((args,))?,
-            },
+                    Ok(kw)
+                });
+                (Some(args), kw.transpose()?)
+            }
+        };
+        if let Some(ctx) = via {
+            let var = CURRENT_CALL.import(py, "signoff.context", "_CURRENT")?;
+            ctx.call_method1(pyo3::intern!(py, "run"), (var.getattr(pyo3::intern!(py, "set"))?, &context))?;
+        }
+        let called = match (via, positional) {
+            (None, Some(a)) => func.call((a,), kw.as_ref())?,
+            (None, None) => func.call((), kw.as_ref())?,
+            (Some(ctx), Some(a)) => ctx.call_method(pyo3::intern!(py, "run"), (func, a), kw.as_ref())?,
+            (Some(ctx), None) => ctx.call_method(pyo3::intern!(py, "run"), (func,), kw.as_ref())?,
         };
         Ok((called, Some(context)))
     }
 }
 
 static WITH_CURRENT: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+static CURRENT_CALL: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
 /// Runs an async tool as a Task on the caller's loop (its first step at once), or, from the
 /// blocking API, under `asyncio.run` on a blocking-pool thread.
 async fn run_async(
-    tool: Arc<AsyncTool>,
+    tool: Arc<PyTool>,
     caller: Option<Arc<LoopBridge>>,
     args: Value,
     context: signoff::CallContext,
 ) -> ExecResult {
     match caller {
-        Some(b) => bridge::call_on_loop(b, move |py| tool.call(py, &args, context), finish_value()).await,
+        Some(b) => bridge::call_on_loop(b, move |py| tool.call(py, &args, context, None), finish_value()).await,
         None => {
             run_detached(move |py| {
-                let (aw, current) = tool.call(py, &args, context)?;
+                let (aw, current) = tool.call(py, &args, context, None)?;
                 WITH_CURRENT.import(py, "signoff._tasks", "with_current")?.call1((aw, current))
             })
             .await
@@ -190,21 +199,27 @@ async fn run_async(
     }
 }
 
-/// Runs a sync tool (`(arguments, context)`: the facade's wrapper, which sets
-/// `signoff.current_call()`) on the blocking pool; an awaitable it returns is awaited as an
-/// async tool's is.
+static COPY_CONTEXT: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// Runs a sync tool on the blocking pool, in a copy of that thread's context where
+/// `signoff.current_call()` is set (nothing set there outlives the call); an awaitable it returns
+/// is awaited as an async tool's is.
 async fn run_sync(
-    func: Arc<Py<PyAny>>,
+    tool: Arc<PyTool>,
     caller: Option<Arc<LoopBridge>>,
     args: Value,
     context: signoff::CallContext,
 ) -> ExecResult {
     let joined = tokio::task::spawn_blocking(move || {
         bridge::attach_bg(|py| {
-            let r = call_args(py, &args, context).and_then(|a| func.bind(py).call1(a));
+            let r = COPY_CONTEXT.import(py, "contextvars", "copy_context").and_then(|copy| {
+                let ctx = copy.call0()?;
+                let (out, current) = tool.call(py, &args, context, Some(&ctx))?;
+                Ok((out, current.map(Bound::unbind)))
+            });
             match r {
-                Ok(v) if bridge::is_awaitable(&v).unwrap_or(false) => Step::Await(v.unbind()),
-                r => Step::Done(output_value(py, r)),
+                Ok((v, current)) if bridge::is_awaitable(&v).unwrap_or(false) => Step::Await(v.unbind(), current),
+                r => Step::Done(output_value(py, r.map(|(v, _)| v))),
             }
         })
         .unwrap_or_else(|| Step::Done(Err("the Python interpreter is shutting down".into())))
@@ -212,24 +227,30 @@ async fn run_sync(
     .await;
     match joined {
         Ok(Step::Done(r)) => r,
-        Ok(Step::Await(aw)) => {
-            let make = bridge::made(move |py| Ok((aw.into_bound(py), None)));
-            match caller {
-                Some(b) => bridge::call_on_loop(b, make, finish_value()).await,
-                None => run_detached(move |py| make(py).map(|(aw, _)| aw)).await,
+        Ok(Step::Await(aw, current)) => match caller {
+            Some(b) => {
+                let make = bridge::made(move |py| Ok((aw.into_bound(py), current.map(|c| c.into_bound(py)))));
+                bridge::call_on_loop(b, make, finish_value()).await
             }
-        }
+            None => {
+                run_detached(move |py| {
+                    let current = current.map(|c| c.into_bound(py));
+                    WITH_CURRENT.import(py, "signoff._tasks", "with_current")?.call1((aw.into_bound(py), current))
+                })
+                .await
+            }
+        },
         Err(_) => Err("the tool panicked".into()),
     }
 }
 
 static ISCOROUTINEFUNCTION: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
-/// Wraps a Python tool function into the core `ContextExecutor` type. An async one (`is_async`,
-/// or `None` and `inspect.iscoroutinefunction`) is the user's function, called as `f(arguments)`,
-/// with the context as the keyword argument `context_param` when given, or `f(**arguments)` with
-/// `keywords` (when the arguments are a dict); its Task sets `signoff.current_call()`. A sync one
-/// is called as `f(arguments, context)` on the blocking pool.
+/// Wraps a Python tool function into the core `ContextExecutor` type: called as `f(arguments)`,
+/// with the context as the keyword argument `context_param` when given, or as `f(**arguments)`
+/// with `keywords` (when the arguments are a dict), with `signoff.current_call()` set. An async
+/// one (`is_async`, or `None` and `inspect.iscoroutinefunction`) runs as a Task on the caller's
+/// loop, a sync one on the blocking pool.
 pub fn python_executor(
     f: Bound<'_, PyAny>,
     is_async: Option<bool>,
@@ -244,17 +265,12 @@ pub fn python_executor(
         Some(a) => a,
         None => ISCOROUTINEFUNCTION.import(py, "inspect", "iscoroutinefunction")?.call1((&f,))?.is_truthy()?,
     };
+    let tool = Arc::new(PyTool { func: f.unbind(), param: context_param.map(Bound::unbind), keywords });
     // Called while the core future is polled inside `bridge::spawn`'s scope: the caller's loop.
     let caller = || bridge::CALLER.try_with(|b| b.clone()).ok();
-    if is_async {
-        let tool = Arc::new(AsyncTool { func: f.unbind(), param: context_param.map(Bound::unbind), keywords });
-        return Ok(Arc::new(move |args: Value, context: signoff::CallContext| {
-            Box::pin(run_async(tool.clone(), caller(), args, context))
-        }));
-    }
-    let func = Arc::new(f.unbind());
-    Ok(Arc::new(move |args: Value, context: signoff::CallContext| {
-        Box::pin(run_sync(func.clone(), caller(), args, context))
+    Ok(Arc::new(move |args: Value, context: signoff::CallContext| match is_async {
+        true => Box::pin(run_async(tool.clone(), caller(), args, context)),
+        false => Box::pin(run_sync(tool.clone(), caller(), args, context)),
     }))
 }
 

@@ -623,9 +623,10 @@ class Gate:
         context_param: Optional[str] = None,
         keywords: bool = False,
     ) -> None:
-        """Registers a tool. An async ``executor`` is the tool function, called with the approved
+        """Registers a tool. ``executor`` is the tool function, called with the approved
         arguments (as keywords with ``keywords``) and the call's context as the keyword argument
-        ``context_param`` when given; a sync one is called with the arguments and the context."""
+        ``context_param`` when given, with :func:`signoff.current_call` set: an async one as its
+        own Task on the caller's loop, a sync one in a worker thread."""
     def unregister(self, name: str) -> bool: ...
     def tools(self) -> list[dict[str, Any]]: ...
     def evaluate(self, tool: str, arguments: Any = None, session_id: Optional[str] = None) -> dict[str, Any]: ...

@@ -31,15 +31,11 @@ from __future__ import annotations
 import contextvars
 import inspect
 import typing
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Callable, Optional
 
 from ._native import CallContext
 
 _CURRENT: contextvars.ContextVar[Optional[CallContext]] = contextvars.ContextVar("signoff.current_call", default=None)
-
-#: The executor the native layer calls: ``(arguments, context)``.
-NativeExecutor = Callable[[Any, CallContext], Any]
-
 
 def current_call() -> Optional[CallContext]:
     """The :class:`CallContext` of the tool running now (in this Task or worker thread), or
@@ -74,43 +70,6 @@ def context_parameter(fn: Callable[..., Any]) -> Optional[str]:
             raise TypeError(f"the CallContext parameter {name!r} of {fn!r} is positional-only: it is passed by keyword")
         return name
     return None
-
-
-async def _awaited(aw: Awaitable[Any], context: CallContext) -> Any:
-    token = _CURRENT.set(context)
-    try:
-        return await aw
-    finally:
-        _CURRENT.reset(token)
-
-
-def _run_sync(call: Callable[[], Any], context: CallContext) -> Any:
-    _CURRENT.set(context)
-    out = call()
-    # A sync callable that returns an awaitable: the native layer awaits it on the loop.
-    return _awaited(out, context) if inspect.isawaitable(out) else out
-
-
-def native_executor(fn: Callable[..., Any], *, keywords: bool = False) -> NativeExecutor:
-    """Wraps a sync tool function as the native layer calls it, ``(arguments, context)``, in a
-    worker thread: sets :func:`current_call` around the call and passes the context to a parameter
-    annotated :class:`CallContext`. ``fn`` takes the arguments as one value, or, with
-    ``keywords``, a dict of them as keyword arguments (:meth:`signoff.Gate.tool`). (An async tool
-    function is handed to the native layer as it is, with the name of that parameter: it makes
-    the coroutine and sets :func:`current_call` in the tool's Task.)"""
-    param = context_parameter(fn)
-
-    def call(args: Any, context: CallContext) -> Any:
-        extra = {param: context} if param else {}
-        if keywords and isinstance(args, dict):
-            return fn(**args, **extra)
-        return fn(args, **extra)
-
-    def run_sync(args: Any, context: CallContext) -> Any:
-        # A worker thread: a copy of its context, so nothing set here outlives the call.
-        return contextvars.copy_context().run(_run_sync, lambda: call(args, context), context)
-
-    return run_sync
 
 
 __all__ = ["CallContext", "current_call", "context_parameter"]

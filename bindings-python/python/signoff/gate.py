@@ -49,7 +49,7 @@ from ._native import (
     ToolResult,
 )
 from .console import Console
-from .context import context_parameter, native_executor
+from .context import context_parameter
 from .events import EventType
 from .tools import JSON, ApprovalMode, Scope, Seconds, ToolCall, to_ms, tool_spec
 
@@ -319,11 +319,9 @@ class Gate(Closing):
             return
         if not callable(fn):
             raise TypeError("the executor must be callable")
-        if _is_async_callable(fn):
-            # Called by the native layer itself, which sets current_call() in the tool's Task.
-            self._native.register(spec, fn, True, context_parameter(fn), keywords)
-        else:
-            self._native.register(spec, native_executor(fn, keywords=keywords), False)
+        # Called by the native layer, which sets current_call() around the call: an async tool in
+        # its own Task, a sync one in a worker thread.
+        self._native.register(spec, fn, _is_async_callable(fn), context_parameter(fn), keywords)
 
     def tool(
         self,
