@@ -781,7 +781,7 @@ test('every field of the core request reaches JavaScript: in events, listeners, 
   const stream = gate.events({ types: ['confirmation-request'] })
   const call = gate.confirm({
     tool: 'delete_file',
-    arguments: { path: '/tmp/a_b' },
+    arguments: { path: '/tmp/a_b\u202e\u200bc\n' },
     sessionId: 's1',
     callId: 'call_1',
     metadata: { user_id: 'u' },
@@ -798,7 +798,9 @@ test('every field of the core request reaches JavaScript: in events, listeners, 
   assert.deepEqual(Object.keys(plain).sort(), keys)
   assert.deepEqual(serializeEvent(plain), core)
   // ...field values keep their own keys...
-  assert.deepEqual(plain.arguments, { path: '/tmp/a_b' })
+  assert.deepEqual(plain.arguments, { path: '/tmp/a_b\u202e\u200bc\n' })
+  // (a listener derives the display text from the arguments itself: it is the core's, escaped)
+  assert.ok(!/[\u202e\u200b]/.test(plain.displayArguments), plain.displayArguments)
   assert.deepEqual(plain.metadata, { user_id: 'u' })
   assert.equal(plain.toolCallId, 'call_1')
   assert.equal(plain.sessionId, 's1')

@@ -5,7 +5,8 @@
 //
 // 1. Overhead per approval: one gated no-op tool call through `gate.execute`, approved by an
 //    automatic listener that checks the tool name and the arguments, vs the same no-op tool called
-//    in a plain (ungated) loop. Per-call wall time, median and p99.
+//    in a plain (ungated) loop. Per-call wall time, median and p99. Also against `gate.execute` of
+//    an ungated tool (what the approval alone adds; the Python bench's definition).
 // 2. Approvals per second with 1,000 pending: a window of 1,000 outstanding confirmations, kept
 //    full, answered by (a) an event-stream consumer (`for await ... of gate.events()`), (b) the same
 //    reading only requests (`gate.events({ types: ['confirmation-request'] })`) and (c) a listener
@@ -190,6 +191,9 @@ console.log(`gate.confirm, gated, auto-approved   median ${fmt(o.confirm.median)
 console.log(`gate.execute, gated, auto-approved   median ${fmt(o.gated.median)} us  p99 ${fmt(o.gated.p99)} us`)
 console.log(
   `overhead per approval (gated execute - baseline): median ${fmt(o.gated.median - o.base.median)} us, p99 ${fmt(o.gated.p99 - o.base.p99)} us`,
+)
+console.log(
+  `overhead per approval (gated execute - ungated execute, as Python's bench reports it): median ${fmt(o.gated.median - o.passthrough.median)} us`,
 )
 console.log(`sequential gated executes: ${Math.round(o.sequentialPerSec)}/s`)
 for (const kind of ['stream', 'request stream', 'listener']) {

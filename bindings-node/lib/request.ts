@@ -1,7 +1,7 @@
 import { checkParam, fields, malformed, optEnum, optString, show, type Shape } from './check'
 import { toSignoffError } from './errors'
 import { toJson } from './json'
-import type { ConfirmationRequestData, NativeGate } from './native'
+import { native, type ConfirmationRequestData, type NativeGate } from './native'
 import type { ApproveOptions, DenyOptions, Outcome } from './types'
 
 /**
@@ -11,7 +11,9 @@ import type { ApproveOptions, DenyOptions, Outcome } from './types'
  *
  * Show {@link displayArguments} (escaped), not a rendering of {@link arguments} of your own.
  */
-type Rest = Omit<ConfirmationRequestData, 'type' | 'id' | 'tool' | 'arguments'>
+type Rest = Omit<ConfirmationRequestData, 'type' | 'id' | 'tool' | 'arguments' | 'displayArguments'> & {
+  displayArguments?: string
+}
 
 const APPROVE: Shape = {
   what: 'the options of approve',
@@ -29,14 +31,20 @@ export class PendingRequest implements ConfirmationRequestData {
   /** The arguments that will run if approved unchanged. */
   readonly arguments: any
   #rest: Rest | string
+  /** The arguments' canonical JSON, while `displayArguments` has not been derived from it. */
+  #argsJson: string | undefined
   readonly #gate: NativeGate
 
-  /** @internal */
-  constructor(gate: NativeGate, id: string, tool: string, args: unknown, rest: Rest | string) {
+  /**
+   * @internal `rest` is the request's other fields (JSON text from a listener's dispatch, parsed
+   * when first read); `displayArguments` comes from `argsJson` when `rest` lacks it.
+   */
+  constructor(gate: NativeGate, id: string, tool: string, args: unknown, rest: Rest | string, argsJson?: string) {
     this.id = id
     this.tool = tool
     this.arguments = args
     this.#rest = rest
+    this.#argsJson = argsJson
     this.#gate = gate
   }
 
@@ -56,7 +64,12 @@ export class PendingRequest implements ConfirmationRequestData {
   }
   /** Pretty JSON of the arguments with control, bidi and zero-width characters escaped. */
   get displayArguments(): string {
-    return this.#r.displayArguments
+    const r = this.#r
+    if (r.displayArguments === undefined) {
+      r.displayArguments = native.displayArguments(this.#argsJson ?? 'null')
+      this.#argsJson = undefined
+    }
+    return r.displayArguments
   }
   /** The rendered, escaped prompt. */
   get prompt(): string {
@@ -166,7 +179,7 @@ export class PendingRequest implements ConfirmationRequestData {
       tool: this.tool,
       description: r.description,
       arguments: this.arguments,
-      displayArguments: r.displayArguments,
+      displayArguments: this.displayArguments,
       prompt: r.prompt,
       argumentsDigest: r.argumentsDigest,
       sessionId: r.sessionId,

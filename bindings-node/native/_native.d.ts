@@ -425,6 +425,12 @@ export declare function defaultKeywords(): Array<string>
 /** The session used when a call names none (`DEFAULT_SESSION`). */
 export declare function defaultSession(): string
 
+/**
+ * A request's `displayArguments` from its arguments' canonical JSON text, as a request listener
+ * is handed it: the core's display text, computed when a listener reads it.
+ */
+export declare function displayArguments(canonical: string): string
+
 /** The stable machine-readable code of a `SignoffError`: the core's `ErrorKind` names. */
 export type ErrorCode = 'unknown_tool' | 'invalid_tool' | 'invalid_arguments' | 'unknown_request' | 'already_resolved' | 'expired' | 'edits_not_allowed' | 'mismatch' | 'malformed' | 'unauthorized' | 'closed' | 'store' | 'no_executor' | 'bad_signature' | 'unknown_key' | 'token_expired' | 'wrong_approver' | 'already_used' | 'not_pending' | 'config' | 'io'
 

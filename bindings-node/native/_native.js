@@ -845,6 +845,7 @@ module.exports.CancelReasonKind = nativeBinding.CancelReasonKind
 module.exports.ChainProblemKind = nativeBinding.ChainProblemKind
 module.exports.defaultKeywords = nativeBinding.defaultKeywords
 module.exports.defaultSession = nativeBinding.defaultSession
+module.exports.displayArguments = nativeBinding.displayArguments
 module.exports.ErrorCode = nativeBinding.ErrorCode
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.gateOptionNames = nativeBinding.gateOptionNames

@@ -7,60 +7,13 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use std::cell::Cell;
 use std::io;
-use std::rc::Rc;
 
 /// Writes `value`'s serde JSON to `out` with the keys of its outermost object in camelCase.
 pub(crate) fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let mut ser = serde_json::Serializer::with_formatter(out, CamelKeys::default());
     // Writing to a Vec fails only for values serde_json cannot represent (never the core's).
     let _ = value.serialize(&mut ser);
-}
-
-/// [`write`], also giving where the value of the outermost object's `field` (its camelCase name)
-/// is in `out`: a listener gets it on its own without a second serialization.
-pub(crate) fn write_finding<T: Serialize + ?Sized>(
-    out: &mut Vec<u8>,
-    value: &T,
-    field: &'static str,
-) -> Option<std::ops::Range<usize>> {
-    let pos = Rc::new(Cell::new(out.len()));
-    let found = Rc::new(Cell::new(None));
-    let formatter = CamelKeys {
-        find: Some(Find { field, pos: pos.clone(), key: Vec::new(), start: None, found: found.clone() }),
-        ..CamelKeys::default()
-    };
-    let mut ser = serde_json::Serializer::with_formatter(Tracked { out, pos }, formatter);
-    let _ = value.serialize(&mut ser);
-    found.take()
-}
-
-/// A `Vec` writer that shares how much it holds with the formatter.
-struct Tracked<'a> {
-    out: &'a mut Vec<u8>,
-    pos: Rc<Cell<usize>>,
-}
-
-impl io::Write for Tracked<'_> {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.out.extend_from_slice(b);
-        self.pos.set(self.out.len());
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// What [`write_finding`] looks for and found.
-struct Find {
-    field: &'static str,
-    pos: Rc<Cell<usize>>,
-    /// The current outermost key, as written.
-    key: Vec<u8>,
-    start: Option<usize>,
-    found: Rc<Cell<Option<std::ops::Range<usize>>>>,
 }
 
 /// The keys of an outermost JSON object in snake_case (`sessionId` → `session_id`): the core's
@@ -91,7 +44,6 @@ struct CamelKeys {
     depth: usize,
     in_key: bool,
     upper: bool,
-    find: Option<Find>,
 }
 
 impl serde_json::ser::Formatter for CamelKeys {
@@ -108,33 +60,11 @@ impl serde_json::ser::Formatter for CamelKeys {
     fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
         self.in_key = self.depth == 1;
         self.upper = false;
-        if let Some(f) = self.find.as_mut().filter(|_| self.in_key) {
-            f.key.clear();
-        }
         if first { Ok(()) } else { w.write_all(b",") }
     }
 
     fn end_object_key<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
         self.in_key = false;
-        Ok(())
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        w.write_all(b":")?;
-        if let Some(f) = self.find.as_mut().filter(|_| self.depth == 1)
-            && f.key == f.field.as_bytes()
-        {
-            f.start = Some(f.pos.get());
-        }
-        Ok(())
-    }
-
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
-        if let Some(f) = self.find.as_mut().filter(|_| self.depth == 1)
-            && let Some(start) = f.start.take()
-        {
-            f.found.set(Some(start..f.pos.get()));
-        }
         Ok(())
     }
 
@@ -147,9 +77,6 @@ impl serde_json::ser::Formatter for CamelKeys {
         let mut n = 0;
         for &b in fragment.as_bytes() {
             if n == buf.len() {
-                if let Some(f) = self.find.as_mut() {
-                    f.key.extend_from_slice(&buf);
-                }
                 w.write_all(&buf)?;
                 n = 0;
             }
@@ -161,9 +88,6 @@ impl serde_json::ser::Formatter for CamelKeys {
                     n += 1;
                 }
             }
-        }
-        if let Some(f) = self.find.as_mut() {
-            f.key.extend_from_slice(&buf[..n]);
         }
         w.write_all(&buf[..n])
     }

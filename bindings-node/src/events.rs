@@ -204,6 +204,13 @@ pub(crate) fn write_request(out: &mut Vec<u8>, r: &ConfirmationRequest) {
     out.splice(start..start + 1, b"{\"type\":\"confirmation-request\",".iter().copied());
 }
 
+/// A request's `displayArguments` from its arguments' canonical JSON text, as a request listener
+/// is handed it: the core's display text, computed when a listener reads it.
+#[napi]
+pub fn display_arguments(canonical: String) -> String {
+    signoff::display::display_arguments_json(&canonical)
+}
+
 /// Appends the JavaScript (camelCase) JSON of an event to `out`.
 fn write_event(out: &mut Vec<u8>, event: &Event) {
     crate::camel::write(out, event);

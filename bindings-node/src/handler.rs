@@ -132,18 +132,18 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
     let token = state.handler.next_token.get() + 1;
     state.handler.next_token.set(token);
     let req = p.request();
-    // The whole request, written once (parsed only if a listener reads more than id, tool and
-    // arguments), and its arguments on their own.
-    let mut json = Vec::with_capacity(640);
-    let args = crate::camel::write_finding(&mut json, &**req, "arguments").unwrap_or(0..0);
-    let json = std::str::from_utf8(&json).unwrap_or_default();
+    // The id, tool and arguments on their own, and the rest of the request (parsed only if a
+    // listener reads it) without the display text, which is derived from the arguments when read.
+    let mut details = Vec::with_capacity(320);
+    crate::camel::write(&mut details, &req.details());
+    let details = std::str::from_utf8(&details).unwrap_or_default();
     let argv = (|| -> Result<[sys::napi_value; 6]> {
         Ok([
             (token as f64).into_unknown(env)?.raw(),
             js_string(env, &req.id.to_string())?,
             js_string(env, &req.tool)?,
-            js_string(env, json.get(args).filter(|a| !a.is_empty()).unwrap_or("null"))?,
-            js_string(env, json)?,
+            js_string(env, req.arguments.json())?,
+            js_string(env, details)?,
             ().into_unknown(env)?.raw(),
         ])
     })();

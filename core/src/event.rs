@@ -66,14 +66,44 @@ impl ConfirmationRequest {
 
 impl Serialize for ConfirmationRequest {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.write(s, true)
+    }
+}
+
+/// [`ConfirmationRequest::details`]: the request's JSON form without `id`, `tool`, `arguments`
+/// and `display_arguments`.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestDetails<'a>(&'a ConfirmationRequest);
+
+impl Serialize for RequestDetails<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.write(s, false)
+    }
+}
+
+impl ConfirmationRequest {
+    /// The fields of the JSON form other than `id`, `tool`, `arguments` and `display_arguments`,
+    /// for a binding that hands those over on their own (the display text is derived from the
+    /// arguments with [`display::display_arguments_json`](crate::display::display_arguments_json)
+    /// when asked for): what the rest costs to write is then paid for the short fields only.
+    pub fn details(&self) -> RequestDetails<'_> {
+        RequestDetails(self)
+    }
+
+    /// The JSON form; without `id`, `tool`, `arguments` and `display_arguments` unless `whole`.
+    fn write<S: serde::Serializer>(&self, s: S, whole: bool) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let fields = 13 + usize::from(self.tool_call_id.is_some()) + usize::from(!self.metadata.is_null());
-        let mut st = s.serialize_struct("ConfirmationRequest", fields)?;
-        st.serialize_field("id", &self.id)?;
-        st.serialize_field("tool", &self.tool)?;
+        let optional = usize::from(self.tool_call_id.is_some()) + usize::from(!self.metadata.is_null());
+        let mut st = s.serialize_struct("ConfirmationRequest", if whole { 13 } else { 9 } + optional)?;
+        if whole {
+            st.serialize_field("id", &self.id)?;
+            st.serialize_field("tool", &self.tool)?;
+        }
         st.serialize_field("description", &self.description)?;
-        st.serialize_field("arguments", &self.arguments)?;
-        st.serialize_field("display_arguments", &self.display_arguments())?;
+        if whole {
+            st.serialize_field("arguments", &self.arguments)?;
+            st.serialize_field("display_arguments", &self.display_arguments())?;
+        }
         st.serialize_field("prompt", &self.prompt)?;
         st.serialize_field("arguments_digest", &self.arguments_digest)?;
         st.serialize_field("session_id", &self.session_id)?;

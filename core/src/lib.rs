@@ -115,7 +115,7 @@ pub use dispatch::{ApproverGuard, HANDLER_RESPONDER, HandlerGuard, InlineApprove
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
     CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
-    EventTypes, Outcome, ResponseDecision, Scope,
+    EventTypes, Outcome, RequestDetails, ResponseDecision, Scope,
 };
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{

@@ -45,6 +45,30 @@ proptest! {
 
     /// For arbitrary arguments, a response naming another digest or tool is rejected and the
     /// request stays; the bound response approves exactly the arguments shown.
+    /// A request's `details()` are its JSON form without the four fields a binding hands over
+    /// on its own, and nothing else: what a listener reads from them is what the bus says.
+    #[test]
+    fn details_are_the_json_form_less_id_tool_and_arguments(args in arb_json(), meta in arb_json(), call_id in prop::option::of("\\PC{0,8}")) {
+        let g = Gate::builder().tool(Tool::builder("send_it").requires_approval().build()).build().unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let keep = seen.clone();
+        let _approver = g.on_request_inline(move |p| {
+            *keep.lock().unwrap() = Some(p.request().clone());
+            p.approve().unwrap();
+        });
+        let mut call = ToolCall::new("send_it", json!({"payload": args})).metadata(meta);
+        if let Some(id) = call_id {
+            call = call.call_id(id);
+        }
+        rt().block_on(g.confirm(call)).unwrap();
+        let req = seen.lock().unwrap().take().unwrap();
+        let mut whole = serde_json::to_value(&*req).unwrap();
+        for key in ["id", "tool", "arguments", "display_arguments"] {
+            prop_assert!(whole.as_object_mut().unwrap().remove(key).is_some(), "{key}");
+        }
+        prop_assert_eq!(serde_json::to_value(req.details()).unwrap(), whole);
+    }
+
     #[test]
     fn responses_are_bound_to_id_tool_and_digest(args in arb_json(), other in arb_json(), tool_typo in "[a-z_]{1,12}") {
         let args = json!({"payload": args});
