@@ -328,7 +328,10 @@ test('options and keys are checked: config errors, secrets never printed', async
   assert.throws(() => plain.issueToken(req.id, 'alice'), code('config'))
   assert.throws(() => plain.inspectToken('so1.k1.e30.AAAA'), code('config'))
   assert.equal(plain.record(req.id), undefined)
-  assert.throws(() => plain.record('not-a-uuid'), code('malformed'))
+  // An id that is not a UUID names no request, as in every language (and as `respond` says).
+  assert.throws(() => plain.record('not-a-uuid'), code('unknown_request'))
+  assert.throws(() => plain.cancelRequest('not-a-uuid'), code('unknown_request'))
+  assert.throws(() => plain.respond({ id: 'not-a-uuid', decision: 'approve' }), code('unknown_request'))
   const late = new Gate()
   late.register({ name: 'delete_file', parameters: { type: 'object' } })
   assert.equal((await late.confirm({ tool: 'delete_file', arguments: {} })).cancelReason, 'no-approver')
@@ -583,7 +586,9 @@ test('audit log with a durable store: records cut from the end are found with { 
   assert.equal(verifyAuditChain(auditPath, { storePath }).problem.kind, 'truncated')
 
   // A database that is not there is an error, never a silent unanchored check; so is a typo.
-  assert.throws(() => verifyAuditChain(auditPath, { storePath: path.join(dir, 'nope.db') }), code('store'))
+  // (`io`, with the path, as a missing log is, in every language)
+  const nope = path.join(dir, 'nope.db')
+  assert.throws(() => verifyAuditChain(auditPath, { storePath: nope }), (e) => code('io')(e) && e.message.includes(nope))
   assert.throws(() => verifyAuditChain(auditPath, { store: storePath }), code('malformed'))
   rmSync(dir, { recursive: true })
 })

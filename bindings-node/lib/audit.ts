@@ -47,9 +47,9 @@ const OPTIONS: Shape = {
  * const report = verifyAuditChain('audit.jsonl', { storePath: 'signoff.db' })
  * if (!report.intact) console.error(`${report.problem!.file}:${report.problem!.line}: ${report.problem!.message}`)
  * ```
- * @throws {@link SignoffError} `store` when `storePath` cannot be read (it does not exist, or a
- *   gate still has it open), `config` when the log cannot be read (e.g. it does not exist),
- *   `malformed` for an unknown option or a value of the wrong type.
+ * @throws {@link SignoffError} `io` when the log or `storePath` does not exist or the log cannot
+ *   be read, `store` when `storePath` cannot be read (a gate still has it open, or it is not
+ *   signoff's), `malformed` for an unknown option or a value of the wrong type.
  */
 export function verifyAuditChain(path: string, options: VerifyAuditChainOptions = {}): ChainReport {
   checkParam(path, 'path', 'verifyAuditChain')

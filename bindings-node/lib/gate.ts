@@ -323,9 +323,9 @@ const snakeToCamel = (k: string): string => k.replace(/_([a-z])/g, (_, c: string
 
 const PAGE_OPTIONS: Shape = { what: 'the options of pendingPage', fields: ['after', 'limit'], aliases: { cursor: 'after', pageSize: 'limit' } }
 const ALL_OPTIONS: Shape = { what: 'the options of pendingAll', fields: ['pageSize'], aliases: { limit: 'pageSize' } }
-const MAX_PAGE = 0xffff_ffff
+const MAX_PAGE = native.maxPageSize()
 
-/** A page size: a whole number from 1 to 2^32 - 1 (default 1,000); `malformed` otherwise. */
+/** A page size: a whole number from 1 to 2^32 - 1 (default 1,000); `malformed` otherwise (the core's rule). */
 function pageSize(v: unknown, name: string): number | undefined {
   if (v === undefined) return undefined
   if (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= MAX_PAGE) return v
@@ -712,7 +712,7 @@ export class Gate extends EventEmitter {
    * deadline (or sooner, with `tokenTtlMs`). The token is never written to the audit log (its
    * issue is, with the approver). Treat it as a credential.
    * @throws {@link SignoffError} `config` (the gate has no `tokenKeys`), `malformed` (empty
-   *   approver, bad id), `not_pending`.
+   *   approver), `unknown_request` (an id that is not a UUID), `not_pending`.
    */
   issueToken(requestId: string, approver: string): string {
     checkParam(requestId, 'requestId', 'issueToken')
@@ -864,6 +864,7 @@ export class Gate extends EventEmitter {
    * A request's stored record in any state (`pending`, `approved`, `executing`, `done`, ...),
    * with the tool's result once `done`. Only a durable store (`storePath`, `storeUrl`) keeps
    * records; otherwise, and after {@link close}, `undefined`.
+   * @throws {@link SignoffError} `unknown_request`: `requestId` is not a UUID (no request has it).
    */
   record(requestId: string): StoredRecord | undefined {
     checkParam(requestId, 'requestId', 'record')
@@ -911,7 +912,10 @@ export class Gate extends EventEmitter {
     }
   }
 
-  /** Cancels one pending request (reported as `cancelled` / `aborted`). Returns whether it was pending. */
+  /**
+   * Cancels one pending request (reported as `cancelled` / `aborted`). Returns whether it was pending.
+   * @throws {@link SignoffError} `unknown_request`: `id` is not a UUID (no request has it).
+   */
   cancelRequest(id: string): boolean {
     checkParam(id, 'id', 'cancelRequest')
     try {

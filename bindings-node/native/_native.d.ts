@@ -503,6 +503,9 @@ export declare function markerMetaKey(): string
  */
 export declare function maxNesting(): number
 
+/** The largest page size `pendingPage` takes (`PendingPage::MAX_LIMIT`). */
+export declare function maxPageSize(): number
+
 /** A pending request `Gate::recover` cancelled instead of restoring. */
 export interface NotRestoredData {
   request: ConfirmationRequestData
@@ -657,13 +660,12 @@ export interface ToolResultData {
 export type ToolStatusKind = 'executed' | 'failed' | 'denied' | 'timed-out' | 'cancelled' | 'rejected'
 
 /**
- * Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+ * Verifies a hash-chained audit log (the core's `verify_chain_with_store`): its rotated files
  * (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
  * reordered record. With `storePath` (the SQLite store of the gate that wrote the log, once that
- * gate is closed) also checks the log against the chain head anchored there
- * (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
- * `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
- * database cannot be read (missing, or locked by a gate that has it open),
- * `SignoffError('io')` when the log cannot be read (e.g. it does not exist).
+ * gate is closed) also checks the log against the chain head anchored there: records cut from
+ * the end are `truncated`, a replaced anchored record `edited`. Throws `SignoffError('io')` when
+ * the log or the database does not exist or the log cannot be read, `SignoffError('store')` when
+ * the database cannot be read (locked by a gate that has it open, or not signoff's).
  */
 export declare function verifyAuditChain(path: string, storePath?: string | undefined | null): ChainReportData

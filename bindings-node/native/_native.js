@@ -853,6 +853,7 @@ module.exports.handlerResponder = nativeBinding.handlerResponder
 module.exports.isStrictJson = nativeBinding.isStrictJson
 module.exports.markerMetaKey = nativeBinding.markerMetaKey
 module.exports.maxNesting = nativeBinding.maxNesting
+module.exports.maxPageSize = nativeBinding.maxPageSize
 module.exports.OutcomeKind = nativeBinding.OutcomeKind
 module.exports.parseEvent = nativeBinding.parseEvent
 module.exports.RecordStateKind = nativeBinding.RecordStateKind

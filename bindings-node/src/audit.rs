@@ -8,7 +8,6 @@ use napi::Env;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
-use signoff::AuditAnchor;
 use signoff::ChainProblemKind as CoreChainProblemKind;
 
 string_enum!(
@@ -48,24 +47,17 @@ pub struct ChainReportData {
     pub problem: Option<ChainProblemData>,
 }
 
-/// Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+/// Verifies a hash-chained audit log (the core's `verify_chain_with_store`): its rotated files
 /// (`<path>.1`, `<path>.2`, ...) then `path`, as one chain. Reports the first edited, missing or
 /// reordered record. With `storePath` (the SQLite store of the gate that wrote the log, once that
-/// gate is closed) also checks the log against the chain head anchored there
-/// (`verify_chain_anchored` with a `SqliteAnchorReader`): records cut from the end are
-/// `truncated`, a replaced anchored record `edited`. Throws `SignoffError('store')` when the
-/// database cannot be read (missing, or locked by a gate that has it open),
-/// `SignoffError('io')` when the log cannot be read (e.g. it does not exist).
+/// gate is closed) also checks the log against the chain head anchored there: records cut from
+/// the end are `truncated`, a replaced anchored record `edited`. Throws `SignoffError('io')` when
+/// the log or the database does not exist or the log cannot be read, `SignoffError('store')` when
+/// the database cannot be read (locked by a gate that has it open, or not signoff's).
 #[napi]
 pub fn verify_audit_chain(env: Env, path: String, store_path: Option<String>) -> Result<ChainReportData> {
-    let report = match store_path {
-        None => signoff::verify_chain(&path),
-        Some(db) => {
-            let head = signoff::SqliteAnchorReader::new(&db).load_head().map_err(|e| errors::throw(&env, &e))?;
-            signoff::verify_chain_against(&path, head.as_ref())
-        }
-    }
-    .map_err(|e| errors::throw(&env, &e))?;
+    let report = signoff::verify_chain_with_store(&path, store_path.as_deref().map(std::path::Path::new))
+        .map_err(|e| errors::throw(&env, &e))?;
     let file = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(ChainReportData {
         intact: report.is_intact(),

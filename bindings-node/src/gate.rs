@@ -15,8 +15,8 @@ use napi::{Env, sys};
 use napi_derive::napi;
 use serde_json::Value;
 use signoff::{
-    ConfirmationResponse, GateConfig, Naming, PendingCursor, PendingRequest, ResponseDecision, Scope, SqliteOptions,
-    SqliteStore, TokenResponse, Tool, ToolCall, ToolSpec,
+    ConfirmationResponse, GateConfig, Naming, PendingCursor, PendingPage, PendingRequest, ResponseDecision, Scope,
+    SqliteOptions, SqliteStore, TokenResponse, Tool, ToolCall, ToolSpec,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -75,14 +75,16 @@ fn json_arg(env: &Env, what: &str, text: Option<String>) -> Result<Option<Value>
 /// size of a lagging subscriber's snapshot).
 const DEFAULT_PAGE: usize = signoff::LAGGED_SNAPSHOT_LIMIT;
 
-/// A page size from JavaScript: a whole number from 1 to `u32::MAX` (`malformed` otherwise; the
-/// facade checks the same before calling).
+/// A page size from JavaScript: the core's rule (`PendingPage::limit`; the facade checks the
+/// same before calling, with `maxPageSize()`).
 fn page_limit(env: &Env, limit: Option<f64>) -> Result<usize> {
-    match limit {
-        None => Ok(DEFAULT_PAGE),
-        Some(n) if n.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&n) => Ok(n as usize),
-        Some(n) => Err(errors::malformed(env, format!("limit must be a whole number from 1 to {}, not {n}", u32::MAX))),
-    }
+    limit.map_or(Ok(DEFAULT_PAGE), |n| PendingPage::limit(n, "limit").map_err(|e| errors::throw(env, &e)))
+}
+
+/// The largest page size `pendingPage` takes (`PendingPage::MAX_LIMIT`).
+#[napi]
+pub fn max_page_size() -> f64 {
+    PendingPage::MAX_LIMIT as f64
 }
 
 /// One page of pending requests (the core's `PendingPage`).
@@ -122,8 +124,9 @@ fn request_chunks(requests: &[Arc<signoff::ConfirmationRequest>]) -> Vec<String>
     chunks
 }
 
+/// A request id the caller names: one that is not a UUID names no request (`unknown_request`).
 fn uuid_arg(env: &Env, id: &str) -> Result<uuid::Uuid> {
-    uuid::Uuid::parse_str(id).map_err(|e| errors::malformed(env, format!("id is not a UUID: {e}")))
+    signoff::parse_request_id(id).map_err(|e| errors::throw(env, &e))
 }
 
 fn scope_arg(env: &Env, scope: Option<String>) -> Result<Scope> {
@@ -676,7 +679,7 @@ impl NativeGate {
     /// Cancels one pending request (`aborted`). Returns whether it was pending.
     #[napi]
     pub fn cancel_request(&self, env: Env, id: String) -> Result<bool> {
-        let id = uuid::Uuid::parse_str(&id).map_err(|e| errors::malformed(&env, format!("id is not a UUID: {e}")))?;
+        let id = uuid_arg(&env, &id)?;
         Ok(self.state.enter(&env, || self.state.gate.cancel_request(&id)))
     }
 

@@ -1,11 +1,10 @@
-//! The audit trail (core `audit` module): `verify_audit_chain`, the core's `verify_chain` (or,
-//! given the durable store's database, `verify_chain_against` the head that store anchored).
+//! The audit trail (core `audit` module): `verify_audit_chain`, the core's
+//! `verify_chain_with_store`.
 //! File errors are the core's `io` kind: `IoError`, an `OSError` too.
 
 use crate::convert::{self, to_py};
-use crate::errors::{self, IntoPyResult};
+use crate::errors::IntoPyResult;
 use pyo3::prelude::*;
-use signoff::{AuditAnchor, ErrorKind};
 use std::path::{Path, PathBuf};
 
 fn path_str(p: &Path) -> String {
@@ -121,46 +120,8 @@ impl ChainReport {
 #[pyfunction]
 #[pyo3(signature = (path, *, store_path=None))]
 fn verify_audit_chain(py: Python<'_>, path: PathBuf, store_path: Option<PathBuf>) -> PyResult<ChainReport> {
-    let Some(db) = store_path else {
-        let report = py.detach(move || signoff::verify_chain(path)).py_err()?;
-        return Ok(ChainReport { inner: report });
-    };
-    // The anchor is read here, not inside `verify_chain_anchored`, so that a database that
-    // cannot be read is a `StoreError` (with what to do), not an `IoError` about the log.
-    let anchored = py.detach(|| {
-        if !db.exists() {
-            return Err(Unread::Missing);
-        }
-        signoff::SqliteAnchorReader::new(&db).load_head().map_err(Unread::Store)
-    });
-    let head = match anchored {
-        Ok(head) => head,
-        Err(Unread::Missing) => {
-            return Err(errors::io_error(py, (errors::ENOENT, "No such database (store_path)", path_str(&db))));
-        }
-        Err(Unread::Store(e)) => {
-            let detail = match e {
-                signoff::Error::Store(msg) => msg,
-                e => e.to_string(),
-            };
-            return Err(errors::kind_err(
-                py,
-                ErrorKind::Store,
-                format!(
-                    "cannot read the audit anchor in {}: {detail} (verify after the gate using it has closed: a \
-                     running gate holds its database locked)",
-                    db.display()
-                ),
-            ));
-        }
-    };
-    let report = py.detach(move || signoff::verify_chain_against(path, head.as_ref())).py_err()?;
+    let report = py.detach(move || signoff::verify_chain_with_store(path, store_path.as_deref())).py_err()?;
     Ok(ChainReport { inner: report })
-}
-
-enum Unread {
-    Missing,
-    Store(signoff::Error),
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -62,10 +62,14 @@ fn types(py: Python<'_>) -> PyResult<&Vec<(ErrorKind, Py<PyType>)>> {
 pub fn to_py(e: signoff::Error) -> PyErr {
     Python::attach(|py| {
         if e.kind() == ErrorKind::Io {
-            // An `OSError` too, with the operating system's error number when it gave one.
+            // An `OSError` too, with the operating system's error number when it gave one, and
+            // the file it is about.
             let err = io_error(py, (e.to_string(),));
             if let Some(n) = e.os_error() {
                 let _ = err.value(py).setattr("errno", n);
+            }
+            if let Some(path) = e.path() {
+                let _ = err.value(py).setattr("filename", path.to_string_lossy());
             }
             return err;
         }
@@ -112,9 +116,6 @@ impl<T> IntoPyResult<T> for signoff::Result<T> {
         self.map_err(to_py)
     }
 }
-
-/// `ENOENT` (the same on every platform Python runs on).
-pub const ENOENT: i32 = 2;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

@@ -628,7 +628,7 @@ pub fn request_ref(obj: &Bound<'_, PyAny>) -> PyResult<RequestRef> {
 
 /// A request id from Python: one that is not a UUID names no request (`UnknownRequestError`).
 pub fn parse_uuid(s: &str) -> PyResult<uuid::Uuid> {
-    uuid::Uuid::parse_str(s).map_err(|_| errors::to_py(signoff::Error::NoSuchRequest(s.to_owned())))
+    signoff::parse_request_id(s).map_err(errors::to_py)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -299,9 +299,10 @@ impl PyGate {
         let (mut json, mut keys, mut approvers) = (serde_json::Map::new(), None, None);
         for (name, value) in options.into_iter().flatten() {
             let name: String = name.extract()?;
-            if let Ok(k) = value.cast::<TokenKeys>() {
+            // The objects only under their own names: anywhere else they are not configuration.
+            if let (Ok(k), "token_keys") = (value.cast::<TokenKeys>(), name.as_str()) {
                 keys = Some(k.get().inner.clone());
-            } else if let Ok(a) = value.cast::<Approvers>() {
+            } else if let (Ok(a), "approvers") = (value.cast::<Approvers>(), name.as_str()) {
                 approvers = Some(a.get().inner.clone());
             } else {
                 json.insert(name.clone(), convert::from_py(&value, &name).map_err(|e| config_error(py, &e))?);
@@ -539,22 +540,22 @@ impl PyGate {
 
     /// Up to `limit` pending requests after the cursor `after`, oldest first, and the cursor of
     /// the next page (`None` at the end).
-    #[pyo3(signature = (after=None, limit=1000))]
+    #[pyo3(signature = (after=None, limit=None), text_signature = "($self, after=None, limit=1000)")]
     fn pending_page<'py>(
         &self,
         py: Python<'py>,
         after: Option<&str>,
-        limit: i64,
+        limit: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyList>, Option<String>)> {
-        if !(1..=1_000_000).contains(&limit) {
-            return Err(errors::kind_err(
-                py,
-                signoff::ErrorKind::Config,
-                format!("limit must be between 1 and 1,000,000, not {limit}"),
-            ));
-        }
+        // The core's rule for any number; an int too large for a float is simply out of range.
+        let n = match limit.map(|l| (l, l.extract::<f64>())) {
+            None => signoff::LAGGED_SNAPSHOT_LIMIT as f64,
+            Some((l, Err(_))) if l.is_instance_of::<pyo3::types::PyInt>() => f64::INFINITY,
+            Some((_, n)) => n?,
+        };
+        let limit = signoff::PendingPage::limit(n, "limit").py_err()?;
         let after = after.map(|a| a.parse::<signoff::PendingCursor>()).transpose().py_err()?;
-        let page = py.detach(|| self.gate.pending_page(after.as_ref(), limit as usize));
+        let page = py.detach(|| self.gate.pending_page(after.as_ref(), limit));
         Ok((events::requests_to_py(py, page.requests)?, page.next.map(|c| c.to_string())))
     }
 

@@ -303,6 +303,14 @@ def test_options_that_need_another_option() -> None:
             signoff.Gate(**options)
 
 
+def test_key_and_approver_objects_count_only_under_their_own_names() -> None:
+    keys = signoff.TokenKeys("k1", signoff.Secret.from_base64(SECRET_A))
+    for options in ({"approvers": keys}, {"audit_path": keys}, {"token_keys": signoff.Approvers()}):
+        with pytest.raises(signoff.ConfigError, match=next(iter(options))):
+            signoff.Gate(**options)
+    signoff.Gate(token_keys=keys, approvers=signoff.Approvers()).close()
+
+
 # ---- approvers -------------------------------------------------------------------------------
 
 

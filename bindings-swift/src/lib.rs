@@ -899,15 +899,16 @@ impl Gate {
         self.inner.pending().iter().map(|r| (&**r).into()).collect()
     }
 
-    /// Up to `limit` pending requests (at least 1), oldest first, after the cursor `after` (a
+    /// Up to `limit` pending requests (from 1), oldest first, after the cursor `after` (a
     /// previous page's `next`, or a lagged event's `more`; from the oldest when nil). Each page
     /// costs O(limit) however many are pending; paging neither skips nor repeats a request that
     /// stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
-    /// for an `after` that is not such a cursor.
+    /// for an `after` that is not such a cursor, or a `limit` of 0.
     #[uniffi::method(default(after = None, limit = 1000))]
     pub fn pending_page(&self, after: Option<String>, limit: u32) -> Result<PendingPage, SignoffError> {
+        let limit = core::PendingPage::limit(f64::from(limit), "limit")?;
         let after = after.as_deref().map(parse_cursor).transpose()?;
-        Ok(self.inner.pending_page(after.as_ref(), limit as usize).into())
+        Ok(self.inner.pending_page(after.as_ref(), limit).into())
     }
 
     pub fn pending_count(&self) -> u64 {

@@ -9,7 +9,6 @@ use crate::types::{ConfirmationRequest, RequestId, ToolResult, parse_value};
 use crate::{Gate, runtime};
 use serde_json::Value;
 use signoff as core;
-use signoff::AuditAnchor;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -497,22 +496,17 @@ fn path_text(p: &std::path::Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+/// Verifies a hash-chained audit log (the core's `verify_chain_with_store`): its rotated files
 /// (`<path>.1`, `<path>.2`, ...) then `path`, as one chain, reporting the first edited, missing,
 /// reordered or malformed record. With `storePath` (the store of the gate that wrote the log,
-/// once that gate is closed) also against the head anchored there (the core's
-/// `verify_chain_against` with the head a `SqliteAnchorReader` reads): records cut from the end
-/// are `truncated`, a replaced anchored record `edited`. Without it, a log cut after any record
-/// is still a valid chain. Errors: `store` when the database cannot be read (missing, not a
-/// database, or locked by a gate that has it open), `io` when the log cannot be read (e.g. it
-/// does not exist).
+/// once that gate is closed) also against the head anchored there: records cut from the end are
+/// `truncated`, a replaced anchored record `edited`. Without it, a log cut after any record is
+/// still a valid chain. Errors: `io` when the log or the database does not exist or the log
+/// cannot be read, `store` when the database cannot be read (not a database, or locked by a gate
+/// that has it open).
 #[uniffi::export(default(store_path = None))]
 pub fn verify_audit_chain(path: String, store_path: Option<String>) -> Result<ChainReport, SignoffError> {
-    let head = match store_path {
-        Some(db) => core::SqliteAnchorReader::new(db).load_head()?,
-        None => None,
-    };
-    let r = core::verify_chain_against(&path, head.as_ref())?;
+    let r = core::verify_chain_with_store(&path, store_path.as_deref().map(std::path::Path::new))?;
     Ok(ChainReport {
         intact: r.is_intact(),
         files: r.files.iter().map(|p| path_text(p)).collect(),

@@ -50,7 +50,7 @@ pub(crate) fn parse_uuid(what: &str, s: &str) -> Result<Uuid, SignoffError> {
 /// A request id the caller names to answer or cancel: one that is not a UUID names no request
 /// (`UnknownRequest`, as in every language), not a malformed payload.
 pub(crate) fn request_id(s: &str) -> Result<Uuid, SignoffError> {
-    Uuid::parse_str(s).map_err(|_| core::Error::NoSuchRequest(s.to_owned()).into())
+    Ok(core::parse_request_id(s)?)
 }
 
 /// The detail of a core parse error, for an `invalid_tool` reason.

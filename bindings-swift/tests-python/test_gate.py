@@ -888,10 +888,12 @@ async def test_pending_page_walks_every_request_once_oldest_first():
     assert [r.id for r in walked] == [r.id for r in gate.pending()]
     order = [(r.created_at_ms, uuid.UUID(r.id)) for r in walked]
     assert order == sorted(order)
-    # defaults: from the oldest, 1,000 at a time; a limit of 0 still returns one
+    # defaults: from the oldest, 1,000 at a time; a limit of 0 is refused, as in every language
     first = gate.pending_page()
     assert [r.id for r in first.requests] == [r.id for r in pages[0]]
-    assert len(gate.pending_page(limit=0).requests) == 1
+    with pytest.raises(so.SignoffError.Malformed, match="limit"):
+        gate.pending_page(limit=0)
+    assert len(gate.pending_page(limit=2**32 - 1).requests) == 2500
     # a request answered between pages is simply not there; nothing is skipped or repeated
     gate.approve(pages[1][0])
     second = gate.pending_page(after=first.next, limit=1000)

@@ -880,8 +880,8 @@ async def test_the_store_anchors_the_audit_chain_so_a_cut_end_is_found(tmp_path)
 @async_test
 async def test_verifying_against_the_wrong_store_or_a_running_one(tmp_path):
     log, db = tmp_path / "audit.jsonl", tmp_path / "signoff.db"
-    with pytest.raises(so.SignoffError.Store):
-        so.verify_audit_chain(str(log), store_path=str(db))  # no such database
+    with pytest.raises(so.SignoffError.Io, match="no such database"):
+        so.verify_audit_chain(str(log), store_path=str(db))  # as in every language
     gate = audited_gate(log, store_path=db)
     await run_calls(gate, 1)
     await gate.gate.flush_audit()

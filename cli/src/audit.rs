@@ -112,17 +112,7 @@ fn verify(args: &[String]) -> u8 {
 }
 
 fn verify_file(path: &str, store: Option<&str>) -> u8 {
-    let report = match store {
-        None => signoff::verify_chain(path),
-        Some(db) => {
-            if !std::path::Path::new(db).exists() {
-                eprintln!("signoff: {db}: no such database");
-                return USAGE_OR_IO;
-            }
-            signoff::verify_chain_anchored(path, &signoff::SqliteAnchorReader::new(db))
-        }
-    };
-    let report = match report {
+    let report = match signoff::verify_chain_with_store(path, store.map(std::path::Path::new)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("signoff: {path}: {e}");

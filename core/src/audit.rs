@@ -785,6 +785,29 @@ pub fn verify_chain_against(path: impl AsRef<Path>, head: Option<&ChainHead>) ->
     verify(path, head).map_err(|e| crate::Error::io("cannot read the audit log", path, &e))
 }
 
+/// What every binding and the command line run to verify a log: [`verify_chain`], or with
+/// `store` (the SQLite database of the gate that wrote the log) [`verify_chain_anchored`] against
+/// the head anchored there. A database that is not there is an `io` error (`ENOENT`, with its
+/// path), never a silent unanchored check; one that cannot be read (a running gate holds it
+/// locked, or it is not signoff's) is a `store` error that says to verify after the gate closed.
+pub fn verify_chain_with_store(path: impl AsRef<Path>, store: Option<&Path>) -> crate::Result<ChainReport> {
+    let Some(db) = store else {
+        return verify_chain(path);
+    };
+    if !db.exists() {
+        return Err(crate::Error::io("no such database", db, &std::io::ErrorKind::NotFound.into()));
+    }
+    let head = crate::SqliteAnchorReader::new(db).load_head().map_err(|e| match e {
+        crate::Error::Store(detail) => crate::Error::Store(format!(
+            "cannot read the audit anchor in {}: {detail} (verify after the gate using it has closed: a running \
+             gate holds its database locked)",
+            db.display()
+        )),
+        e => e,
+    })?;
+    verify_chain_against(path, head.as_ref())
+}
+
 fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainReport> {
     let mut files: Vec<PathBuf> = rotated_files(path)?.into_iter().map(|(_, p)| p).collect();
     if path.exists() {

@@ -260,6 +260,8 @@ pub enum Error {
         /// The operating system's error number (`errno`), when it gave one; a missing file is
         /// always `ENOENT` (2).
         os_error: Option<i32>,
+        /// The file, when the failure was about one.
+        path: Option<std::path::PathBuf>,
     },
 }
 
@@ -268,7 +270,15 @@ impl Error {
     pub fn io(what: &str, path: &std::path::Path, e: &std::io::Error) -> Self {
         const ENOENT: i32 = 2;
         let os_error = e.raw_os_error().or((e.kind() == std::io::ErrorKind::NotFound).then_some(ENOENT));
-        Error::Io { message: format!("{what} {}: {e}", path.display()), os_error }
+        Error::Io { message: format!("{what} {}: {e}", path.display()), os_error, path: Some(path.to_path_buf()) }
+    }
+
+    /// The file an `io` error is about, when it is about one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Error::Io { path, .. } => path.as_deref(),
+            _ => None,
+        }
     }
 
     /// The operating system's error number of an `io` error, when it gave one.

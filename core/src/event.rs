@@ -13,6 +13,18 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// A request id as a caller names it (to answer, cancel or look up a request, or to issue a
+/// token for it): text that is not a UUID names no request, [`Error::NoSuchRequest`] (kind
+/// `unknown_request`), the same in every language.
+///
+/// ```
+/// assert_eq!(signoff::parse_request_id("nope").unwrap_err().kind(), signoff::ErrorKind::UnknownRequest);
+/// assert!(signoff::parse_request_id("67e55044-10b1-426f-9247-bb680e5fe0c8").is_ok());
+/// ```
+pub fn parse_request_id(id: &str) -> Result<Uuid> {
+    Uuid::parse_str(id).map_err(|_| Error::NoSuchRequest(id.to_owned()))
+}
+
 /// A call waiting for a person. Everything a UI needs to show it, and what a response must echo.
 ///
 /// Its JSON form also carries `display_arguments` ([`display_arguments`](Self::display_arguments),
@@ -291,10 +303,8 @@ impl ConfirmationResponse {
             return Err(Error::Malformed(format!("expected type \"confirmation-response\", got {t}")));
         }
         // An id that is not a request id names no request: say so, not "malformed".
-        if let Some(Value::String(id)) = obj.get("id")
-            && Uuid::parse_str(id).is_err()
-        {
-            return Err(Error::NoSuchRequest(id.clone()));
+        if let Some(Value::String(id)) = obj.get("id") {
+            parse_request_id(id)?;
         }
         serde_json::from_value(v).map_err(|e| Error::Malformed(format!("response: {e}")))
     }

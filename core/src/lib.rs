@@ -109,13 +109,14 @@ pub use arguments::{Arguments, Digest};
 pub use audit::{
     AuditAnchor, AuditKind, AuditOptions, AuditRecord, AuditSink, ChainHead, ChainProblem, ChainProblemKind,
     ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
+    verify_chain_with_store,
 };
 pub use config::{GateConfig, Naming, OptionReader};
 pub use dispatch::{ApproverGuard, HANDLER_RESPONDER, HandlerGuard, InlineApprover, PendingRequest, RequestHandler};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
     CancelReason, ConfirmationRequest, ConfirmationResolved, ConfirmationResponse, ConfirmationTimeout, Event,
-    EventTypes, Outcome, RequestDetails, ResponseDecision, Scope,
+    EventTypes, Outcome, RequestDetails, ResponseDecision, Scope, parse_request_id,
 };
 pub use executor::{ToolResult, ToolStatus};
 pub use gate::{

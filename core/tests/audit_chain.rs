@@ -261,3 +261,29 @@ fn file_errors_are_signoff_errors_of_kind_io() {
     std::fs::write(&garbage, "not json\n").unwrap();
     assert_eq!(JsonlAuditSink::read(&garbage).unwrap_err().kind(), ErrorKind::Malformed);
 }
+
+/// What every binding and the command line run: a missing database is `io` with its path (never
+/// an unanchored check), one a running gate holds is `store` saying to verify after it closed,
+/// and a cut log is found through the anchor.
+#[tokio::test]
+async fn verifying_with_the_store_is_one_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gate, db, log) = anchored_gate(dir.path());
+    let missing = dir.path().join("nope.db");
+    let e = verify_chain_with_store(&log, Some(&missing)).unwrap_err();
+    assert_eq!((e.kind(), e.os_error(), e.path()), (ErrorKind::Io, Some(2), Some(missing.as_path())));
+    assert!(e.to_string().contains("no such database"), "{e}");
+    gate.confirm(ToolCall::new("delete_file", serde_json::json!({"path": "/f"}))).await.unwrap();
+    gate.flush_audit();
+    let e = verify_chain_with_store(&log, Some(&db)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(e.to_string().contains("after the gate using it has closed"), "{e}");
+    run_calls(&gate, 1).await;
+    drop(gate);
+    let whole = lines(&log);
+    assert!(verify_chain_with_store(&log, Some(&db)).unwrap().is_intact());
+    rewrite(&log, &whole[..whole.len() - 1]);
+    assert!(verify_chain_with_store(&log, None).unwrap().is_intact());
+    let p = verify_chain_with_store(&log, Some(&db)).unwrap().problem.expect("a cut log through the anchor");
+    assert_eq!(p.kind, ChainProblemKind::Truncated);
+}

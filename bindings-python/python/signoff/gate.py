@@ -829,11 +829,11 @@ class Gate(Closing):
     def pending_page(
         self, *, after: Optional[str] = None, limit: int = 1000
     ) -> Tuple[List[ConfirmationRequest], Optional[str]]:
-        """Up to ``limit`` (1 to 1,000,000) pending requests, oldest first, after the cursor
+        """Up to ``limit`` (1 to 2**32 - 1) pending requests, oldest first, after the cursor
         ``after`` (from the oldest when ``None``), and the cursor of the next page (``None`` at
         the end). Each page costs the same however many are pending; paging neither skips nor
-        repeats a request that stays pending. A cursor that did not come from this API is a
-        :class:`MalformedError`; a bad ``limit`` a :class:`ConfigError`.
+        repeats a request that stays pending. A cursor that did not come from this API, or a
+        ``limit`` out of that range, is a :class:`MalformedError`.
 
         >>> gate = Gate()
         >>> gate.pending_page()

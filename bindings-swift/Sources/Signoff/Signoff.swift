@@ -1177,11 +1177,11 @@ public protocol GateProtocol: AnyObject, Sendable {
     func pendingCount()  -> UInt64
     
     /**
-     * Up to `limit` pending requests (at least 1), oldest first, after the cursor `after` (a
+     * Up to `limit` pending requests (from 1), oldest first, after the cursor `after` (a
      * previous page's `next`, or a lagged event's `more`; from the oldest when nil). Each page
      * costs O(limit) however many are pending; paging neither skips nor repeats a request that
      * stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
-     * for an `after` that is not such a cursor.
+     * for an `after` that is not such a cursor, or a `limit` of 0.
      */
     func pendingPage(after: String?, limit: UInt32) throws  -> PendingPage
     
@@ -1668,11 +1668,11 @@ open func pendingCount() -> UInt64  {
 }
     
     /**
-     * Up to `limit` pending requests (at least 1), oldest first, after the cursor `after` (a
+     * Up to `limit` pending requests (from 1), oldest first, after the cursor `after` (a
      * previous page's `next`, or a lagged event's `more`; from the oldest when nil). Each page
      * costs O(limit) however many are pending; paging neither skips nor repeats a request that
      * stays pending, and requests made meanwhile appear on a later page. Errors: `malformed`
-     * for an `after` that is not such a cursor.
+     * for an `after` that is not such a cursor, or a `limit` of 0.
      */
 open func pendingPage(after: String? = nil, limit: UInt32 = UInt32(1000))throws  -> PendingPage  {
     return try  FfiConverterTypePendingPage_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
@@ -9957,15 +9957,14 @@ public func markerMetaKey() -> String  {
 })
 }
 /**
- * Verifies a hash-chained audit log (the core's `verify_chain`): its rotated files
+ * Verifies a hash-chained audit log (the core's `verify_chain_with_store`): its rotated files
  * (`<path>.1`, `<path>.2`, ...) then `path`, as one chain, reporting the first edited, missing,
  * reordered or malformed record. With `storePath` (the store of the gate that wrote the log,
- * once that gate is closed) also against the head anchored there (the core's
- * `verify_chain_against` with the head a `SqliteAnchorReader` reads): records cut from the end
- * are `truncated`, a replaced anchored record `edited`. Without it, a log cut after any record
- * is still a valid chain. Errors: `store` when the database cannot be read (missing, not a
- * database, or locked by a gate that has it open), `io` when the log cannot be read (e.g. it
- * does not exist).
+ * once that gate is closed) also against the head anchored there: records cut from the end are
+ * `truncated`, a replaced anchored record `edited`. Without it, a log cut after any record is
+ * still a valid chain. Errors: `io` when the log or the database does not exist or the log
+ * cannot be read, `store` when the database cannot be read (not a database, or locked by a gate
+ * that has it open).
  */
 public func verifyAuditChain(path: String, storePath: String? = nil)throws  -> ChainReport  {
     return try  FfiConverterTypeChainReport_lift(try rustCallWithError(FfiConverterTypeSignoffError_lift) {
@@ -10094,7 +10093,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_func_marker_meta_key() != 60223) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_func_verify_audit_chain() != 46536) {
+    if (uniffi_signoff_ffi_checksum_func_verify_audit_chain() != 49599) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_func_approve_response() != 54883) {
@@ -10178,7 +10177,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_pending_count() != 62378) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_pending_page() != 37573) {
+    if (uniffi_signoff_ffi_checksum_method_gate_pending_page() != 62348) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_register_executable_tool() != 39291) {

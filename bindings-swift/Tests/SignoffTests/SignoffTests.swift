@@ -808,10 +808,11 @@ final class SignoffTests: XCTestCase {
         for (a, b) in zip(walked, walked.dropFirst()) {
             XCTAssertTrue((a.createdAtMs, a.id) < (b.createdAtMs, b.id), "\(a.id) before \(b.id)")
         }
-        // defaults: from the oldest, 1,000 at a time; a limit of 0 still returns one
+        // defaults: from the oldest, 1,000 at a time; a limit of 0 is refused, as in every language
         let first = try gate.pendingPage()
         XCTAssertEqual(first.requests.map(\.id), pages[0].map(\.id))
-        XCTAssertEqual(try gate.pendingPage(limit: 0).requests.count, 1)
+        XCTAssertThrowsKind(.malformed) { try gate.pendingPage(limit: 0) }
+        XCTAssertEqual(try gate.pendingPage(limit: .max).requests.count, 2500)
         // a request answered between pages is simply not there; nothing is skipped or repeated
         XCTAssertEqual(try gate.approve(request: pages[1][0]), .approved)
         let second = try gate.pendingPage(after: first.next, limit: 1000)

@@ -107,6 +107,30 @@ pub struct PendingPage {
     pub next: Option<PendingCursor>,
 }
 
+impl PendingPage {
+    /// The largest page size a caller may ask for: `u32::MAX` (a page holds at most what is
+    /// pending, so the bound is only what every language can say).
+    pub const MAX_LIMIT: u64 = u32::MAX as u64;
+
+    /// A page size as a caller gives it, as a number in its own language: a whole number from 1
+    /// to [`MAX_LIMIT`](Self::MAX_LIMIT), else [`Error::Malformed`](crate::Error::Malformed)
+    /// naming `what` (the same rule for every binding).
+    ///
+    /// ```
+    /// use signoff::{ErrorKind, PendingPage};
+    /// assert_eq!(PendingPage::limit(500.0, "limit").unwrap(), 500);
+    /// for bad in [0.0, -1.0, 1.5, f64::NAN, 4294967296.0] {
+    ///     assert_eq!(PendingPage::limit(bad, "limit").unwrap_err().kind(), ErrorKind::Malformed);
+    /// }
+    /// ```
+    pub fn limit(n: f64, what: &str) -> crate::Result<usize> {
+        if n.fract() == 0.0 && (1.0..=Self::MAX_LIMIT as f64).contains(&n) {
+            return Ok(n as usize);
+        }
+        Err(crate::Error::Malformed(format!("{what} must be a whole number from 1 to {}, not {n}", Self::MAX_LIMIT)))
+    }
+}
+
 /// A subscriber fell behind and missed `missed` events. Re-sync (de-duplicating by id) from
 /// `pending`, the oldest requests pending when this was noticed, and, when `more` is set, from
 /// [`Gate::pending_page`] starting at `more`.

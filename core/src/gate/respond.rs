@@ -137,7 +137,11 @@ impl Gate {
             Err(_) => {
                 if let Err(e) = std::thread::Builder::new().name("signoff-respond".into()).spawn(job) {
                     let message = format!("could not start a thread for the answer: {e}");
-                    return Either::Left(std::future::ready(Err(Error::Io { message, os_error: e.raw_os_error() })));
+                    return Either::Left(std::future::ready(Err(Error::Io {
+                        message,
+                        os_error: e.raw_os_error(),
+                        path: None,
+                    })));
                 }
             }
         }
