@@ -20,17 +20,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let report = match store {
-        None => signoff::verify_chain(path),
-        Some(db) => {
-            if !std::path::Path::new(db).exists() {
-                eprintln!("signoff-audit: {db}: no such database");
-                std::process::exit(2);
-            }
-            signoff::verify_chain_anchored(path, &signoff::SqliteAnchorReader::new(db))
-        }
-    };
-    match report {
+    match signoff::verify_chain_with_store(path, store.map(std::path::Path::new)) {
         Err(e) => {
             eprintln!("signoff-audit: {path}: {e}");
             std::process::exit(2);
