@@ -287,3 +287,42 @@ test('an owner killed with SIGKILL: its successor recovers the pending request, 
     rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('a restored request keeps its process alive until it has run, then lets it exit', { skip }, async () => {
+  const s = schema()
+  const dir = tmp()
+  const countFile = path.join(dir, 'runs.txt')
+  const child = agentChild(s, { owner: 'agent-z', countFile })
+  let successor
+  try {
+    const id = (await child.line(/^PENDING /)).slice(8)
+    child.proc.kill('SIGKILL')
+    await child.exited
+    // The successor only recovers: nothing but the restored request keeps it alive.
+    successor = startChild(`
+import { appendFileSync } from 'node:fs'
+import { Gate } from ${JSON.stringify(entry)}
+const gate = new Gate({ storeUrl: ${JSON.stringify(URL_)}, storeSchema: ${JSON.stringify(s)}, storeOwner: 'agent-z', denyWhenUnobserved: false })
+gate.register({
+  name: 'delete_file',
+  parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+  execute: ({ path }) => { appendFileSync(${JSON.stringify(countFile)}, path + '\\n'); return { deleted: path } },
+})
+globalThis.gate = gate
+console.log('RESTORED ' + gate.recover().restored.length)
+`)
+    await successor.line(/RESTORED 1/)
+    const kept = await Promise.race([successor.exited, sleep(700).then(() => 'alive')])
+    assert.equal(kept, 'alive', 'a restored request keeps the process alive, as with storePath')
+    const { gate: consoleGate } = sharedGate(s)
+    assert.equal(consoleGate.respond({ id, decision: 'approve', responder: 'carol' }), 'approved')
+    await consoleGate.close()
+    const r = await Promise.race([successor.exited, sleep(10_000, 'hung', { ref: false })])
+    assert.notEqual(r, 'hung', 'the process exits once the restored request has run')
+    assert.equal(r.code, 0, r.err)
+    assert.equal(readFileSync(countFile, 'utf8'), '/tmp/child\n')
+  } finally {
+    for (const c of [child, successor]) if (c && c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  }
+})

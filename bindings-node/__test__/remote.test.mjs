@@ -488,6 +488,37 @@ setTimeout(() => gate.close(), 300)
   rmSync(dir, { recursive: true })
 })
 
+test('restored requests that all finish let the process exit without close()', async () => {
+  const dir = tmp()
+  const db = path.join(dir, 'signoff.db')
+  const setup = `
+import { Gate } from ${JSON.stringify(entry)}
+const gate = new Gate({ storePath: ${JSON.stringify(db)}, denyWhenUnobserved: false, defaultTimeoutMs: 600000 })
+gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: async ({ path }) => { console.log('RAN ' + path); return 1 } })
+`
+  const first = startChild(`${setup}
+gate.confirm({ tool: 'delete_file', arguments: { path: '/one' } })
+gate.confirm({ tool: 'delete_file', arguments: { path: '/two' } })
+console.log('READY')
+process.exit(0) // no close: as if the process died
+`)
+  await first.line(/READY/)
+  assert.equal((await first.exited).code, 0)
+  // Answered later, off any call into the gate: once both have run, nothing keeps it alive.
+  const second = startChild(`${setup}
+globalThis.gate = gate
+gate.on('confirmation-request', (req) => new Promise((ok) => setTimeout(() => ok(req.approve()), 50)))
+console.log('RESTORED ' + gate.recover().restored.length)
+`)
+  const r = await Promise.race([second.exited, sleep(8000, 'hung', { ref: false })])
+  assert.notEqual(r, 'hung', 'the process exits once the last restored request has run')
+  second.proc.kill('SIGKILL')
+  assert.equal(r.code, 0, r.err)
+  assert.match(r.out, /RESTORED 2/)
+  assert.equal(r.out.match(/RAN \/(one|two)/g)?.length, 2, r.out)
+  rmSync(dir, { recursive: true })
+})
+
 test('audit log: verifyAuditChain finds an edited line, and checks rotated files as one chain', async () => {
   const dir = tmp()
   const auditPath = path.join(dir, 'audit.jsonl')

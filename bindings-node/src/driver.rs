@@ -27,14 +27,15 @@
 //! run their tool from there once approved. A JavaScript executor called off the JavaScript
 //! thread is queued here ([`Shared::execute_remote`]) and called from a task of the gate's on
 //! the JavaScript thread, like every other executor call. While a restored request is
-//! unfinished, the threadsafe function stays referenced (as for a confirmation in flight).
+//! unfinished (`Gate::restored_running`), the threadsafe function stays referenced (as for a
+//! confirmation in flight); the core says when the last one finishes (`Gate::on_restored_idle`).
 
 use crate::handler;
 use napi::bindgen_prelude::{Null, ToNapiValue};
 use napi::{Env, JsValue, Status, sys};
 use signoff::PendingRequest;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::future::Future;
 use std::pin::Pin;
@@ -43,7 +44,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::thread::ThreadId;
-use uuid::Uuid;
 
 /// A task's slot in [`Tasks`] (low 32 bits) and the generation it was started in (high 32 bits),
 /// so that a stale id (a late wake of a finished task whose slot was reused) finds nothing.
@@ -105,8 +105,6 @@ pub(crate) struct Shared {
     tsfn: RwLock<Option<Tsfn>>,
     /// Requests the core handed to the listeners off the JavaScript thread: shown from there.
     pub requests: Mutex<Vec<PendingRequest>>,
-    /// Restored requests (`Gate::recover`) not finished yet: they keep the process alive.
-    restored: Mutex<HashSet<Uuid>>,
     /// Executor calls made off the JavaScript thread, waiting to be made on it; `None` once the
     /// gate is released (later ones fail at once).
     remote: Mutex<Option<Vec<RemoteCall>>>,
@@ -158,23 +156,6 @@ impl Shared {
         }
         self.notify();
         true
-    }
-
-    /// A request was restored by `Gate::recover` (called by the store, `store::Tracked`).
-    pub(crate) fn restored_started(&self, id: Uuid) {
-        locked(&self.restored).insert(id);
-    }
-
-    /// A request reached a final state (called by the store, from any thread).
-    pub(crate) fn restored_finished(&self, id: &Uuid) {
-        let now_empty = {
-            let mut r = locked(&self.restored);
-            r.remove(id) && r.is_empty()
-        };
-        if now_empty {
-            // The JavaScript thread re-checks whether the process must stay alive.
-            self.notify();
-        }
     }
 }
 
@@ -320,7 +301,6 @@ impl JsState {
             ready: Mutex::new(Vec::new()),
             tsfn: RwLock::new(None),
             requests: Mutex::new(Vec::new()),
-            restored: Mutex::new(HashSet::new()),
             remote: Mutex::new(Some(Vec::new())),
         });
         let gate = match make_gate(shared.clone()) {
@@ -539,7 +519,7 @@ impl JsState {
     }
 
     fn after_drive(self: &Rc<Self>, env: &Env) {
-        let restored = !locked(&self.shared.restored).is_empty();
+        let restored = self.gate.restored_running() > 0;
         let want_ref = (self.keepalive.get() > 0 || restored) && !self.released.get();
         if want_ref != self.refed.get() {
             let guard = self.shared.tsfn.read().unwrap_or_else(|e| e.into_inner());

@@ -7,7 +7,7 @@ use crate::executor::{ToolCallData, decision_data, result_data_compact};
 use crate::handler;
 use crate::json;
 use crate::policy::EvaluationData;
-use crate::store::{Tracked, record_data, request_value};
+use crate::store::{record_data, request_value};
 use crate::token::{MarkerClaimsData, NativeTokenKeys, TokenClaimsData};
 use crate::tools;
 use napi::bindgen_prelude::*;
@@ -16,7 +16,7 @@ use napi_derive::napi;
 use serde_json::Value;
 use signoff::{
     ConfirmationResponse, GateConfig, Naming, PendingCursor, PendingPage, PendingRequest, ResponseDecision, Scope,
-    SqliteOptions, SqliteStore, TokenResponse, Tool, ToolCall, ToolSpec,
+    TokenResponse, Tool, ToolCall, ToolSpec,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -242,16 +242,19 @@ impl NativeGate {
         }
         config.validate(Naming::Camel).map_err(throw)?;
         let has_audit = config.audit_path.is_some();
-        // The durable store is opened here to be wrapped (see `store::Tracked`).
-        let store = config.store_path.take().map(|p| (p, std::mem::take(&mut config.synchronous_full)));
-        let durable = store.is_some();
+        let durable = config.store_path.is_some();
         let builder = config.builder().map_err(throw)?;
-        let state = JsState::new(&env, move |shared| match store {
-            Some((path, synchronous_full)) => {
-                let inner = SqliteStore::open_with(path, SqliteOptions { synchronous_full })?;
-                builder.store(Arc::new(Tracked { inner, shared })).build()
-            }
-            None => builder.build(),
+        let state = JsState::new(&env, move |shared| {
+            let gate = builder.build()?;
+            // Restored requests keep the process alive until the last one finishes: the
+            // JavaScript thread then looks again.
+            let shared = Arc::downgrade(&shared);
+            gate.on_restored_idle(move || {
+                if let Some(s) = shared.upgrade() {
+                    s.notify();
+                }
+            });
+            Ok(gate)
         })?
         .map_err(throw)?;
         Ok(NativeGate { state, executors: RefCell::new(HashMap::new()), has_audit, durable })

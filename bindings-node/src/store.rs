@@ -1,115 +1,11 @@
-//! Stored records (durable stores), and the durable store behind a thin wrapper that tells the
-//! driver which restored requests (`Gate::recover`) are unfinished: like a confirmation in
-//! flight, they keep the process alive until their state is final. Every `PendingStore` method
-//! is delegated to the core's `SqliteStore` (the asynchronous and hand-off forms too, so the
-//! store's writer thread is used as in every language); no decision is made here.
+//! Stored records (durable stores): their states and their JavaScript form.
 
-use crate::driver::Shared;
 use crate::events::{string_enum, write_request};
 use crate::executor::result_data;
 use napi_derive::napi;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use signoff::{
-    Completion, ConfirmationRequest, OwnedStateChange, PendingCursor, PendingStore, RecordState, StateChange,
-    StoredRecord,
-};
-use std::sync::Arc;
-use uuid::Uuid;
-
-pub(crate) struct Tracked {
-    pub inner: Arc<dyn PendingStore>,
-    pub shared: Arc<Shared>,
-}
-
-impl PendingStore for Tracked {
-    fn insert(&self, request: Arc<ConfirmationRequest>) -> signoff::Result<()> {
-        self.inner.insert(request)
-    }
-    fn remove(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.inner.remove(id)
-    }
-    fn get(&self, id: &Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.inner.get(id)
-    }
-    fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
-        self.inner.list()
-    }
-    fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
-        self.inner.page(after, limit)
-    }
-    fn audit_anchor(self: Arc<Self>) -> Option<Arc<dyn signoff::AuditAnchor>> {
-        self.inner.clone().audit_anchor()
-    }
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-    fn is_empty(&self) -> bool {
-        self.inner.is_empty()
-    }
-    fn is_durable(&self) -> bool {
-        self.inner.is_durable()
-    }
-    fn insert_async(
-        &self,
-        request: Arc<ConfirmationRequest>,
-        abandoned: Arc<std::sync::atomic::AtomicBool>,
-    ) -> Option<signoff::StoreFuture<()>> {
-        self.inner.insert_async(request, abandoned)
-    }
-    fn transition(&self, id: &Uuid, change: StateChange<'_>) -> signoff::Result<()> {
-        let r = self.inner.transition(id, change);
-        finished(&self.shared, id, change.state, &r);
-        r
-    }
-    fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> signoff::StoreFuture<()> {
-        let (shared, state) = (self.shared.clone(), change.state);
-        let stored = self.inner.transition_async(id, change);
-        Box::pin(async move {
-            let r = stored.await;
-            finished(&shared, &id, state, &r);
-            r
-        })
-    }
-    fn transition_then(&self, id: Uuid, change: OwnedStateChange, done: Completion) {
-        let (shared, state) = (self.shared.clone(), change.state);
-        self.inner.transition_then(
-            id,
-            change,
-            Completion::new(move |r| {
-                finished(&shared, &id, state, &r);
-                done.complete(r);
-            }),
-        );
-    }
-    fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> signoff::Result<bool> {
-        self.inner.use_once(id, expires_at_ms)
-    }
-    fn try_record(&self, id: &Uuid) -> signoff::Result<Option<StoredRecord>> {
-        self.inner.try_record(id)
-    }
-    fn record(&self, id: &Uuid) -> Option<StoredRecord> {
-        self.inner.record(id)
-    }
-    fn unfinished(&self) -> signoff::Result<Vec<StoredRecord>> {
-        self.inner.unfinished()
-    }
-    fn restore(&self, request: Arc<ConfirmationRequest>) {
-        self.shared.restored_started(request.id);
-        self.inner.restore(request)
-    }
-    fn close(&self) {
-        self.inner.close()
-    }
-}
-
-/// A restored request is finished once its state is final, or when its tool could not start
-/// (the core then records nothing more).
-fn finished(shared: &Shared, id: &Uuid, state: RecordState, r: &signoff::Result<()>) {
-    if state.is_final() || (state == RecordState::Executing && r.is_err()) {
-        shared.restored_finished(id);
-    }
-}
+use signoff::{ConfirmationRequest, RecordState, StoredRecord};
 
 string_enum!(
     #[doc = "Where a request is in its life (durable stores): `pending → approved → executing → done`,"]

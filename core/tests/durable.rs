@@ -907,3 +907,51 @@ fn timeouts_cancellations_and_releases_are_not_committed_inside_the_calls_poll()
     assert_eq!(state(cancelled), Some(RecordState::Cancelled));
     assert_eq!(state(released), Some(RecordState::Released));
 }
+
+/// A host that keeps its process alive while a call is in flight (Node) does the same for
+/// restored requests: the gate counts them until each has finished (decided and, if approved,
+/// run), whichever store keeps them, and says when the last one has.
+#[test]
+fn restored_requests_are_counted_until_they_finish() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("signoff.db");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let gate = simple_gate(Gate::builder(), &db);
+        for path in ["/a", "/b"] {
+            let listed = gate.pending_count() + 1;
+            let mut fut = Box::pin(gate.confirm(ToolCall::new("delete_file", json!({ "path": path }))));
+            poll_until_listed(&gate, fut.as_mut(), listed);
+            std::mem::forget(fut); // a crash: neither call is cancelled
+        }
+    });
+    rt.block_on(async {
+        let gate = simple_gate(Gate::builder(), &db);
+        let idle = Arc::new(AtomicUsize::new(0));
+        let seen = idle.clone();
+        gate.on_restored_idle(move || {
+            seen.fetch_add(1, SeqCst);
+        });
+        assert_eq!(gate.restored_running(), 0);
+        let report = gate.recover().unwrap();
+        assert_eq!((report.restored.len(), gate.restored_running()), (2, 2));
+        let until = |n: usize| {
+            let gate = gate.clone();
+            async move {
+                let start = Instant::now();
+                while gate.restored_running() != n {
+                    assert!(start.elapsed() < Duration::from_secs(10), "still {} running", gate.restored_running());
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        };
+        gate.respond(ConfirmationResponse::approve(&report.restored[0])).unwrap();
+        until(1).await;
+        assert_eq!(gate.record(&report.restored[0].id).unwrap().state, RecordState::Done, "counted until it ran");
+        assert_eq!(idle.load(SeqCst), 0);
+        gate.respond(ConfirmationResponse::deny(&report.restored[1], None)).unwrap();
+        until(0).await;
+        assert_eq!(idle.load(SeqCst), 1);
+    });
+}

@@ -145,6 +145,7 @@ impl GateBuilder {
                 built_at_ms: crate::event::now_ms(),
                 markers: Mutex::default(),
                 timer: Arc::default(),
+                restored: Default::default(),
                 watcher: shared
                     .then(|| Arc::new(super::shared::Watcher(me.clone())) as Arc<dyn crate::store::StoreWatcher>),
                 policy: self.policy,

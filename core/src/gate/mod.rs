@@ -211,6 +211,8 @@ pub(crate) struct Inner {
     markers: Mutex<marker::Markers>,
     /// Every waiting call's deadline, in one queue with one task.
     timer: Arc<timer::Timer>,
+    /// Requests restored by `recover` still waiting or running their tool.
+    restored: recovery::RestoredRuns,
 }
 
 impl Drop for Inner {

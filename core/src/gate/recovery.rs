@@ -39,7 +39,51 @@ pub struct NotRestored {
     pub reason: String,
 }
 
+/// The restored requests still waiting or running their tool, and who to tell when none is.
+#[derive(Default)]
+pub(crate) struct RestoredRuns {
+    running: std::sync::atomic::AtomicUsize,
+    idle: std::sync::Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+/// One restored request's task: counted while it lives, however it ends (decided, cancelled,
+/// its runtime shut down).
+struct Running(Gate);
+
+impl Running {
+    fn start(gate: &Gate) -> Self {
+        gate.inner.restored.running.fetch_add(1, Ordering::SeqCst);
+        Running(gate.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let runs = &self.0.inner.restored;
+        if runs.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let idle = lock(&runs.idle).clone();
+            if let Some(f) = idle {
+                f();
+            }
+        }
+    }
+}
+
 impl Gate {
+    /// How many requests restored by [`recover`](Self::recover) are still waiting for a
+    /// decision or running their tool. A host that keeps its process alive while a call is in
+    /// flight does the same while this is not zero (Node's binding does).
+    pub fn restored_running(&self) -> usize {
+        self.inner.restored.running.load(Ordering::SeqCst)
+    }
+
+    /// Calls `f`, on whatever thread that happens, each time the last restored request still
+    /// running ([`restored_running`](Self::restored_running)) finishes; replaces an earlier
+    /// `f`. It must not block.
+    pub fn on_restored_idle(&self, f: impl Fn() + Send + Sync + 'static) {
+        *lock(&self.inner.restored.idle) = Some(Arc::new(f));
+    }
+
     /// Picks up what an earlier process left in a durable store ([`SqliteStore`](crate::SqliteStore)).
     /// Call it once, after registering tools and before the first call, inside a tokio runtime.
     ///
@@ -168,7 +212,9 @@ impl Gate {
         let gate = self.clone();
         let (name, session, call_id) =
             (request.tool.to_string(), request.session_id.to_string(), request.tool_call_id.clone());
+        let running = Running::start(self);
         handle.spawn(async move {
+            let _running = running;
             let decision = gate.resume(waiting).await;
             match decision {
                 Ok(d) => {
