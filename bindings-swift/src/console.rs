@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 /// How `Gate.serveConsole(options:)` runs the console. Every field has a default: a loopback-only
 /// console on a free port, with sign-in links only. nil options take the console's defaults.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, uniffi::Record)]
+#[serde(rename_all = "camelCase")]
 pub struct ConsoleOptions {
     /// `"host:port"` to listen on (`"127.0.0.1:0"`: loopback, a free port). A non-loopback
     /// address needs `allowRemote`.
@@ -49,17 +50,7 @@ impl ConsoleOptions {
     /// The console crate's options, checked there (`ConsoleOptions::from_json`, camelCase names
     /// in messages), as every language does.
     fn into_console(self) -> Result<signoff_console::ConsoleOptions, core::Error> {
-        let v = serde_json::json!({
-            "bind": self.bind,
-            "allowRemote": self.allow_remote,
-            "publicOrigin": self.public_origin,
-            "approverKeys": self.approver_keys,
-            "approverKeysFile": self.approver_keys_file,
-            "signInTtlMs": self.sign_in_ttl_ms,
-            "sessionTtlMs": self.session_ttl_ms,
-            "history": self.history,
-            "title": self.title,
-        });
+        let v = serde_json::to_value(self).unwrap_or_default();
         signoff_console::ConsoleOptions::from_json(&v, core::Naming::Camel)
     }
 }

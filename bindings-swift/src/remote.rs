@@ -175,7 +175,8 @@ pub fn marker_meta_key() -> String {
 /// `storeUrl`, `auditRotateBytes` needs `auditPath`, `tokenTtlMs` needs token keys), or two that
 /// exclude each other (`allowedResponders` and `approvers` / `forbidSelfApproval`, `storePath`
 /// and `storeUrl`).
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, uniffi::Record)]
+#[serde(rename_all = "camelCase")]
 pub struct GateConfig {
     /// The approval timeout for tools that set none (60,000; 1 ms to 30 days).
     #[uniffi(default = None)]
@@ -255,52 +256,10 @@ pub struct GateConfig {
 }
 
 impl GateConfig {
-    /// The options in their JSON form with Swift's (camelCase) names. Every field is named (no
-    /// `..`), so a field added to the record does not compile until it is passed on; the test
-    /// below checks that the record has every option the core reads.
+    /// The options in their JSON form with Swift's (camelCase) names: every field, serialized
+    /// (the test below checks that the record has every option the core reads).
     fn options(self) -> serde_json::Value {
-        let GateConfig {
-            default_timeout_ms,
-            keywords,
-            deny_when_unobserved,
-            dangerously_disable_gating,
-            bus_capacity,
-            remember_resolved,
-            allowed_responders,
-            approvers,
-            forbid_self_approval,
-            store_path,
-            synchronous_full,
-            store_url,
-            store_owner,
-            store_schema,
-            audit_in_store,
-            audit_path,
-            audit_rotate_bytes,
-            token_keys,
-            token_ttl_ms,
-        } = self;
-        serde_json::json!({
-            "defaultTimeoutMs": default_timeout_ms,
-            "keywords": keywords,
-            "denyWhenUnobserved": deny_when_unobserved,
-            "dangerouslyDisableGating": dangerously_disable_gating,
-            "busCapacity": bus_capacity,
-            "rememberResolved": remember_resolved,
-            "allowedResponders": allowed_responders,
-            "approvers": approvers,
-            "forbidSelfApproval": forbid_self_approval,
-            "storePath": store_path,
-            "synchronousFull": synchronous_full,
-            "storeUrl": store_url,
-            "storeOwner": store_owner,
-            "storeSchema": store_schema,
-            "auditInStore": audit_in_store,
-            "auditPath": audit_path,
-            "auditRotateBytes": audit_rotate_bytes,
-            "tokenKeys": token_keys,
-            "tokenTtlMs": token_ttl_ms,
-        })
+        serde_json::to_value(self).unwrap_or_default()
     }
 
     /// The core's configuration: the options read from their JSON form with Swift's (camelCase)
