@@ -333,6 +333,10 @@ def test_invalid_tool():
         gate.register_tool(so.ToolSpec(name="x", parameters_json="{not json"))
     with pytest.raises(so.SignoffError.InvalidTool):
         gate.register_tool(so.ToolSpec(name="x", rules=[so.ArgRule.PATH_OUTSIDE(pointer="/p", prefixes=["relative"])]))
+    # A threshold no amount exceeds would never ask for approval: refused, as JSON refuses it elsewhere.
+    for value in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(so.SignoffError.InvalidTool, match="finite"):
+            gate.register_tool(so.ToolSpec(name="pay", rules=[so.ArgRule.GREATER_THAN(pointer="/amount", value=value)]))
     with pytest.raises(so.SignoffError.Malformed):
         gate.register_tool_json(json.dumps({"name": "x", "aproval": "required"}))
     assert gate.tools() == []

@@ -130,7 +130,10 @@ impl ArgRule {
                 },
                 None => true,
             },
-            ArgRule::GreaterThan { value, .. } => v.as_f64().is_none_or(|n| n > *value),
+            // Fail safe: a threshold no number compares with (NaN) holds for every number.
+            ArgRule::GreaterThan { value, .. } => {
+                v.as_f64().is_none_or(|n| n.partial_cmp(value).is_none_or(|o| o == std::cmp::Ordering::Greater))
+            }
             ArgRule::OneOf { values, .. } => values.contains(v),
             ArgRule::NotOneOf { values, .. } => !values.contains(v),
             ArgRule::Contains { substring, .. } => {
@@ -163,6 +166,13 @@ impl ArgRule {
             && let Some(bad) = prefixes.iter().find(|p| normalize_path(p).is_none())
         {
             return Err(format!("path prefix {bad:?} must be absolute"));
+        }
+        // A threshold of NaN or ±∞ compares so that the rule would never hold: refused, as JSON
+        // (which has no such numbers) refuses it in the other languages.
+        if let ArgRule::GreaterThan { value, .. } = self
+            && !value.is_finite()
+        {
+            return Err(format!("the greater_than value of {p:?} must be a finite number, not {value}"));
         }
         Ok(())
     }

@@ -1212,6 +1212,13 @@ fn tool_registration_rejects_bad_definitions() {
         .kind(),
         ErrorKind::InvalidTool
     );
+    // A threshold no amount can exceed would never ask: refused (Swift could pass NaN or ±∞).
+    for value in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let tool = Tool::builder("pay").rule(ArgRule::GreaterThan { pointer: "/amount".into(), value }).build();
+        assert_eq!(g.register(tool).unwrap_err().kind(), ErrorKind::InvalidTool, "{value}");
+        let rule = ArgRule::GreaterThan { pointer: "/amount".into(), value };
+        assert!(rule.holds(&json!({"amount": 5})) || value == f64::INFINITY, "fails safe: {value}");
+    }
     g.register_spec(ToolSpec::from_json(json!({"name": "ok", "approval": "required", "timeout_ms": 5})).unwrap())
         .unwrap();
     assert_eq!(g.tools()[0].name, "ok");

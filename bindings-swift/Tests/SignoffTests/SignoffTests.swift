@@ -247,6 +247,12 @@ final class SignoffTests: XCTestCase {
         XCTAssertThrowsKind(.invalidTool) {
             try gate.registerTool(spec: ToolSpec(name: "x", rules: [.pathOutside(pointer: "/p", prefixes: ["relative"])]))
         }
+        // A threshold no amount exceeds would never ask for approval: refused.
+        for value in [Double.nan, .infinity, -.infinity] {
+            XCTAssertThrowsKind(.invalidTool) {
+                try gate.registerTool(spec: ToolSpec(name: "pay", rules: [.greaterThan(pointer: "/amount", value: value)]))
+            }
+        }
         XCTAssertThrowsKind(.malformed) { try gate.registerToolJson(json: #"{"name":"x","aproval":"required"}"#) }
         XCTAssertEqual(gate.tools(), [])
     }
