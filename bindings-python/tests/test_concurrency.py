@@ -125,6 +125,13 @@ def test_execute_batch_blocking() -> None:
                                            for p in ("/ok", "/no", "/ok")])
     assert [(r.call_id, r.status) for r in results] == [("/ok", "executed"), ("/no", "denied"), ("/ok", "executed")]
     assert rec.calls == [{"path": "/ok"}, {"path": "/ok"}]
+    # A misspelt field is refused before anything runs, not dropped: the call would otherwise run
+    # in the default session (whose grants are not alice's) or with no arguments.
+    for call in ({"tool": "delete_file", "arguments": {"path": "/ok"}, "sessionId": "alice"},
+                 {"tool": "delete_file", "args": {"path": "/ok"}}):
+        with pytest.raises(signoff.MalformedError, match="unknown field"):
+            gate.execute_batch_blocking([call])
+    assert len(rec.calls) == 2
     gate.close()
 
 

@@ -1259,3 +1259,15 @@ async fn the_last_remembered_ids_are_told_apart_and_old_ones_are_forgotten() {
     let req = next_request(&mut sub).await;
     assert_eq!(g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::UnknownRequest);
 }
+
+/// A tool call's JSON form refuses a field it does not know: a misspelt `sessionId` would run the
+/// call in the default session (whose grants are someone else's), a misspelt `args` with none.
+#[test]
+fn a_tool_call_with_an_unknown_field_is_refused() {
+    let ok: ToolCall = serde_json::from_value(json!({"tool": "t", "arguments": {}, "session_id": "alice"})).unwrap();
+    assert_eq!(ok.session_id, "alice");
+    for bad in [json!({"tool": "t", "sessionId": "alice"}), json!({"tool": "t", "args": {"path": "/x"}})] {
+        let e = serde_json::from_value::<ToolCall>(bad).unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+}

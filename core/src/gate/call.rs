@@ -8,8 +8,10 @@ use uuid::Uuid;
 /// The session used when a call names none.
 pub const DEFAULT_SESSION: &str = "default";
 
-/// A tool call from the model.
+/// A tool call from the model. Its JSON form refuses unknown fields: a misspelt `sessionId` or
+/// `args` would otherwise run the call in the default session, or with no arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolCall {
     /// The tool's name.
     pub tool: String,
