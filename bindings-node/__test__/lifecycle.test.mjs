@@ -215,3 +215,21 @@ test('off() of the last request listener while another approver remains: the req
   stream.close()
   await g.close()
 })
+
+test('close() closes at once, even when flushing the audit log and releasing the store run off the thread', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'signoff-close-'))
+  const gate = new Gate({ auditPath: join(dir, 'audit.jsonl'), storePath: join(dir, 'signoff.db') })
+  let ran = 0
+  gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: () => ++ran })
+  gate.on('confirmation-request', (req) => {
+    req.approve()
+  })
+  assert.equal((await gate.execute({ tool: 'delete_file', arguments: {} })).status, 'executed')
+  const closing = gate.close() // not awaited: nothing that needs approval may run meanwhile
+  const r = await gate.execute({ tool: 'delete_file', arguments: {} })
+  assert.equal(r.status, 'cancelled', r.content)
+  assert.equal(r.decision.cancelReason, 'shutdown')
+  assert.equal(ran, 1)
+  await closing
+  rmSync(dir, { recursive: true })
+})

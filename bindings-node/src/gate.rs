@@ -804,6 +804,8 @@ impl NativeGate {
         let fut: TaskFuture = if self.state.is_released() {
             Box::pin(async move { Box::new(undefined) as Settle })
         } else if self.has_audit || self.durable {
+            // Closed now; what may wait for the disk runs off this thread.
+            gate.mark_closed();
             Box::pin(async move {
                 let _ = tokio::task::spawn_blocking(move || gate.close()).await;
                 mark();

@@ -258,6 +258,28 @@ async fn without_deny_when_unobserved_a_request_waits_for_a_remote_answer() {
     assert!(call.await.unwrap().unwrap().is_approved());
 }
 
+/// `mark_closed`, the first step of `close` (a host runs the rest off its thread): nothing that
+/// needs approval gets through from then on, even before the rest of `close` has run.
+#[tokio::test(start_paused = true)]
+async fn marked_closed_nothing_gets_through_before_the_rest_of_close() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    let exec = tokio::spawn({
+        let g = g.clone();
+        async move { g.execute(del("/x")).await }
+    });
+    let req = next_request(&mut sub).await;
+    g.mark_closed();
+    assert!(g.is_closed());
+    assert_eq!(g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::Closed);
+    let later = g.confirm(del("/y")).await.unwrap();
+    assert!(matches!(later, Decision::Cancelled { reason: CancelReason::Shutdown, .. }));
+    g.close();
+    assert_eq!(exec.await.unwrap().status, ToolStatus::Cancelled);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_cancels_pending_and_later_requests_and_rejects_responses() {
     let runs = Arc::new(AtomicUsize::new(0));

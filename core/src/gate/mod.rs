@@ -874,7 +874,7 @@ impl Gate {
     /// its call returns the tool's own result; its `execution` audit record is written, while a
     /// durable store, closed now, reports it `interrupted` after a restart.
     pub fn close(&self) {
-        self.inner.closed.store(true, Ordering::SeqCst);
+        self.mark_closed();
         self.cancel_where(|_| true, CancelReason::Shutdown);
         // Subscriptions end once they have delivered the cancellations above.
         self.end_subscriptions();
@@ -891,7 +891,16 @@ impl Gate {
         }
     }
 
-    /// True after [`close`](Self::close).
+    /// The first step of [`close`](Self::close), at once: from now on [`is_closed`](Self::is_closed)
+    /// is true, a call that needs approval is cancelled (`shutdown`) and an answer is refused
+    /// (`closed`). For a host that runs the rest of `close` (cancelling what is pending, flushing
+    /// the audit log, releasing the store, all of which may wait for a disk) off its own thread:
+    /// nothing gets through meanwhile. Call `close` after it.
+    pub fn mark_closed(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// True after [`close`](Self::close) (or [`mark_closed`](Self::mark_closed)).
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::SeqCst)
     }
