@@ -380,10 +380,12 @@ test('gate.respond: every rejection has its stable code and leaves the request p
   assert.throws(() => gate.respond({ ...bound, decision: 'deny', scope: 'session' }), code('malformed'))
   assert.throws(() => gate.respondJson('{"id": 5}'), code('malformed'))
   assert.ok(req.isPending())
-  assert.equal(gate.respond({ ...bound, decision: 'approve', responder: 'carol' }), 'approved')
+  // `arguments: null` is no edit (as an absent option is): an approval runs what was shown.
+  assert.equal(gate.respond({ ...bound, decision: 'approve', responder: 'carol', arguments: null }), 'approved')
   assert.throws(() => gate.respond({ ...bound, decision: 'deny' }), code('already_resolved'))
   const d = await p
   assert.equal(d.responder, 'carol')
+  assert.deepEqual([d.arguments, d.edited], [{ path: '/a' }, false])
   await gate.close()
   assert.throws(() => gate.respond({ ...bound, decision: 'deny' }), code('closed'))
   const e = (() => { try { gate.respond({ ...bound, decision: 'deny' }) } catch (x) { return x } })()

@@ -168,7 +168,7 @@ pub struct ConfirmationResponse {
     /// Approve or deny.
     pub decision: ResponseDecision,
     /// Edited arguments (approve only; the tool must be editable). Validated against the
-    /// tool's schema before they can run.
+    /// tool's schema before they can run. `null` is no edit, as when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
     /// Once (default) or for the rest of the session.

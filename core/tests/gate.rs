@@ -258,6 +258,34 @@ async fn without_deny_when_unobserved_a_request_waits_for_a_remote_answer() {
     assert!(call.await.unwrap().unwrap().is_approved());
 }
 
+/// An edit of `null` is no edit, in every language (it reads so in the JSON form): a denial
+/// carrying it is a denial, an approval of a tool that is not editable runs what was shown.
+#[tokio::test(start_paused = true)]
+async fn an_edit_of_null_is_no_edit() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = gate_with(Gate::builder(), runs.clone());
+    let mut sub = g.subscribe();
+    for (decision, expect) in
+        [(ResponseDecision::Deny, Outcome::Denied), (ResponseDecision::Approve, Outcome::Approved)]
+    {
+        let call = tokio::spawn({
+            let g = g.clone();
+            async move { g.confirm(del("/x")).await }
+        });
+        let req = next_request(&mut sub).await;
+        let bound = match decision {
+            ResponseDecision::Approve => ConfirmationResponse::approve(&req),
+            ResponseDecision::Deny => ConfirmationResponse::deny(&req, None),
+        };
+        let answer = ConfirmationResponse { arguments: Some(serde_json::Value::Null), ..bound };
+        assert_eq!(g.respond(answer).unwrap(), expect);
+        let d = call.await.unwrap().unwrap();
+        if expect == Outcome::Approved {
+            assert_eq!((d.arguments(), d.edited()), (Some(&json!({"path": "/x"})), false));
+        }
+    }
+}
+
 /// `mark_closed`, the first step of `close` (a host runs the rest off its thread): nothing that
 /// needs approval gets through from then on, even before the rest of `close` has run.
 #[tokio::test(start_paused = true)]

@@ -199,6 +199,10 @@ impl Gate {
         if self.is_closed() {
             return Err(Error::Closed);
         }
+        // An edit of `null` is no edit, as `"arguments": null` reads in the JSON form.
+        if resp.arguments.as_ref().is_some_and(serde_json::Value::is_null) {
+            resp.arguments = None;
+        }
         let id = resp.id;
         let (request, tool, deadline) = {
             let waiters = lock(&self.inner.waiters);
