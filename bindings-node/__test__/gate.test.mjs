@@ -94,6 +94,8 @@ test('ungated calls resolve without a request; refused calls reject with the cor
   const d = await gate.confirm({ tool: 'read_file', arguments: { path: '/a' } })
   assert.deepEqual(d, { outcome: 'approved', approved: true, arguments: { path: '/a' }, edited: false, by: 'not-gated', scope: 'once' })
   await assert.rejects(gate.confirm({ tool: 'nope' }), code('unknown_tool'))
+  // `arguments: null` is no arguments, `{}`, as in every language (the schema then decides).
+  await assert.rejects(gate.confirm({ tool: 'read_file', arguments: null }), (e) => code('invalid_arguments')(e) && /path/.test(e.message))
   await assert.rejects(gate.confirm({ tool: 'delete_file', arguments: { path: 1 } }), code('invalid_arguments'))
   await assert.rejects(gate.confirm({ tool: 'delete_file', arguments: { n: 10n } }), code('malformed'))
   await assert.rejects(gate.confirm({ tool: 42 }), code('malformed'))

@@ -1321,3 +1321,29 @@ fn a_tool_call_with_an_unknown_field_is_refused() {
         assert!(e.to_string().contains("unknown field"), "{e}");
     }
 }
+
+/// Arguments of `null` are no arguments, `{}`, however the call arrives (a model's call of a tool
+/// without parameters may say either): what is shown, evaluated and run is `{}`.
+#[tokio::test(start_paused = true)]
+async fn null_arguments_are_no_arguments() {
+    let g = Gate::builder()
+        .tool(Tool::builder("list").executor(|a| async move { Ok(a) }).build())
+        .tool(Tool::builder("wipe").requires_approval().executor(|a| async move { Ok(a) }).build())
+        .build()
+        .unwrap();
+    let null = || serde_json::Value::Null;
+    assert!(!g.evaluate(&ToolCall::new("list", null())).unwrap().required);
+    let d = g.confirm(ToolCall::new("list", null())).await.unwrap();
+    assert_eq!(d.arguments(), Some(&json!({})));
+    let mut sub = g.subscribe();
+    let call = tokio::spawn({
+        let g = g.clone();
+        async move { g.execute(ToolCall::new("wipe", serde_json::Value::Null)).await }
+    });
+    let req = next_request(&mut sub).await;
+    assert_eq!(req.arguments.json(), "{}");
+    g.respond(ConfirmationResponse::approve(&req)).unwrap();
+    assert_eq!(call.await.unwrap().output, Some(json!({})));
+    let batch = g.execute_batch(vec![ToolCall::new("list", null())]).await;
+    assert_eq!(batch[0].output, Some(json!({})));
+}

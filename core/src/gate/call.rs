@@ -15,7 +15,8 @@ pub const DEFAULT_SESSION: &str = "default";
 pub struct ToolCall {
     /// The tool's name.
     pub tool: String,
-    /// The arguments (a JSON object for most schemas).
+    /// The arguments (a JSON object for most schemas). `null` is no arguments: `{}`, as when
+    /// absent (a model's call of a tool without parameters may say either).
     #[serde(default = "empty_object")]
     pub arguments: Value,
     /// The agent session. Grants never cross sessions.

@@ -287,9 +287,11 @@ impl Gate {
     /// Whether a call would need approval right now, and why (no request is made).
     pub fn evaluate(&self, call: &ToolCall) -> Result<crate::policy::Evaluation> {
         let tool = self.tool(&call.tool)?;
-        crate::json::check(&call.arguments, "arguments")?;
-        tool.validate(&call.arguments, "original")?;
-        Ok(tool.evaluate(&call.arguments).into())
+        let none = Value::Object(Default::default());
+        let arguments = if call.arguments.is_null() { &none } else { &call.arguments };
+        crate::json::check(arguments, "arguments")?;
+        tool.validate(arguments, "original")?;
+        Ok(tool.evaluate(arguments).into())
     }
 
     /// The policy in force.
@@ -328,9 +330,12 @@ impl Gate {
     pub(crate) fn prepare(
         &self,
         tool: Arc<CompiledTool>,
-        call: ToolCall,
+        mut call: ToolCall,
         original: &mut Option<Value>,
     ) -> Result<Prepared> {
+        if call.arguments.is_null() {
+            call.arguments = Value::Object(Default::default());
+        }
         crate::json::check(&call.arguments, "arguments")?;
         crate::json::check(&call.metadata, "metadata")?;
         tool.validate(&call.arguments, "original")?;
