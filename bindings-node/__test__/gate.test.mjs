@@ -82,6 +82,10 @@ test('tool definitions become the core ToolSpec: camelCase keys, unknown keys re
   assert.throws(() => gate.register({ name: 'x', aproval: 'required' }), code('malformed'))
   assert.throws(() => gate.register({ name: 'x', parameters: { type: 12 } }), code('invalid_tool'))
   assert.throws(() => gate.register({ name: '  ' }), code('invalid_tool'))
+  // A tool's timeout has the gate default's bounds, checked by the core: 1 ms to 30 days.
+  for (const timeoutMs of [0, 30 * 24 * 3600 * 1000 + 1]) {
+    assert.throws(() => gate.register({ name: 'slow', timeoutMs }), code('invalid_tool'), String(timeoutMs))
+  }
   assert.throws(() => gate.register({ name: 'x', approval: 'sometimes' }), code('malformed'))
   assert.throws(() => new Gate({ defaultTimeoutMS: 5 }), code('config'))
   assert.ok(DEFAULT_KEYWORDS.includes('delete'))

@@ -87,6 +87,10 @@ def test_bad_tool_definitions_are_typed_errors() -> None:
         gate.register("a\u202eb")
     with pytest.raises(signoff.InvalidToolError):
         gate.register("x", rules=[signoff.path_outside("path", ["/tmp"])])
+    # A tool's timeout has the gate default's bounds, checked by the core: 1 ms to 30 days.
+    for timeout in (0, 30 * 24 * 3600 + 1):
+        with pytest.raises(signoff.InvalidToolError, match="timeout_ms"):
+            gate.register("slow", timeout=timeout)
     with pytest.raises(signoff.MalformedError):
         gate.register("x", approval="sometimes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):

@@ -333,6 +333,10 @@ def test_invalid_tool():
         gate.register_tool(so.ToolSpec(name="x", parameters_json="{not json"))
     with pytest.raises(so.SignoffError.InvalidTool):
         gate.register_tool(so.ToolSpec(name="x", rules=[so.ArgRule.PATH_OUTSIDE(pointer="/p", prefixes=["relative"])]))
+    # A tool's timeout has the gate default's bounds, checked by the core: 1 ms to 30 days.
+    for timeout_ms in (0, 30 * 24 * 3600 * 1000 + 1):
+        with pytest.raises(so.SignoffError.InvalidTool, match="timeout_ms"):
+            gate.register_tool(so.ToolSpec(name="slow", timeout_ms=timeout_ms))
     # A threshold no amount exceeds would never ask for approval: refused, as JSON refuses it elsewhere.
     for value in (float("nan"), float("inf"), float("-inf")):
         with pytest.raises(so.SignoffError.InvalidTool, match="finite"):

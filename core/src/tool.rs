@@ -256,7 +256,8 @@ pub struct ToolSpec {
     /// Hint: the tool destroys or changes something irreversibly. Gated in the default mode.
     #[serde(default)]
     pub destructive: bool,
-    /// Approval timeout for this tool in milliseconds; the gate's default when absent.
+    /// Approval timeout for this tool in milliseconds, from 1 ms to 30 days; the gate's default
+    /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Argument rules that force approval when they hold.
@@ -427,6 +428,13 @@ impl Tool {
         }
         if self.spec.name.chars().any(crate::display::is_deceptive) {
             return Err(invalid("the name contains control, bidi or zero-width characters".into()));
+        }
+        // The gate's own default has the same bounds (`default_timeout_ms`).
+        let max = crate::config::MAX_TIMEOUT.as_millis() as u64;
+        if let Some(t) = self.spec.timeout_ms
+            && !(1..=max).contains(&t)
+        {
+            return Err(invalid(format!("timeout_ms must be from 1 ms to 30 days ({max} ms), got {t}")));
         }
         for r in &self.spec.rules {
             r.check().map_err(invalid)?;

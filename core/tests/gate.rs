@@ -1269,6 +1269,11 @@ fn tool_registration_rejects_bad_definitions() {
         let rule = ArgRule::GreaterThan { pointer: "/amount".into(), value };
         assert!(rule.holds(&json!({"amount": 5})) || value == f64::INFINITY, "fails safe: {value}");
     }
+    // A tool's timeout has the gate default's bounds: 1 ms to 30 days.
+    for t in [0, 30 * 24 * 3600 * 1000 + 1, u64::MAX] {
+        let spec = ToolSpec::from_json(json!({"name": "slow", "timeout_ms": t})).unwrap();
+        assert_eq!(g.register_spec(spec).unwrap_err().kind(), ErrorKind::InvalidTool, "{t}");
+    }
     g.register_spec(ToolSpec::from_json(json!({"name": "ok", "approval": "required", "timeout_ms": 5})).unwrap())
         .unwrap();
     assert_eq!(g.tools()[0].name, "ok");
