@@ -188,7 +188,7 @@ function toolDefinition(tool: unknown): { spec: Record<string, unknown>; paramet
   optString(t, 'promptTemplate', shape)
   optBool(t, 'readOnly', shape)
   optBool(t, 'destructive', shape)
-  optNumber(t, 'timeoutMs', shape, 'a whole number of milliseconds (0 or more)', { whole: true })
+  optNumber(t, 'timeoutMs', shape, 'a whole number of milliseconds (1 to 30 days)', { whole: true })
   const { execute, parameters, rules, source } = t
   if (execute !== undefined && execute !== null && typeof execute !== 'function') {
     throw badField(shape, 'execute', 'a function (args, context) => output, sync or async', execute)

@@ -248,7 +248,7 @@ export interface ToolDefinition<Args = any> {
   readOnly?: boolean
   /** Hint: the tool destroys or changes something irreversibly (gated in the default mode). */
   destructive?: boolean
-  /** Approval timeout for this tool, in milliseconds. */
+  /** Approval timeout for this tool, in milliseconds (1 to 30 days). */
   timeoutMs?: number
   /** The function that runs the tool (sync or async). Needed by `execute`, not by `confirm`. */
   execute?: Executor<Args>

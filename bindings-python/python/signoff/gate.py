@@ -282,7 +282,7 @@ class Gate(Closing):
             rules: argument rules (see :mod:`signoff.tools`) that force approval when they hold.
             source: ``"built_in"`` or :func:`signoff.external` ``(server)``.
             read_only, destructive: hints for the policy.
-            timeout: approval timeout in seconds for this tool.
+            timeout: approval timeout in seconds for this tool (1 ms to 30 days).
             executor: runs the tool, for :meth:`execute`: a sync or async callable receiving the
                 approved arguments (a dict) and returning a JSON-compatible value. While it
                 runs, :func:`signoff.current_call` returns the call's :class:`CallContext`; a
