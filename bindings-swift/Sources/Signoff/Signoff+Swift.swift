@@ -366,10 +366,16 @@ extension Gate {
 
 /// JSON text <-> Codable values, as the FFI passes JSON values as text.
 public enum SignoffJSON {
+    /// The JSON text of `value`. A value JSON cannot hold (NaN, an infinity) is
+    /// `SignoffError.Malformed`, as in every language, not Foundation's `EncodingError`.
     public static func encode<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
+        do {
+            return String(decoding: try encoder.encode(value), as: UTF8.self)
+        } catch let error as EncodingError {
+            throw SignoffError.Malformed(message: "malformed payload: the value is not JSON: \(error)")
+        }
     }
 
     public static func decode<T: Decodable>(_ type: T.Type, from json: String) throws -> T {

@@ -1457,6 +1457,8 @@ final class SignoffTests: XCTestCase {
         XCTAssertTrue(try Gate.open(config: GateConfig(dangerouslyDisableGating: true)).gatingDisabled())
         let encoded = try ToolCall(tool: "x", arguments: ["path": "/tmp"])
         XCTAssertEqual(encoded.argumentsJson, #"{"path":"/tmp"}"#)
+        // A value JSON cannot hold is malformed, as in every language (not an EncodingError).
+        XCTAssertThrowsKind(.malformed) { try ToolCall(tool: "x", arguments: ["amount": Double.nan]) }
     }
 
     func testEventJsonRoundTrip() throws {
