@@ -372,5 +372,11 @@ def test_an_observer_sees_everything_but_is_no_approver(run: Any) -> None:
 
 def test_a_schema_given_as_text_is_an_invalid_tool_not_a_value_error() -> None:
     with signoff.Gate() as gate:
+        # `True` / `False` are JSON Schemas (any value / none), as in every language.
+        gate.register("anything", parameters=True, approval="not_required")
+        gate.register("nothing", parameters=False, approval="not_required")
+        assert gate.confirm_blocking("anything", {"x": 1}).approved
+        with pytest.raises(signoff.InvalidArgumentsError):
+            gate.confirm_blocking("nothing", {})
         with pytest.raises(signoff.InvalidToolError, match="parameters must be a JSON Schema given as a dict"):
             gate.register("t", parameters='{"type": "object"}')  # type: ignore[arg-type]

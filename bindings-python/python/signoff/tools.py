@@ -120,7 +120,7 @@ def tool_spec(
     name: str,
     *,
     description: str = "",
-    parameters: Optional[Mapping[str, Any]] = None,
+    parameters: Union[Mapping[str, Any], bool, None] = None,
     approval: ApprovalMode = "default",
     editable: bool = False,
     prompt_template: Optional[str] = None,
@@ -138,7 +138,9 @@ def tool_spec(
     spec: Dict[str, Any] = {"name": name}
     if description:
         spec["description"] = description
-    if parameters is not None:
+    if isinstance(parameters, bool):  # `true` / `false` are JSON Schemas too (any / no value)
+        spec["parameters"] = parameters
+    elif parameters is not None:
         if not isinstance(parameters, Mapping):
             raise InvalidToolError(
                 f"tool `{name}`: parameters must be a JSON Schema given as a dict, not {type(parameters).__name__} "
