@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
-from ._native import ConfigError, InvalidToolError, normalize_tool_spec
+from ._native import ConfigError, InvalidToolError, MalformedError, normalize_tool_spec
 
 #: Whether calls to a tool need approval: decided by the gate's policy (``"default"``),
 #: always (``"required"``) or never, argument rules aside (``"not_required"``).
@@ -50,6 +50,17 @@ def to_ms(value: Seconds, what: str = "timeout") -> int:
     secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if not 0 <= secs <= 1e12:  # also NaN and Infinity; 1e12 s is some 31,000 years
         raise ConfigError(f"{what} must be a non-negative number of seconds (at most 1e12), got {value!r}")
+    return int(round(secs * 1000))
+
+
+def _tool_timeout_ms(name: str, value: Seconds) -> int:
+    """A tool's timeout as whole milliseconds; the core checks its range (1 ms to 30 days,
+    ``InvalidToolError``), as in every language. What is no duration at all is malformed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise MalformedError(f"tool `{name}`: timeout must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
+    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not 0 <= secs < 2**63 / 1000:  # also NaN and the infinities
+        raise MalformedError(f"tool `{name}`: timeout must be a non-negative, finite number of seconds, got {value!r}")
     return int(round(secs * 1000))
 
 
@@ -163,7 +174,7 @@ def tool_spec(
     if destructive:
         spec["destructive"] = True
     if timeout is not None:
-        spec["timeout_ms"] = to_ms(timeout)
+        spec["timeout_ms"] = _tool_timeout_ms(name, timeout)
     return spec
 
 
