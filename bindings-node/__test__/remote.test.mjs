@@ -427,9 +427,11 @@ console.log('IDS ' + JSON.stringify({ a: a.id, token: a.issueToken('alice'), b: 
   rmSync(dir, { recursive: true })
 })
 
-test('a restored request is shown to listeners, keeps the process alive, and close() lets it exit', async () => {
-  const dir = tmp()
-  const db = path.join(dir, 'signoff.db')
+/**
+ * A child's gate on `db` (the script that makes it, and its `delete_file` that prints `RAN <path>`),
+ * after a first child left two requests pending there (`/one`, `/two`) and died without close().
+ */
+async function leftPending(db) {
   const setup = `
 import { Gate } from ${JSON.stringify(entry)}
 const gate = new Gate({ storePath: ${JSON.stringify(db)}, denyWhenUnobserved: false, defaultTimeoutMs: 600000 })
@@ -443,6 +445,13 @@ process.exit(0) // no close: as if the process died
 `)
   await first.line(/READY/)
   assert.equal((await first.exited).code, 0)
+  return setup
+}
+
+test('a restored request is shown to listeners, keeps the process alive, and close() lets it exit', async () => {
+  const dir = tmp()
+  const db = path.join(dir, 'signoff.db')
+  const setup = await leftPending(db)
 
   // Nothing but the restored requests keeps this process alive. (The gate is held: like any
   // unreferenced gate, one nobody can reach is collected and keeps nothing alive.)
@@ -491,19 +500,7 @@ setTimeout(() => gate.close(), 300)
 test('restored requests that all finish let the process exit without close()', async () => {
   const dir = tmp()
   const db = path.join(dir, 'signoff.db')
-  const setup = `
-import { Gate } from ${JSON.stringify(entry)}
-const gate = new Gate({ storePath: ${JSON.stringify(db)}, denyWhenUnobserved: false, defaultTimeoutMs: 600000 })
-gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: async ({ path }) => { console.log('RAN ' + path); return 1 } })
-`
-  const first = startChild(`${setup}
-gate.confirm({ tool: 'delete_file', arguments: { path: '/one' } })
-gate.confirm({ tool: 'delete_file', arguments: { path: '/two' } })
-console.log('READY')
-process.exit(0) // no close: as if the process died
-`)
-  await first.line(/READY/)
-  assert.equal((await first.exited).code, 0)
+  const setup = await leftPending(db)
   // Answered later, off any call into the gate: once both have run, nothing keeps it alive.
   const second = startChild(`${setup}
 globalThis.gate = gate

@@ -290,14 +290,7 @@ async fn an_edit_of_null_is_no_edit() {
 /// needs approval gets through from then on, even before the rest of `close` has run.
 #[tokio::test(start_paused = true)]
 async fn marked_closed_nothing_gets_through_before_the_rest_of_close() {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let g = gate_with(Gate::builder(), runs.clone());
-    let mut sub = g.subscribe();
-    let exec = tokio::spawn({
-        let g = g.clone();
-        async move { g.execute(del("/x")).await }
-    });
-    let req = next_request(&mut sub).await;
+    let (g, runs, exec, req, _sub) = one_waiting_execute().await;
     g.mark_closed();
     assert!(g.is_closed());
     assert_eq!(g.respond(ConfirmationResponse::approve(&req)).unwrap_err().kind(), ErrorKind::Closed);
@@ -308,8 +301,11 @@ async fn marked_closed_nothing_gets_through_before_the_rest_of_close() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn shutdown_cancels_pending_and_later_requests_and_rejects_responses() {
+/// A gate whose gated `execute` of `/x` waits in a task: the gate, its executions so far, the
+/// task, the request it waits on, and the approver's subscription (kept: without an approver
+/// the request would be cancelled).
+async fn one_waiting_execute()
+-> (Gate, Arc<AtomicUsize>, tokio::task::JoinHandle<ToolResult>, Arc<ConfirmationRequest>, Subscription) {
     let runs = Arc::new(AtomicUsize::new(0));
     let g = gate_with(Gate::builder(), runs.clone());
     let mut sub = g.subscribe();
@@ -318,6 +314,12 @@ async fn shutdown_cancels_pending_and_later_requests_and_rejects_responses() {
         async move { g.execute(del("/x")).await }
     });
     let req = next_request(&mut sub).await;
+    (g, runs, exec, req, sub)
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_cancels_pending_and_later_requests_and_rejects_responses() {
+    let (g, runs, exec, req, _sub) = one_waiting_execute().await;
     g.close();
     let r = exec.await.unwrap();
     assert_eq!(r.status, ToolStatus::Cancelled);

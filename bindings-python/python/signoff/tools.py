@@ -43,24 +43,15 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def to_ms(value: Seconds, what: str = "timeout") -> int:
-    """Seconds (or a ``timedelta``) as whole milliseconds."""
+def to_ms(value: Seconds, what: str = "timeout", error: type = ConfigError) -> int:
+    """Seconds (or a ``timedelta``) as whole milliseconds; what is no such duration raises
+    ``error`` (an option's: ``ConfigError``; a tool definition's: ``MalformedError``, its range
+    being the core's)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        raise ConfigError(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
+        raise error(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
     secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if not 0 <= secs <= 1e12:  # also NaN and Infinity; 1e12 s is some 31,000 years
-        raise ConfigError(f"{what} must be a non-negative number of seconds (at most 1e12), got {value!r}")
-    return int(round(secs * 1000))
-
-
-def _tool_timeout_ms(name: str, value: Seconds) -> int:
-    """A tool's timeout as whole milliseconds; the core checks its range (1 ms to 30 days,
-    ``InvalidToolError``), as in every language. What is no duration at all is malformed."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        raise MalformedError(f"tool `{name}`: timeout must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
-    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not 0 <= secs < 2**63 / 1000:  # also NaN and the infinities
-        raise MalformedError(f"tool `{name}`: timeout must be a non-negative, finite number of seconds, got {value!r}")
+        raise error(f"{what} must be a non-negative number of seconds (at most 1e12), got {value!r}")
     return int(round(secs * 1000))
 
 
@@ -174,7 +165,8 @@ def tool_spec(
     if destructive:
         spec["destructive"] = True
     if timeout is not None:
-        spec["timeout_ms"] = _tool_timeout_ms(name, timeout)
+        # What is no duration is malformed, as in Node; the range (1 ms to 30 days) is the core's.
+        spec["timeout_ms"] = to_ms(timeout, f"tool `{name}`: timeout", MalformedError)
     return spec
 
 
