@@ -192,6 +192,46 @@ test('an async listener answers later; denial reasons reach the model', async ()
   await gate.close()
 })
 
+// A listener's `req.approve()` answers through the run that showed it the request while that run
+// lasts (a synchronous listener until it returns, an async one until its promise settles); after
+// that, by id, and the core says why the request no longer waits. Two gates' runs on one thread
+// never answer each other's requests.
+test('approve() inside a listener run, after it, and with two gates on one thread', async () => {
+  const a = makeGate()
+  const b = makeGate()
+  const kept = []
+  const release = []
+  a.gate.on('confirmation-request', async (req) => {
+    kept.push(req)
+    await new Promise((r) => release.push(r))
+    assert.equal(req.approve(), 'approved')
+    assert.throws(() => req.approve(), (e) => e instanceof SignoffError && e.code === 'already_resolved')
+  })
+  b.gate.on('confirmation-request', (req) => {
+    kept.push(req) // returns without answering: the run ends, the request is cancelled
+  })
+  const ra = a.gate.execute({ tool: 'delete_file', arguments: { path: '/a' }, callId: 'a' })
+  const rb = await b.gate.execute({ tool: 'delete_file', arguments: { path: '/b' }, callId: 'b' })
+  assert.equal(rb.status, 'cancelled')
+  assert.equal(rb.decision.cancelReason, 'approval-failed')
+  const [fromA, fromB] = kept
+  assert.equal(fromA.arguments.path, '/a')
+  assert.equal(fromB.arguments.path, '/b')
+  // b's run is over: by id, the core's refusal (it never turns into an approval of a's request).
+  assert.throws(() => fromB.approve(), (e) => e instanceof SignoffError && e.code === 'already_resolved')
+  assert.equal(a.gate.pendingCount, 1)
+  release.shift()()
+  const r = await ra
+  assert.equal(r.status, 'executed')
+  assert.deepEqual(a.ran, [['delete_file', { path: '/a' }]])
+  assert.deepEqual(b.ran, [])
+  // a's run has settled too: by id now, the same refusal.
+  await sleep(5)
+  assert.throws(() => fromA.approve(), (e) => e instanceof SignoffError && e.code === 'already_resolved')
+  await a.gate.close()
+  await b.gate.close()
+})
+
 // A failed approval step (a listener that throws, rejects, or settles without answering) is not
 // a person's refusal: the request ends at once as cancelled / approval-failed, the model is told
 // the approval step failed (never the error's text, never "declined"), and the detail goes to the

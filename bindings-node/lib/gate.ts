@@ -1248,7 +1248,7 @@ export class Gate extends EventEmitter {
 
   /** Runs the `confirmation-request` listeners for requests the core hands over. */
   readonly #dispatch = (token: number, id: string, tool: string, argsJson: string, rest: string): null | string | undefined =>
-    this.#run(token, new PendingRequest(this.#native, id, tool, JSON.parse(argsJson), rest, argsJson))
+    this.#run(token, new PendingRequest(this.#native, id, tool, JSON.parse(argsJson), rest, argsJson, token))
 
   /**
    * Runs the listeners: `null` when all returned, the first failure's message when one threw,

@@ -33,18 +33,22 @@ export class PendingRequest implements ConfirmationRequestData {
   #rest: Rest | string
   /** The arguments' canonical JSON, while `displayArguments` has not been derived from it. */
   #argsJson: string | undefined
+  /** The listener run that showed this request (its token), if a listener was handed it. */
+  readonly #run: number | undefined
   readonly #gate: NativeGate
 
   /**
    * @internal `rest` is the request's other fields (JSON text from a listener's dispatch, parsed
-   * when first read); `displayArguments` comes from `argsJson` when `rest` lacks it.
+   * when first read); `displayArguments` comes from `argsJson` when `rest` lacks it; `run` is
+   * the listener run's token, through which an approval as shown is given while the run lasts.
    */
-  constructor(gate: NativeGate, id: string, tool: string, args: unknown, rest: Rest | string, argsJson?: string) {
+  constructor(gate: NativeGate, id: string, tool: string, args: unknown, rest: Rest | string, argsJson?: string, run?: number) {
     this.id = id
     this.tool = tool
     this.arguments = args
     this.#rest = rest
     this.#argsJson = argsJson
+    this.#run = run
     this.#gate = gate
   }
 
@@ -129,6 +133,16 @@ export class PendingRequest implements ConfirmationRequestData {
    *   `invalid_arguments`, `malformed`, `closed`.
    */
   approve(options?: ApproveOptions): Outcome {
+    if (options === undefined && this.#run !== undefined) {
+      // From a listener while its run lasts: answered through the handle the run holds.
+      let outcome: Outcome | null
+      try {
+        outcome = native.approveRun(this.#run)
+      } catch (e) {
+        throw toSignoffError(e)
+      }
+      if (outcome !== null) return outcome
+    }
     const o = fields(options, APPROVE, true)
     const scope = optEnum(o, 'scope', APPROVE, ['once', 'session'])
     const responder = optString(o, 'responder', APPROVE)

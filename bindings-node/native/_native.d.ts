@@ -274,6 +274,14 @@ export declare class NativeTokenKeys {
 /** Why a call may run. */
 export type ApprovedByKind = 'not-gated' | 'person' | 'session-grant' | 'gating-disabled'
 
+/**
+ * Approves, as shown, the request of listener run `token` (`PendingRequest.approve()` with no
+ * options, from a listener the dispatcher called): the core's answer through the handle the
+ * run holds, with no lookup by id. `null` when that run is over: the facade then answers by id,
+ * and the core says why the request no longer waits.
+ */
+export declare function approveRun(token: number): OutcomeKind | null
+
 /** Why a request was cancelled. */
 export type CancelReasonKind = 'no-approver' | 'shutdown' | 'aborted' | 'session-ended' | 'approval-failed'
 

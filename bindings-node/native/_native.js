@@ -841,6 +841,7 @@ module.exports.NativeSecret = nativeBinding.NativeSecret
 module.exports.NativeSubscription = nativeBinding.NativeSubscription
 module.exports.NativeTokenKeys = nativeBinding.NativeTokenKeys
 module.exports.ApprovedByKind = nativeBinding.ApprovedByKind
+module.exports.approveRun = nativeBinding.approveRun
 module.exports.CancelReasonKind = nativeBinding.CancelReasonKind
 module.exports.ChainProblemKind = nativeBinding.ChainProblemKind
 module.exports.defaultKeywords = nativeBinding.defaultKeywords

@@ -17,6 +17,7 @@ use crate::errors;
 use crate::events::js_string;
 use napi::bindgen_prelude::*;
 use napi::{Env, sys};
+use napi_derive::napi;
 use signoff::{ApproverGuard, PendingRequest};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -26,13 +27,48 @@ use std::sync::{Arc, Weak};
 const RELEASED: &str = "the request listener was removed, or the gate closed, before it finished";
 const RETURNED: &str = "the approval handler returned without answering";
 
-/// The facade's dispatch function, the core's approver guard, and the listener runs in flight.
+/// The facade's dispatch function and the core's approver guard.
 #[derive(Default)]
 pub(crate) struct HandlerJs {
     dispatch: RefCell<Option<sys::napi_ref>>,
     guard: RefCell<Option<ApproverGuard>>,
-    runs: RefCell<HashMap<u64, PendingRequest>>,
-    next_token: Cell<u64>,
+}
+
+/// A listener run: the request its listeners were shown, held (with the duty to answer) until
+/// they have settled, and the gate it belongs to.
+struct Run {
+    gate_id: u64,
+    request: PendingRequest,
+}
+
+thread_local! {
+    /// The listener runs in flight on this thread, by token (unique on the thread, so that a
+    /// listener's answer can name its run alone: [`approve_run`]).
+    static RUNS: RefCell<HashMap<u64, Run>> = RefCell::new(HashMap::new());
+    static NEXT_TOKEN: Cell<u64> = const { Cell::new(0) };
+}
+
+fn take_run(token: u64, gate_id: u64) -> Option<PendingRequest> {
+    RUNS.with(|r| {
+        let mut runs = r.borrow_mut();
+        match runs.get(&token) {
+            Some(run) if run.gate_id == gate_id => runs.remove(&token).map(|run| run.request),
+            _ => None,
+        }
+    })
+}
+
+/// Approves, as shown, the request of listener run `token` (`PendingRequest.approve()` with no
+/// options, from a listener the dispatcher called): the core's answer through the handle the
+/// run holds, with no lookup by id. `null` when that run is over: the facade then answers by id,
+/// and the core says why the request no longer waits.
+#[napi]
+pub fn approve_run(env: Env, token: f64) -> Result<Option<crate::events::OutcomeKind>> {
+    let found = RUNS.with(|r| r.borrow().get(&(token as u64)).map(|run| (run.gate_id, run.request.clone())));
+    let Some((gate_id, p)) = found else { return Ok(None) };
+    let Some(state) = state_for(gate_id) else { return Ok(None) };
+    let outcome = state.enter(&env, || p.approve());
+    outcome.map(|o| Some(o.into())).map_err(|e| errors::throw(&env, &e))
 }
 
 /// Ends the approval step for a request whose listeners have settled: a no-op when one answered.
@@ -91,9 +127,14 @@ fn approve(shared: &Weak<Shared>, p: PendingRequest) {
 pub(crate) fn stop(state: &Rc<JsState>, env: Option<&Env>) {
     let guard = state.handler.guard.borrow_mut().take();
     drop(guard);
-    let runs = std::mem::take(&mut *state.handler.runs.borrow_mut());
+    let gate_id = state.shared.gate_id;
+    let runs: Vec<PendingRequest> = RUNS.with(|r| {
+        let mut runs = r.borrow_mut();
+        let tokens: Vec<u64> = runs.iter().filter(|(_, run)| run.gate_id == gate_id).map(|(t, _)| *t).collect();
+        tokens.into_iter().filter_map(|t| runs.remove(&t)).map(|run| run.request).collect()
+    });
     let queued = std::mem::take(&mut *state.shared.requests.lock().unwrap_or_else(|e| e.into_inner()));
-    for p in runs.into_values().chain(queued) {
+    for p in runs.into_iter().chain(queued) {
         p.fail(RELEASED);
     }
     let dispatch = state.handler.dispatch.borrow_mut().take();
@@ -107,8 +148,7 @@ pub(crate) fn stop(state: &Rc<JsState>, env: Option<&Env>) {
 
 /// Reports that the listeners of run `token` have settled (`error`: the first failure).
 pub(crate) fn finish(state: &Rc<JsState>, token: u64, error: Option<String>) {
-    let p = state.handler.runs.borrow_mut().remove(&token);
-    if let Some(p) = p {
+    if let Some(p) = take_run(token, state.shared.gate_id) {
         settle(p, error);
     }
 }
@@ -129,18 +169,18 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
         p.fail(RELEASED);
         return;
     }
-    let token = state.handler.next_token.get() + 1;
-    state.handler.next_token.set(token);
+    let token = NEXT_TOKEN.with(|n| n.get() + 1);
+    NEXT_TOKEN.with(|n| n.set(token));
     let req = p.request();
     // The id, tool and arguments on their own, and the rest of the request (parsed only if a
     // listener reads it) without the display text, which is derived from the arguments when read.
-    let mut details = Vec::with_capacity(320);
+    let mut details = Vec::with_capacity(512);
     crate::camel::write(&mut details, &req.details());
     let details = std::str::from_utf8(&details).unwrap_or_default();
     let argv = (|| -> Result<[sys::napi_value; 6]> {
         Ok([
             (token as f64).into_unknown(env)?.raw(),
-            js_string(env, &req.id.to_string())?,
+            js_string(env, req.id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))?,
             js_string(env, &req.tool)?,
             js_string(env, req.arguments.json())?,
             js_string(env, details)?,
@@ -150,6 +190,14 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
     let Ok(argv) = argv else {
         p.fail("the approval handler failed: the request could not be handed to JavaScript");
         return;
+    };
+    let gate_id = state.shared.gate_id;
+    RUNS.with(|r| r.borrow_mut().insert(token, Run { gate_id, request: p }));
+    // Taken back when the listeners have returned; gone if the dispatcher stopped meanwhile.
+    let done = |error: Option<String>| {
+        if let Some(p) = take_run(token, gate_id) {
+            settle(p, error);
+        }
     };
     let mut out = std::ptr::null_mut();
     // SAFETY: on the JavaScript thread, with `env`, the env of the call running now; `f` (a
@@ -163,25 +211,23 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
         let msg = errors::clear_exception(env)
             .map(|e| errors::describe(env, e))
             .unwrap_or_else(|| format!("status {status}"));
-        return settle(p, Some(format!("the request dispatcher failed: {msg}")));
+        return done(Some(format!("the request dispatcher failed: {msg}")));
     }
-    // `undefined`: listeners still running (finishRequest follows); `null`: all returned;
-    // a string: the first failure.
+    // `undefined`: listeners still running (finishRequest follows, the run stays); `null`: all
+    // returned; a string: the first failure.
     let Ok(out) = out.into_unknown(env) else {
-        return settle(p, Some("the request dispatcher's result could not be read".into()));
+        return done(Some("the request dispatcher's result could not be read".into()));
     };
     match out.get_type() {
-        Ok(ValueType::Null) => settle(p, None),
+        Ok(ValueType::Null) => done(None),
         Ok(ValueType::String) => {
             let msg = out
                 .coerce_to_string()
                 .and_then(|s| s.into_utf8())
                 .and_then(|s| s.as_str().map(str::to_owned))
                 .unwrap_or_default();
-            settle(p, Some(msg));
+            done(Some(msg));
         }
-        _ => {
-            state.handler.runs.borrow_mut().insert(token, p);
-        }
+        _ => {}
     }
 }
