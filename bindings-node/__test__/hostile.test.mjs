@@ -357,6 +357,67 @@ test('what JSON can represent is accepted and arrives exactly as JSON.stringify 
   await gate.close()
 })
 
+// A tool's output: JSON.stringify's text, except where it would report data the tool did not
+// return (NaN and ±Infinity as null, a Map, a Set or an ArrayBuffer as {}): then the call fails,
+// naming the path, as in Python and Swift. What JSON.stringify writes faithfully (an undefined
+// property left out, a class instance's own fields, toJSON, real nulls and empty objects) passes.
+test("a tool's output that JSON.stringify would change fails the call, naming the path", async () => {
+  const gate = new Gate()
+  const NAN = 'JSON has no NaN or Infinity; refusing instead of sending null'
+  const refused = [
+    ['nan', () => ({ score: NaN }), `the tool's return value.score is NaN: ${NAN}`],
+    ['top', () => Infinity, `the tool's return value is Infinity: ${NAN}`],
+    ['array', async () => [1, { x: [null, -Infinity] }], `the tool's return value[1].x[1] is -Infinity: ${NAN}`],
+    ['map', () => ({ 'a b': new Map([[1, 2]]) }), `the tool's return value["a b"] is a Map, which JSON.stringify writes as {}; refusing instead of sending that: convert it first, e.g. Object.fromEntries(map)`],
+    ['set', async () => ({ s: new Set(['x']) }), `the tool's return value.s is a Set, which JSON.stringify writes as {}`],
+    ['buffer', () => ({ b: new ArrayBuffer(4) }), `the tool's return value.b is an ArrayBuffer, which JSON.stringify writes as {}`],
+    ['realm', () => vm.runInNewContext('({ m: new Map() })'), `the tool's return value.m is a Map`],
+    ['via toJSON', () => ({ v: { toJSON: () => ({ n: NaN }) } }), `the tool's return value.v.n is NaN`],
+  ]
+  let runs = 0
+  for (const [name, fn] of refused) {
+    gate.register({ name, approval: 'not_required', execute: () => (runs++, fn()) })
+    gate.register({ name: `${name}_gated`, approval: 'required', execute: () => (runs++, fn()) })
+  }
+  gate.on('confirmation-request', (req) => req.approve())
+  for (const [name, , message] of refused) {
+    for (const tool of [name, `${name}_gated`]) {
+      const r = await gate.execute({ tool, callId: tool })
+      assert.equal(r.status, 'failed', tool)
+      assert.ok(r.error.startsWith(message), `${tool}: ${r.error}`)
+      assert.equal(r.output, undefined)
+      assert.equal(r.isError, true)
+    }
+  }
+  assert.equal(runs, refused.length * 2)
+
+  class Row {
+    constructor() {
+      this.id = 7
+      this.note = null
+    }
+  }
+  const faithful = {
+    nulls: [null, { a: null }],
+    empty: {},
+    gone: undefined,
+    f() {},
+    row: new Row(),
+    when: new Date(0),
+    invalid: new Date(NaN),
+    bytes: Buffer.from('hi'),
+    text: 'null {} NaN',
+  }
+  gate.register({ name: 'faithful', approval: 'not_required', execute: async () => faithful })
+  gate.register({ name: 'nothing', approval: 'not_required', execute: () => undefined })
+  const ok = await gate.execute({ tool: 'faithful' })
+  assert.equal(ok.status, 'executed', ok.error)
+  assert.deepEqual(ok.output, JSON.parse(JSON.stringify(faithful)))
+  assert.deepEqual(JSON.parse(ok.content), JSON.parse(JSON.stringify(faithful)))
+  assert.equal((await gate.execute({ tool: 'nothing' })).output, null)
+  await gate.close()
+})
+
 test('tool definitions: a parameters schema or rule value that is not JSON is refused; undefined optional fields are not', async () => {
   const gate = new Gate()
   const bad = [

@@ -37,7 +37,7 @@ import {
   type StoredRecordData,
   type ToolResultData,
 } from './native'
-import { fieldsToJson, toJson } from './json'
+import { OutputNotJson, fieldsToJson, outputToJson, toJson } from './json'
 import { PendingRequest } from './request'
 import { ToolResult } from './result'
 import { TokenKeys, nativeTokenKeys } from './token'
@@ -305,11 +305,15 @@ const REQUEST = 'confirmation-request'
 /** Events delivered to `on()` listeners through a bus subscription. */
 const BUS_EVENTS = new Set<string | symbol>(['confirmation-response', 'confirmation-timeout', 'confirmation-resolved', 'lagged'])
 
-/** The JSON text of a tool's output, as `JSON.stringify` writes it (`undefined`: `null`). */
+/**
+ * The JSON text of a tool's output, as `JSON.stringify` writes it (`undefined`: `null`), except
+ * what that would change without a word (NaN, ±Infinity, a Map, a Set: see `outputToJson`).
+ */
 function outputJson(v: unknown): string {
   try {
-    return JSON.stringify(v) ?? 'null'
+    return outputToJson(v)
   } catch (e) {
+    if (e instanceof OutputNotJson) throw e
     throw new Error(`the tool returned a value that is not JSON (${describe(e)})`)
   }
 }

@@ -206,6 +206,50 @@ export function toJson(value: unknown, root: string, what: string = root): strin
 }
 
 /**
+ * The JSON text of a tool's output: what `JSON.stringify` writes (`undefined` is `null`; an
+ * `undefined`, function or symbol property is left out, a class instance is written as its own
+ * enumerable properties, `toJSON` is applied), except where that would change the data without
+ * a word. NaN and ±Infinity (written as `null`) and a Map, a Set, a WeakMap, a WeakSet or an
+ * ArrayBuffer (written as `{}`) throw an {@link OutputNotJson} naming the path (`the tool's return
+ * value.items[2] is NaN: ...`): the call fails, as it does in Python and Swift, instead of
+ * reporting data the tool did not return. Only a text with a `null` or a `{}` in it can hide
+ * one: it is written again with a check of every value, and that text is the one returned. @internal
+ */
+export function outputToJson(v: unknown): string {
+  const text = JSON.stringify(v) ?? 'null'
+  return text.includes('null') || text.includes('{}') ? checkedOutput(v) : text
+}
+
+const OUTPUT_ROOT = "the tool's return value"
+
+/** A tool's output that {@link outputToJson} refuses (its message names the path). @internal */
+export class OutputNotJson extends Error {}
+const LOSSY = new Set(['[object Map]', '[object Set]', '[object WeakMap]', '[object WeakSet]', '[object ArrayBuffer]'])
+
+/** {@link outputToJson}'s second pass: `JSON.stringify` with a replacer that refuses and knows the path. */
+function checkedOutput(v: unknown): string {
+  const paths = new Map<object, string>()
+  let top = true
+  const text = JSON.stringify(v, function (this: object, k: string, x: unknown) {
+    let path = OUTPUT_ROOT
+    if (top) top = false
+    else {
+      const at = paths.get(this) ?? OUTPUT_ROOT
+      path = Array.isArray(this) ? `${at}[${k}]` : IDENT.test(k) ? `${at}.${k}` : `${at}[${JSON.stringify(k)}]`
+    }
+    if (typeof x === 'number' && !(x - x === 0)) throw new OutputNotJson(`${path} is ${x}: ${NON_FINITE}`)
+    if (x !== null && typeof x === 'object') {
+      if (LOSSY.has(Object.prototype.toString.call(x))) {
+        throw new OutputNotJson(`${path} is ${kind(x)}, which JSON.stringify writes as {}; refusing instead of sending that: ${hint(x)}`)
+      }
+      paths.set(x, path)
+    }
+    return x
+  })
+  return text ?? 'null'
+}
+
+/**
  * {@link toJson} for a document that wraps values (an event around a request's arguments): like
  * the core's strict text parser, it may nest one level deeper than {@link MAX_NESTING}, so that
  * what it carries may nest {@link MAX_NESTING} levels, as the gate accepts them. @internal

@@ -210,7 +210,9 @@ export interface ExecutionContext {
 
 /**
  * Runs a tool with its approved arguments: return (or resolve) its JSON output, throw (or
- * reject) to report a failure to the model. Called at most once per approved call.
+ * reject) to report a failure to the model. Called at most once per approved call. The output is
+ * written as `JSON.stringify` writes it, except that NaN, ±Infinity, a Map, a Set or an
+ * ArrayBuffer in it (which that would turn into `null` or `{}`) fail the call, naming the path.
  */
 export type Executor<Args = any> = (args: Args, context: ExecutionContext) => unknown
 
