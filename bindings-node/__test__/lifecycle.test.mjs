@@ -193,6 +193,20 @@ test('off() of the last request listener while its async handler is pending ends
   await g.close()
 })
 
+test('a closed gate has no approvers, whoever attached before or after (the core count, as in Python and Swift)', async () => {
+  const g = new Gate()
+  g.on('confirmation-request', (q) => q.approve())
+  const stream = g.events()
+  assert.equal(g.approverCount, 2)
+  await g.close()
+  assert.equal(g.approverCount, 0)
+  g.on('confirmation-request', (q) => q.approve())
+  const late = g.events()
+  assert.equal(g.approverCount, 0)
+  await stream.return()
+  await late.return()
+})
+
 test('off() of the last request listener while another approver remains: the request it handled ends at once', async () => {
   const { gate: g } = gate()
   // An event stream can answer the requests it yields: it is an approver too.

@@ -1017,7 +1017,7 @@ export class Gate extends EventEmitter {
   /**
    * How many approvers are attached: the `confirmation-request` listeners (together, one) and
    * each open {@link events} stream. Observers ({@link observe} streams, listeners of the other
-   * events) do not count.
+   * events) do not count. 0 once the gate is closed (nothing is asked any more).
    */
   get approverCount(): number {
     return this.#native.approverCount

@@ -495,6 +495,24 @@ def test_blocking_call_inside_a_running_loop_is_refused(run: Any) -> None:
     run(body())
 
 
+def test_a_closed_gate_has_no_approvers(run: Any) -> None:
+    # Nothing is asked once the gate is closed: nobody attached before or after counts (the
+    # core's count, the same in every language).
+    async def body() -> None:
+        gate = gate_with_tools()
+        gate.on_request(lambda r: r.approve())
+        stream = gate.events()
+        assert gate.approver_count == 2
+        gate.close()
+        assert gate.approver_count == 0
+        gate.on_request(lambda r: r.approve())
+        late = gate.events()
+        assert gate.approver_count == 0
+        del stream, late
+
+    run(body())
+
+
 def test_stopped_handler_no_longer_answers(run: Any) -> None:
     async def body() -> None:
         gate = gate_with_tools()

@@ -949,7 +949,7 @@ impl Gate {
     }
 
     /// How many approvers are attached: approver subscriptions and handlers (observers do not
-    /// count).
+    /// count). 0 once the gate is closed (nothing is asked any more).
     pub fn approver_count(&self) -> u64 {
         self.inner.approver_count() as u64
     }

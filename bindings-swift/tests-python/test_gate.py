@@ -717,6 +717,20 @@ async def test_cancel_after_decision_keeps_decision():
 
 
 @async_test
+async def test_a_closed_gate_has_no_approvers():
+    # nothing is asked once closed: nobody attached before or after counts (the core's count)
+    gate = gate_with_delete()
+    sub = gate.subscribe()
+    assert gate.approver_count() == 1
+    gate.close()
+    assert gate.approver_count() == 0
+    late = gate.subscribe()
+    assert gate.approver_count() == 0
+    sub.close()
+    late.close()
+
+
+@async_test
 async def test_no_subscribers_cancels():
     gate = gate_with_delete()
     d = await gate.confirm_cancellable(call()).wait()

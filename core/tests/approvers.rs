@@ -388,3 +388,20 @@ async fn a_handles_answer_shows_its_binding_wherever_it_is_read() {
     assert_eq!(published.arguments_digest.as_deref(), Some(req.arguments_digest.to_string().as_str()));
     assert_eq!(published.session_id.as_deref(), Some("s2"));
 }
+
+/// A closed gate asks nothing: nobody attached before or after `close` counts as an approver,
+/// in every language (each binding reads this count).
+#[tokio::test]
+async fn a_closed_gate_has_no_approvers() {
+    let g = gate();
+    let sub = g.subscribe();
+    let inline = g.on_request_inline(|p| drop(p.approve()));
+    assert_eq!(g.approver_count(), 2);
+    g.close();
+    assert_eq!(g.approver_count(), 0);
+    let late = g.subscribe();
+    let late_inline = g.on_request_inline(|p| drop(p.approve()));
+    assert_eq!(g.approver_count(), 0);
+    drop((sub, inline, late, late_inline));
+    assert_eq!(g.approver_count(), 0);
+}

@@ -879,7 +879,8 @@ class Gate(Closing):
     @property
     def approver_count(self) -> int:
         """How many approvers are attached: event streams (:meth:`events`) and handlers
-        (:meth:`on_request`). Observers (``events(observe=True)``) do not count."""
+        (:meth:`on_request`). Observers (``events(observe=True)``) do not count. 0 once the gate
+        is closed (nothing is asked any more)."""
         return self._native.approver_count
 
     @property

@@ -1089,7 +1089,7 @@ public protocol GateProtocol: AnyObject, Sendable {
     
     /**
      * How many approvers are attached: approver subscriptions and handlers (observers do not
-     * count).
+     * count). 0 once the gate is closed (nothing is asked any more).
      */
     func approverCount()  -> UInt64
     
@@ -1450,7 +1450,7 @@ open func approve(request: ConfirmationRequest, argumentsJson: String? = nil, sc
     
     /**
      * How many approvers are attached: approver subscriptions and handlers (observers do not
-     * count).
+     * count). 0 once the gate is closed (nothing is asked any more).
      */
 open func approverCount() -> UInt64  {
     return try!  FfiConverterUInt64.lift(try! rustCall() {
@@ -10126,7 +10126,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_signoff_ffi_checksum_method_gate_approve() != 27903) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_signoff_ffi_checksum_method_gate_approver_count() != 62308) {
+    if (uniffi_signoff_ffi_checksum_method_gate_approver_count() != 43412) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_signoff_ffi_checksum_method_gate_cancel_request() != 43168) {

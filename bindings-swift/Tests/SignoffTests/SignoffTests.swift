@@ -565,6 +565,19 @@ final class SignoffTests: XCTestCase {
         XCTAssertEqual(items, [])
     }
 
+    func testClosedGateHasNoApprovers() async throws {
+        // Nothing is asked once closed: nobody attached before or after counts (the core's count).
+        let gate = try gateWithDelete()
+        let sub = gate.subscribe()
+        XCTAssertEqual(gate.approverCount(), 1)
+        gate.close()
+        XCTAssertEqual(gate.approverCount(), 0)
+        let late = gate.subscribe()
+        XCTAssertEqual(gate.approverCount(), 0)
+        sub.close()
+        late.close()
+    }
+
     func testNoSubscribersCancels() async throws {
         let gate = try gateWithDelete()
         guard case .cancelled(_, let reason) = try await gate.confirm(makeCall()) else { return XCTFail() }

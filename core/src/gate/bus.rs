@@ -56,9 +56,10 @@ impl Gate {
 
     /// How many approvers are attached: approver [`Subscription`]s, [`on_request`](Self::on_request)
     /// handlers and [`on_request_inline`](Self::on_request_inline) approvers (observers do not
-    /// count).
+    /// count). 0 once the gate is closed: nothing is asked any more, so nobody attached then or
+    /// later is an approver, whatever the language registered it from.
     pub fn approver_count(&self) -> usize {
-        self.inner.approvers.load(Ordering::SeqCst)
+        if self.is_closed() { 0 } else { self.inner.approvers.load(Ordering::SeqCst) }
     }
 
     /// One approver went away (a subscription dropped or closed, a handler stopped): when it was
