@@ -187,6 +187,44 @@ fn deadlines_still_end_calls_after_the_runtime_that_ran_the_gates_timer_shut_dow
     assert!(matches!(d, Decision::TimedOut { timeout_ms: 300, .. }), "{d:?}");
 }
 
+/// A runtime that is alive but not driven (a current-thread runtime between two `block_on`s, as
+/// behind a synchronous facade) must not hold other runtimes' calls past their deadline: with one
+/// timer task per gate living there, a call on another runtime waited until that runtime was
+/// driven again or dropped (forever, in the first case below).
+#[test]
+fn deadlines_end_calls_while_the_runtime_that_first_needed_a_timer_sits_idle() {
+    let g = gate_with(Gate::builder().default_timeout(Duration::from_millis(200)), Arc::new(AtomicUsize::new(0)));
+    let _sub = g.subscribe();
+    // Runtime A runs one call to its deadline, then stays alive, idle.
+    let idle = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let d = idle.block_on(g.confirm(del("/a"))).unwrap();
+    assert!(matches!(d, Decision::TimedOut { timeout_ms: 200, .. }), "{d:?}");
+    // A call on runtime B (spawned: B's own worker drives it).
+    let other = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let g2 = g.clone();
+    let call = other.spawn(async move { g2.confirm(del("/b")).await });
+    let d = other
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), call).await })
+        .expect("the call on runtime B waited past its deadline while runtime A sat idle")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(d, Decision::TimedOut { timeout_ms: 200, .. }), "{d:?}");
+    // A thread of its own with a current-thread runtime, while A's thread is not driving A.
+    let g3 = g.clone();
+    let took = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let t = std::time::Instant::now();
+        let d = rt.block_on(g3.confirm(del("/c"))).unwrap();
+        assert!(matches!(d, Decision::TimedOut { timeout_ms: 200, .. }), "{d:?}");
+        t.elapsed()
+    })
+    .join()
+    .unwrap();
+    assert!(took < Duration::from_secs(2), "a 200 ms deadline ended the call after {took:?}");
+    assert_eq!(g.pending_count(), 0);
+    drop(idle);
+}
+
 #[tokio::test(start_paused = true)]
 async fn response_just_before_the_deadline_wins_and_just_after_is_expired() {
     let g = gate_with(Gate::builder().default_timeout(Duration::from_secs(10)), Arc::new(AtomicUsize::new(0)));
