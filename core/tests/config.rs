@@ -99,6 +99,29 @@ fn the_builder_refuses_an_absurd_bus_capacity_instead_of_aborting() {
     }
 }
 
+/// The builder had no bound: `usize::MAX` panicked at the first answer (its table of resolved ids
+/// overflowed) and `1 << 40` aborted the process (a 600 GB allocation).
+#[test]
+fn the_builder_refuses_absurd_counts_of_remembered_ids_and_answers_with_the_largest() {
+    for n in [usize::MAX, 1 << 40, config::MAX_REMEMBERED + 1] {
+        assert_eq!(Gate::builder().remember_resolved(n).build().unwrap_err().kind(), ErrorKind::Config);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    for n in [0, config::MAX_REMEMBERED] {
+        let g = Gate::builder()
+            .remember_resolved(n)
+            .tool(Tool::builder("delete_file").approval(ApprovalMode::Required).build())
+            .build()
+            .unwrap();
+        let _approver = g.on_request_inline(|p| drop(p.approve()));
+        let d = rt.block_on(g.confirm(ToolCall::new("delete_file", json!({})))).unwrap();
+        assert!(d.is_approved(), "{n}: {d:?}");
+        let again = g.respond(ConfirmationResponse::by_id(d.request_id().unwrap(), ResponseDecision::Approve));
+        let expected = if n == 0 { ErrorKind::UnknownRequest } else { ErrorKind::AlreadyResolved };
+        assert_eq!(again.unwrap_err().kind(), expected, "{n}");
+    }
+}
+
 #[test]
 fn options_must_be_an_object() {
     assert_eq!(GateConfig::from_json(&json!([1]), Naming::Snake).unwrap_err().kind(), ErrorKind::Config);

@@ -97,9 +97,10 @@ impl GateBuilder {
         self.deny_when_unobserved = yes;
         self
     }
-    /// How many resolved request ids are remembered to classify late responses (65,536): at
-    /// least the last `n`, and at most one table of them more (`n / 64`, at least 1,024, and at
-    /// most `n`).
+    /// How many resolved request ids are remembered to classify late responses (65,536; at most
+    /// [`MAX_REMEMBERED`](crate::config::MAX_REMEMBERED), else [`build`](Self::build) fails with
+    /// `config`): at least the last `n`, and at most one table of them more (`n / 64`, at least
+    /// 1,024, and at most `n`).
     pub fn remember_resolved(mut self, n: usize) -> Self {
         self.remembered = n;
         self
@@ -124,13 +125,21 @@ impl GateBuilder {
     }
 
     /// Builds the gate; fails with `invalid_tool` if a tool given to [`tool`](Self::tool) is invalid,
-    /// `config` for a bus capacity out of range.
+    /// `config` for a bus capacity or a count of remembered ids out of range (the bounds of
+    /// [`GateConfig`](crate::GateConfig)).
     pub fn build(self) -> Result<Gate> {
         if !(1..=crate::config::MAX_BUS_CAPACITY).contains(&self.bus_capacity) {
             return Err(crate::Error::Config(format!(
                 "bus capacity must be from 1 to {}, got {}",
                 crate::config::MAX_BUS_CAPACITY,
                 self.bus_capacity
+            )));
+        }
+        if self.remembered > crate::config::MAX_REMEMBERED {
+            return Err(crate::Error::Config(format!(
+                "the count of remembered resolved ids must be at most {}, got {}",
+                crate::config::MAX_REMEMBERED,
+                self.remembered
             )));
         }
         let (bus, _) = broadcast::channel(self.bus_capacity);
