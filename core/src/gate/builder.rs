@@ -99,7 +99,7 @@ impl GateBuilder {
     }
     /// How many resolved request ids are remembered to classify late responses (65,536; at most
     /// [`MAX_REMEMBERED`](crate::config::MAX_REMEMBERED), else [`build`](Self::build) fails with
-    /// `config`): at least the last `n`, and at most one table of them more (`n / 64`, at least
+    /// `config`): at least the last `n`, and at most two tables of them more (`n / 64` ids, at least
     /// 1,024, and at most `n`).
     pub fn remember_resolved(mut self, n: usize) -> Self {
         self.remembered = n;

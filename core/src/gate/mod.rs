@@ -98,12 +98,13 @@ enum TimeOut {
 pub(crate) type Settling = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Remembers how recent requests ended, to tell `already_resolved` and `expired` from
-/// `unknown_request`. Bounded: at least the last `cap` ids are remembered, and at most one chunk
-/// more. Ids go into the newest of a queue of small tables (chunks); when it is full, a new one
+/// `unknown_request`. Bounded: at least the last `cap` ids are remembered, and at most two chunks
+/// more (the one being filled, and a part of a chunk when `cap` is not a whole number of them).
+/// Ids go into the newest of a queue of small tables (chunks); when it is full, a new one
 /// starts, and past the bound the oldest is emptied whole and reused. The table an answer writes
 /// to stays small enough to be in cache (one big table cost a cache miss in every answer, plus
 /// another to evict the oldest id); a lookup, made only for an answer that is refused, reads
-/// every chunk (at most 65).
+/// every chunk (at most 66: `cap / 64` ids each, at least 1,024).
 pub(super) struct Tombstones {
     /// Oldest first.
     chunks: std::collections::VecDeque<Chunk>,
