@@ -21,17 +21,34 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
-/// The runtime every core future runs on.
+/// The runtime every core future runs on: one per process. A child made by `os.fork()` gets
+/// none of its parent's threads, so the runtime it inherited never runs a task (a sync tool would
+/// never start, a deadline never end a call): the first use after a fork starts a new one. The
+/// parent's is left as it is in the child (dropping it would wait for threads that are not there).
 pub fn runtime() -> &'static Runtime {
-    static RT: OnceLock<Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
+    static RT: Mutex<Option<(u64, &'static Runtime)>> = Mutex::new(None);
+    static CURRENT: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
+    static CURRENT_FORKS: AtomicU64 = AtomicU64::new(0);
+    let forks = FORKS.load(Ordering::Acquire);
+    let rt = CURRENT.load(Ordering::Acquire);
+    if !rt.is_null() && CURRENT_FORKS.load(Ordering::Acquire) == forks {
+        // SAFETY: a non-null `CURRENT` points to a runtime leaked below, never freed.
+        return unsafe { &*rt };
+    }
+    let mut slot = lock(&RT);
+    if let Some((made_at, rt)) = *slot
+        && made_at == forks
+    {
+        return rt;
+    }
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
+    let rt: &'static Runtime = Box::leak(Box::new(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             // Sync Python executors run here; they serialize on the GIL, so many threads help only
@@ -41,8 +58,12 @@ pub fn runtime() -> &'static Runtime {
             .on_thread_start(|| RUNTIME_THREAD.with(|r| r.set(true)))
             .enable_all()
             .build()
-            .expect("signoff: cannot start the tokio runtime")
-    })
+            .expect("signoff: cannot start the tokio runtime"),
+    ));
+    *slot = Some((forks, rt));
+    CURRENT_FORKS.store(forks, Ordering::Release);
+    CURRENT.store(std::ptr::from_ref(rt).cast_mut(), Ordering::Release);
+    rt
 }
 
 /// True on the runtime's own threads (workers and blocking pool), where no Python code may wait.

@@ -115,3 +115,47 @@ def test_a_forked_child_does_not_take_its_parents_loop_for_a_running_one() -> No
     proc = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "RuntimeError", proc.stdout + proc.stderr
+
+
+FORK_THEN_USE = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    import signoff
+
+    def gate():
+        g = signoff.Gate(default_timeout=0.3)
+        g.register("read", approval="not_required", executor=lambda a: "read")
+        g.register("pay", approval="required", executor=lambda a: "paid")
+        return g
+
+    # The parent uses the library first: its runtime's threads start.
+    g = gate()
+    assert g.execute_blocking("read").status == "executed"
+    g.close()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hang ends as SIGALRM, not as a stuck test
+        child = gate()
+        out = [child.execute_blocking("read").status]
+        # A deadline must end a call in the child too (an observer keeps the request waiting).
+        stream = child.events()
+        async def timed_out():
+            return (await child.execute("pay")).status
+        out.append(asyncio.run(timed_out()))
+        out.append(child.confirm_blocking("pay").outcome)
+        stream.close()
+        child.close()
+        print(" ".join(out), flush=True)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+    """
+)
+
+
+def test_a_forked_child_runs_tools_and_ends_calls_at_their_deadline() -> None:
+    # A child made by os.fork() has none of its parent's threads: the runtime it inherited never
+    # ran a task, so a sync tool never started and no deadline ended a call (it hung).
+    proc = subprocess.run([sys.executable, "-c", FORK_THEN_USE], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"exit {proc.returncode}: " + proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["executed", "timed-out", "timed-out"], proc.stdout + proc.stderr
