@@ -89,9 +89,13 @@ test('close() while a tool runs: the tool finishes and its call resolves with it
   rmSync(dir, { recursive: true, force: true })
 })
 
-test('a gate with a request listener dropped without close() is released once collected', async () => {
+// With a listener of the other events too, after one event has reached it: the loop that emits
+// them kept the gate alive across its next wait (never collected, its store locked).
+for (const events of [false, true]) {
+test(`a gate with a request listener${events ? ' and a confirmation-resolved one, after an event,' : ''} dropped without close() is released once collected`, async () => {
   const r = await run(
     `
+const events = ${events}
 import { Gate } from ${JSON.stringify(entry)}
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -109,7 +113,13 @@ function open(name) {
   const gate = new Gate({ storePath: join(dir, name + '.db'), auditPath: join(dir, name + '.jsonl') })
   gate.register({ name: 'delete_file', parameters: { type: 'object' }, execute: () => 'ran' })
   gate.on('confirmation-request', (req) => req.approve())
+  if (events) gate.on('confirmation-resolved', () => {})
   return gate
+}
+// With \`events\`, one call first, so that the resolved listener has had an event.
+async function used(name) {
+  const gate = open(name)
+  if (events) await gate.execute({ tool: 'delete_file', arguments: {} })
 }
 // Warm up (the addon's runtime and its threads), closing normally.
 const warm = open('warm')
@@ -118,7 +128,7 @@ await warm.close()
 await collect()
 
 // Dropped without close(): once collected, its database may be opened again in this process.
-open('same')
+await used('same')
 await collect()
 try {
   const again = open('same')
@@ -129,7 +139,7 @@ try {
 await collect()
 
 const before = counts()
-for (let i = 0; i < 50; i++) open('g' + i)
+for (let i = 0; i < 50; i++) await used('g' + i)
 await collect()
 const after = counts()
 console.log('counts', JSON.stringify({ before, after }))
@@ -146,6 +156,7 @@ rmSync(dir, { recursive: true, force: true })
   assert.ok(after.threads <= before.threads + 1, `threads grew: ${JSON.stringify({ before, after })}`)
   assert.ok(after.fds <= before.fds + 2, `file descriptors grew: ${JSON.stringify({ before, after })}`)
 })
+}
 
 function gate(options = {}) {
   const g = new Gate({ defaultTimeoutMs: 600_000, ...options })
@@ -247,3 +258,30 @@ test('close() closes at once, even when flushing the audit log and releasing the
   await closing
   rmSync(dir, { recursive: true })
 })
+
+// close() from inside a listener closes the gate at once, whatever it holds: an in-memory gate
+// used to close at the first poll of its close task, after the listener returned, so an approval
+// given after close() in the same listener was accepted and the tool ran.
+for (const options of [{}, { auditPath: 'audit' }]) {
+  test(`close() inside a listener: a later approval in it is refused, nothing runs (${options.auditPath ? 'audit log' : 'in memory'})`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'signoff-close-'))
+    const { gate: g, ran } = gate(options.auditPath ? { auditPath: join(dir, 'audit.jsonl') } : {})
+    let answer
+    let closing
+    g.on('confirmation-request', (req) => {
+      closing = g.close()
+      assert.equal(g.closed, true)
+      try {
+        answer = req.approve()
+      } catch (e) {
+        answer = e.code
+      }
+    })
+    const r = await within(g.execute({ tool: 'delete_file', arguments: {} }), 5000, 'execute')
+    await closing
+    assert.equal(answer, 'closed')
+    assert.equal(r.status, 'cancelled')
+    assert.deepEqual(ran, [])
+    rmSync(dir, { recursive: true, force: true })
+  })
+}

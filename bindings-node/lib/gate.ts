@@ -1323,27 +1323,37 @@ export class Gate extends EventEmitter {
     )
   }
 
-  /** Emits bus events to `on()` listeners. Holds the gate weakly: an unreferenced gate is collected. */
+  /**
+   * Emits bus events to `on()` listeners. Holds the gate weakly: an unreferenced gate is collected.
+   * The gate is only held by {@link Gate.#emitBatch}, never across the `await` (an async
+   * function's frame would keep it, and with it the gate, its thread and its store's lock).
+   */
   static async #pumpLoop(ref: WeakRef<Gate>, sub: NativeSubscription): Promise<void> {
     for (;;) {
       const batch = await sub.next(256)
-      const gate = ref.deref()
-      if (batch === null || gate === undefined || gate.#pump !== sub) return
-      for (const event of wrapBatch(batch, gate.#native)) {
-        if (event.type === REQUEST) continue
-        try {
-          if (event.type === 'lagged' && gate.listenerCount('lagged') === 0) {
-            process.emitWarning(`signoff: an event listener lagged and missed ${(event as LaggedEvent).missed} events`, 'SignoffLagWarning')
-          }
-          gate.emit(event.type, event)
-        } catch (e) {
-          // Same as a throwing listener on any emitter: an uncaught exception.
-          process.nextTick(() => {
-            throw e
-          })
+      if (batch === null || !Gate.#emitBatch(ref, sub, batch)) return
+    }
+  }
+
+  /** Emits one batch; false when the gate is gone or its pump was replaced. */
+  static #emitBatch(ref: WeakRef<Gate>, sub: NativeSubscription, batch: Parameters<typeof wrapBatch>[0]): boolean {
+    const gate = ref.deref()
+    if (gate === undefined || gate.#pump !== sub) return false
+    for (const event of wrapBatch(batch, gate.#native)) {
+      if (event.type === REQUEST) continue
+      try {
+        if (event.type === 'lagged' && gate.listenerCount('lagged') === 0) {
+          process.emitWarning(`signoff: an event listener lagged and missed ${(event as LaggedEvent).missed} events`, 'SignoffLagWarning')
         }
+        gate.emit(event.type, event)
+      } catch (e) {
+        // Same as a throwing listener on any emitter: an uncaught exception.
+        process.nextTick(() => {
+          throw e
+        })
       }
     }
+    return true
   }
 
   #stopPump(): void {

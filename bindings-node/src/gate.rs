@@ -801,11 +801,15 @@ impl NativeGate {
                 s.mark_closed();
             }
         };
+        if !self.state.is_released() {
+            // Closed now, also when the task below is polled later (a close() from inside a
+            // listener or a tool): nothing that needs approval gets through meanwhile.
+            gate.mark_closed();
+        }
         let fut: TaskFuture = if self.state.is_released() {
             Box::pin(async move { Box::new(undefined) as Settle })
         } else if self.has_audit || self.durable {
-            // Closed now; what may wait for the disk runs off this thread.
-            gate.mark_closed();
+            // What may wait for the disk runs off this thread.
             Box::pin(async move {
                 let _ = tokio::task::spawn_blocking(move || gate.close()).await;
                 mark();
