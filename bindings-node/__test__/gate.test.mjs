@@ -549,6 +549,39 @@ test('executeBatch: order kept, concurrent decisions, each call at most once', a
 
 const aborted = (e) => e instanceof DOMException && e.name === 'AbortError'
 
+// Aborted by a listener while the listeners are being shown the request (inside the call that
+// made it): the request is cancelled at once, so a later listener's approval is refused and the
+// tool never runs. It used to be cancelled only after the listeners returned: the approval was
+// accepted, the tool ran, and the caller, told AbortError, never learnt it.
+for (const method of ['execute', 'confirm']) {
+  test(`a signal aborted by a listener, then an approval by another (${method}): refused, nothing runs`, async () => {
+    const { gate, ran } = makeGate()
+    const agent = new AbortController()
+    const resolved = []
+    gate.on('confirmation-resolved', (e) => resolved.push(e))
+    let answer
+    gate.on('confirmation-request', () => agent.abort())
+    gate.on('confirmation-request', (req) => {
+      assert.equal(req.isPending(), false)
+      try {
+        answer = req.approve()
+      } catch (e) {
+        answer = e.code
+      }
+    })
+    await assert.rejects(gate[method]({ tool: 'delete_file', arguments: { path: '/etc/passwd' } }, { signal: agent.signal }), aborted)
+    assert.equal(answer, 'already_resolved')
+    assert.deepEqual(ran, [])
+    await sleep(10)
+    assert.deepEqual(resolved.map((e) => [e.outcome, e.cancelReason]), [['cancelled', 'aborted']])
+    // The gate goes on: the next call is asked and answered.
+    gate.removeAllListeners('confirmation-request')
+    gate.on('confirmation-request', (req) => req.approve())
+    assert.equal((await gate.execute({ tool: 'delete_file', arguments: { path: '/tmp/a' } })).status, 'executed')
+    await gate.close()
+  })
+}
+
 test('an aborted signal: the caller stops waiting; a waiting request is cancelled (aborted), a started tool finishes', async () => {
   const { gate, ran } = makeGate()
   const stream = gate.events()

@@ -276,6 +276,12 @@ pub(crate) struct JsState {
     released: Cell<bool>,
     /// The JavaScript object was collected: forget this state once no task is left.
     orphaned: Cell<bool>,
+    /// The polls running now, innermost last: the task (`None`: not a task's poll, such as the
+    /// requests already pending shown to a listener added now) and the requests it published
+    /// and showed to the listeners in this poll. A call aborted from inside that poll (by a
+    /// listener) cannot drop its future yet: its requests are cancelled at once instead, so no
+    /// approval given later in the same poll lets the tool run.
+    polling: RefCell<Vec<(Option<TaskId>, Vec<uuid::Uuid>)>>,
 }
 
 /// What an aborted call's promise resolves to: `null` (the facade rejects with the signal's
@@ -322,6 +328,7 @@ impl JsState {
             closed: Cell::new(false),
             released: Cell::new(false),
             orphaned: Cell::new(false),
+            polling: RefCell::new(Vec::new()),
         });
         REGISTRY.with(|r| r.borrow_mut().insert(gate_id, state.clone()));
         Ok(Ok(state))
@@ -421,13 +428,42 @@ impl JsState {
             match t.fut.take() {
                 Some(f) => f,
                 None => {
+                    // Being polled (the abort comes from a listener or a tool inside that poll):
+                    // dropped after it; what it asked for is cancelled now.
                     t.aborted = true;
+                    drop(tasks);
+                    let asked: Vec<uuid::Uuid> = self
+                        .polling
+                        .borrow_mut()
+                        .iter_mut()
+                        .filter(|(task, _)| *task == Some(id))
+                        .flat_map(|(_, asked)| std::mem::take(asked))
+                        .collect();
+                    for request in asked {
+                        self.gate.cancel_request(&request);
+                    }
                     return;
                 }
             }
         };
         drop(fut);
         self.finish(env, id, aborted_settle());
+    }
+
+    /// Runs `f` as a poll of `task` (`None`: not a task's), for [`shown`](Self::shown).
+    pub(crate) fn polling<R>(&self, task: Option<TaskId>, f: impl FnOnce() -> R) -> R {
+        self.polling.borrow_mut().push((task, Vec::new()));
+        let out = f();
+        self.polling.borrow_mut().pop();
+        out
+    }
+
+    /// Request `id` is being shown to the listeners: by the task whose poll published it, if one
+    /// is being polled.
+    pub(crate) fn shown(&self, id: uuid::Uuid) {
+        if let Some((Some(_), asked)) = self.polling.borrow_mut().last_mut() {
+            asked.push(id);
+        }
     }
 
     fn drive(self: &Rc<Self>, env: &Env) {
@@ -466,7 +502,7 @@ impl JsState {
             f
         };
         let waker = task_waker(self.shared.wake_slot, Tasks::slot(id) as u32);
-        let polled = fut.as_mut().poll(&mut Context::from_waker(&waker));
+        let polled = self.polling(Some(id), || fut.as_mut().poll(&mut Context::from_waker(&waker)));
         let aborted = self.tasks.borrow().get(id).is_some_and(|t| t.aborted);
         let settle = match polled {
             _ if aborted => {

@@ -98,8 +98,9 @@ pub(crate) fn start(state: &Rc<JsState>, env: &Env, dispatch: sys::napi_value) -
     }
     if state.handler.guard.borrow().is_none() {
         let shared = Arc::downgrade(&state.shared);
-        // Requests already pending are shown in this call.
-        let guard = state.gate.on_request_inline(move |p| approve(&shared, p));
+        // Requests already pending are shown in this call (not published by a call being polled,
+        // if this is a listener's or a tool's: see `JsState::shown`).
+        let guard = state.polling(None, || state.gate.on_request_inline(move |p| approve(&shared, p)));
         *state.handler.guard.borrow_mut() = Some(guard);
     }
     Ok(())
@@ -172,6 +173,7 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
     let token = NEXT_TOKEN.with(|n| n.get() + 1);
     NEXT_TOKEN.with(|n| n.set(token));
     let req = p.request();
+    state.shown(req.id);
     // The id, tool and arguments on their own, and the rest of the request (parsed only if a
     // listener reads it) without the display text, which is derived from the arguments when read.
     let mut details = Vec::with_capacity(512);
