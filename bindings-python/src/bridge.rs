@@ -601,6 +601,16 @@ where
 {
     fn poll_here(self: Arc<Self>, py: Python<'_>) {
         self.scheduled.store(false, Ordering::Release);
+        // After the first poll (the done-callback is on): the caller may have cancelled the
+        // asyncio future in this same turn of the loop, and the callback that drops the core
+        // future runs in a later one. Never poll on its behalf meanwhile: an answer given in
+        // between would run the tool for a caller that has stopped waiting.
+        if lock(&self.cancel_cb).is_some()
+            && self.target.bind(py).call_method0(pyo3::intern!(py, "done")).and_then(|d| d.is_truthy()).unwrap_or(false)
+        {
+            self.cancel(py);
+            return;
+        }
         let mut state = lock(&self.state);
         let Some((fut, _)) = state.as_mut() else { return };
         let waker = std::task::Waker::from(self.clone());
@@ -771,7 +781,10 @@ where
         )));
     }
     let deadline = match timeout {
-        Some(t) if t.is_finite() && t >= 0.0 => Some(std::time::Instant::now() + Duration::from_secs_f64(t)),
+        // Beyond what a clock can count (1e30 s, say): no deadline, as for +inf.
+        Some(t) if t.is_finite() && t >= 0.0 => {
+            Duration::try_from_secs_f64(t).ok().and_then(|d| std::time::Instant::now().checked_add(d))
+        }
         Some(t) if t.is_nan() || t < 0.0 => {
             return Err(pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number"));
         }

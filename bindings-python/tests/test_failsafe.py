@@ -223,6 +223,43 @@ def test_cancelling_the_awaiting_task_cancels_the_request(run: Any) -> None:
 
 
 @pytest.mark.parametrize("style", ["sync", "async"])
+def test_an_answer_in_the_same_turn_as_the_cancel_does_not_run_the_tool(style: str, run: Any) -> None:
+    # task.cancel() marks the awaited future cancelled at once; what drops the core call runs a
+    # turn later. An approval given in between used to wake the call and run the tool for a
+    # caller that had already stopped waiting.
+    ran: List[str] = []
+
+    async def body() -> None:
+        gate = signoff.Gate()
+
+        def sync_tool(args: Any) -> str:
+            ran.append("sync")
+            return "x"
+
+        async def async_tool(args: Any) -> str:
+            ran.append("async")
+            return "x"
+
+        gate.register("t", approval="required", executor=sync_tool if style == "sync" else async_tool)
+        stream = gate.events()
+        task = asyncio.ensure_future(gate.execute("t"))
+        req = await stream.__anext__()
+        task.cancel()
+        try:
+            gate.approve(req)  # the core may still take it: the caller has gone either way
+        except signoff.SignoffError:
+            pass
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.1)
+        stream.close()
+        gate.close()
+
+    run(body())
+    assert ran == []
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
 def test_cancelling_execute_while_the_tool_runs_lets_it_finish_and_records_it(
     style: str, run: Any, tmp_path: Path
 ) -> None:
@@ -295,6 +332,18 @@ def test_keyboard_interrupt_in_a_blocking_wait_cancels() -> None:
     assert len(res) == 1 and (res[0].outcome, res[0].cancel_reason) == ("cancelled", "aborted")
     assert rec.calls == []
     gate.close()
+
+
+def test_next_blocking_takes_any_timeout_a_clock_cannot_count_as_none() -> None:
+    # 1e19 and 1e30 seconds raised PanicException (a BaseException: `except Exception` missed it).
+    gate = gate_with_tools(Recorder())
+    stream = gate.events()
+    gate.close()  # the stream ends: every wait returns at once
+    for timeout in (1e30, 1e19, float("inf"), 0.0, None):
+        assert stream.next_blocking(timeout=timeout) is None, timeout
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError):
+            stream.next_blocking(timeout=bad)
 
 
 def test_garbage_collected_gate_cancels_pending(run: Any) -> None:
