@@ -453,7 +453,9 @@ class Gate(Closing):
         Cancelling the awaiting task (or ``asyncio.wait_for`` timing out) while the call waits
         for a decision cancels the request (``aborted``) and the tool never runs. Once the tool
         has started it is not interrupted: it runs to the end and its result is recorded (audit
-        ``execution``, the durable store's ``done``); only the cancelled caller does not get it.
+        ``execution``, the durable store's ``done``); only the cancelled caller does not get it
+        (the end of ``asyncio.run``, which cancels every task left, is the exception: see the
+        README).
         """
         fut = self._native.execute(*_call_fields(tool, arguments, session_id, call_id, metadata))
         del self
