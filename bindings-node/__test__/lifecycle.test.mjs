@@ -285,3 +285,25 @@ for (const options of [{}, { auditPath: 'audit' }]) {
     rmSync(dir, { recursive: true, force: true })
   })
 }
+
+// The last request listener removed, then another added in the same tick: a swap, not a
+// removal. A `once` listener is gone again once it has taken its request, by the time the
+// removal is acted on; its run used to be abandoned then (the request cancelled, no-approver).
+for (const add of ['once', 'on']) {
+  test(`off() of the last request listener, then ${add}() of an async one in the same tick: it answers`, async () => {
+    const { gate: g, ran } = gate()
+    const old = () => {}
+    g.on('confirmation-request', old)
+    g.off('confirmation-request', old)
+    let answer
+    g[add]('confirmation-request', async (req) => {
+      await sleep(20)
+      answer = req.approve()
+    })
+    const r = await within(g.execute({ tool: 'delete_file', arguments: {} }), 5000, 'execute')
+    assert.equal(answer, 'approved')
+    assert.equal(r.status, 'executed')
+    assert.equal(ran.length, 1)
+    await g.close()
+  })
+}

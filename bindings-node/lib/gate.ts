@@ -379,6 +379,8 @@ export class Gate extends EventEmitter {
   readonly #native: NativeGate
   #abortSeq = 0
   #handlerOn = false
+  /** Request listeners added so far (an abandonment decided before one was added is void). */
+  #requestListenersAdded = 0
   /** Listener runs of the current handler whose promises have not settled. */
   #inFlight = 0
   /** Bumped when the handler stops with runs in flight: their later settling is ignored. */
@@ -1175,32 +1177,33 @@ export class Gate extends EventEmitter {
   override off(event: string | symbol, listener: (...args: any[]) => void): this {
     checkEvent(event, 'off', errorMonitor)
     checkListener(listener, 'off')
-    const abandon = this.#removesLastRequestListener(event, () => super.off(event, listener))
-    queueMicrotask(() => this.#unlistening(event, abandon))
+    const abandon = this.#abandons(event, () => super.off(event, listener))
+    queueMicrotask(() => this.#unlistening(event, abandon()))
     return this
   }
   override removeListener(event: string | symbol, listener: (...args: any[]) => void): this {
     checkEvent(event, 'removeListener', errorMonitor)
     checkListener(listener, 'removeListener')
-    const abandon = this.#removesLastRequestListener(event, () => super.removeListener(event, listener))
-    queueMicrotask(() => this.#unlistening(event, abandon))
+    const abandon = this.#abandons(event, () => super.removeListener(event, listener))
+    queueMicrotask(() => this.#unlistening(event, abandon()))
     return this
   }
   override removeAllListeners(event?: string | symbol): this {
     // Not `super.removeAllListeners(undefined)`: EventEmitter removes everything only when
     // called without an argument.
     if (event !== undefined) checkEvent(event, 'removeAllListeners', errorMonitor)
-    const abandon = this.#removesLastRequestListener(event ?? REQUEST, () =>
+    const abandon = this.#abandons(event ?? REQUEST, () =>
       event === undefined ? super.removeAllListeners() : super.removeAllListeners(event),
     )
     queueMicrotask(() => {
-      this.#unlistening(REQUEST, abandon)
+      this.#unlistening(REQUEST, abandon())
       this.#unlistening('lagged')
     })
     return this
   }
 
   #listening(event: string | symbol): void {
+    if (event === REQUEST) this.#requestListenersAdded++
     if (this.#native.isClosed) return
     if (event === REQUEST) {
       if (!this.#handlerOn) {
@@ -1220,6 +1223,18 @@ export class Gate extends EventEmitter {
     const before = this.listenerCount(REQUEST)
     remove()
     return event === REQUEST && this.#calling === 0 && before > 0 && this.listenerCount(REQUEST) === 0
+  }
+
+  /**
+   * Runs `remove`; the answer, asked later (in the microtask that acts on the removal), to
+   * "abandon the runs in flight?": yes when it removed the last request listener from outside
+   * their own calls and no request listener has been added since (one added meanwhile, even a
+   * `once` listener gone again after taking a request, makes it a swap: runs go on).
+   */
+  #abandons(event: string | symbol, remove: () => void): () => boolean {
+    const added = this.#requestListenersAdded
+    const last = this.#removesLastRequestListener(event, remove)
+    return () => last && this.#requestListenersAdded === added
   }
 
   #unlistening(event: string | symbol, abandon = false): void {
