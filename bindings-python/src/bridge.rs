@@ -561,8 +561,18 @@ where
         // On the loop's own thread inside `polling_woken`: polled when that section ends.
         let deferred = std::thread::current().id() == self.bridge.thread
             && WOKEN.with(|w| w.borrow_mut().as_mut().map(|v| v.push(me.clone())).is_some());
-        if !deferred {
-            self.bridge.post(Box::new(move |py| me.poll_now(py)));
+        if !deferred && !self.bridge.post(Box::new(move |py| me.poll_now(py))) {
+            // The loop has gone (closed with this call still waiting): nobody will poll it again.
+            // Dropping its core future cancels the request (`aborted`), which would otherwise
+            // stay pending, its deadline passed, until the gate closed. (Not while a poll holds
+            // the state: that poll returns, and the next wake-up comes here again.)
+            let taken = match self.state.try_lock() {
+                Ok(mut state) => state.take(),
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().take(),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            drop(lock(&self.cancel_cb).take());
+            drop(taken);
         }
     }
 }

@@ -630,3 +630,30 @@ def test_ctrl_c_under_asyncio_run_cancels_the_pending_request(kind: str, tmp_pat
     outcome = [r for r in records if r["kind"] == "outcome"]
     assert len(outcome) == 1 and outcome[0]["decision"] == "cancelled" and outcome[0]["reason"] == "aborted"
     assert not [r for r in records if r["kind"] == "execution"]
+
+
+def test_a_call_left_waiting_on_a_closed_loop_ends_by_its_deadline() -> None:
+    # A loop closed while a call waits never polls it again: the call's deadline used to pass with
+    # the request still pending (until the gate closed), and no resolved event came.
+    gate = signoff.Gate()
+    gate.register("t", approval="required", timeout=0.3, executor=lambda a: "ran")
+    approver = gate.events()
+    watch = gate.events(observe=True)
+    loop = asyncio.new_event_loop()
+
+    async def start() -> None:
+        asyncio.ensure_future(gate.execute("t"))
+        await asyncio.sleep(0.05)
+
+    loop.run_until_complete(start())
+    assert gate.pending_count == 1
+    loop.close()
+    deadline = time.monotonic() + 5
+    while gate.pending_count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gate.pending_count == 0
+    seen = [watch.next_blocking(timeout=2), watch.next_blocking(timeout=2)]
+    assert [e.type for e in seen] == ["confirmation-request", "confirmation-resolved"]
+    assert seen[1].outcome == "cancelled" and seen[1].cancel_reason == "aborted"
+    approver.close()
+    gate.close()
