@@ -71,7 +71,7 @@ pub struct ProxyConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
-    /// The namespace of its tools: letters, digits, `-` and single `_` (no `__`).
+    /// The namespace of its tools: letters, digits, `-` and single `_` (no `__`, not at the end).
     pub name: String,
     /// The program to run (it speaks MCP over its stdin and stdout).
     #[serde(default)]
@@ -273,12 +273,16 @@ impl ProxyConfig {
         }
         let mut seen = std::collections::HashSet::new();
         for u in &self.upstreams {
+            // Not ending in `_` either: server `a` with tool `_x` and server `a_` with tool `x` would
+            // both be `a___x`.
             let ok = !u.name.is_empty()
                 && !u.name.contains(SEPARATOR)
+                && !u.name.ends_with('_')
                 && u.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
             if !ok {
                 return Err(format!(
-                    "upstream name {:?}: use letters, digits, `-` and single `_` (`__` separates server and tool)",
+                    "upstream name {:?}: use letters, digits, `-` and single `_`, not at the end (`__` separates \
+                     server and tool)",
                     u.name
                 ));
             }
@@ -395,6 +399,13 @@ mod tests {
         assert!(e.contains("unknown field `aproval`"), "{e}");
         let e = ProxyConfig::from_json(r#"{"upstreams": [{"name": "a__b", "command": "x"}]}"#, "c").unwrap_err();
         assert!(e.contains("`__` separates"), "{e}");
+        // `a_` with tool `x` and `a` with tool `_x` would both be `a___x`.
+        let e = ProxyConfig::from_json(
+            r#"{"upstreams": [{"name": "a", "command": "x"}, {"name": "a_", "command": "y"}]}"#,
+            "c",
+        )
+        .unwrap_err();
+        assert!(e.contains("not at the end"), "{e}");
         let e = ProxyConfig::from_json(
             r#"{"upstreams": [{"name": "fs", "command": "x"}, {"name": "fs", "command": "y"}]}"#,
             "c",

@@ -18,7 +18,7 @@ use signoff::{
 };
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -76,19 +76,29 @@ pub struct Upstream {
 /// with the pinned ones.
 #[derive(Clone, Default)]
 pub struct UpstreamClient {
-    changed: Arc<AtomicBool>,
+    /// `notifications/tools/list_changed` received so far.
+    changes: Arc<AtomicU64>,
 }
 
 impl rmcp::ClientHandler for UpstreamClient {
     async fn on_tool_list_changed(&self, _cx: rmcp::service::NotificationContext<RoleClient>) {
-        self.changed.store(true, Ordering::SeqCst);
+        self.changes.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// How long listing an upstream's tools again may take before what it offers is taken as
+/// unknown (every approval of its tools starts over, and it is listed again at the next call).
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct Up {
     name: String,
     client: RunningService<RoleClient, UpstreamClient>,
-    changed: Arc<AtomicBool>,
+    /// Changes announced (`UpstreamClient::changes`), and how many of them the last listing saw.
+    changes: Arc<AtomicU64>,
+    listed: AtomicU64,
+    /// Held while listing: a call that comes meanwhile waits for the listing rather than going on
+    /// with what may be stale (an old session grant for a changed tool).
+    listing: tokio::sync::Mutex<()>,
 }
 
 #[derive(Clone)]
@@ -197,10 +207,16 @@ impl McpGate {
             for def in listed {
                 let ex = expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone())?;
                 pinned(&gate, &up.name, &def, &ex.def_hash);
-                tools.insert(ex.def.name.to_string(), ex);
+                if let Some(other) = tools.insert(ex.def.name.to_string(), ex) {
+                    return Err(format!(
+                        "{}: two tools have this name ({:?} of {:?} and one of {:?}); one would stand for the other",
+                        other.def.name, other.upstream_tool, other.server, up.name
+                    ));
+                }
             }
-            let changed = up.client.service().changed.clone();
-            clients.push(Up { name: up.name, client: up.client, changed });
+            let changes = up.client.service().changes.clone();
+            let listed = AtomicU64::new(changes.load(Ordering::SeqCst));
+            clients.push(Up { name: up.name, client: up.client, changes, listed, listing: Default::default() });
         }
         for name in overrides.keys() {
             if !tools.contains_key(name) {
@@ -289,16 +305,47 @@ impl McpGate {
     /// revoked in every session (audited), and calls pending elsewhere for it or parked between the
     /// two rounds of a 2026-07-28 approval are cancelled at once, so the next call asks afresh; a
     /// `requestState` issued for the old definition no longer opens.
+    ///
+    /// One listing per upstream at a time, and a call waits for one in progress. A listing that
+    /// fails or takes longer than [`LIST_TIMEOUT`] leaves what the upstream offers unknown: every
+    /// approval of its tools is voided as for a changed definition, and the next call lists again.
     async fn refresh(&self) {
         for up in &self.inner.upstreams {
-            if !up.changed.swap(false, Ordering::SeqCst) {
+            if up.changes.load(Ordering::SeqCst) == up.listed.load(Ordering::SeqCst) {
                 continue;
             }
-            let listed = match up.client.list_all_tools().await {
-                Ok(l) => l,
-                Err(e) => {
-                    up.changed.store(true, Ordering::SeqCst);
-                    eprintln!("signoff mcp: {}: tools/list after a change: {e}", up.name);
+            let _listing = up.listing.lock().await;
+            let target = up.changes.load(Ordering::SeqCst);
+            if target == up.listed.load(Ordering::SeqCst) {
+                continue;
+            }
+            let listed = match tokio::time::timeout(LIST_TIMEOUT, up.client.list_all_tools()).await {
+                Ok(Ok(l)) => l,
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("no answer within {} s", LIST_TIMEOUT.as_secs()),
+                    };
+                    eprintln!(
+                        "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over",
+                        up.name
+                    );
+                    let names: Vec<String> = {
+                        let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+                        tools.iter().filter(|(_, t)| t.server == up.name).map(|(n, _)| n.clone()).collect()
+                    };
+                    for name in names {
+                        self.inner.gate.audit_notice(
+                            "definition-unknown",
+                            Some(&name),
+                            format!(
+                                "upstream {:?} announced a change and could not be listed ({why}): session grants \
+                                 revoked, calls pending elsewhere or parked between two rounds cancelled",
+                                up.name
+                            ),
+                        );
+                        self.void(&name);
+                    }
                     continue;
                 }
             };
@@ -340,9 +387,12 @@ impl McpGate {
                 }
             }
             let gone: Vec<String> = {
-                let prefix = format!("{}{SEPARATOR}", up.name);
                 let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
-                tools.keys().filter(|n| n.starts_with(&prefix) && !seen.contains(*n)).cloned().collect()
+                tools
+                    .iter()
+                    .filter(|(n, t)| t.server == up.name && !seen.contains(*n))
+                    .map(|(n, _)| n.clone())
+                    .collect()
             };
             for name in gone {
                 eprintln!("signoff mcp: {name}: the upstream no longer offers it");
@@ -355,6 +405,7 @@ impl McpGate {
                 self.inner.gate.unregister(&name);
                 self.void(&name);
             }
+            up.listed.store(target, Ordering::SeqCst);
         }
     }
 

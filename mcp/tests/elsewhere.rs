@@ -224,6 +224,40 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     gate.close();
 }
 
+/// A call that comes while the proxy lists a changed upstream's tools waits for that listing:
+/// it used to find the change already taken (the flag cleared when the listing began) and run
+/// the changed tool on the session grant given for the old definition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_during_the_listing_after_a_change_waits_for_it_and_the_old_grant_is_void() {
+    let up = Shifty::default();
+    let gate = keyed().build().unwrap();
+    let Wired { mcp: _mcp, server, proxy: _proxy, client } = wire_unaskable(up.clone(), &gate).await;
+    call(&client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice").for_session()).unwrap();
+    let r = call(&client, "a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+
+    // The definition changes; listing it again takes a while.
+    up.version.store(1, Ordering::SeqCst);
+    up.list_delay_ms.store(600, Ordering::SeqCst);
+    server.peer().notify_tool_list_changed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let first = call(&client, "c");
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        call(&client, "d").await
+    };
+    let (first, second) = tokio::join!(first, second);
+    for r in [&first, &second] {
+        assert!(text(r).contains("pending elsewhere"), "the old grant was used: {}", text(r));
+    }
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+    gate.close();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_rpc_errors_from_the_upstream_say_whether_the_call_ran() {
     let up = Erring::default();

@@ -101,6 +101,8 @@ pub fn text(r: &CallToolResult) -> String {
 pub struct Shifty {
     pub runs: Arc<AtomicUsize>,
     pub version: Arc<AtomicUsize>,
+    /// How long `tools/list` takes, in milliseconds.
+    pub list_delay_ms: Arc<AtomicUsize>,
 }
 
 impl ServerHandler for Shifty {
@@ -113,6 +115,10 @@ impl ServerHandler for Shifty {
         _req: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let delay = self.list_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay as u64)).await;
+        }
         let Value::Object(schema) = json!({"type": "object"}) else { unreachable!() };
         let description = format!("Writes (version {})", self.version.load(Ordering::SeqCst));
         Ok(ListToolsResult::with_all_items(vec![Tool::new("write", description, Arc::new(schema))]))
