@@ -205,7 +205,14 @@ impl McpGate {
         for up in upstreams {
             let listed = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
             for def in listed {
-                let ex = expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone())?;
+                // A tool that cannot be offered safely is left out (and said so), not the server.
+                let ex = match expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone()) {
+                    Ok(ex) => ex,
+                    Err(e) => {
+                        eprintln!("signoff mcp: {}: a tool is not offered: {e}", up.name);
+                        continue;
+                    }
+                };
                 pinned(&gate, &up.name, &def, &ex.def_hash);
                 if let Some(other) = tools.insert(ex.def.name.to_string(), ex) {
                     return Err(format!(
@@ -1059,6 +1066,10 @@ fn register(
         }
         b.build()
     };
+    if name.chars().any(signoff::display::is_deceptive) {
+        // Not the schema's fault: a name a person could misread is refused whatever the schema.
+        return Err(format!("{name:?}: the tool's name contains control, bidi or zero-width characters"));
+    }
     let schema = Value::Object((*def.input_schema).clone());
     if let Err(e) = gate.register(build(schema)) {
         // Our validator refused the upstream's schema: the upstream still validates its input.

@@ -224,6 +224,20 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     gate.close();
 }
 
+/// A tool whose name a person could misread is not offered, and the rest of its server is: the
+/// proxy used to refuse to start (blaming the tool's input schema).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_with_a_deceptive_name_is_left_out_not_its_server() {
+    let up = Shifty::default();
+    up.odd_name.store(true, Ordering::SeqCst);
+    let gate = keyed().build().unwrap();
+    let Wired { mcp: _mcp, server: _server, proxy: _proxy, client } = wire_unaskable(up.clone(), &gate).await;
+    let listed: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(listed, ["up__write"]);
+    assert_eq!(gate.tools().len(), 1);
+    gate.close();
+}
+
 /// A call that comes while the proxy lists a changed upstream's tools waits for that listing:
 /// it used to find the change already taken (the flag cleared when the listing began) and run
 /// the changed tool on the session grant given for the old definition.
