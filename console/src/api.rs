@@ -319,17 +319,22 @@ async fn events(State(app): Shared, headers: HeaderMap, Query(q): Query<EventsQu
             .chain(items.iter().map(|i| item_event(&app.feed, i)))
             .collect(),
     };
-    let feed = app.feed.clone();
-    let live = futures_util::stream::unfold((rx, feed), |(mut rx, feed)| async move {
-        match rx.recv().await {
-            Ok(item) => Some((item_event(&feed, &item), (rx, feed))),
+    // The stream lasts as long as its session: signed out or expired, it ends at the next event
+    // (before sending it), instead of showing every later request to whoever holds it open.
+    let Some(key) = app.sessions.key(&headers) else {
+        return problem(StatusCode::UNAUTHORIZED, "signed_out", "sign in first");
+    };
+    let live = futures_util::stream::unfold((rx, app.clone()), move |(mut rx, app)| async move {
+        let ev = match rx.recv().await {
+            Ok(item) => item_event(&app.feed, &item),
             // This page fell behind: a fresh snapshot (the page applies it idempotently).
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                let ev = snapshot_event(&feed, &feed.snapshot());
-                Some((ev, (rx, feed)))
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => snapshot_event(&app.feed, &app.feed.snapshot()),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        };
+        if !app.sessions.is_live(&key) {
+            return None;
         }
+        Some((ev, (rx, app)))
     });
     let stream = futures_util::stream::iter(first).chain(live).map(Ok::<_, Infallible>);
     let mut shutdown = app.shutdown.clone();

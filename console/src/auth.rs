@@ -199,7 +199,8 @@ pub(crate) const MAX_FAILURES: u32 = 5;
 pub(crate) const MAX_NAME_FAILURES: u32 = 100;
 /// The window.
 pub(crate) const LOCKOUT: Duration = Duration::from_secs(300);
-/// Names, and (name, address) pairs, counted at most (new ones are not counted beyond).
+/// Names, and (name, address) pairs, counted at most: beyond, key sign-in is refused for names
+/// and pairs not counted yet, until entries expire.
 const COUNTED: usize = 10_000;
 
 pub(crate) const COOKIE: &str = "signoff_console";
@@ -216,8 +217,14 @@ impl Sessions {
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         f.by_source.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
         f.by_name.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
-        f.by_source.get(&(approver.to_owned(), source)).is_some_and(|(n, _)| *n >= MAX_FAILURES)
+        let key = (approver.to_owned(), source);
+        f.by_source.get(&key).is_some_and(|(n, _)| *n >= MAX_FAILURES)
             || f.by_name.get(approver).is_some_and(|(n, _)| *n >= MAX_NAME_FAILURES)
+            // A table full of wrong keys (junk names, many addresses): what it cannot count is
+            // refused until its entries expire, never let through uncounted (sign-in links still
+            // work).
+            || (f.by_source.len() >= COUNTED && !f.by_source.contains_key(&key))
+            || (f.by_name.len() >= COUNTED && !f.by_name.contains_key(approver))
     }
 
     /// Counts a wrong key for `approver` from `source` (bounded maps: names nobody has are
@@ -244,6 +251,17 @@ impl Sessions {
             Session { approver, csrf: random_token(), expires: now + self.ttl },
         );
         cookie
+    }
+
+    /// The key of the session a request's cookie names (live or not), for [`is_live`](Self::is_live).
+    pub fn key(&self, headers: &HeaderMap) -> Option<[u8; 32]> {
+        cookie(headers, COOKIE).map(|c| Sha256::digest(c.as_bytes()).into())
+    }
+
+    /// Whether the session `key` names is still live (not signed out, not expired).
+    pub fn is_live(&self, key: &[u8; 32]) -> bool {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key).is_some_and(|s| s.expires > Instant::now())
     }
 
     /// The session a request's cookie names, if it is live.
@@ -351,6 +369,22 @@ mod tests {
         for bad in ["alice:short", "nocolon", "a:x\na:y-but-long-enough-key", "bob:sha256:zz", ""] {
             assert!(ApproverKeys::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Filling the tables with junk names used to switch the lockout off: wrong keys beyond them
+    /// were no longer counted, so guessing was unlimited.
+    #[test]
+    fn a_full_table_of_failures_refuses_what_it_cannot_count() {
+        let s = Sessions::new(Duration::from_secs(60));
+        let addr: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
+        assert!(!s.locked_out("alice", addr));
+        for i in 0..COUNTED {
+            s.failed(&format!("junk-{i}"), addr);
+        }
+        assert!(s.locked_out("alice", addr));
+        assert!(s.locked_out("alice", Some("10.0.0.10".parse().unwrap())));
+        // Counted names keep their own count.
+        assert!(!s.locked_out("junk-1", addr));
     }
 
     #[test]

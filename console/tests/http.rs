@@ -557,6 +557,8 @@ async fn sse(
             return frames;
         }
         buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        // The response ended (its last chunk) on a connection kept alive.
+        let ended = buf.ends_with("\r\n0\r\n\r\n") || buf == "0\r\n\r\n";
         while let Some(end) = buf.find("\n\n") {
             let frame: String = buf.drain(..end + 2).collect();
             let (mut ev, mut id, mut data) = (String::new(), String::new(), String::new());
@@ -576,6 +578,9 @@ async fn sse(
                     return frames;
                 }
             }
+        }
+        if ended {
+            return frames;
         }
     }
 }
@@ -647,6 +652,28 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
     console.close();
     gate.cancel_request(&r2.id);
     second.await.unwrap();
+}
+
+/// A stream opened before signing out ends there: it used to go on showing every later request
+/// (its arguments included) to whoever held it open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ends_when_its_session_does() {
+    let (gate, console, runs) = world(Gate::builder());
+    let alice = Browser::sign_in(&console, "alice").await;
+    let live = sse(&console, &alice.cookie, "/events", None, |_| false);
+    let act = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(alice.post(&console, "/logout", json!({})).await.status, 200);
+        ask(&gate, "/tmp/after-sign-out", "s").await
+    };
+    let (frames, (task, req)) = tokio::join!(live, act);
+    let kinds: Vec<&str> = frames.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(kinds, ["snapshot"], "{frames:?}");
+    assert!(!frames.iter().any(|f| f.2.contains("after-sign-out")), "{frames:?}");
+    gate.cancel_request(&req.id);
+    task.await.unwrap();
+    assert!(runs.lock().unwrap().is_empty());
+    console.close();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
