@@ -13,6 +13,12 @@
   const me = $('#approver').textContent;
   const decided = new Set(); // ids this page saw resolved
   let selected = null;
+  // Whether the person chose the selected card (j/k, a click, a link, a key acting on it), and
+  // when the selection last changed: a card the page selected by itself (the first to arrive,
+  // the neighbour of one decided elsewhere) is not approved by a key pressed within a second of
+  // it (the press was meant for what was there before); that press chooses it instead.
+  let chosen = false;
+  let selectedAt = 0;
 
   const cardOf = (id) => pendingList.querySelector(`li.request[data-id="${CSS.escape(id)}"]`);
   const cards = () => $$('li.request', pendingList);
@@ -83,7 +89,7 @@
       notice(`${$('.tool', card).textContent}: already decided${who}: ${d.outcome}`);
     }
     if (card) {
-      if (card === selected) select(neighbour(card, 1) || neighbour(card, -1), false);
+      if (card === selected) select(neighbour(card, 1) || neighbour(card, -1), false, true);
       card.remove();
     }
     addHistory(d);
@@ -130,7 +136,7 @@
     const all = cards();
     $('#pending-count').textContent = String(all.length);
     $('#empty').hidden = all.length > 0;
-    if (!selected && all.length) select(all[0], false);
+    if (!selected && all.length) select(all[0], false, true);
     // A "waiting" badge per agent session.
     // Sessions are shown as the server escaped them (invisible code points spelled out).
     const counts = new Map();
@@ -189,8 +195,12 @@
     return i < 0 ? null : all[i + step] || null;
   }
 
-  function select(card, scroll = true) {
+  function select(card, scroll = true, auto = false) {
     if (selected) selected.classList.remove('selected');
+    if ((card || null) !== selected || !auto) {
+      chosen = !auto;
+      selectedAt = performance.now();
+    }
     selected = card || null;
     if (selected) {
       selected.classList.add('selected');
@@ -209,7 +219,14 @@
     if (typing) return;
     const press = (action) => {
       const b = selected && $(`button[data-action="${action}"]`, selected);
-      if (b && !b.disabled) b.click();
+      if (!b || b.disabled) return;
+      if ((action === 'approve' || action === 'session') && !chosen && performance.now() - selectedAt < 1000) {
+        chosen = true;
+        notice(`${$('.tool', selected).textContent}: just shown and not chosen yet; press again to approve it`);
+        return;
+      }
+      chosen = true;
+      b.click();
     };
     switch (e.key) {
       case 'j': select(selected ? neighbour(selected, 1) || selected : cards()[0]); break;

@@ -384,6 +384,21 @@ def test_keyboard_only(page: Page, agent: Agent) -> None:
     assert agent.runs == [{"path": "/tmp/k2"}, {"path": "/tmp/k3"}]
 
 
+def test_a_key_does_not_approve_a_card_the_page_selected_itself_just_now(page: Page, agent: Agent) -> None:
+    # The first card to arrive is selected by the page; a key pressed within a second of that
+    # was meant for what was there before (or nothing): it chooses the card, a second press
+    # approves it. A single `a` used to approve a request on screen for a few milliseconds.
+    sign_in(page, agent)
+    first = agent.call("/tmp/just-arrived")
+    expect(page.locator("li.request.selected")).to_have_count(1)
+    page.keyboard.press("a")
+    expect(page.locator("#notice")).to_contain_text("press again to approve it")
+    assert len(agent.pending_ids()) == 1 and agent.runs == []
+    page.keyboard.press("a")
+    assert result(first).status == "executed"
+    assert agent.runs == [{"path": "/tmp/just-arrived"}]
+
+
 class _Evil(http.server.BaseHTTPRequestHandler):
     target = ""
     body = ""
@@ -524,9 +539,12 @@ def test_a_link_to_one_request_survives_sign_in_and_selects_it(page: Page, tmp_p
         page.keyboard.press("a")
         assert result(second).status == "executed"
         assert agent.runs == [{"path": "/tmp/second"}]
-        # Without a link, the oldest is selected, as always.
+        # Without a link, the oldest is selected, as always: by the page, so a key pressed at once
+        # chooses it, and the next approves it.
         page.goto(agent.console.url)
         expect(page.locator("li.request.selected")).to_have_attribute("data-id", ids[0])
+        page.keyboard.press("a")
+        expect(page.locator("#notice")).to_contain_text("press again to approve it")
         page.keyboard.press("a")
         assert result(first).status == "executed"
     finally:
