@@ -553,6 +553,29 @@ const aborted = (e) => e instanceof DOMException && e.name === 'AbortError'
 // made it): the request is cancelled at once, so a later listener's approval is refused and the
 // tool never runs. It used to be cancelled only after the listeners returned: the approval was
 // accepted, the tool ran, and the caller, told AbortError, never learnt it.
+// A batch publishes its calls' requests one after the other in the same poll: aborted while the
+// first is shown, the others are cancelled without being shown (one was shown and approved).
+test('a batch aborted by a listener while its first request is shown: no other is shown, nothing runs', async () => {
+  const { gate, ran } = makeGate()
+  const agent = new AbortController()
+  const shown = []
+  gate.on('confirmation-request', (req) => {
+    shown.push(req.arguments.path)
+    if (req.arguments.path === '/b1') agent.abort()
+  })
+  gate.on('confirmation-request', (req) => {
+    try {
+      req.approve()
+    } catch {}
+  })
+  const calls = ['/b1', '/b2', '/b3'].map((path, i) => ({ tool: 'delete_file', arguments: { path }, callId: `b${i}` }))
+  await assert.rejects(gate.executeBatch(calls, { signal: agent.signal }), aborted)
+  assert.deepEqual(shown, ['/b1'])
+  assert.deepEqual(ran, [])
+  assert.equal(gate.pendingCount, 0)
+  await gate.close()
+})
+
 for (const method of ['execute', 'confirm']) {
   test(`a signal aborted by a listener, then an approval by another (${method}): refused, nothing runs`, async () => {
     const { gate, ran } = makeGate()

@@ -458,12 +458,18 @@ impl JsState {
         out
     }
 
-    /// Request `id` is being shown to the listeners: by the task whose poll published it, if one
-    /// is being polled.
-    pub(crate) fn shown(&self, id: uuid::Uuid) {
-        if let Some((Some(_), asked)) = self.polling.borrow_mut().last_mut() {
+    /// Request `id` is about to be shown to the listeners: noted for the task whose poll
+    /// published it, if one is being polled. False when that task was aborted earlier in this
+    /// poll (a batch goes on publishing its other calls' requests in it): then the request is not
+    /// to be shown, but cancelled.
+    pub(crate) fn shown(&self, id: uuid::Uuid) -> bool {
+        if let Some((Some(task), asked)) = self.polling.borrow_mut().last_mut() {
+            if self.tasks.borrow().get(*task).is_some_and(|t| t.aborted) {
+                return false;
+            }
             asked.push(id);
         }
+        true
     }
 
     fn drive(self: &Rc<Self>, env: &Env) {

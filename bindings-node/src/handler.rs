@@ -173,7 +173,11 @@ pub(crate) fn dispatch(env: &Env, state: &Rc<JsState>, p: PendingRequest) {
     let token = NEXT_TOKEN.with(|n| n.get() + 1);
     NEXT_TOKEN.with(|n| n.set(token));
     let req = p.request();
-    state.shown(req.id);
+    if !state.shown(req.id) {
+        // Its call was aborted earlier in this poll: nobody is asked.
+        state.gate.cancel_request(&req.id);
+        return;
+    }
     // The id, tool and arguments on their own, and the rest of the request (parsed only if a
     // listener reads it) without the display text, which is derived from the arguments when read.
     let mut details = Vec::with_capacity(512);
