@@ -32,23 +32,26 @@ use tokio::sync::oneshot;
 /// never start, a deadline never end a call): the first use after a fork starts a new one. The
 /// parent's is left as it is in the child (dropping it would wait for threads that are not there).
 pub fn runtime() -> &'static Runtime {
-    static RT: Mutex<Option<(u64, &'static Runtime)>> = Mutex::new(None);
-    static CURRENT: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
-    static CURRENT_FORKS: AtomicU64 = AtomicU64::new(0);
+    /// The runtime and the count of forks it was made after, as one pointer (read at once).
+    static CURRENT: AtomicPtr<(u64, Runtime)> = AtomicPtr::new(std::ptr::null_mut());
+    static MAKING: Mutex<()> = Mutex::new(());
     let forks = FORKS.load(Ordering::Acquire);
-    let rt = CURRENT.load(Ordering::Acquire);
-    if !rt.is_null() && CURRENT_FORKS.load(Ordering::Acquire) == forks {
-        // SAFETY: a non-null `CURRENT` points to a runtime leaked below, never freed.
-        return unsafe { &*rt };
+    // SAFETY: a non-null `CURRENT` points to a pair leaked below, never freed.
+    if let Some((made_after, rt)) = unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+        && *made_after == forks
+    {
+        return rt;
     }
-    let mut slot = lock(&RT);
-    if let Some((made_at, rt)) = *slot
-        && made_at == forks
+    let _making = lock(&MAKING);
+    // SAFETY: as above.
+    if let Some((made_after, rt)) = unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+        && *made_after == forks
     {
         return rt;
     }
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
-    let rt: &'static Runtime = Box::leak(Box::new(
+    let made: &'static (u64, Runtime) = Box::leak(Box::new((
+        forks,
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             // Sync Python executors run here; they serialize on the GIL, so many threads help only
@@ -59,11 +62,9 @@ pub fn runtime() -> &'static Runtime {
             .enable_all()
             .build()
             .expect("signoff: cannot start the tokio runtime"),
-    ));
-    *slot = Some((forks, rt));
-    CURRENT_FORKS.store(forks, Ordering::Release);
-    CURRENT.store(std::ptr::from_ref(rt).cast_mut(), Ordering::Release);
-    rt
+    )));
+    CURRENT.store(std::ptr::from_ref(made).cast_mut(), Ordering::Release);
+    &made.1
 }
 
 /// True on the runtime's own threads (workers and blocking pool), where no Python code may wait.
@@ -569,7 +570,11 @@ where
             let taken = match self.state.try_lock() {
                 Ok(mut state) => state.take(),
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().take(),
-                Err(std::sync::TryLockError::WouldBlock) => None,
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    // Not scheduled after all: the next wake-up tries again.
+                    self.scheduled.store(false, Ordering::Release);
+                    None
+                }
             };
             drop(lock(&self.cancel_cb).take());
             drop(taken);
