@@ -662,7 +662,8 @@ async fn a_stream_ends_when_its_session_does() {
     let alice = Browser::sign_in(&console, "alice").await;
     let live = sse(&console, &alice.cookie, "/events", None, |_| false);
     let act = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Time for the stream to attach (its snapshot is asserted below).
+        tokio::time::sleep(Duration::from_millis(1000)).await;
         assert_eq!(alice.post(&console, "/logout", json!({})).await.status, 200);
         ask(&gate, "/tmp/after-sign-out", "s").await
     };

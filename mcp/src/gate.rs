@@ -99,6 +99,9 @@ struct Up {
     /// Held while listing: a call that comes meanwhile waits for the listing rather than going on
     /// with what may be stale (an old session grant for a changed tool).
     listing: tokio::sync::Mutex<()>,
+    /// After a listing failed (its tools' approvals voided): not listed again before this, so
+    /// calls queued behind a stalled upstream do not wait [`LIST_TIMEOUT`] each in turn.
+    retry_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 #[derive(Clone)]
@@ -223,7 +226,14 @@ impl McpGate {
             }
             let changes = up.client.service().changes.clone();
             let listed = AtomicU64::new(changes.load(Ordering::SeqCst));
-            clients.push(Up { name: up.name, client: up.client, changes, listed, listing: Default::default() });
+            clients.push(Up {
+                name: up.name,
+                client: up.client,
+                changes,
+                listed,
+                listing: Default::default(),
+                retry_at: Mutex::new(None),
+            });
         }
         for name in overrides.keys() {
             if !tools.contains_key(name) {
@@ -315,15 +325,20 @@ impl McpGate {
     ///
     /// One listing per upstream at a time, and a call waits for one in progress. A listing that
     /// fails or takes longer than [`LIST_TIMEOUT`] leaves what the upstream offers unknown: every
-    /// approval of its tools is voided as for a changed definition, and the next call lists again.
+    /// approval of its tools is voided as for a changed definition, and the first call after
+    /// another [`LIST_TIMEOUT`] lists again.
     async fn refresh(&self) {
         for up in &self.inner.upstreams {
             if up.changes.load(Ordering::SeqCst) == up.listed.load(Ordering::SeqCst) {
                 continue;
             }
+            let failed_lately = || lock(&up.retry_at).is_some_and(|at| tokio::time::Instant::now() < at);
+            if failed_lately() {
+                continue;
+            }
             let _listing = up.listing.lock().await;
             let target = up.changes.load(Ordering::SeqCst);
-            if target == up.listed.load(Ordering::SeqCst) {
+            if target == up.listed.load(Ordering::SeqCst) || failed_lately() {
                 continue;
             }
             let listed = match tokio::time::timeout(LIST_TIMEOUT, up.client.list_all_tools()).await {
@@ -337,6 +352,7 @@ impl McpGate {
                         "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over",
                         up.name
                     );
+                    *lock(&up.retry_at) = Some(tokio::time::Instant::now() + LIST_TIMEOUT);
                     let names: Vec<String> = {
                         let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
                         tools.iter().filter(|(_, t)| t.server == up.name).map(|(n, _)| n.clone()).collect()
@@ -413,6 +429,7 @@ impl McpGate {
                 self.void(&name);
             }
             up.listed.store(target, Ordering::SeqCst);
+            *lock(&up.retry_at) = None;
         }
     }
 
