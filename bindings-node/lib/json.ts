@@ -213,7 +213,10 @@ export function toJson(value: unknown, root: string, what: string = root): strin
  * ArrayBuffer (written as `{}`) throw an {@link OutputNotJson} naming the path (`the tool's return
  * value.items[2] is NaN: ...`): the call fails, as it does in Python and Swift, instead of
  * reporting data the tool did not return. Only a text with a `null` or a `{}` in it can hide
- * one: it is written again with a check of every value, and that text is the one returned. @internal
+ * one: it is written again with a check of every value (a replacer function: for a large output
+ * with a null somewhere, several times the cost of `JSON.stringify`), and that text is the one
+ * returned. Not caught: a Map or a Set that has properties of its own besides its entries (they
+ * are written, the entries are not). @internal
  */
 export function outputToJson(v: unknown): string {
   const text = JSON.stringify(v) ?? 'null'
@@ -239,7 +242,10 @@ function checkedOutput(v: unknown): string {
     }
     if (typeof x === 'number' && !(x - x === 0)) throw new OutputNotJson(`${path} is ${x}: ${NON_FINITE}`)
     if (x !== null && typeof x === 'object') {
-      if (LOSSY.has(Object.prototype.toString.call(x))) {
+      const tag = Object.prototype.toString.call(x)
+      // A boxed number (`new Number(NaN)`) is written as its value.
+      if (tag === '[object Number]' && !Number.isFinite(Number(x))) throw new OutputNotJson(`${path} is ${Number(x)}: ${NON_FINITE}`)
+      if (LOSSY.has(tag)) {
         throw new OutputNotJson(`${path} is ${kind(x)}, which JSON.stringify writes as {}; refusing instead of sending that: ${hint(x)}`)
       }
       paths.set(x, path)
