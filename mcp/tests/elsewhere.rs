@@ -17,6 +17,17 @@ async fn call(client: &RunningService<RoleClient, ()>, text: &str) -> CallToolRe
     client.call_tool(write(text)).await.expect("tools/call")
 }
 
+/// Calls `write("a")`, approves it for the session elsewhere (by token), and checks that its
+/// identical retry runs.
+async fn granted_for_the_session(client: &RunningService<RoleClient, ()>, gate: &Gate) {
+    call(client, "a").await;
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice").for_session()).unwrap();
+    let r = call(client, "a").await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+}
+
 /// The upstream, the gate's proxy, and rmcp's client declaring no elicitation.
 async fn wire_unaskable<S: ServerHandler + Clone>(upstream: S, gate: &Gate) -> Wired<S, ()> {
     wire(upstream, gate, (), ClientLifecycleMode::Initialize).await
@@ -192,12 +203,7 @@ async fn a_changed_upstream_definition_voids_the_session_grant() {
     let Wired { mcp: _mcp, server, proxy: _proxy, client } = wire_unaskable(up.clone(), &gate).await;
 
     // Approved for the session (elsewhere, by token), then the identical retry runs.
-    call(&client, "a").await;
-    let request = gate.pending()[0].clone();
-    let token = gate.issue_token(&request.id, "alice").unwrap();
-    gate.respond_token(&token, TokenResponse::approve("alice").for_session()).unwrap();
-    let r = call(&client, "a").await;
-    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    granted_for_the_session(&client, &gate).await;
     // The grant covers the next call of the tool in this session.
     let r = call(&client, "b").await;
     assert_ne!(r.is_error, Some(true), "{}", text(&r));
@@ -246,12 +252,7 @@ async fn a_call_during_the_listing_after_a_change_waits_for_it_and_the_old_grant
     let up = Shifty::default();
     let gate = keyed().build().unwrap();
     let Wired { mcp: _mcp, server, proxy: _proxy, client } = wire_unaskable(up.clone(), &gate).await;
-    call(&client, "a").await;
-    let request = gate.pending()[0].clone();
-    let token = gate.issue_token(&request.id, "alice").unwrap();
-    gate.respond_token(&token, TokenResponse::approve("alice").for_session()).unwrap();
-    let r = call(&client, "a").await;
-    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    granted_for_the_session(&client, &gate).await;
     assert_eq!(up.runs.load(Ordering::SeqCst), 1);
 
     // The definition changes; listing it again takes a while.
