@@ -156,6 +156,15 @@ async fn an_earlier_deadline_queued_after_a_later_one_fires_on_time() {
     assert_eq!(long_at, Duration::from_secs(5));
 }
 
+/// The decision of a call spawned on `rt`, which must end within 5 s (else `why`).
+fn ended_within_5s(
+    rt: &tokio::runtime::Runtime,
+    call: tokio::task::JoinHandle<signoff::Result<Decision>>,
+    why: &str,
+) -> Decision {
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), call).await }).expect(why).unwrap().unwrap()
+}
+
 #[test]
 fn deadlines_still_end_calls_after_the_runtime_that_ran_the_gates_timer_shut_down() {
     let g = gate_with(Gate::builder().default_timeout(Duration::from_millis(300)), Arc::new(AtomicUsize::new(0)));
@@ -179,11 +188,7 @@ fn deadlines_still_end_calls_after_the_runtime_that_ran_the_gates_timer_shut_dow
     // That runtime goes away with the timer's task; the call waiting on the other must still end
     // at its deadline, not wait forever.
     drop(first);
-    let d = second
-        .block_on(async { tokio::time::timeout(Duration::from_secs(5), short).await })
-        .expect("the call waited past its deadline: nobody ran the timer")
-        .unwrap()
-        .unwrap();
+    let d = ended_within_5s(&second, short, "the call waited past its deadline: nobody ran the timer");
     assert!(matches!(d, Decision::TimedOut { timeout_ms: 300, .. }), "{d:?}");
 }
 
@@ -203,11 +208,7 @@ fn deadlines_end_calls_while_the_runtime_that_first_needed_a_timer_sits_idle() {
     let other = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let g2 = g.clone();
     let call = other.spawn(async move { g2.confirm(del("/b")).await });
-    let d = other
-        .block_on(async { tokio::time::timeout(Duration::from_secs(5), call).await })
-        .expect("the call on runtime B waited past its deadline while runtime A sat idle")
-        .unwrap()
-        .unwrap();
+    let d = ended_within_5s(&other, call, "the call on runtime B waited past its deadline while runtime A sat idle");
     assert!(matches!(d, Decision::TimedOut { timeout_ms: 200, .. }), "{d:?}");
     // A thread of its own with a current-thread runtime, while A's thread is not driving A.
     let g3 = g.clone();

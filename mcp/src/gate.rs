@@ -1083,15 +1083,13 @@ fn register(
         }
         b.build()
     };
-    if name.chars().any(signoff::display::is_deceptive) {
-        // Not the schema's fault: a name a person could misread is refused whatever the schema.
-        return Err(format!("{name:?}: the tool's name contains control, bidi or zero-width characters"));
-    }
     let schema = Value::Object((*def.input_schema).clone());
     if let Err(e) = gate.register(build(schema)) {
-        // Our validator refused the upstream's schema: the upstream still validates its input.
+        // Refused with any schema (its name, say): that is the reason, not the schema.
+        gate.register(build(json!({"type": "object"}))).map_err(|e| format!("{name:?}: {e}"))?;
+        // Only the upstream's schema was refused by our validator: the upstream still validates
+        // its input.
         eprintln!("signoff mcp: {name}: the upstream's input schema is not usable here ({e}); accepting any object");
-        gate.register(build(json!({"type": "object"}))).map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(())
 }

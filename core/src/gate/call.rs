@@ -34,6 +34,16 @@ fn empty_object() -> Value {
     Value::Object(Default::default())
 }
 
+impl ToolCall {
+    /// The arguments as the gate reads them: `null` is none, `{}`.
+    pub(crate) fn arguments_or_empty(&self) -> std::borrow::Cow<'_, Value> {
+        match &self.arguments {
+            Value::Null => std::borrow::Cow::Owned(empty_object()),
+            a => std::borrow::Cow::Borrowed(a),
+        }
+    }
+}
+
 /// `session` as a request keeps it: the default session's name is one shared string.
 pub(crate) fn shared_session(session: String) -> std::sync::Arc<str> {
     static DEFAULT: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| DEFAULT_SESSION.into());

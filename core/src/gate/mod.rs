@@ -288,11 +288,10 @@ impl Gate {
     /// Whether a call would need approval right now, and why (no request is made).
     pub fn evaluate(&self, call: &ToolCall) -> Result<crate::policy::Evaluation> {
         let tool = self.tool(&call.tool)?;
-        let none = Value::Object(Default::default());
-        let arguments = if call.arguments.is_null() { &none } else { &call.arguments };
-        crate::json::check(arguments, "arguments")?;
-        tool.validate(arguments, "original")?;
-        Ok(tool.evaluate(arguments).into())
+        let arguments = call.arguments_or_empty();
+        crate::json::check(&arguments, "arguments")?;
+        tool.validate(&arguments, "original")?;
+        Ok(tool.evaluate(&arguments).into())
     }
 
     /// The policy in force.
@@ -335,7 +334,7 @@ impl Gate {
         original: &mut Option<Value>,
     ) -> Result<Prepared> {
         if call.arguments.is_null() {
-            call.arguments = Value::Object(Default::default());
+            call.arguments = call.arguments_or_empty().into_owned();
         }
         crate::json::check(&call.arguments, "arguments")?;
         crate::json::check(&call.metadata, "metadata")?;
