@@ -1,5 +1,5 @@
 // The browser approval console (gate.serveConsole) against its real server, with node:http: sign-in,
-// the session cookie, CSRF, a real gated call decided over HTTP, errors, closing, process exit.
+// the session cookie and page key, a real gated call decided over HTTP, errors, closing, process exit.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
@@ -32,7 +32,7 @@ function keyedGate(options = {}) {
   return { gate, runs }
 }
 
-/** Just enough of a browser: the console's origin, its session cookie, its CSRF token. */
+/** Just enough of a browser: the console's origin, its session cookie, the page key from the sign-in's answer. */
 class Browser {
   constructor(console_) {
     const u = new URL(console_.url)
@@ -40,7 +40,7 @@ class Browser {
     this.port = Number(u.port)
     this.origin = `http://${this.host}:${this.port}`
     this.cookie = undefined
-    this.csrf = undefined
+    this.key = undefined
   }
 
   request(method, path_, { body, headers = {} } = {}) {
@@ -63,16 +63,16 @@ class Browser {
   async signIn(link) {
     const token = link.split('#token=')[1]
     const r = await this.request('POST', '/login', { body: { token }, headers: { Origin: this.origin } })
-    if (r.status === 200) this.cookie = r.headers['set-cookie'][0].split(';')[0]
+    if (r.status === 200) {
+      this.cookie = r.headers['set-cookie'][0].split(';')[0]
+      this.key = JSON.parse(r.text).key
+    }
     return r
   }
 
   async loadPage() {
     const r = await this.request('GET', '/')
     assert.equal(r.status, 200, r.text)
-    const m = r.text.match(/<meta name="csrf-token" content="([^"]+)">/)
-    assert.ok(m, r.text)
-    this.csrf = m[1]
     return r.text
   }
 
@@ -80,7 +80,7 @@ class Browser {
     const body = { id: request.id, digest: request.argumentsDigest, decision: 'approve', scope: 'once', ...fields }
     const r = await this.request('POST', '/api/decide', {
       body,
-      headers: { Origin: this.origin, 'x-csrf-token': this.csrf },
+      headers: { Origin: this.origin, 'x-signoff-key': this.key },
     })
     return { status: r.status, body: JSON.parse(r.text) }
   }
@@ -130,7 +130,9 @@ test('sign in with a link, then approve a real call over HTTP: the tool runs onc
     assert.ok(link.startsWith(`${console_.url}login#token=`))
     r = await browser.signIn(link)
     assert.equal(r.status, 200, r.text)
-    assert.deepEqual(JSON.parse(r.text), { approver: 'alice' })
+    const answer = JSON.parse(r.text)
+    assert.equal(answer.approver, 'alice')
+    assert.ok(answer.key.length >= 43)
     const cookies = r.headers['set-cookie']
     assert.equal(cookies.length, 1)
     assert.match(cookies[0], /HttpOnly/)
@@ -138,21 +140,24 @@ test('sign in with a link, then approve a real call over HTTP: the tool runs onc
     // A sign-in link is single-use.
     assert.equal((await new Browser(console_).signIn(link)).status, 401)
 
+    // The page is a shell: the key and the data come only with the key.
     const page = await browser.loadPage()
-    assert.match(page, /alice/)
     assert.match(page, /approvals/)
+    assert.ok(!page.includes(browser.key))
 
     const call = gate.execute({ tool: 'delete_file', arguments: { path: '/tmp/x' }, callId: 'c1' })
     const request = await waitPending(gate)
     assert.equal(request.tool, 'delete_file')
 
-    // Without the CSRF token, or from another origin: refused, and nothing changes.
+    // The cookie without the page key (what any other server on this host receives), or from
+    // another origin: refused, and nothing changes.
     const bare = { id: request.id, digest: request.argumentsDigest, decision: 'approve' }
     r = await browser.request('POST', '/api/decide', { body: bare, headers: { Origin: browser.origin } })
-    assert.equal(r.status, 403)
+    assert.equal(r.status, 401)
+    assert.equal(JSON.parse(r.text).kind, 'key')
     r = await browser.request('POST', '/api/decide', {
       body: bare,
-      headers: { Origin: 'http://evil.example', 'x-csrf-token': browser.csrf },
+      headers: { Origin: 'http://evil.example', 'x-signoff-key': browser.key },
     })
     assert.equal(r.status, 403)
     assert.equal(gate.pendingCount, 1)
@@ -194,7 +199,7 @@ test('approver keys sign in, from an object or a file', async () => {
     headers: { Origin: browser.origin },
   })
   assert.equal(r.status, 200)
-  assert.deepEqual(JSON.parse(r.text), { approver: 'carol' })
+  assert.equal(JSON.parse(r.text).approver, 'carol')
   r = await browser.request('POST', '/login', {
     body: { approver: 'carol', key: 'not-carols-key-at-all' },
     headers: { Origin: browser.origin },

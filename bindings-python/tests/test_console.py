@@ -1,5 +1,5 @@
 """The browser approval console (``Gate.serve_console``) against its real server, with the standard
-library's HTTP client: sign-in, session cookie, CSRF, a real gated call decided over HTTP, errors,
+library's HTTP client: sign-in, session cookie and page key, a real gated call decided over HTTP, errors,
 and closing."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import re
 import socket
 import threading
 import time
@@ -28,7 +27,8 @@ def keyed_gate(executor: Optional[Recorder] = None, **options: Any) -> signoff.G
 
 
 class Browser:
-    """Just enough of a browser: the console's origin, its session cookie, its CSRF token."""
+    """Just enough of a browser: the console's origin, its session cookie, the page key from the
+    sign-in's answer (the console's script keeps it in the origin's storage)."""
 
     def __init__(self, console: signoff.Console) -> None:
         parts = urlsplit(console.url)
@@ -36,7 +36,7 @@ class Browser:
         self.host, self.port = parts.hostname, parts.port
         self.origin = f"http://{self.host}:{self.port}"
         self.cookie: Optional[str] = None
-        self.csrf: Optional[str] = None
+        self.key: Optional[str] = None
 
     def request(
         self, method: str, path: str, body: Any = None, headers: Optional[Dict[str, str]] = None
@@ -63,22 +63,20 @@ class Browser:
         status, _, cookies, text = self.request("POST", "/login", {"token": token}, {"Origin": self.origin})
         if status == 200:
             self.cookie = cookies[0].split(";", 1)[0]
+            self.key = json.loads(text)["key"]
         return status, cookies, text
 
     def load_page(self) -> str:
         status, _, _, page = self.request("GET", "/")
         assert status == 200, page
-        m = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
-        assert m, page
-        self.csrf = m.group(1)
         return page
 
     def decide(self, request: signoff.ConfirmationRequest, **fields: Any) -> Tuple[int, Any]:
-        assert self.csrf is not None
+        assert self.key is not None
         body = {"id": request.id, "digest": request.arguments_digest, "decision": "approve", "scope": "once"}
         body.update(fields)
         status, _, _, text = self.request(
-            "POST", "/api/decide", body, {"Origin": self.origin, "x-csrf-token": self.csrf}
+            "POST", "/api/decide", body, {"Origin": self.origin, "x-signoff-key": self.key}
         )
         return status, json.loads(text)
 
@@ -120,14 +118,16 @@ def test_sign_in_then_approve_a_real_call_over_http() -> None:
         assert link.startswith(console.url + "login#token=")
         status, cookies, text = browser.sign_in(link)
         assert status == 200, text
-        assert json.loads(text) == {"approver": "alice"}
+        answer = json.loads(text)
+        assert answer["approver"] == "alice" and len(answer["key"]) >= 43
         assert len(cookies) == 1 and "HttpOnly" in cookies[0] and "SameSite=Strict" in cookies[0]
         # A sign-in link is single-use.
         status, _, _ = Browser(console).sign_in(link)
         assert status == 401
 
+        # The page is a shell: the key and the data come only with the key.
         page = browser.load_page()
-        assert "alice" in page and "approvals" in page
+        assert "approvals" in page and browser.key not in page
 
         results: List[signoff.ToolResult] = []
         call = threading.Thread(
@@ -137,19 +137,20 @@ def test_sign_in_then_approve_a_real_call_over_http() -> None:
         request = wait_pending(gate)
         assert request.tool == "delete_file"
 
-        # Without the CSRF token, or from another origin: refused, and nothing changes.
-        status, _, _, _ = browser.request(
+        # The cookie without the page key (what any other server on this host receives), or
+        # from another origin: refused, and nothing changes.
+        status, _, _, text = browser.request(
             "POST",
             "/api/decide",
             {"id": request.id, "digest": request.arguments_digest, "decision": "approve"},
             {"Origin": browser.origin},
         )
-        assert status == 403
+        assert status == 401 and json.loads(text)["kind"] == "key"
         status, _, _, _ = browser.request(
             "POST",
             "/api/decide",
             {"id": request.id, "digest": request.arguments_digest, "decision": "approve"},
-            {"Origin": "http://evil.example", "x-csrf-token": browser.csrf or ""},
+            {"Origin": "http://evil.example", "x-signoff-key": browser.key or ""},
         )
         assert status == 403
         assert gate.pending_count == 1
@@ -198,7 +199,7 @@ def test_approver_keys_sign_in(tmp_path: Path) -> None:
         status, _, _, text = browser.request(
             "POST", "/login", {"approver": "carol", "key": "carol-has-a-long-key"}, {"Origin": browser.origin}
         )
-        assert status == 200 and json.loads(text) == {"approver": "carol"}
+        assert status == 200 and json.loads(text)["approver"] == "carol"
         status, _, _, _ = browser.request(
             "POST", "/login", {"approver": "carol", "key": "not-carols-key-at-all"}, {"Origin": browser.origin}
         )

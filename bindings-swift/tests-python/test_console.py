@@ -38,14 +38,14 @@ def keyed_gate(executor=None):
 
 
 class Browser:
-    """Just enough of a browser: the console's origin, its session cookie, its CSRF token."""
+    """Just enough of a browser: the console's origin, its session cookie, the sign-in's page key."""
 
     def __init__(self, console):
         parts = urlsplit(console.url())
         self.host, self.port = parts.hostname, parts.port
         self.origin = f"http://{self.host}:{self.port}"
         self.cookie = None
-        self.csrf = None
+        self.key = None
 
     def request(self, method, path, body=None, headers=None):
         conn = http.client.HTTPConnection(self.host, self.port, timeout=20)
@@ -69,18 +69,18 @@ class Browser:
         status, _, cookies, text = self.request("POST", "/login", {"token": token}, {"Origin": self.origin})
         if status == 200:
             self.cookie = cookies[0].split(";", 1)[0]
+            self.key = json.loads(text)["key"]
         return status, cookies, text
 
     def load_page(self):
         status, _, _, page = self.request("GET", "/")
         assert status == 200, page
-        self.csrf = re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1)
         return page
 
     def decide(self, request, **fields):
         body = {"id": request.id, "digest": request.arguments_digest, "decision": "approve", "scope": "once"}
         body.update(fields)
-        status, _, _, text = self.request("POST", "/api/decide", body, {"Origin": self.origin, "x-csrf-token": self.csrf})
+        status, _, _, text = self.request("POST", "/api/decide", body, {"Origin": self.origin, "x-signoff-key": self.key})
         return status, json.loads(text)
 
 
@@ -112,22 +112,25 @@ async def test_sign_in_then_approve_a_real_call_over_http():
         assert link.startswith(console.url() + "login#token=")
         status, cookies, text = await asyncio.to_thread(browser.sign_in, link)
         assert status == 200, text
-        assert json.loads(text) == {"approver": "alice"}
+        answer = json.loads(text)
+        assert answer["approver"] == "alice" and len(answer["key"]) >= 43
         assert len(cookies) == 1 and "HttpOnly" in cookies[0] and "SameSite=Strict" in cookies[0]
         assert (await asyncio.to_thread(Browser(console).sign_in, link))[0] == 401  # single-use
 
+        # The page is a shell: the key and the data come only with the key.
         page = await asyncio.to_thread(browser.load_page)
-        assert "alice" in page and "approvals" in page
+        assert "approvals" in page and browser.key not in page
 
         handle = gate.execute_cancellable(so.ToolCall(tool="delete_file", arguments_json='{"path":"/tmp/x"}'))
         while gate.pending_count() == 0:
             await asyncio.sleep(0.005)
         request = gate.pending()[0]
 
-        # Without the CSRF token: refused, and nothing changes.
+        # The cookie without the page key (what any other server on this host receives):
+        # refused, and nothing changes.
         bare = {"id": request.id, "digest": request.arguments_digest, "decision": "approve"}
-        status, _, _, _ = await asyncio.to_thread(browser.request, "POST", "/api/decide", bare, {"Origin": browser.origin})
-        assert status == 403 and gate.pending_count() == 1
+        status, _, _, text = await asyncio.to_thread(browser.request, "POST", "/api/decide", bare, {"Origin": browser.origin})
+        assert status == 401 and json.loads(text)["kind"] == "key" and gate.pending_count() == 1
 
         status, body = await asyncio.to_thread(browser.decide, request)
         assert status == 200 and body["outcome"] == "approved", body
@@ -148,7 +151,7 @@ def test_approver_keys_sign_in(tmp_path):
     console = gate.serve_console(so.ConsoleOptions(approver_keys={"carol": "carol-has-a-long-key"}, sign_in_ttl_ms=60_000))
     browser = Browser(console)
     ok = browser.request("POST", "/login", {"approver": "carol", "key": "carol-has-a-long-key"}, {"Origin": browser.origin})
-    assert ok[0] == 200 and json.loads(ok[3]) == {"approver": "carol"}
+    assert ok[0] == 200 and json.loads(ok[3])["approver"] == "carol"
     bad = browser.request("POST", "/login", {"approver": "carol", "key": "not-carols-key-at-all"}, {"Origin": browser.origin})
     assert bad[0] == 401
     console.close()

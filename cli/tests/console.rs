@@ -43,6 +43,25 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: Op
     (status, out)
 }
 
+/// Whether the console's event stream shows `needle` within 10 s.
+fn streamed(addr: &str, cookie: &str, key: &str, needle: &str) -> bool {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let req = format!("GET /events HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nX-Signoff-Key: {key}\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let (mut seen, mut buf) = (Vec::new(), [0u8; 65536]);
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        seen.extend_from_slice(&buf[..n]);
+        if String::from_utf8_lossy(&seen).contains(needle) {
+            return true;
+        }
+    }
+    false
+}
+
 /// The agent's tool, as data both processes register.
 fn email_spec() -> serde_json::Value {
     json!({
@@ -135,18 +154,14 @@ fn a_console_process_answers_an_agent_in_another_process() {
     assert_eq!(status, 200, "{reply}");
     let cookie =
         reply.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap().split(';').next().unwrap().to_owned();
-    let (status, page) = http(&addr, "GET", "/", &[("Cookie", &cookie)], None);
-    assert_eq!(status, 200);
-    let csrf = page.split(r#"name="csrf-token" content=""#).nth(1).unwrap().split('"').next().unwrap().to_owned();
-    // The console lists the request made by the agent's process.
-    let listed = (0..200).any(|_| {
-        std::thread::sleep(Duration::from_millis(20));
-        http(&addr, "GET", "/", &[("Cookie", &cookie)], None).1.contains(&request.id.to_string())
-    });
-    assert!(listed, "the console shows the agent's request");
+    // The page key comes in the sign-in's answer (the body is the last line).
+    let answer: serde_json::Value = serde_json::from_str(reply.lines().last().unwrap()).unwrap();
+    let key = answer["key"].as_str().unwrap().to_owned();
+    // The console's stream shows the request made by the agent's process.
+    assert!(streamed(&addr, &cookie, &key, &request.id.to_string()), "the console shows the agent's request");
     let body = json!({"id": request.id, "digest": request.arguments_digest, "decision": "approve"}).to_string();
     let (status, reply) =
-        http(&addr, "POST", "/api/decide", &[("Cookie", &cookie), ("X-CSRF-Token", &csrf)], Some(&body));
+        http(&addr, "POST", "/api/decide", &[("Cookie", &cookie), ("X-Signoff-Key", &key)], Some(&body));
     assert_eq!(status, 200, "{reply}");
     let result = rt.block_on(call).unwrap();
     assert_eq!(result.status, ToolStatus::Executed);

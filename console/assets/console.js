@@ -4,13 +4,27 @@
   'use strict';
   const $ = (sel, el = document) => el.querySelector(sel);
   const $$ = (sel, el = document) => Array.from(el.querySelectorAll(sel));
-  const csrf = $('meta[name="csrf-token"]').content;
-  const resume = $('meta[name="resume"]').content;
-  let offset = Number($('meta[name="server-now"]').content) - Date.now(); // server clock - ours
+  // The page key from the sign-in (see login.js): the page itself carries no data and no key;
+  // everything comes from requests that send the key with the cookie.
+  const STORE = 'signoff-console';
+  const requestHash = () => (/^#request-[0-9a-f-]{36}$/.test(location.hash) ? location.hash : '');
+  let stored = null;
+  try { stored = JSON.parse(localStorage.getItem(STORE) || 'null'); } catch (_) { stored = null; }
+  if (!stored || typeof stored.key !== 'string' || typeof stored.approver !== 'string') {
+    location.replace(`login${requestHash()}`);
+    return;
+  }
+  const key = stored.key;
+  function signedOut() {
+    try { localStorage.removeItem(STORE); } catch (_) { /* nothing kept */ }
+    location.replace(`login${requestHash()}`);
+  }
+  let offset = 0; // server clock - ours, from each snapshot
   const pendingList = $('#pending');
   const historyList = $('#history');
   const conn = $('#conn');
-  const me = $('#approver').textContent;
+  const me = stored.approver;
+  $('#approver').textContent = me;
   const decided = new Set(); // ids this page saw resolved
   let selected = null;
   // Whether the person chose the selected card (j/k, a click, a link, a key acting on it), and
@@ -98,6 +112,7 @@
 
   function snapshot(s) {
     offset = s.now_ms - Date.now();
+    document.body.dataset.clockOffset = String(offset); // the page's idea of the server's clock
     const shown = new Map(cards().map((c) => [c.dataset.id, c]));
     const keep = new Set(s.pending.map((c) => c.id));
     for (const [id, c] of shown) if (!keep.has(id)) c.remove();
@@ -255,9 +270,10 @@
     const r = await fetch(path, {
       method: 'POST',
       credentials: 'same-origin',
-      headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
+      headers: { 'content-type': 'application/json', 'x-signoff-key': key },
       body: JSON.stringify(body),
     });
+    if (r.status === 401) signedOut();
     let data = {};
     try { data = await r.json(); } catch (_) { /* no body */ }
     return { ok: r.ok, status: r.status, data };
@@ -419,26 +435,95 @@
 
   // ---- sign out -----------------------------------------------------------------------------------
   $('#logout').addEventListener('click', async () => {
-    await post('logout', {});
-    location.replace('login');
+    try { await post('logout', {}); } catch (_) { /* signed out here either way */ }
+    signedOut();
   });
 
   // ---- the live stream ----------------------------------------------------------------------------
-  function connect() {
-    const source = new EventSource(`events?after=${encodeURIComponent(resume)}`);
-    source.addEventListener('open', () => { conn.textContent = 'live'; conn.dataset.state = 'live'; });
-    source.addEventListener('error', () => {
-      if (source.readyState === EventSource.CLOSED) {
-        conn.textContent = 'disconnected: reload the page (or sign in again)';
-        conn.dataset.state = 'closed';
-      } else {
-        conn.textContent = 'reconnecting…';
-        conn.dataset.state = 'reconnecting';
+  // Server-Sent Events read with fetch (an EventSource cannot send the page key): reconnects
+  // after `retry` ms with `Last-Event-ID`, as an EventSource does.
+  const handlers = { snapshot: (d) => snapshot(d), request: (d) => addRequest(d), resolved: (d) => resolve(d) };
+  let lastId = null;
+  let retry = 3000;
+  let first = true;
+
+  function dispatch(type, data) {
+    const handle = handlers[type];
+    if (!handle) return;
+    try {
+      handle(JSON.parse(data));
+    } catch (err) {
+      console.error(`signoff console: a ${type} event could not be shown`, err);
+    }
+    if (type === 'snapshot' && first) {
+      first = false;
+      if (linked()) select(linked());
+    }
+  }
+
+  async function read(body) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let type = '';
+    let data = [];
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      for (;;) {
+        const nl = buf.search(/[\r\n]/);
+        // A `\r` at the end may be the first half of `\r\n`: wait for what follows.
+        if (nl < 0 || (buf[nl] === '\r' && nl === buf.length - 1)) break;
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
+        if (line === '') {
+          if (data.length) dispatch(type || 'message', data.join('\n'));
+          type = '';
+          data = [];
+          continue;
+        }
+        const colon = line.indexOf(':');
+        if (colon === 0) continue; // a comment
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? '' : line.slice(colon + 1);
+        if (v.startsWith(' ')) v = v.slice(1);
+        if (field === 'event') type = v;
+        else if (field === 'data') data.push(v);
+        else if (field === 'id' && !v.includes('\0')) lastId = v;
+        else if (field === 'retry' && /^[0-9]+$/.test(v)) retry = Number(v);
       }
-    });
-    source.addEventListener('snapshot', (e) => snapshot(JSON.parse(e.data)));
-    source.addEventListener('request', (e) => addRequest(JSON.parse(e.data)));
-    source.addEventListener('resolved', (e) => resolve(JSON.parse(e.data)));
+    }
+  }
+
+  function connState(text, state) {
+    conn.textContent = text;
+    conn.dataset.state = state;
+  }
+
+  async function connect() {
+    for (;;) {
+      let r = null;
+      try {
+        const headers = { accept: 'text/event-stream', 'x-signoff-key': key };
+        if (lastId !== null) headers['last-event-id'] = lastId;
+        r = await fetch('events', { headers, credentials: 'same-origin', cache: 'no-store' });
+      } catch (_) {
+        r = null; // unreachable: try again
+      }
+      if (r && r.status === 401) {
+        signedOut();
+        return;
+      }
+      if (r && r.ok && r.body) {
+        connState('live', 'live');
+        try { await read(r.body); } catch (_) { /* the connection dropped */ }
+      } else if (r && r.status >= 400 && r.status < 500) {
+        connState('disconnected: reload the page (or sign in again)', 'closed');
+        return;
+      }
+      connState('reconnecting…', 'reconnecting');
+      await new Promise((ok) => { setTimeout(ok, retry); });
+    }
   }
 
   // A link to one request (`#request-<id>`, e.g. from an MCP client's URL-mode elicitation,
@@ -448,9 +533,7 @@
     return m ? cards().find((c) => c.dataset.id === m[1]) || null : null;
   }
 
-  localTimes(document);
   tick();
   refresh();
-  if (linked()) select(linked());
   connect();
 })();

@@ -17,6 +17,15 @@
       return;
     }
     if (r.ok) {
+      // The page key comes only in this answer. localStorage keeps it for this origin alone
+      // (the port included), unlike the cookie, which the browser sends to every port.
+      try {
+        const data = await r.json();
+        localStorage.setItem('signoff-console', JSON.stringify({ key: data.key, approver: data.approver }));
+      } catch (err) {
+        message.textContent = `Signed in, but this browser would not keep the console's key (${err.message})`;
+        return;
+      }
       // A link to one request keeps pointing at it after sign-in.
       location.replace(/^#request-[0-9a-f-]{36}$/.test(location.hash) ? `./${location.hash}` : './');
       return;

@@ -78,6 +78,7 @@ pub(crate) fn router(gate: Gate, opts: ConsoleOptions, shutdown: Option<watch::R
         .route("/api/check", post(check))
         .route("/assets/console.js", get(|| asset("text/javascript", include_str!("../assets/console.js"))))
         .route("/assets/login.js", get(|| asset("text/javascript", include_str!("../assets/login.js"))))
+        .route("/assets/audit.js", get(|| asset("text/javascript", include_str!("../assets/audit.js"))))
         .route("/assets/console.css", get(|| asset("text/css", include_str!("../assets/console.css"))))
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app))
@@ -147,34 +148,35 @@ impl IntoResponse for Refused {
 
 const CROSS_SITE: Refused = Refused(StatusCode::FORBIDDEN, "cross_site", "cross-site requests are refused");
 
-/// The signed-in session behind a state-changing request: same origin, live session, CSRF token.
-fn change_allowed(app: &App, headers: &HeaderMap) -> std::result::Result<Session, Refused> {
+/// The header that carries the session's page key ([`Session::key`]).
+const KEY_HEADER: &str = "x-signoff-key";
+
+/// The signed-in session behind a request that reads or changes anything: a live session cookie
+/// *and* that session's page key. The cookie alone is not enough: browsers send it to every
+/// server on the same host, whatever the port, while the key lives in this origin's storage.
+fn signed_in(app: &App, headers: &HeaderMap) -> std::result::Result<Session, Refused> {
     if !auth::same_origin(headers, app.opts.public_origin.as_deref()) {
         return Err(CROSS_SITE);
     }
     let session = app.sessions.get(headers).ok_or(Refused(StatusCode::UNAUTHORIZED, "signed_out", "sign in first"))?;
-    let sent = headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
-    if !auth::constant_time_eq(sent.as_bytes(), session.csrf.as_bytes()) {
-        return Err(Refused(StatusCode::FORBIDDEN, "csrf", "missing or wrong CSRF token; reload the page"));
+    let sent = headers.get(KEY_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !auth::constant_time_eq(sent.as_bytes(), session.key.as_bytes()) {
+        return Err(Refused(
+            StatusCode::UNAUTHORIZED,
+            "key",
+            "missing or wrong page key (the session cookie alone opens nothing): sign in again",
+        ));
     }
     Ok(session)
 }
 
+/// The page: a shell without data. Its script reads the page key from this origin's storage
+/// and fetches everything else, so a request with the cookie alone learns nothing.
 async fn index(State(app): Shared, headers: HeaderMap) -> Response {
-    let Some(session) = app.sessions.get(&headers) else { return Redirect::to("login").into_response() };
-    let snap = app.feed.snapshot();
-    let pending: Vec<String> = snap.pending.iter().map(|c| c.html.clone()).collect();
-    let history: Vec<String> = snap.history.iter().map(|d| d.html.clone()).collect();
-    Html(render::page(&render::Page {
-        title: &app.opts.title,
-        approver: &session.approver,
-        csrf: &session.csrf,
-        resume: &app.feed.event_id(snap.seq),
-        now_ms: snap.now_ms,
-        pending: &pending,
-        history: &history,
-    }))
-    .into_response()
+    if app.sessions.get(&headers).is_none() {
+        return Redirect::to("login").into_response();
+    }
+    Html(render::page(&app.opts.title)).into_response()
 }
 
 async fn login_page(State(app): Shared) -> Response {
@@ -269,17 +271,21 @@ async fn login(
             return problem(StatusCode::BAD_REQUEST, "malformed", "send either a sign-in token or an approver and key");
         }
     };
-    let cookie = app.sessions.start(approver.clone());
-    ([(header::SET_COOKIE, app.sessions.cookie_header(&cookie, app.secure))], Json(json!({"approver": approver})))
+    // The page key goes to the signing-in page only, in this answer (see `Session::key`).
+    let (cookie, key) = app.sessions.start(approver.clone());
+    (
+        [(header::SET_COOKIE, app.sessions.cookie_header(&cookie, app.secure))],
+        Json(json!({"approver": approver, "key": key})),
+    )
         .into_response()
 }
 
 async fn logout(State(app): Shared, headers: HeaderMap) -> Response {
-    if let Err(r) = change_allowed(&app, &headers) {
+    if let Err(r) = signed_in(&app, &headers) {
         return r.into_response();
     }
     app.sessions.end(&headers);
-    ([(header::SET_COOKIE, auth::clear_cookie_header(app.secure))], Json(json!({}))).into_response()
+    ([(header::SET_COOKIE, app.sessions.clear_cookie_header(app.secure))], Json(json!({}))).into_response()
 }
 
 #[derive(Deserialize)]
@@ -304,8 +310,8 @@ fn item_event(feed: &Feed, item: &Item) -> SseEvent {
 }
 
 async fn events(State(app): Shared, headers: HeaderMap, Query(q): Query<EventsQuery>) -> Response {
-    if app.sessions.get(&headers).is_none() {
-        return problem(StatusCode::UNAUTHORIZED, "signed_out", "sign in first");
+    if let Err(r) = signed_in(&app, &headers) {
+        return r.into_response();
     }
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned).or(q.after);
     let (start, rx) = app.feed.attach(resume.as_deref());
@@ -366,7 +372,7 @@ struct DecideBody {
 }
 
 async fn decide(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let session = match change_allowed(&app, &headers) {
+    let session = match signed_in(&app, &headers) {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
@@ -447,7 +453,7 @@ struct CheckBody {
 
 /// Validates an edit as the gate will when it is submitted, and lists what changed.
 async fn check(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    if let Err(r) = change_allowed(&app, &headers) {
+    if let Err(r) = signed_in(&app, &headers) {
         return r.into_response();
     }
     let body: CheckBody = match parse_body(&body) {
@@ -520,22 +526,30 @@ async fn verify(app: &App) -> Result<Option<signoff::ChainReport>> {
         .unwrap_or_else(|_| Err(Error::Store("the audit check failed".into())))
 }
 
+/// The audit chain's verification, with the fragment the audit page shows.
 async fn audit_json(State(app): Shared, headers: HeaderMap) -> Response {
-    if app.sessions.get(&headers).is_none() {
-        return problem(StatusCode::UNAUTHORIZED, "signed_out", "sign in first");
+    if let Err(r) = signed_in(&app, &headers) {
+        return r.into_response();
     }
-    match verify(&app).await {
-        Ok(Some(report)) => Json(json!({"configured": true, "report": report})).into_response(),
-        Ok(None) => Json(json!({"configured": false})).into_response(),
+    let verified = verify(&app).await;
+    let html = audit_fragment(&verified);
+    match verified {
+        Ok(Some(report)) => Json(json!({"configured": true, "report": report, "html": html})).into_response(),
+        Ok(None) => Json(json!({"configured": false, "html": html})).into_response(),
         Err(e) => error_response(&e),
     }
 }
 
+/// The audit page: a shell whose script fetches [`audit_json`] with the page key.
 async fn audit_page(State(app): Shared, headers: HeaderMap) -> Response {
     if app.sessions.get(&headers).is_none() {
         return Redirect::to("login").into_response();
     }
-    let body = match verify(&app).await {
+    Html(render::audit_page(&app.opts.title)).into_response()
+}
+
+fn audit_fragment(verified: &Result<Option<signoff::ChainReport>>) -> String {
+    match verified {
         Ok(Some(r)) => {
             let files = r.files.iter().map(|f| render::text(&f.display().to_string())).collect::<Vec<_>>().join(", ");
             match &r.problem {
@@ -560,6 +574,5 @@ async fn audit_page(State(app): Shared, headers: HeaderMap) -> Response {
         }
         Ok(None) => r#"<p id="audit-result" data-ok="none">This gate keeps no readable audit log.</p>"#.to_owned(),
         Err(e) => format!(r#"<p id="audit-result" class="bad" data-ok="false">{}</p>"#, render::text(&e.to_string())),
-    };
-    Html(render::audit_page(&app.opts.title, &body)).into_response()
+    }
 }

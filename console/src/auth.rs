@@ -169,7 +169,12 @@ fn random_token() -> String {
 #[derive(Clone, Debug)]
 pub(crate) struct Session {
     pub approver: String,
-    pub csrf: String,
+    /// The page key: handed over once, in the answer to the sign-in, and never in a page. The
+    /// console's script keeps it in `localStorage`, which only pages of this exact origin (port
+    /// included) can read, and sends it with every request that reads or changes anything. The
+    /// cookie alone opens nothing: browsers do not keep cookies apart by port, so every other
+    /// server on the same host (an agent's dev server, say) receives it.
+    pub key: String,
     expires: Instant,
 }
 
@@ -177,6 +182,9 @@ pub(crate) struct Session {
 /// kept), and the sign-in links already used.
 pub(crate) struct Sessions {
     ttl: Duration,
+    /// This console's cookie name (`signoff_console_` and random letters): two consoles on one
+    /// host, on different ports, would otherwise overwrite each other's cookie.
+    cookie_name: String,
     map: Mutex<HashMap<[u8; 32], Session>>,
     /// Wrong keys per approver name and per (name, source address): (failures, first failure of
     /// the window).
@@ -203,11 +211,17 @@ pub(crate) const LOCKOUT: Duration = Duration::from_secs(300);
 /// and pairs not counted yet, until entries expire.
 const COUNTED: usize = 10_000;
 
-pub(crate) const COOKIE: &str = "signoff_console";
-
 impl Sessions {
     pub fn new(ttl: Duration) -> Self {
-        Sessions { ttl, map: Mutex::new(HashMap::new()), failures: Mutex::new(Failures::default()) }
+        let mut b = [0u8; 6];
+        rand::Rng::fill(&mut rand::rng(), &mut b[..]);
+        let suffix: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        Sessions {
+            ttl,
+            cookie_name: format!("signoff_console_{suffix}"),
+            map: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Failures::default()),
+        }
     }
 
     /// Whether key sign-in for `approver` from `source` (the client's address, when known) is
@@ -240,22 +254,23 @@ impl Sessions {
         }
     }
 
-    /// Starts a session; returns the cookie value.
-    pub fn start(&self, approver: String) -> String {
+    /// Starts a session; returns the cookie value and the page key.
+    pub fn start(&self, approver: String) -> (String, String) {
         let cookie = random_token();
         let now = Instant::now();
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| s.expires > now);
+        let key = random_token();
         map.insert(
             Sha256::digest(cookie.as_bytes()).into(),
-            Session { approver, csrf: random_token(), expires: now + self.ttl },
+            Session { approver, key: key.clone(), expires: now + self.ttl },
         );
-        cookie
+        (cookie, key)
     }
 
     /// The key of the session a request's cookie names (live or not), for [`is_live`](Self::is_live).
     pub fn key(&self, headers: &HeaderMap) -> Option<[u8; 32]> {
-        cookie(headers, COOKIE).map(|c| Sha256::digest(c.as_bytes()).into())
+        cookie(headers, &self.cookie_name).map(|c| Sha256::digest(c.as_bytes()).into())
     }
 
     /// Whether the session `key` names is still live (not signed out, not expired).
@@ -264,16 +279,17 @@ impl Sessions {
         map.get(key).is_some_and(|s| s.expires > Instant::now())
     }
 
-    /// The session a request's cookie names, if it is live.
+    /// The session a request's cookie names, if it is live. Whether the request also carries
+    /// the session's page key is the caller's to check ([`Session::key`]).
     pub fn get(&self, headers: &HeaderMap) -> Option<Session> {
-        let cookie = cookie(headers, COOKIE)?;
+        let cookie = cookie(headers, &self.cookie_name)?;
         let key: [u8; 32] = Sha256::digest(cookie.as_bytes()).into();
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.get(&key).filter(|s| s.expires > Instant::now()).cloned()
     }
 
     pub fn end(&self, headers: &HeaderMap) {
-        if let Some(cookie) = cookie(headers, COOKIE) {
+        if let Some(cookie) = cookie(headers, &self.cookie_name) {
             let key: [u8; 32] = Sha256::digest(cookie.as_bytes()).into();
             self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
         }
@@ -281,15 +297,20 @@ impl Sessions {
 
     pub fn cookie_header(&self, value: &str, secure: bool) -> String {
         format!(
-            "{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+            "{}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+            self.cookie_name,
             self.ttl.as_secs(),
             if secure { "; Secure" } else { "" }
         )
     }
-}
 
-pub(crate) fn clear_cookie_header(secure: bool) -> String {
-    format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}", if secure { "; Secure" } else { "" })
+    pub fn clear_cookie_header(&self, secure: bool) -> String {
+        format!(
+            "{}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
+            self.cookie_name,
+            if secure { "; Secure" } else { "" }
+        )
+    }
 }
 
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

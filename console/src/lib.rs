@@ -29,7 +29,9 @@
 //!   (single use, the token in the URL fragment, which browsers never send to a server or log)
 //!   or with a name and key from [`ApproverKeys`].
 //! - The session cookie is `HttpOnly; SameSite=Strict` (plus `Secure` behind an `https` public
-//!   origin); every state change needs the session's CSRF token and a same-origin `Origin`;
+//!   origin) and opens nothing by itself, since browsers send it to every port of the host: every
+//!   read and change also needs the page key the sign-in answers with (kept by the page in its
+//!   origin's storage, never put in a page) and a same-origin `Origin`;
 //!   a strict Content Security Policy allows only the console's own script and style files.
 //! - The console never decides who may approve: each decision is submitted as a signed,
 //!   single-use approval token issued to the signed-in person, and the gate's authenticator

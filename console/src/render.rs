@@ -170,38 +170,13 @@ pub(crate) fn iso8601(ms: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000)
 }
 
-/// The page around the live list.
-pub(crate) struct Page<'a> {
-    pub title: &'a str,
-    pub approver: &'a str,
-    pub csrf: &'a str,
-    pub resume: &'a str,
-    pub now_ms: u64,
-    pub pending: &'a [String],
-    pub history: &'a [String],
-}
-
-pub(crate) fn page(p: &Page<'_>) -> String {
-    let mut h = String::with_capacity(4096 + p.pending.iter().map(String::len).sum::<usize>());
-    let _ = write!(
-        h,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="csrf-token" content="{csrf}"><meta name="resume" content="{resume}"><meta name="server-now" content="{now}"><title>{title}</title><link rel="stylesheet" href="assets/console.css"><script src="assets/console.js" defer></script></head><body><header class="top"><h1>{title}</h1><span id="conn" class="conn">connecting…</span><span class="who">signed in as <b id="approver">{approver}</b></span><button type="button" id="notify">Notify me</button><a href="audit">Audit</a><button type="button" id="logout">Sign out</button></header><p id="notice" role="status" hidden></p><section id="sessions" aria-label="sessions waiting"></section><main><h2>Waiting for a decision <span id="pending-count">{n}</span></h2><p class="help">Keys: <kbd>j</kbd>/<kbd>k</kbd> move, <kbd>a</kbd> approve once, <kbd>s</kbd> approve for the session, <kbd>d</kbd> deny, <kbd>e</kbd> edit, <kbd>Esc</kbd> cancel.</p><ol id="pending">"#,
-        csrf = html(p.csrf),
-        resume = html(p.resume),
-        now = p.now_ms,
-        title = html(p.title),
-        approver = text(p.approver),
-        n = p.pending.len(),
-    );
-    for c in p.pending {
-        h.push_str(c);
-    }
-    h.push_str(r#"</ol><p id="empty" class="empty">Nothing is waiting.</p><h2>Decided</h2><ol id="history">"#);
-    for row in p.history {
-        h.push_str(row);
-    }
-    h.push_str("</ol></main></body></html>");
-    h
+/// The page around the live list: a shell without data (no request, no name, no key). Its
+/// script fills it from the event stream, which needs the page key.
+pub(crate) fn page(title: &str) -> String {
+    format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title><link rel="stylesheet" href="assets/console.css"><script src="assets/console.js" defer></script></head><body><header class="top"><h1>{title}</h1><span id="conn" class="conn">connecting…</span><span class="who">signed in as <b id="approver"></b></span><button type="button" id="notify">Notify me</button><a href="audit">Audit</a><button type="button" id="logout">Sign out</button></header><p id="notice" role="status" hidden></p><section id="sessions" aria-label="sessions waiting"></section><main><h2>Waiting for a decision <span id="pending-count">0</span></h2><p class="help">Keys: <kbd>j</kbd>/<kbd>k</kbd> move, <kbd>a</kbd> approve once, <kbd>s</kbd> approve for the session, <kbd>d</kbd> deny, <kbd>e</kbd> edit, <kbd>Esc</kbd> cancel.</p><ol id="pending"></ol><p id="empty" class="empty">Nothing is waiting.</p><h2>Decided</h2><ol id="history"></ol></main></body></html>"#,
+        title = html(title),
+    )
 }
 
 pub(crate) fn login_page(title: &str, keys: bool, message: Option<&str>) -> String {
@@ -223,9 +198,10 @@ pub(crate) fn login_page(title: &str, keys: bool, message: Option<&str>) -> Stri
     h
 }
 
-pub(crate) fn audit_page(title: &str, body: &str) -> String {
+/// The audit page: a shell; its script fetches the verification with the page key.
+pub(crate) fn audit_page(title: &str) -> String {
     format!(
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Audit · {title}</title><link rel="stylesheet" href="assets/console.css"></head><body><header class="top"><h1>{title}: audit</h1><a href="./">Back to the console</a></header><main>{body}</main></body></html>"#,
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Audit · {title}</title><link rel="stylesheet" href="assets/console.css"><script src="assets/audit.js" defer></script></head><body><header class="top"><h1>{title}: audit</h1><a href="./">Back to the console</a></header><main id="audit"><p>Verifying…</p></main></body></html>"#,
         title = html(title),
     )
 }

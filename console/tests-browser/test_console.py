@@ -220,7 +220,7 @@ def test_an_expired_request_cannot_be_approved_and_shows_as_timed_out(page: Page
         # clock a little ahead): everything but Cancel is disabled at once.
         page.evaluate(
             """id => { document.querySelector(`li.request[data-id="${id}"]`).dataset.deadline =
-                       String(Number(document.querySelector('meta[name="server-now"]').content) - 1); }""",
+                       String(Date.now() + Number(document.body.dataset.clockOffset) - 1); }""",
             rid,
         )
         expect(c).to_have_class(re.compile(r"\bexpired\b"))
@@ -251,7 +251,7 @@ def test_clicking_approve_as_the_request_expires_runs_at_most_once(page: Page, t
             # own disabling, as a person clicking at the last moment would race it.
             page.evaluate(
                 """([id, deadline, lead]) => {
-                    const offset = Number(document.querySelector('meta[name="server-now"]').content) - Date.now();
+                    const offset = Number(document.body.dataset.clockOffset);
                     const b = document.querySelector(`li.request[data-id="${id}"] button[data-action="approve"]`);
                     setTimeout(() => { b.disabled = false; b.click(); }, deadline - lead - (Date.now() + offset));
                 }""",
@@ -292,7 +292,7 @@ def test_pending_requests_survive_a_reload_and_a_dropped_connection_resyncs(
     r2 = next(i for i in agent.pending_ids() if i != r1)
     agent.gate.respond(r1, "approve", responder="bob")
     assert result(first).status == "executed"
-    with page.expect_request(lambda r: r.resource_type == "eventsource") as reconnect:
+    with page.expect_request(lambda r: r.url.endswith("/events")) as reconnect:
         context.set_offline(False)
     assert reconnect.value.header_value("Last-Event-ID"), "the browser resumed from the last event it saw"
     expect(page.locator("#conn")).to_have_text("live")

@@ -75,10 +75,10 @@ async fn http_from(
     Reply { status, headers, body: body.to_owned() }
 }
 
-/// A browser that signed in: its cookie, CSRF token and origin.
+/// A browser that signed in: its cookie, the page key from the sign-in's answer, and its origin.
 struct Browser {
     cookie: String,
-    csrf: String,
+    key: String,
     origin: String,
 }
 
@@ -91,17 +91,21 @@ impl Browser {
             http(console, "POST", "/login", &[("Origin", &origin)], Some(&json!({"token": token}).to_string())).await;
         assert_eq!(r.status, 200, "{}", r.body);
         let cookie = r.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
-        let page = http(console, "GET", "/", &[("Cookie", &cookie)], None).await;
-        assert_eq!(page.status, 200);
-        let csrf =
-            page.body.split(r#"name="csrf-token" content=""#).nth(1).unwrap().split('"').next().unwrap().to_owned();
-        Browser { cookie, csrf, origin }
+        let key = r.json()["key"].as_str().unwrap().to_owned();
+        Browser { cookie, key, origin }
+    }
+
+    /// What the console's own script sends: the cookie, the page key, the origin.
+    fn headers(&self) -> [(&str, &str); 3] {
+        [("Cookie", self.cookie.as_str()), ("Origin", self.origin.as_str()), ("X-Signoff-Key", self.key.as_str())]
+    }
+
+    async fn get(&self, console: &Console, path: &str) -> Reply {
+        http(console, "GET", path, &self.headers(), None).await
     }
 
     async fn post(&self, console: &Console, path: &str, body: Value) -> Reply {
-        let headers =
-            [("Cookie", self.cookie.as_str()), ("Origin", self.origin.as_str()), ("X-CSRF-Token", self.csrf.as_str())];
-        http(console, "POST", path, &headers, Some(&body.to_string())).await
+        http(console, "POST", path, &self.headers(), Some(&body.to_string())).await
     }
 
     async fn decide(&self, console: &Console, req: &ConfirmationRequest, body: Value) -> Reply {
@@ -302,9 +306,7 @@ async fn what_was_shown_is_what_is_answered() {
         r#"{{"id":"{}","digest":"{}","decision":"deny","reason":"x","decision":"approve"}}"#,
         req.id, req.arguments_digest
     );
-    let headers =
-        [("Cookie", alice.cookie.as_str()), ("Origin", alice.origin.as_str()), ("X-CSRF-Token", alice.csrf.as_str())];
-    let r = http(&console, "POST", "/api/decide", &headers, Some(&raw)).await;
+    let r = http(&console, "POST", "/api/decide", &alice.headers(), Some(&raw)).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("duplicate key"), "{}", r.body);
     assert_eq!(gate.pending().len(), 1, "nothing was answered");
@@ -345,7 +347,7 @@ async fn unauthenticated_cross_site_and_forged_requests_are_refused() {
     assert_eq!(r.status, 401, "no session: {}", r.body);
     // A cross-site page that somehow has the cookie and the token: refused on its Origin.
     let cross =
-        [("Cookie", alice.cookie.as_str()), ("Origin", "http://evil.example"), ("X-CSRF-Token", alice.csrf.as_str())];
+        [("Cookie", alice.cookie.as_str()), ("Origin", "http://evil.example"), ("X-Signoff-Key", alice.key.as_str())];
     let r = http(&console, "POST", "/api/decide", &cross, Some(&body)).await;
     assert_eq!((r.status, r.json()["kind"].clone()), (403, json!("cross_site")));
     let r = http(
@@ -357,18 +359,17 @@ async fn unauthenticated_cross_site_and_forged_requests_are_refused() {
     )
     .await;
     assert_eq!(r.status, 403);
-    // Same origin, no CSRF token, or a wrong one.
+    // Same origin, no page key, or a wrong one.
     let r = http(&console, "POST", "/api/decide", &[("Cookie", &alice.cookie), ("Origin", &alice.origin)], Some(&body))
         .await;
-    assert_eq!((r.status, r.json()["kind"].clone()), (403, json!("csrf")));
-    let wrong = [("Cookie", alice.cookie.as_str()), ("Origin", alice.origin.as_str()), ("X-CSRF-Token", "guess")];
-    assert_eq!(http(&console, "POST", "/api/decide", &wrong, Some(&body)).await.status, 403);
+    assert_eq!((r.status, r.json()["kind"].clone()), (401, json!("key")));
+    let wrong = [("Cookie", alice.cookie.as_str()), ("Origin", alice.origin.as_str()), ("X-Signoff-Key", "guess")];
+    assert_eq!(http(&console, "POST", "/api/decide", &wrong, Some(&body)).await.status, 401);
     // A forged cookie.
-    let forged = [
-        ("Cookie", "signoff_console=forged"),
-        ("Origin", alice.origin.as_str()),
-        ("X-CSRF-Token", alice.csrf.as_str()),
-    ];
+    let name = alice.cookie.split_once('=').unwrap().0;
+    let forged = format!("{name}=forged");
+    let forged =
+        [("Cookie", forged.as_str()), ("Origin", alice.origin.as_str()), ("X-Signoff-Key", alice.key.as_str())];
     assert_eq!(http(&console, "POST", "/api/decide", &forged, Some(&body)).await.status, 401);
     // Login from another site (login CSRF), and DNS rebinding (a foreign Host).
     let link = console.sign_in_link("alice").unwrap();
@@ -391,6 +392,52 @@ async fn unauthenticated_cross_site_and_forged_requests_are_refused() {
     gate.cancel_request(&req.id);
     task.await.unwrap();
     assert!(runs.lock().unwrap().is_empty());
+}
+
+/// Browsers do not keep cookies apart by port: any other server on 127.0.0.1 the person opens
+/// (an agent's dev server, say) receives the console's cookie. With it, a script used to read the
+/// CSRF token from `GET /` and approve. The cookie alone now opens nothing: the page is a shell,
+/// and every read or change needs the page key handed over only in the sign-in's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_cookie_alone_reads_and_approves_nothing() {
+    let (gate, console, runs) = world(Gate::builder());
+    let alice = Browser::sign_in(&console, "alice").await;
+    let (task, req) = ask(&gate, "/tmp/secret-plans", "s1").await;
+    // What a script holding only the cookie sees: a page with no request and no key in it...
+    let page = http(&console, "GET", "/", &[("Cookie", &alice.cookie)], None).await;
+    assert_eq!(page.status, 200);
+    for hidden in [alice.key.as_str(), "secret-plans", &req.id.to_string(), &req.arguments_digest.to_string()] {
+        assert!(!page.body.contains(hidden), "the page shows {hidden:?}: {}", page.body);
+    }
+    // ... no stream, no audit, no decision.
+    for path in ["/events", "/api/audit"] {
+        let r = http(&console, "GET", path, &[("Cookie", &alice.cookie)], None).await;
+        assert_eq!((r.status, r.json()["kind"].clone()), (401, json!("key")), "{path}: {}", r.body);
+    }
+    let body = json!({"id": req.id, "digest": req.arguments_digest, "decision": "approve"}).to_string();
+    let r = http(&console, "POST", "/api/decide", &[("Cookie", &alice.cookie)], Some(&body)).await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (401, json!("key")), "{}", r.body);
+    assert_eq!(gate.pending().len(), 1, "nothing was answered");
+    // The page's own script, with the key, does.
+    assert_eq!(alice.decide(&console, &req, json!({"decision": "approve"})).await.status, 200);
+    assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
+    assert_eq!(runs.lock().unwrap().len(), 1);
+}
+
+/// Two consoles on one host, on different ports: a browser sends both their cookies to each.
+/// They used to share one cookie name, so signing in to one signed the person out of the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consoles_on_one_host_keep_their_own_sessions() {
+    let (_g1, one, _) = world(Gate::builder());
+    let (_g2, two, _) = world(Gate::builder());
+    let a = Browser::sign_in(&one, "alice").await;
+    let b = Browser::sign_in(&two, "bob").await;
+    let jar = format!("{}; {}", a.cookie, b.cookie);
+    for (console, who) in [(&one, &a), (&two, &b)] {
+        let headers = [("Cookie", jar.as_str()), ("X-Signoff-Key", who.key.as_str())];
+        let r = http(console, "GET", "/api/audit", &headers, None).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -534,14 +581,17 @@ async fn with_a_durable_store_a_sign_in_link_works_once_across_a_restart() {
 /// Reads SSE frames until `until` says stop; returns (event, id, data) triples.
 async fn sse(
     console: &Console,
-    cookie: &str,
+    who: &Browser,
     path: &str,
     last_event_id: Option<&str>,
     until: impl Fn(&[(String, String, String)]) -> bool,
 ) -> Vec<(String, String, String)> {
     let addr = console.local_addr();
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n");
+    let mut req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {}\r\nX-Signoff-Key: {}\r\nAccept: text/event-stream\r\n",
+        who.cookie, who.key
+    );
     if let Some(id) = last_event_id {
         req.push_str(&format!("Last-Event-ID: {id}\r\n"));
     }
@@ -594,7 +644,7 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
     // The console follows the gate's bus on its own thread, so a request made a moment ago is in
     // the snapshot or in the first event after it.
     let r1_id = r1.id.to_string();
-    let frames = sse(&console, &alice.cookie, "/events", None, |f| f.iter().any(|(_, _, d)| d.contains(&r1_id))).await;
+    let frames = sse(&console, &alice, "/events", None, |f| f.iter().any(|(_, _, d)| d.contains(&r1_id))).await;
     assert_eq!(frames[0].0, "snapshot");
     let snap: Value = serde_json::from_str(&frames[0].2).unwrap();
     let cards: Vec<Value> = match frames.len() {
@@ -618,7 +668,7 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
     let result = first.await.unwrap();
     assert_eq!(result.status, ToolStatus::Executed, "{result:?}");
     assert_eq!(runs.lock().unwrap().len(), 1);
-    let frames = sse(&console, &alice.cookie, "/events", Some(id), |f| f.len() >= 2).await;
+    let frames = sse(&console, &alice, "/events", Some(id), |f| f.len() >= 2).await;
     let kinds: Vec<&str> = frames.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(kinds, ["request", "resolved"], "{frames:?}");
     assert!(frames[0].2.contains(&r2.id.to_string()));
@@ -629,7 +679,7 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
     );
     // An id from another console run (or garbage) gets a snapshot.
     for stale in ["0123456789ab-3", "nonsense"] {
-        let frames = sse(&console, &alice.cookie, "/events", Some(stale), |f| !f.is_empty()).await;
+        let frames = sse(&console, &alice, "/events", Some(stale), |f| !f.is_empty()).await;
         assert_eq!(frames[0].0, "snapshot");
         let snap: Value = serde_json::from_str(&frames[0].2).unwrap();
         assert_eq!(snap["pending"][0]["id"], json!(r2.id));
@@ -637,9 +687,8 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
     }
     // Closing the console ends open streams and releases the port.
     let live = {
-        let cookie = alice.cookie.clone();
-        let c = &console;
-        async move { sse(c, &cookie, "/events", None, |_| false).await }
+        let (c, who) = (&console, &alice);
+        async move { sse(c, who, "/events", None, |_| false).await }
     };
     let closer = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -660,7 +709,7 @@ async fn the_stream_starts_with_a_snapshot_and_resumes_after_a_reconnect() {
 async fn a_stream_ends_when_its_session_does() {
     let (gate, console, runs) = world(Gate::builder());
     let alice = Browser::sign_in(&console, "alice").await;
-    let live = sse(&console, &alice.cookie, "/events", None, |_| false);
+    let live = sse(&console, &alice, "/events", None, |_| false);
     let act = async {
         // Time for the stream to attach (its snapshot is asserted below).
         tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -688,11 +737,10 @@ async fn expired_requests_cannot_be_approved_and_show_as_timed_out() {
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(r.json()["outcome"], "timed-out");
     assert!(runs.lock().unwrap().is_empty());
-    let page = http(&console, "GET", "/", &[("Cookie", &alice.cookie)], None).await;
-    assert!(
-        page.body.contains(r#"data-outcome="timed-out""#) && page.body.contains("timed out"),
-        "history shows a timeout"
-    );
+    let frames = sse(&console, &alice, "/events", None, |f| !f.is_empty()).await;
+    let snap: Value = serde_json::from_str(&frames[0].2).unwrap();
+    let row = snap["history"][0]["html"].as_str().unwrap();
+    assert!(row.contains(r#"data-outcome="timed-out""#) && row.contains("timed out"), "history shows a timeout: {row}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -705,16 +753,18 @@ async fn the_audit_view_verifies_the_gates_chain() {
     alice.decide(&console, &req, json!({"decision": "approve"})).await;
     assert_eq!(task.await.unwrap().status, ToolStatus::Executed);
     assert_eq!(runs.lock().unwrap().len(), 1);
-    let r = http(&console, "GET", "/api/audit", &[("Cookie", &alice.cookie)], None).await;
+    let r = alice.get(&console, "/api/audit").await;
     let report = &r.json()["report"];
     assert!(report["problem"].is_null() && report["records"].as_u64().unwrap() >= 4, "{}", r.body);
-    let page = http(&console, "GET", "/audit", &[("Cookie", &alice.cookie)], None).await;
-    assert!(page.body.contains(r#"data-ok="true""#), "{}", page.body);
+    assert!(r.json()["html"].as_str().unwrap().contains(r#"data-ok="true""#), "{}", r.body);
+    // The cookie alone reads nothing.
+    let r = http(&console, "GET", "/api/audit", &[("Cookie", &alice.cookie)], None).await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (401, json!("key")));
     // Someone edits the log: the view says so.
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replacen("alice", "mallory", 1)).unwrap();
-    let page = http(&console, "GET", "/audit", &[("Cookie", &alice.cookie)], None).await;
-    assert!(page.body.contains(r#"data-ok="false""#), "{}", page.body);
+    let r = alice.get(&console, "/api/audit").await;
+    assert!(r.json()["html"].as_str().unwrap().contains(r#"data-ok="false""#), "{}", r.body);
 }
 
 #[test]

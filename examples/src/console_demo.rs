@@ -122,8 +122,10 @@ async fn answer_over_http(addr: String, link: String, gate: Gate) {
         let login = http(&addr, "POST", "/login", &[], &json!({"token": token}).to_string());
         let cookie = login.lines().find_map(|l| l.strip_prefix("set-cookie: ")).expect("a session cookie");
         let cookie = cookie.split(';').next().expect("cookie").to_owned();
-        let page = http(&addr, "GET", "/", &[("Cookie", &cookie)], "");
-        let csrf = page.split(r#"name="csrf-token" content=""#).nth(1).expect("csrf").split('"').next().expect("csrf");
+        // The page key comes only in the sign-in's answer (its body is the last line).
+        let answer: serde_json::Value =
+            serde_json::from_str(login.lines().last().unwrap_or("")).expect("sign-in answer");
+        let key = answer["key"].as_str().expect("a page key").to_owned();
         for decision in [json!({"decision": "approve"}), json!({"decision": "deny", "reason": "not this week"})] {
             let request = loop {
                 if let Some(r) = gate.pending().into_iter().next() {
@@ -134,7 +136,7 @@ async fn answer_over_http(addr: String, link: String, gate: Gate) {
             let mut body = json!({"id": request.id, "digest": request.arguments_digest});
             body.as_object_mut().expect("object").extend(decision.as_object().expect("object").clone());
             let reply =
-                http(&addr, "POST", "/api/decide", &[("Cookie", &cookie), ("X-CSRF-Token", csrf)], &body.to_string());
+                http(&addr, "POST", "/api/decide", &[("Cookie", &cookie), ("X-Signoff-Key", &key)], &body.to_string());
             println!("console: {} {} -> {}", request.tool, body["decision"], reply.lines().last().unwrap_or(""));
             while gate.pending_request(&request.id).is_some() {
                 std::thread::sleep(Duration::from_millis(5));

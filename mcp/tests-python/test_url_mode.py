@@ -29,20 +29,22 @@ def free_port():
 
 
 class Page:
-    """The approval console, as a signed-in approver's browser speaks to it (cookie, CSRF token,
-    same-origin headers), answering one request."""
+    """The approval console, as a signed-in approver's browser speaks to it (cookie, the page key
+    from the sign-in's answer, same-origin headers), answering one request."""
 
     def __init__(self, url):
         parts = urllib.parse.urlsplit(url)
         self.host, self.origin = parts.netloc, f"{parts.scheme}://{parts.netloc}"
         self.request_id = parts.fragment.removeprefix("request-")
         self.cookie = None
+        self.key = None
 
     def call(self, method, path, body=None, headers=None):
         conn = http.client.HTTPConnection(self.host, timeout=10)
         h = {"Origin": self.origin, **(headers or {})}
         if self.cookie:
             h["Cookie"] = self.cookie
+            h["X-Signoff-Key"] = self.key
         data = None
         if body is not None:
             data = json.dumps(body)
@@ -57,29 +59,42 @@ class Page:
         status, cookies, body = self.call("POST", "/login", {"approver": "alice", "key": KEY})
         assert status == 200, body
         self.cookie = cookies[0].split(";", 1)[0]
+        self.key = json.loads(body)["key"]
+
+    def snapshot(self):
+        """What the page shows: the first event of the console's stream (a snapshot)."""
+        conn = http.client.HTTPConnection(self.host, timeout=10)
+        conn.request("GET", "/events", headers={"Cookie": self.cookie, "X-Signoff-Key": self.key})
+        res = conn.getresponse()
+        assert res.status == 200, res.read()
+        try:
+            event = None
+            while True:
+                line = res.readline().decode().rstrip("\r\n")
+                if line.startswith("event:"):
+                    event = line[len("event:"):].strip()
+                elif line.startswith("data:") and event == "snapshot":
+                    return json.loads(line[len("data:"):].strip())
+        finally:
+            conn.close()
 
     def listed(self):
         """Whether the request is on the page, waiting for a decision."""
         self.sign_in()
-        status, _, page = self.call("GET", "/")
-        assert status == 200, page
-        return f'data-id="{self.request_id}"' in page.split('id="history"')[0]
+        return any(c["id"] == self.request_id for c in self.snapshot()["pending"])
 
     def decide(self, decision, reason=None, arguments=None, expect=200):
-        status, cookies, body = self.call("POST", "/login", {"approver": "alice", "key": KEY})
-        assert status == 200, body
-        self.cookie = cookies[0].split(";", 1)[0]
-        status, _, page = self.call("GET", "/")
-        assert status == 200, page
-        csrf = re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1)
-        card = re.search(rf'data-id="{self.request_id}" data-digest="([^"]+)"', page)
-        assert card, f"request {self.request_id} is not on the page"
+        self.sign_in()
+        cards = [c for c in self.snapshot()["pending"] if c["id"] == self.request_id]
+        assert cards, f"request {self.request_id} is not on the page"
+        card = re.search(rf'data-id="{self.request_id}" data-digest="([^"]+)"', cards[0]["html"])
+        assert card, cards[0]["html"]
         answer = {"id": self.request_id, "digest": card.group(1), "decision": decision}
         if reason:
             answer["reason"] = reason
         if arguments is not None:
             answer["arguments"] = arguments
-        status, _, body = self.call("POST", "/api/decide", answer, {"X-CSRF-Token": csrf})
+        status, _, body = self.call("POST", "/api/decide", answer)
         assert status == expect, body
         return json.loads(body)
 
@@ -303,9 +318,7 @@ def waiting_on(port):
     """The console's page for the one request waiting on it."""
     page = Page(f"http://127.0.0.1:{port}/")
     page.sign_in()
-    status, _, html = page.call("GET", "/")
-    assert status == 200, html
-    ids = re.findall(r'data-id="([0-9a-f-]{36})" data-digest', html.split('id="history"')[0])
+    ids = [c["id"] for c in page.snapshot()["pending"]]
     assert len(ids) == 1, ids
     page.request_id = ids[0]
     return page

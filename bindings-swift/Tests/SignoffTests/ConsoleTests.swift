@@ -1,5 +1,5 @@
 // The browser approval console (`Gate.serveConsole(options:)`, `Console`) against its real server,
-// with URLSession: sign-in, the session cookie, CSRF, a real gated call decided over HTTP, errors,
+// with URLSession: sign-in, the session cookie and page key, a real gated call decided over HTTP, errors,
 // closing. Mirrors bindings-swift/tests-python/test_console.py (the same cases over the same C ABI
 // on machines without Swift); run with `swift test` on a Mac after ./build-xcframework.sh.
 
@@ -31,13 +31,14 @@ private struct Reply {
     }
 }
 
-/// Just enough of a browser: the console's origin, its session cookie, its CSRF token. Cookies
+/// Just enough of a browser: the console's origin, its session cookie, the page key from the
+/// sign-in's answer (the console's script keeps it in the origin's storage). Cookies
 /// are handled by hand (the session stores none), so each test sees exactly what the server set.
 private final class Browser {
     let base: URL
     let origin: String
     var cookie: String?
-    var csrf: String?
+    var key: String?
     private let session: URLSession
 
     init(_ console: Console) {
@@ -72,6 +73,7 @@ private final class Browser {
         let reply = try await request("POST", "login", body: ["token": token], headers: ["Origin": origin])
         if reply.status == 200, let setCookie = reply.header("Set-Cookie") {
             cookie = setCookie.components(separatedBy: ";")[0]
+            key = reply.json["key"] as? String
         }
         return reply
     }
@@ -79,11 +81,6 @@ private final class Browser {
     func loadPage() async throws -> String {
         let reply = try await request("GET", "")
         XCTAssertEqual(reply.status, 200, reply.body)
-        let marker = #"<meta name="csrf-token" content=""#
-        guard let start = reply.body.range(of: marker),
-              let end = reply.body[start.upperBound...].firstIndex(of: "\"")
-        else { throw TimedOut(what: "the page's CSRF token") }
-        csrf = String(reply.body[start.upperBound..<end])
         return reply.body
     }
 
@@ -92,7 +89,7 @@ private final class Browser {
             "id": request.id, "digest": request.argumentsDigest, "decision": "approve", "scope": "once",
         ]
         body.merge(fields) { _, new in new }
-        return try await self.request("POST", "api/decide", body: body, headers: ["Origin": origin, "x-csrf-token": csrf ?? ""])
+        return try await self.request("POST", "api/decide", body: body, headers: ["Origin": origin, "x-signoff-key": key ?? ""])
     }
 }
 
@@ -145,6 +142,7 @@ final class ConsoleTests: XCTestCase {
         reply = try await browser.signIn(link)
         XCTAssertEqual(reply.status, 200, reply.body)
         XCTAssertEqual(reply.json["approver"] as? String, "alice")
+        XCTAssertGreaterThanOrEqual((reply.json["key"] as? String)?.count ?? 0, 43)
         let setCookie = reply.header("Set-Cookie") ?? ""
         XCTAssertTrue(setCookie.contains("HttpOnly"), setCookie)
         XCTAssertTrue(setCookie.contains("SameSite=Strict"), setCookie)
@@ -152,20 +150,23 @@ final class ConsoleTests: XCTestCase {
         let again = try await Browser(console).signIn(link)
         XCTAssertEqual(again.status, 401)
 
+        // The page is a shell: the key and the data come only with the key.
         let page = try await browser.loadPage()
-        XCTAssertTrue(page.contains("alice"))
         XCTAssertTrue(page.contains("approvals"))
+        XCTAssertFalse(page.contains(browser.key ?? "no key"))
 
         let (handle, request) = try await pendingCall(gate, "/tmp/x")
         XCTAssertEqual(request.tool, "delete_file")
 
-        // Without the CSRF token: refused, and nothing changes.
+        // The cookie without the page key (what any other server on this host receives):
+        // refused, and nothing changes.
         reply = try await browser.request(
             "POST", "api/decide",
             body: ["id": request.id, "digest": request.argumentsDigest, "decision": "approve"],
             headers: ["Origin": browser.origin]
         )
-        XCTAssertEqual(reply.status, 403)
+        XCTAssertEqual(reply.status, 401)
+        XCTAssertEqual(reply.json["kind"] as? String, "key")
         XCTAssertEqual(gate.pendingCount(), 1)
 
         reply = try await browser.decide(request)
