@@ -106,6 +106,27 @@ async fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
+/// How long a client may take to send a request's body once its head has arrived: a client that
+/// trickles a body would otherwise hold one of the server's connections for as long as it likes.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request body read (a decision with edited arguments is the largest there is).
+const MAX_BODY: usize = 2 << 20;
+
+/// A request's body, within [`BODY_READ_TIMEOUT`] and [`MAX_BODY`].
+async fn read_body(body: axum::body::Body) -> std::result::Result<axum::body::Bytes, Response> {
+    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            Err(problem(StatusCode::BAD_REQUEST, "malformed", format!("request body: {e} (at most {MAX_BODY} bytes)")))
+        }
+        Err(_) => Err(problem(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            format!("the request body did not arrive within {} s", BODY_READ_TIMEOUT.as_secs()),
+        )),
+    }
+}
+
 /// Strict JSON (a repeated key is refused), then the body's shape (an unknown field is refused).
 fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     let v = signoff::json::from_slice(bytes, "request body")?;
@@ -195,7 +216,7 @@ async fn login(
     State(app): Shared,
     peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Response {
     // The client's address: `Console` serves with it; a router mounted elsewhere may not.
     let source = peer.map(|axum::Extension(axum::extract::ConnectInfo(a))| a.ip());
@@ -203,6 +224,10 @@ async fn login(
     if !auth::same_origin(&headers, app.opts.public_origin.as_deref()) {
         return CROSS_SITE.into_response();
     }
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let body: LoginBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return problem(StatusCode::BAD_REQUEST, "malformed", format!("sign-in body: {e}")),
@@ -371,10 +396,14 @@ struct DecideBody {
     arguments: Option<Value>,
 }
 
-async fn decide(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn decide(State(app): Shared, headers: HeaderMap, body: axum::body::Body) -> Response {
     let session = match signed_in(&app, &headers) {
         Ok(s) => s,
         Err(r) => return r.into_response(),
+    };
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     let body: DecideBody = match parse_body(&body) {
         Ok(b) => b,
@@ -452,10 +481,14 @@ struct CheckBody {
 }
 
 /// Validates an edit as the gate will when it is submitted, and lists what changed.
-async fn check(State(app): Shared, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn check(State(app): Shared, headers: HeaderMap, body: axum::body::Body) -> Response {
     if let Err(r) = signed_in(&app, &headers) {
         return r.into_response();
     }
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let body: CheckBody = match parse_body(&body) {
         Ok(b) => b,
         Err(e) => return problem(StatusCode::BAD_REQUEST, "malformed", e.to_string()),

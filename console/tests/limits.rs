@@ -275,3 +275,44 @@ async fn close_does_not_wait_for_a_stalled_client() {
         tokio::join!(until_closed(partial, Duration::from_secs(1)), until_closed(silent, Duration::from_secs(1)));
     assert!(partial.is_some() && silent.is_some(), "a connection outlived the console");
 }
+
+/// A client that sends a complete head and then trickles its body: the body must arrive within
+/// 10 s, then the request is refused (`408`) and the connection closed. It used to hold its
+/// connection, one of the server's few, for as long as it kept sending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_trickles_is_refused_and_its_connection_closed() {
+    let console = start(&gate());
+    let addr = console.local_addr();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000\r\n\r\n{{"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let since = Instant::now();
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let limit = Duration::from_secs(16);
+    // A byte a second, as long as the connection takes them.
+    loop {
+        tokio::select! {
+            read = s.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            },
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                assert!(since.elapsed() < limit, "still reading the body after {limit:?}");
+                if s.write_all(b" ").await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let answer = String::from_utf8_lossy(&raw).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""kind":"timeout""#), "{answer}");
+    assert!(since.elapsed() >= Duration::from_secs(9), "refused after {:?}", since.elapsed());
+    // The console still serves.
+    assert!(get(addr, "/login", Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
+    console.close();
+}
