@@ -3,7 +3,8 @@
 //! ```json
 //! {
 //!   "upstreams": [
-//!     {"name": "fs", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv/notes"]}
+//!     {"name": "fs", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv/notes"],
+//!      "call_timeout_ms": 60000}
 //!   ],
 //!   "tools": {
 //!     "fs__write_file": {"risk": 3, "timeout_ms": 60000},
@@ -19,6 +20,8 @@
 //! server reached over Streamable HTTP (`url`, `headers`):
 //! `{"name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ..."}}`.
 //! The optional `http` section serves the proxy itself over Streamable HTTP ([`HttpConfig`]).
+//! Either kind takes `call_timeout_ms`: how long an approved call waits for the server's answer
+//! (default five minutes) before it is cancelled there and the client told its outcome is unknown.
 //!
 //! Tool keys are the namespaced names the client sees (`<server>__<tool>`). Unknown fields are
 //! errors, so a typo never silently weakens a tool's gating. `gate` takes the core's
@@ -88,7 +91,20 @@ pub struct UpstreamConfig {
     /// Extra HTTP headers sent with every request to `url`, e.g. `Authorization`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// How long an approved call waits for this server's answer, in milliseconds (default
+    /// [`DEFAULT_CALL_TIMEOUT_MS`], at most [`MAX_CALL_TIMEOUT_MS`]). Past it the server is sent
+    /// `notifications/cancelled` for the call, and the client an error saying whether the tool
+    /// ran is unknown.
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
 }
+
+/// How long an approved call waits for its upstream's answer unless configured
+/// (`call_timeout_ms`): five minutes.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 300_000;
+
+/// The longest `call_timeout_ms` accepted: a day.
+pub const MAX_CALL_TIMEOUT_MS: u64 = 86_400_000;
 
 /// How an upstream is reached, once its configuration is checked.
 #[derive(Debug, Clone, Copy)]
@@ -125,6 +141,24 @@ impl UpstreamConfig {
     /// A Streamable HTTP upstream.
     pub fn url(name: &str, url: &str) -> UpstreamConfig {
         UpstreamConfig { name: name.into(), url: Some(url.into()), ..Default::default() }
+    }
+
+    /// How long an approved call waits for this server's answer (`call_timeout_ms`, or
+    /// [`DEFAULT_CALL_TIMEOUT_MS`]).
+    pub fn call_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS))
+    }
+
+    /// Checks `call_timeout_ms`: more than zero, at most [`MAX_CALL_TIMEOUT_MS`].
+    fn check_call_timeout(&self) -> Result<(), String> {
+        match self.call_timeout_ms {
+            Some(ms) if ms == 0 || ms > MAX_CALL_TIMEOUT_MS => Err(format!(
+                "upstream {:?}: `call_timeout_ms` {ms}: give the milliseconds an approved call may wait for the \
+                 server's answer, from 1 to {MAX_CALL_TIMEOUT_MS} (a day); the default is {DEFAULT_CALL_TIMEOUT_MS}",
+                self.name
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// How it is reached; an error in the user's terms when the configuration says both or neither.
@@ -290,6 +324,7 @@ impl ProxyConfig {
                 return Err(format!("upstream name {:?} is used twice", u.name));
             }
             u.transport()?;
+            u.check_call_timeout()?;
         }
         if let Some(url) = &self.approval_url {
             let ok = (url.starts_with("https://") || url.starts_with("http://"))
@@ -469,6 +504,30 @@ mod tests {
         assert!(e.contains("not a valid HTTP header"), "{e}");
         let e = err(r#"{"upstreams": [{"name": "r", "command": ""}]}"#);
         assert!(e.contains("`command` is empty"), "{e}");
+    }
+
+    #[test]
+    fn the_call_timeout_is_checked() {
+        let parse = |ms: &str| {
+            ProxyConfig::from_json(
+                &format!(r#"{{"upstreams": [{{"name": "r", "command": "x", "call_timeout_ms": {ms}}}]}}"#),
+                "c",
+            )
+        };
+        let c = ProxyConfig::from_json(r#"{"upstreams": [{"name": "r", "command": "x"}]}"#, "c").unwrap();
+        assert_eq!(c.upstreams[0].call_timeout(), std::time::Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS));
+        let c = parse("2500").unwrap();
+        assert_eq!(c.upstreams[0].call_timeout(), std::time::Duration::from_millis(2500));
+        assert!(parse(&MAX_CALL_TIMEOUT_MS.to_string()).is_ok());
+        for absurd in ["0", &(MAX_CALL_TIMEOUT_MS + 1).to_string(), "18446744073709551615"] {
+            let e = parse(absurd).unwrap_err();
+            assert!(e.contains("`call_timeout_ms`") && e.contains("from 1 to"), "{absurd}: {e}");
+        }
+        // Negative, fractional, quoted: not a number of milliseconds.
+        for wrong in ["-1", "1.5", "\"300\""] {
+            let e = parse(wrong).unwrap_err();
+            assert!(e.contains("invalid"), "{wrong}: {e}");
+        }
     }
 
     #[test]

@@ -3,12 +3,13 @@
 
 use crate::config::{Gating, ProxyConfig, SEPARATOR, ToolOverride};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InputRequest, InputRequests,
-    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestStateCodec,
-    RequestStateError, ResultType, SealOptions, ServerCapabilities, ServerConfig, Tool as McpTool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, ContentBlock,
+    CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, RequestStateCodec, RequestStateError, ResultType, SealOptions, ServerCapabilities, ServerConfig,
+    ServerResult, Tool as McpTool,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{PeerRequestOptions, RequestContext, RunningService};
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -18,11 +19,12 @@ use signoff::{
 };
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// The key of our one input request in an `InputRequiredResult` and of its answer in the retry's
@@ -63,12 +65,57 @@ const ERRED_UNKNOWN: &str = "the upstream server answered with an error, so whet
 const OUTCOME_UNKNOWN: &str = "the upstream server went away during the call (its connection closed before it answered), so whether the \
      tool ran is unknown";
 
-/// An upstream server's client: a name (its tools' namespace) and a running rmcp client.
+/// The start of an upstream call's error when the upstream did not answer within its
+/// `call_timeout_ms`: the proxy stopped waiting and sent it `notifications/cancelled`; whether
+/// the tool ran (in full or in part) is not known.
+const TIMED_OUT_UNKNOWN: &str = "the upstream server did not answer in time, so the call was cancelled there and whether the tool \
+     ran is unknown";
+
+/// The start of an upstream call's error when the client cancelled the call while the upstream
+/// had it: the upstream was sent `notifications/cancelled`; whether the tool ran is not known.
+const CANCELLED_UNKNOWN: &str = "the client cancelled the call while the upstream server had it, so the call was cancelled there \
+     and whether the tool ran is unknown";
+
+/// An approved call's error when the upstream changed the tool's definition (or stopped offering
+/// it) after the person was asked: what was shown is not what would run, so nothing is sent.
+const DEFINITION_CHANGED: &str = "the upstream server changed the tool's definition (or stopped offering it) after approval was \
+     asked for it, so what was approved is not what would run: the upstream was not contacted";
+
+/// What the model reads of a call asked about inline (an `elicitation/create` inside the call)
+/// whose request was cancelled because the upstream changed the tool's definition, stopped
+/// offering it, or could not be listed again, while the person was being asked.
+const VOIDED_WHILE_ASKED: &str = "the upstream server changed its tools while approval was being asked (the tool's definition \
+     changed, it is no longer offered, or it could not be listed again), so the request was cancelled and the upstream \
+     was not contacted";
+
+/// What an unknown outcome's words for the model end with.
+const CHECK_FIRST: &str = "Do not repeat it blindly: first check whether it took effect.";
+
+/// An upstream server's client: a name (its tools' namespace), a running rmcp client, and how
+/// long an approved call waits for its answer.
 pub struct Upstream {
     /// The namespace of its tools (`<name>__<tool>`).
     pub name: String,
     /// The connected client (`UpstreamClient::default().serve(transport)`).
     pub client: RunningService<RoleClient, UpstreamClient>,
+    /// How long an approved call waits for the server's answer before it is cancelled there
+    /// (`notifications/cancelled`) and the client told that whether the tool ran is unknown.
+    pub call_timeout: Duration,
+}
+
+impl Upstream {
+    /// An upstream whose calls wait [`DEFAULT_CALL_TIMEOUT_MS`](crate::config::DEFAULT_CALL_TIMEOUT_MS)
+    /// for an answer.
+    pub fn new(name: impl Into<String>, client: RunningService<RoleClient, UpstreamClient>) -> Upstream {
+        let call_timeout = Duration::from_millis(crate::config::DEFAULT_CALL_TIMEOUT_MS);
+        Upstream { name: name.into(), client, call_timeout }
+    }
+
+    /// Sets how long an approved call waits for the server's answer.
+    pub fn call_timeout(mut self, limit: Duration) -> Upstream {
+        self.call_timeout = limit;
+        self
+    }
 }
 
 /// The client side of an upstream connection: notes `notifications/tools/list_changed`, so the
@@ -93,6 +140,8 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 struct Up {
     name: String,
     client: RunningService<RoleClient, UpstreamClient>,
+    /// How long an approved call waits for its answer ([`Upstream::call_timeout`]).
+    call_timeout: Duration,
     /// Changes announced (`UpstreamClient::changes`), and how many of them the last listing saw.
     changes: Arc<AtomicU64>,
     listed: AtomicU64,
@@ -114,17 +163,20 @@ struct Exposed {
     /// listed at start; bound into every `requestState`.
     def_hash: String,
     gating: Gating,
+    /// Set when the upstream changed this definition or stopped offering the tool: the executor
+    /// registered with it then refuses to run (a request asked about it is not what would run).
+    stale: Arc<AtomicBool>,
 }
 
-/// Request id → the signal that the identical retry of an approved pending-elsewhere call came,
-/// and the request's deadline (epoch ms).
-type Deferred = Arc<Mutex<HashMap<Uuid, (oneshot::Receiver<()>, u64)>>>;
+/// Request id → the signal that the identical retry of an approved pending-elsewhere call came
+/// (carrying the retry's cancellation), and the request's deadline (epoch ms).
+type Deferred = Arc<Mutex<HashMap<Uuid, (oneshot::Receiver<CancellationToken>, u64)>>>;
 
 /// A call waiting for its request: where to hand it, and (pending elsewhere) the signal its
 /// executor waits for before running.
 struct RouteEntry {
     tx: oneshot::Sender<PendingRequest>,
-    defer: Option<oneshot::Receiver<()>>,
+    defer: Option<oneshot::Receiver<CancellationToken>>,
 }
 
 type Routes = Arc<Mutex<HashMap<Uuid, RouteEntry>>>;
@@ -133,20 +185,34 @@ type Routes = Arc<Mutex<HashMap<Uuid, RouteEntry>>>;
 struct Parked {
     task: JoinHandle<ToolResult>,
     /// URL mode: the signal that lets the call run once approved (on the retry only).
-    go: Option<oneshot::Sender<()>>,
+    go: Option<oneshot::Sender<CancellationToken>>,
     pending: PendingRequest,
 }
 
 /// A deferred call's task, its request (held: dropping it unanswered fails the approval) and the
-/// signal that lets it run.
-type Started = (JoinHandle<ToolResult>, PendingRequest, oneshot::Sender<()>);
+/// signal that lets it run (with the cancellation of the call that lets it: its run is cancelled
+/// upstream when that call is).
+type Started = (JoinHandle<ToolResult>, PendingRequest, oneshot::Sender<CancellationToken>);
 
 /// A call that could not be asked, pending in the gate until someone approves it elsewhere.
 struct Elsewhere {
     request_id: Uuid,
     task: JoinHandle<ToolResult>,
-    go: Option<oneshot::Sender<()>>,
+    go: Option<oneshot::Sender<CancellationToken>>,
     _pending: PendingRequest,
+}
+
+/// A call asking its client inline (an `elicitation/create` inside the call, form or URL mode),
+/// by its request's id: voided (its request cancelled) when its tool's definition changes.
+struct Asking {
+    tool: String,
+    voided: CancellationToken,
+}
+
+tokio::task_local! {
+    /// The cancellation of the downstream `tools/call` whose approved run is polled in place (the
+    /// executor reads it when it starts): a client that cancels the call cancels it upstream.
+    static DOWNSTREAM: CancellationToken;
 }
 
 pub(crate) struct Inner {
@@ -158,6 +224,7 @@ pub(crate) struct Inner {
     routes: Routes,
     parked: Mutex<HashMap<Uuid, Parked>>,
     elsewhere: Mutex<HashMap<(String, String, String), Elsewhere>>,
+    asking: Mutex<HashMap<Uuid, Asking>>,
     deferred: Deferred,
     /// The approval page URL-mode elicitations point at (`<page>#request-<id>`).
     approval_page: std::sync::OnceLock<String>,
@@ -207,9 +274,10 @@ impl McpGate {
         let mut clients = Vec::new();
         for up in upstreams {
             let listed = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
+            let via = Via { peer: up.client.peer().clone(), call_timeout: up.call_timeout, deferred: deferred.clone() };
             for def in listed {
                 // A tool that cannot be offered safely is left out (and said so), not the server.
-                let ex = match expose(&gate, &up.name, &def, overrides, up.client.peer().clone(), deferred.clone()) {
+                let ex = match expose(&gate, &up.name, &def, overrides, &via) {
                     Ok(ex) => ex,
                     Err(e) => {
                         eprintln!("signoff mcp: {}: a tool is not offered: {e}", up.name);
@@ -229,6 +297,7 @@ impl McpGate {
             clients.push(Up {
                 name: up.name,
                 client: up.client,
+                call_timeout: up.call_timeout,
                 changes,
                 listed,
                 listing: Default::default(),
@@ -266,6 +335,7 @@ impl McpGate {
             routes,
             parked: Default::default(),
             elsewhere: Default::default(),
+            asking: Default::default(),
             deferred,
             approval_page: Default::default(),
             console: Default::default(),
@@ -283,7 +353,7 @@ impl McpGate {
         for u in &config.upstreams {
             // A child process over stdio or a Streamable HTTP endpoint.
             let client = crate::http::connect_upstream(u).await?;
-            upstreams.push(Upstream { name: u.name.clone(), client });
+            upstreams.push(Upstream::new(u.name.clone(), client).call_timeout(u.call_timeout()));
         }
         let mcp = McpGate::new(gate, upstreams, &config.tools).await?;
         if let Some(options) = &config.console {
@@ -363,7 +433,8 @@ impl McpGate {
                             Some(&name),
                             format!(
                                 "upstream {:?} announced a change and could not be listed ({why}): session grants \
-                                 revoked, calls pending elsewhere or parked between two rounds cancelled",
+                                 revoked, calls asking inline, pending elsewhere or parked between two rounds \
+                                 cancelled",
                                 up.name
                             ),
                         );
@@ -376,20 +447,32 @@ impl McpGate {
             for def in listed {
                 let name = format!("{}{SEPARATOR}{}", up.name, def.name);
                 seen.insert(name.clone());
-                let old = self.exposed(&name).map(|t| t.def_hash);
+                let old = self.exposed(&name);
                 let hash = definition_hash(&def);
-                if old.as_deref() == Some(hash.as_str()) {
+                if old.as_ref().is_some_and(|o| o.def_hash == hash) {
                     continue;
                 }
-                let peer = up.client.peer().clone();
-                match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, peer, self.inner.deferred.clone())
-                {
+                // Before anything else: a call approved for the old definition runs nothing now.
+                if let Some(o) = &old {
+                    o.stale.store(true, Ordering::SeqCst);
+                }
+                let via = Via {
+                    peer: up.client.peer().clone(),
+                    call_timeout: up.call_timeout,
+                    deferred: self.inner.deferred.clone(),
+                };
+                match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, &via) {
                     Ok(ex) => {
                         self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), ex);
                     }
-                    Err(e) => eprintln!("signoff mcp: {name}: {e}"),
+                    Err(e) => {
+                        // Not offered (the old definition is no longer what would run).
+                        eprintln!("signoff mcp: {name}: {e}; it is not offered");
+                        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                        self.inner.gate.unregister(&name);
+                    }
                 }
-                match &old {
+                match old.as_ref().map(|o| &o.def_hash) {
                     Some(old) => {
                         eprintln!(
                             "signoff mcp: {name}: the upstream changed its definition; approvals for it start over"
@@ -399,8 +482,8 @@ impl McpGate {
                             Some(&name),
                             format!(
                                 "upstream {:?} changed the definition of {:?} from {old} to {hash}: session grants \
-                                 revoked, calls pending elsewhere or parked between two rounds cancelled, request \
-                                 states for the old definition void",
+                                 revoked, calls asking inline, pending elsewhere or parked between two rounds \
+                                 cancelled, request states for the old definition void",
                                 up.name, def.name
                             ),
                         );
@@ -424,7 +507,10 @@ impl McpGate {
                     Some(&name),
                     format!("upstream {:?} no longer offers it; its approvals are void", up.name),
                 );
-                self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                let removed = self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                if let Some(t) = removed {
+                    t.stale.store(true, Ordering::SeqCst);
+                }
                 self.inner.gate.unregister(&name);
                 self.void(&name);
             }
@@ -433,11 +519,26 @@ impl McpGate {
         }
     }
 
-    /// Voids every approval of a tool: session grants, calls pending elsewhere and calls parked
-    /// between the two rounds of a 2026-07-28 approval. Their requests are cancelled and their
-    /// runs released (dropping the signal: one approved meanwhile gives up without running).
+    /// Voids every approval of a tool: session grants, calls asking their client inline, calls
+    /// pending elsewhere and calls parked between the two rounds of a 2026-07-28 approval. Their
+    /// requests are cancelled and their runs released (dropping the signal: one approved meanwhile
+    /// gives up without running).
     fn void(&self, name: &str) {
         self.inner.gate.revoke_tool_grants(name);
+        let asking: Vec<Uuid> = {
+            let asking = lock(&self.inner.asking);
+            asking
+                .iter()
+                .filter(|(_, a)| a.tool == name)
+                .map(|(id, a)| {
+                    a.voided.cancel();
+                    *id
+                })
+                .collect()
+        };
+        for id in asking {
+            self.inner.gate.cancel_request(&id);
+        }
         let mut elsewhere = lock(&self.inner.elsewhere);
         let stale: Vec<_> = elsewhere.keys().filter(|k| k.1 == name).cloned().collect();
         for k in stale {
@@ -460,7 +561,7 @@ impl McpGate {
         self.exposed(name).map(|t| t.gating)
     }
 
-    fn route(&self, defer: Option<oneshot::Receiver<()>>) -> (Route, oneshot::Receiver<PendingRequest>) {
+    fn route(&self, defer: Option<oneshot::Receiver<CancellationToken>>) -> (Route, oneshot::Receiver<PendingRequest>) {
         let (tx, rx) = oneshot::channel();
         let id = Uuid::new_v4();
         lock(&self.inner.routes).insert(id, RouteEntry { tx, defer });
@@ -484,12 +585,19 @@ impl McpGate {
     /// A call approved in process (its approval marker accepted): the request is made and approved
     /// at once by the marker's approver, so the gate's audit, store and authenticator see it like
     /// any approval; the marker's request is named in the request's metadata.
-    async fn loopback(&self, t: &Exposed, args: &Value, who: &Who, claims: MarkerClaims) -> ToolResult {
+    async fn loopback(
+        &self,
+        t: &Exposed,
+        args: &Value,
+        who: &Who,
+        claims: MarkerClaims,
+        ct: &CancellationToken,
+    ) -> ToolResult {
         let (route, rx) = self.route(None);
         let mut call = self.call(t, args, who, Some(route.id));
         call.metadata["loopback"] =
             json!({"request": claims.request_id, "approver": claims.approver, "key": claims.key_id});
-        let exec = self.inner.gate.execute(call);
+        let exec = DOWNSTREAM.scope(ct.clone(), self.inner.gate.execute(call));
         let approve = async {
             if let Ok(p) = rx.await
                 && let Err(e) = p.approve_with(None, Scope::Once, Some(claims.approver.clone()))
@@ -510,13 +618,21 @@ impl McpGate {
     /// Starts a gated call whose tool runs only once `go` is sent (the client's retry), in a task
     /// of its own, and waits until it has published its request. Returns the task, the request
     /// (the handle must be held: dropping it unanswered fails the approval) and `go`; or the
-    /// call's result when it ended without a request (not gated after all, refused, closed).
-    async fn start_deferred(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> Result<Started, ToolResult> {
+    /// call's result when it ended without a request (not gated after all, refused, closed). Run
+    /// at once (a session grant), the run is cancelled upstream when `ct` (this call's) is.
+    async fn start_deferred(
+        &self,
+        t: &Exposed,
+        name: &str,
+        args: &Value,
+        who: &Who,
+        ct: &CancellationToken,
+    ) -> Result<Started, ToolResult> {
         let (go, wait) = oneshot::channel();
         let (route, rx) = self.route(Some(wait));
         let gate = self.inner.gate.clone();
         let call = self.call(t, args, who, Some(route.id));
-        let mut task = tokio::spawn(async move { gate.execute(call).await });
+        let mut task = tokio::spawn(DOWNSTREAM.scope(ct.clone(), async move { gate.execute(call).await }));
         let p = tokio::select! {
             p = rx => p,
             r = &mut task => return Err(ended(name, r)),
@@ -531,18 +647,37 @@ impl McpGate {
     /// Legacy era: `elicitation/create` inside the call.
     async fn ask_legacy(&self, t: &Exposed, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
         let (route, rx) = self.route(None);
-        let exec = self.inner.gate.execute(self.call(t, args, who, Some(route.id)));
+        let exec = DOWNSTREAM.scope(cx.ct.clone(), self.inner.gate.execute(self.call(t, args, who, Some(route.id))));
+        let voided = CancellationToken::new();
         let ask = async {
             if let Ok(p) = rx.await {
+                let _asking = self.asking(t, p.request().id, &voided);
                 self.elicit(p, who, cx).await;
             }
             std::future::pending::<ToolResult>().await
         };
-        tokio::select! {
+        let r = tokio::select! {
             biased;
             r = exec => r,
             r = ask => r,
+        };
+        voided_while_asked(r, &voided)
+    }
+
+    /// Notes a call asking its client inline about request `id`, until the returned guard drops:
+    /// [`McpGate::void`] then cancels its request (and `voided`) when the tool's definition
+    /// changes. A definition that changed before it was noted is voided at once.
+    fn asking(&self, t: &Exposed, id: Uuid, voided: &CancellationToken) -> AskingGuard {
+        let tool = t.def.name.to_string();
+        lock(&self.inner.asking).insert(id, Asking { tool, voided: voided.clone() });
+        let guard = AskingGuard { id, inner: self.inner.clone() };
+        // `refresh` marks a changed definition before it voids: either `void` saw this call, or
+        // this sees the mark.
+        if t.stale.load(Ordering::SeqCst) {
+            voided.cancel();
+            self.inner.gate.cancel_request(&id);
         }
+        guard
     }
 
     async fn elicit(&self, p: PendingRequest, who: &Who, cx: &RequestContext<RoleServer>) {
@@ -584,10 +719,17 @@ impl McpGate {
     /// 2026-07-28 era, first round: the request is made (and stays pending in the gate), the
     /// client gets an `InputRequiredResult` whose `requestState` carries a signed single-use
     /// approval token, sealed and bound to principal, server, tool and the arguments' digest.
-    async fn input_required(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> CallToolResponse {
+    async fn input_required(
+        &self,
+        t: &Exposed,
+        name: &str,
+        args: &Value,
+        who: &Who,
+        ct: &CancellationToken,
+    ) -> CallToolResponse {
         // The call runs only on the retry (an approval elsewhere meanwhile does not run it on its
         // own: the client might never come back for the result).
-        let (task, p, go) = match self.start_deferred(t, name, args, who).await {
+        let (task, p, go) = match self.start_deferred(t, name, args, who, ct).await {
             Ok(started) => started,
             Err(ended) => return finish(ended),
         };
@@ -718,7 +860,8 @@ impl McpGate {
         match parked {
             Some(mut p) => {
                 if let Some(go) = p.go.take() {
-                    let _ = go.send(());
+                    // The run is this retry's: cancelling it cancels the run upstream.
+                    let _ = go.send(ct.clone());
                 }
                 finish(ended(name, p.task.await))
             }
@@ -759,9 +902,11 @@ impl McpGate {
         page: &str,
     ) -> ToolResult {
         let (route, rx) = self.route(None);
-        let exec = self.inner.gate.execute(self.call(t, args, who, Some(route.id)));
+        let exec = DOWNSTREAM.scope(cx.ct.clone(), self.inner.gate.execute(self.call(t, args, who, Some(route.id))));
+        let voided = CancellationToken::new();
         let ask = async {
             let Ok(p) = rx.await else { return std::future::pending::<ToolResult>().await };
+            let _asking = self.asking(t, p.request().id, &voided);
             let req = p.request().clone();
             let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
             let asked = cx.peer.create_elicitation_with_timeout(url_form(&req, page), Some(left));
@@ -787,11 +932,12 @@ impl McpGate {
             let _hold = p;
             std::future::pending::<ToolResult>().await
         };
-        tokio::select! {
+        let r = tokio::select! {
             biased;
             r = exec => r,
             r = ask => r,
-        }
+        };
+        voided_while_asked(r, &voided)
     }
 
     /// 2026-07-28 era, URL mode, first round: the request is made and stays pending in the gate
@@ -805,8 +951,9 @@ impl McpGate {
         args: &Value,
         who: &Who,
         page: &str,
+        ct: &CancellationToken,
     ) -> CallToolResponse {
-        let (task, p, go) = match self.start_deferred(t, name, args, who).await {
+        let (task, p, go) = match self.start_deferred(t, name, args, who, ct).await {
             Ok(started) => started,
             Err(ended) => return finish(ended),
         };
@@ -834,7 +981,7 @@ impl McpGate {
             .is_some_and(|r| r.action == ElicitationAction::Accept);
         if accepted {
             if let Some(go) = parked.go.take() {
-                let _ = go.send(());
+                let _ = go.send(ct.clone());
             }
         } else {
             // The page may have approved already: the call is released without running (its
@@ -864,7 +1011,7 @@ impl McpGate {
     /// A client that can be asked in no way: the request stays pending in the gate (a console or an
     /// approval token can answer it); once approved, one identical retry before the deadline runs
     /// the call, exactly once.
-    async fn elsewhere(&self, t: &Exposed, name: &str, args: &Value, who: &Who) -> ToolResult {
+    async fn elsewhere(&self, t: &Exposed, name: &str, args: &Value, who: &Who, ct: &CancellationToken) -> ToolResult {
         let key = (who.principal.clone(), name.to_owned(), signoff::display::arguments_digest(args));
         let existing = lock(&self.inner.elsewhere).remove(&key);
         if let Some(mut e) = existing {
@@ -875,12 +1022,16 @@ impl McpGate {
                 return pending_elsewhere(name, id);
             }
             if let Some(go) = e.go.take() {
-                let _ = go.send(());
+                let _ = go.send(ct.clone());
             }
+            let r = ended(name, e.task.await);
+            // Left when its run never started (denied, timed out). Not before the task ended: a
+            // run approved a moment ago may not have taken its signal yet (it would then run with
+            // neither the signal's deadline check nor this call's cancellation).
             lock(&self.inner.deferred).remove(&e.request_id);
-            return ended(name, e.task.await);
+            return r;
         }
-        let (task, p, go) = match self.start_deferred(t, name, args, who).await {
+        let (task, p, go) = match self.start_deferred(t, name, args, who, ct).await {
             Ok(started) => started,
             Err(ended) => return ended,
         };
@@ -905,6 +1056,32 @@ impl Drop for Route {
     fn drop(&mut self) {
         lock(&self.routes).remove(&self.id);
     }
+}
+
+/// A call noted as asking inline ([`McpGate::asking`]), forgotten when dropped.
+struct AskingGuard {
+    id: Uuid,
+    inner: Arc<Inner>,
+}
+
+impl Drop for AskingGuard {
+    fn drop(&mut self) {
+        lock(&self.inner.asking).remove(&self.id);
+    }
+}
+
+/// What the model reads of a call asked about inline whose request was cancelled because its
+/// tool's definition changed meanwhile (not the gate's words for an aborted request, which say
+/// not to retry: made again, the call asks about the current definition).
+fn voided_while_asked(mut r: ToolResult, voided: &CancellationToken) -> ToolResult {
+    if voided.is_cancelled() && r.status == ToolStatus::Cancelled {
+        let name = &r.tool;
+        r.content = format!(
+            "The call to `{name}` did not run: {VOIDED_WHILE_ASKED}. If it is still needed, make it again: approval \
+             will be asked for the tool as it is now."
+        );
+    }
+    r
 }
 
 /// Who is calling and in which protocol era.
@@ -1007,18 +1184,26 @@ fn pinned(gate: &Gate, server: &str, def: &McpTool, hash: &str) {
     gate.audit_notice("definition-pinned", Some(&name), format!("upstream {server:?} tool {:?} is {hash}", def.name));
 }
 
+/// How a registered tool reaches its upstream: the connection, how long a call waits for its
+/// answer, and the signals of deferred runs.
+struct Via {
+    peer: Peer<RoleClient>,
+    call_timeout: Duration,
+    deferred: Deferred,
+}
+
 /// Registers (or replaces) an upstream tool in the gate and describes it as the client sees it.
 fn expose(
     gate: &Gate,
     server: &str,
     def: &McpTool,
     overrides: &BTreeMap<String, ToolOverride>,
-    peer: Peer<RoleClient>,
-    deferred: Deferred,
+    via: &Via,
 ) -> Result<Exposed, String> {
     let name = format!("{server}{SEPARATOR}{}", def.name);
     let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name));
-    register(gate, &name, def, gating, overrides.get(&name), peer, deferred)?;
+    let stale = Arc::new(AtomicBool::new(false));
+    register(gate, &name, def, gating, overrides.get(&name), via, &stale)?;
     let mut exposed = def.clone();
     exposed.name = name.into();
     Ok(Exposed {
@@ -1027,6 +1212,7 @@ fn expose(
         def: exposed,
         def_hash: definition_hash(def),
         gating,
+        stale,
     })
 }
 
@@ -1036,14 +1222,15 @@ fn register(
     def: &McpTool,
     gating: Gating,
     over: Option<&ToolOverride>,
-    peer: Peer<RoleClient>,
-    deferred: Deferred,
+    via: &Via,
+    stale: &Arc<AtomicBool>,
 ) -> Result<(), String> {
     let upstream_tool = def.name.to_string();
     let server = name.split_once(SEPARATOR).map_or("", |(s, _)| s).to_owned();
     let hints = def.annotations.as_ref();
     let build = |schema: Value| {
-        let (peer, upstream_tool, deferred) = (peer.clone(), upstream_tool.clone(), deferred.clone());
+        let (peer, upstream_tool, deferred) = (via.peer.clone(), upstream_tool.clone(), via.deferred.clone());
+        let (limit, stale) = (via.call_timeout, stale.clone());
         let mut b = signoff::Tool::builder(name)
             .description(def.description.as_deref().unwrap_or_default())
             .parameters(schema)
@@ -1057,25 +1244,34 @@ fn register(
             .destructive(hints.and_then(|a| a.destructive_hint) != Some(false))
             .editable(over.and_then(|o| o.editable) == Some(true))
             .executor_with_context(move |args, cx| {
-                let (peer, tool) = (peer.clone(), upstream_tool.clone());
+                let (peer, tool, stale) = (peer.clone(), upstream_tool.clone(), stale.clone());
                 let wait = cx.request_id.and_then(|id| lock(&deferred).remove(&id));
+                // Run in place by the call that was approved (not deferred): its cancellation.
+                let inline = DOWNSTREAM.try_with(CancellationToken::clone).ok();
                 async move {
-                    if let Some((wait, deadline_ms)) = wait {
+                    let ct = match wait {
                         // Approved while the client was away: run only on its identical retry,
                         // before the request's deadline (a retry that comes later, even by a
                         // hair, runs nothing).
-                        let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
-                        let signal = tokio::time::timeout(left, wait).await;
-                        if now_ms() >= deadline_ms {
-                            return Err(NOT_RETRIED.into());
+                        Some((wait, deadline_ms)) => {
+                            let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
+                            let signal = tokio::time::timeout(left, wait).await;
+                            if now_ms() >= deadline_ms {
+                                return Err(NOT_RETRIED.into());
+                            }
+                            match signal {
+                                Ok(Ok(ct)) => ct,
+                                Ok(Err(_)) => return Err(RELEASED.into()),
+                                Err(_) => return Err(NOT_RETRIED.into()),
+                            }
                         }
-                        match signal {
-                            Ok(Ok(())) => {}
-                            Ok(Err(_)) => return Err(RELEASED.into()),
-                            Err(_) => return Err(NOT_RETRIED.into()),
-                        }
+                        None => inline.unwrap_or_default(),
+                    };
+                    // The upstream changed the definition the person was asked about.
+                    if stale.load(Ordering::SeqCst) {
+                        return Err(DEFINITION_CHANGED.into());
                     }
-                    forward(&peer, &tool, args).await
+                    forward(&peer, &tool, args, limit, &ct).await
                 }
             });
         if let Some(ms) = over.and_then(|o| o.timeout_ms) {
@@ -1094,13 +1290,26 @@ fn register(
     Ok(())
 }
 
-/// Calls the upstream (only ever after the gate let the call through).
-async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::ExecResult {
+/// Calls the upstream (only ever after the gate let the call through), waiting at most `limit`
+/// for its answer. Past `limit`, or when `ct` (the downstream call's cancellation) fires first,
+/// the upstream is sent `notifications/cancelled` for the request and the call ends with an
+/// error saying whether the tool ran is unknown.
+async fn forward(
+    peer: &Peer<RoleClient>,
+    tool: &str,
+    args: Value,
+    limit: Duration,
+    ct: &CancellationToken,
+) -> signoff::ExecResult {
     let mut p = CallToolRequestParams::new(tool.to_owned());
     p.arguments = match args {
         Value::Object(m) => Some(m),
         _ => None,
     };
+    // The client gave up on the call before it was sent: it is not.
+    if ct.is_cancelled() {
+        return Err(format!("{NOT_DELIVERED}: the client cancelled it before it was sent"));
+    }
     // Closed already (the server exited or its connection dropped before this call): rmcp would
     // refuse the request before writing it, as `TransportClosed`, the same error it gives when the
     // connection closes while waiting for the answer; told apart here, before sending.
@@ -1109,7 +1318,59 @@ async fn forward(peer: &Peer<RoleClient>, tool: &str, args: Value) -> signoff::E
             "{NOT_DELIVERED}: its connection had already closed (the server exited or went away before this call)"
         ));
     }
-    match peer.call_tool_once(p).await {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(p));
+    let mut handle = match peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await {
+        Ok(h) => h,
+        // Not handed to the connection at all.
+        Err(rmcp::ServiceError::TransportClosed) => {
+            return Err(format!("{NOT_DELIVERED}: its connection closed before the call was sent"));
+        }
+        Err(e) => return Err(format!("{NOT_DELIVERED}: {e}")),
+    };
+    let (why, said) = tokio::select! {
+        biased;
+        answer = &mut handle.rx => {
+            // The sender dropped without an answer: the connection closed.
+            let answer = answer.unwrap_or(Err(rmcp::ServiceError::TransportClosed));
+            return answered(answer.and_then(|r| tool_response(r).ok_or(rmcp::ServiceError::UnexpectedResponse)));
+        }
+        _ = tokio::time::sleep(limit) => (
+            format!("signoff-mcp: no answer within {} ms", limit.as_millis()),
+            format!("{TIMED_OUT_UNKNOWN} (no answer within {} ms)", limit.as_millis()),
+        ),
+        _ = ct.cancelled() => ("signoff-mcp: the client cancelled the call".to_owned(), CANCELLED_UNKNOWN.to_owned()),
+    };
+    match handle.cancel(Some(why)).await {
+        Ok(()) => Err(said),
+        Err(e) => Err(format!("{said}; sending notifications/cancelled failed: {e}")),
+    }
+}
+
+/// A `tools/call` answer as rmcp's `call_tool_once` reads it (a result without content is an
+/// empty result); `None` for an answer that is no tool result.
+fn tool_response(r: ServerResult) -> Option<CallToolResponse> {
+    let contentless = |result_type, meta| {
+        let mut r = CallToolResult::default();
+        (r.result_type, r.meta) = (result_type, meta);
+        CallToolResponse::Complete(r)
+    };
+    Some(match r {
+        ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),
+        ServerResult::InputRequiredResult(r) => CallToolResponse::InputRequired(r),
+        ServerResult::CreateTaskResult(r) => CallToolResponse::Task(r),
+        ServerResult::EmptyResult(_) => contentless(None, None),
+        ServerResult::TaskAckResult(ack) => contentless(Some(ack.result_type), ack.meta),
+        ServerResult::CustomResult(CustomResult(Value::Object(mut m))) if m.len() == 1 => {
+            let meta = serde_json::from_value(m.remove("_meta")?).ok()?;
+            contentless(None, Some(meta))
+        }
+        _ => return None,
+    })
+}
+
+/// Words the upstream's answer to a call (or the failure to get one).
+fn answered(answer: Result<CallToolResponse, rmcp::ServiceError>) -> signoff::ExecResult {
+    match answer {
         Ok(CallToolResponse::Complete(r)) => serde_json::to_value(&r).map_err(|e| e.to_string()),
         Ok(_) => Err("the upstream server asked for input, which this proxy does not relay".into()),
         // The request never left: say so (the model and the person should not think it ran).
@@ -1166,8 +1427,10 @@ fn finish(r: ToolResult) -> CallToolResponse {
 
 /// What the model reads of a call whose executor gave up without reaching the upstream, or lost it
 /// mid-call: signoff words every executor error as a run that failed, which these were not. An
-/// approved call that gave up (no retry before the deadline, or released) or was never delivered
-/// did not run; one whose upstream went away during the call may or may not have run. The audit's
+/// approved call that gave up (no retry before the deadline, or released), was never delivered, or
+/// whose tool's definition changed after the person was asked did not run; one whose upstream went
+/// away during the call, did not answer in time or was cancelled by the client while it had the
+/// call may or may not have run (and the model is told to check before repeating it). The audit's
 /// `execution` record keeps the error as it is.
 fn told(mut r: ToolResult) -> ToolResult {
     let (ToolStatus::Failed, Some(err)) = (&r.status, r.error.as_deref()) else { return r };
@@ -1178,11 +1441,19 @@ fn told(mut r: ToolResult) -> ToolResult {
                 "The call to `{name}` did not run: it was {err}. Making the same call again asks for approval anew."
             )
         }
+        DEFINITION_CHANGED => format!(
+            "The call to `{name}` did not run: {err}. If it is still needed, make it again: approval will be asked \
+             for the tool as it is now."
+        ),
         _ if err.starts_with(NOT_DELIVERED) || err.starts_with(REFUSED) => {
             format!("The call to `{name}` did not run: {err}.")
         }
-        _ if err == OUTCOME_UNKNOWN || err.starts_with(SENT_UNKNOWN) || err.starts_with(ERRED_UNKNOWN) => {
-            format!("The call to `{name}` may or may not have run: {err}.")
+        _ if err == OUTCOME_UNKNOWN
+            || [SENT_UNKNOWN, ERRED_UNKNOWN, TIMED_OUT_UNKNOWN, CANCELLED_UNKNOWN]
+                .iter()
+                .any(|u| err.starts_with(u)) =>
+        {
+            format!("The call to `{name}` may or may not have run: {err}. {CHECK_FIRST}")
         }
         _ => return r,
     };
@@ -1352,8 +1623,8 @@ impl McpGate {
             rpc_id: cx.id.to_string(),
         };
         if !tool.gating.approval {
-            let r = self.inner.gate.execute(self.call(&tool, &args, &who, None)).await;
-            return Ok(finish(r));
+            let exec = self.inner.gate.execute(self.call(&tool, &args, &who, None));
+            return Ok(finish(DOWNSTREAM.scope(cx.ct.clone(), exec).await));
         }
         let marker = cx.meta.get(MARKER_META_KEY).or_else(|| req.meta.as_ref().and_then(|m| m.get(MARKER_META_KEY)));
         if let Some(marker) = marker {
@@ -1371,7 +1642,7 @@ impl McpGate {
                 None => Err(signoff::Error::Malformed("the approval marker is not a string".into())),
             };
             match accepted {
-                Ok(claims) => return Ok(finish(self.loopback(&tool, &args, &who, claims).await)),
+                Ok(claims) => return Ok(finish(self.loopback(&tool, &args, &who, claims, &cx.ct).await)),
                 Err(e) => eprintln!("signoff mcp: {name}: approval marker not accepted ({e}); asking"),
             }
         }
@@ -1384,11 +1655,11 @@ impl McpGate {
         let page = self.inner.approval_page.get().filter(|_| elicitation.is_some_and(|e| e.url.is_some()));
         Ok(match (modern, req.request_state.as_deref(), page) {
             (true, Some(_), _) => self.retry(&tool, &name, &args, &who, &req, &cx.ct).await,
-            (true, None, Some(page)) => self.input_required_url(&tool, &name, &args, &who, page).await,
-            (true, None, None) if can_form => self.input_required(&tool, &name, &args, &who).await,
+            (true, None, Some(page)) => self.input_required_url(&tool, &name, &args, &who, page, &cx.ct).await,
+            (true, None, None) if can_form => self.input_required(&tool, &name, &args, &who, &cx.ct).await,
             (false, _, Some(page)) => finish(self.ask_legacy_url(&tool, &args, &who, &cx, page).await),
             (false, _, None) if can_form => finish(self.ask_legacy(&tool, &args, &who, &cx).await),
-            _ => finish(self.elsewhere(&tool, &name, &args, &who).await),
+            _ => finish(self.elsewhere(&tool, &name, &args, &who, &cx.ct).await),
         })
     }
 }
@@ -1445,12 +1716,28 @@ mod tests {
         let never = format!("{NOT_DELIVERED}: broken pipe");
         assert_eq!(told(failed(&never, false)).content, format!("The call to `up__write` did not run: {never}."));
         let lost = told(failed(OUTCOME_UNKNOWN, false)).content;
-        assert_eq!(lost, format!("The call to `up__write` may or may not have run: {OUTCOME_UNKNOWN}."));
+        assert_eq!(lost, format!("The call to `up__write` may or may not have run: {OUTCOME_UNKNOWN}. {CHECK_FIRST}"));
         // Over HTTP, a call the server received and then failed to answer.
         let answered_badly = format!("{SENT_UNKNOWN}: HTTP 500");
         assert_eq!(
             told(failed(&answered_badly, false)).content,
-            format!("The call to `up__write` may or may not have run: {answered_badly}.")
+            format!("The call to `up__write` may or may not have run: {answered_badly}. {CHECK_FIRST}")
+        );
+        // No answer within the upstream's call timeout, or the client cancelled the call while the
+        // upstream had it: cancelled there, outcome unknown.
+        let late = format!("{TIMED_OUT_UNKNOWN} (no answer within 300 ms)");
+        assert_eq!(
+            told(failed(&late, false)).content,
+            format!("The call to `up__write` may or may not have run: {late}. {CHECK_FIRST}")
+        );
+        assert_eq!(
+            told(failed(CANCELLED_UNKNOWN, false)).content,
+            format!("The call to `up__write` may or may not have run: {CANCELLED_UNKNOWN}. {CHECK_FIRST}")
+        );
+        let changed = told(failed(DEFINITION_CHANGED, false)).content;
+        assert!(
+            changed.starts_with(&format!("The call to `up__write` did not run: {DEFINITION_CHANGED}.")),
+            "{changed}"
         );
         // Edited on the approval page: what was approved is said first.
         let edited = told(failed(OUTCOME_UNKNOWN, true)).content;
@@ -1471,7 +1758,8 @@ mod tests {
         assert_eq!(
             told(failed(&erred, false)).content,
             format!(
-                "The call to `up__write` may or may not have run: {ERRED_UNKNOWN}: disk full (JSON-RPC error -32603)."
+                "The call to `up__write` may or may not have run: {ERRED_UNKNOWN}: disk full (JSON-RPC error -32603). \
+                 {CHECK_FIRST}"
             )
         );
         // Any other error is signoff's own words, untouched; so is an upstream's error that only

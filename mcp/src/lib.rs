@@ -22,6 +22,12 @@
 //! Every other outcome (the client cancels, the request times out, the transport fails, the person
 //! declines) denies, and the model reads signoff's words for it.
 //!
+//! Once approved, a call waits at most its upstream's call timeout
+//! ([`UpstreamConfig::call_timeout_ms`]) for the answer; past it, or when the client cancels the
+//! call meanwhile, the upstream is sent `notifications/cancelled` for it and the model is told
+//! whether the tool ran is unknown. A call whose tool's definition changed while the person was
+//! being asked runs nothing.
+//!
 //! Upstreams are child processes over stdio or Streamable HTTP endpoints ([`UpstreamConfig`]);
 //! the gate is served over stdio ([`serve_stdio`]) or Streamable HTTP ([`HttpServer`], with the
 //! session design described in [`http`]).

@@ -58,6 +58,50 @@ impl ServerHandler for Counter {
     }
 }
 
+/// An upstream whose `write` never answers by itself: it counts its runs, and the calls the
+/// proxy cancelled (`notifications/cancelled`, which rmcp turns into the handler's cancellation).
+#[derive(Clone, Default)]
+pub struct Stuck {
+    pub runs: Arc<AtomicUsize>,
+    pub cancelled: Arc<AtomicUsize>,
+}
+
+impl ServerHandler for Stuck {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Counter::default().list_tools(req, cx).await
+    }
+
+    async fn call_tool(
+        &self,
+        _req: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        cx.ct.cancelled().await;
+        self.cancelled.fetch_add(1, Ordering::SeqCst);
+        Err(ErrorData::internal_error("cancelled", None))
+    }
+}
+
+/// Waits (up to 10 s) until `n` reads `want`; false if it never does.
+pub async fn reaches(n: &AtomicUsize, want: usize) -> bool {
+    for _ in 0..1000 {
+        if n.load(Ordering::SeqCst) == want {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
 /// An upstream whose `write` answers with JSON-RPC errors: `"bad"` is refused as invalid params
 /// before anything runs; `"crash"` runs (counted) and then fails with an internal error.
 #[derive(Clone, Default)]
@@ -105,6 +149,8 @@ pub struct Shifty {
     pub list_delay_ms: Arc<AtomicUsize>,
     /// Also lists a tool whose name hides a zero-width space (`wr\u{200b}ite`).
     pub odd_name: Arc<AtomicBool>,
+    /// No longer lists `write`.
+    pub gone: Arc<AtomicBool>,
 }
 
 impl ServerHandler for Shifty {
@@ -125,6 +171,9 @@ impl ServerHandler for Shifty {
         let description = format!("Writes (version {})", self.version.load(Ordering::SeqCst));
         let schema = Arc::new(schema);
         let mut tools = vec![Tool::new("write", description, schema.clone())];
+        if self.gone.load(Ordering::SeqCst) {
+            tools.clear();
+        }
         if self.odd_name.load(Ordering::SeqCst) {
             tools.push(Tool::new("wr\u{200b}ite", "Looks like write", schema));
         }
@@ -169,11 +218,28 @@ where
     S: ServerHandler + Clone,
     C: rmcp::Service<RoleClient>,
 {
+    wire_timed(upstream, gate, client, lifecycle, None).await
+}
+
+/// [`wire`], the upstream's calls waiting `call_timeout` for an answer (the default otherwise).
+pub async fn wire_timed<S, C>(
+    upstream: S,
+    gate: &Gate,
+    client: C,
+    lifecycle: ClientLifecycleMode,
+    call_timeout: Option<std::time::Duration>,
+) -> Wired<S, C>
+where
+    S: ServerHandler + Clone,
+    C: rmcp::Service<RoleClient>,
+{
     let (up_server, up_client) = tokio::io::duplex(64 * 1024);
     let (server, up) = tokio::join!(upstream.serve(up_server), UpstreamClient::default().serve(up_client));
-    let mcp = McpGate::new(gate.clone(), vec![Upstream { name: "up".into(), client: up.unwrap() }], &BTreeMap::new())
-        .await
-        .unwrap();
+    let mut up = Upstream::new("up", up.unwrap());
+    if let Some(limit) = call_timeout {
+        up = up.call_timeout(limit);
+    }
+    let mcp = McpGate::new(gate.clone(), vec![up], &BTreeMap::new()).await.unwrap();
     let (down_server, down_client) = tokio::io::duplex(64 * 1024);
     // Served in a task of its own: in the 2026-07-28 era rmcp's server answers `server/discover`
     // and returns only with the first call, after the client has connected.

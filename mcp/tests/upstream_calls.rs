@@ -1,0 +1,259 @@
+//! An approved call while the upstream has it, and an approval asked while the upstream changes,
+//! with rmcp's own clients and in-process rmcp upstreams (over in-memory pipes): an upstream that
+//! never answers is cancelled there (`notifications/cancelled`) at its call timeout and the model
+//! is told the outcome is unknown; a client that cancels its `tools/call` while the upstream runs
+//! it has the upstream's request cancelled too, in every way of asking (in the call, on a
+//! 2026-07-28 retry, on the identical retry of a call approved elsewhere), and the audit records
+//! how the call ended; and a definition that changes (or a tool that goes away) while the person's
+//! form is still open in a 2025-era call cancels the request, so a later approve runs nothing.
+
+mod common;
+use common::client::{Answering, lifecycle};
+use common::{Shifty, Stuck, keyed, reaches, text, wire, wire_timed, write};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ClientRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RequestContext, RequestHandle, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::json;
+use signoff::{AuditKind, AuditRecord, Gate, MemoryAuditSink, TokenResponse};
+use signoff_mcp::INPUT_KEY;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A `tools/call` the client can cancel (`notifications/cancelled`), as a person pressing stop.
+async fn cancellable<C: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, C>,
+    p: CallToolRequestParams,
+) -> RequestHandle<RoleClient> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(p));
+    client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.expect("tools/call sent")
+}
+
+/// The audit's `execution` records, waiting (up to 10 s) until there are `n`.
+async fn executions(audit: &MemoryAuditSink, n: usize) -> Vec<AuditRecord> {
+    for _ in 0..1000 {
+        let ran: Vec<_> = audit.records().into_iter().filter(|r| r.kind == AuditKind::Execution).collect();
+        if ran.len() >= n {
+            return ran;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no {n} execution records: {:?}", audit.records());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_never_answers_is_cancelled_at_its_call_timeout_and_the_outcome_told_unknown() {
+    let up = Stuck::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Answering::approve(ProtocolVersion::V_2025_06_18);
+    let lifecycle = lifecycle(&person.version);
+    let w = wire_timed(up.clone(), &gate, person.clone(), lifecycle, Some(Duration::from_millis(400))).await;
+    // Without a bound the call (and the client) would wait forever.
+    let r = tokio::time::timeout(Duration::from_secs(10), w.client.call_tool(write("a")))
+        .await
+        .expect("the call ends at the upstream's call timeout, not never")
+        .expect("tools/call");
+    assert_eq!((person.asked(), up.runs.load(Ordering::SeqCst)), (1, 1));
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("may or may not have run") && said.contains("did not answer in time"), "{said}");
+    assert!(said.contains("400 ms") && said.contains("Do not repeat it blindly"), "{said}");
+    assert!(!said.contains("did not run") && !said.contains("ran and failed"), "{said}");
+    // The upstream was told: its handler's request was cancelled.
+    assert!(reaches(&up.cancelled, 1).await, "the upstream was not sent notifications/cancelled");
+    let ran = executions(&audit, 1).await;
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].decision.as_deref(), Some("error"));
+    let reason = ran[0].reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("did not answer in time") && reason.contains("whether the tool ran is unknown"), "{ran:?}");
+    assert!(gate.pending().is_empty());
+    gate.close();
+}
+
+/// The last `tools/call` of an approved call (`handle`) is cancelled by the
+/// client once the upstream has it: the upstream's request is cancelled too, and the audit
+/// records the call's end as an `error` saying whether the tool ran is unknown.
+async fn cancelled_while_running(up: &Stuck, gate: &Gate, audit: &MemoryAuditSink, handle: RequestHandle<RoleClient>) {
+    assert!(reaches(&up.runs, 1).await, "the approved call never reached the upstream");
+    handle.cancel(Some("the user pressed stop".into())).await.expect("notifications/cancelled sent");
+    assert!(
+        reaches(&up.cancelled, 1).await,
+        "the client cancelled the call, but the upstream's request was not cancelled"
+    );
+    let ran = executions(audit, 1).await;
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].decision.as_deref(), Some("error"), "{ran:?}");
+    let reason = ran[0].reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("the client cancelled the call") && reason.contains("unknown"), "{ran:?}");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+    assert!(gate.pending().is_empty());
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancelling_a_call_approved_in_the_call_cancels_it_upstream() {
+    let up = Stuck::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Answering::approve(ProtocolVersion::V_2025_11_25);
+    let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
+    let handle = cancellable(&w.client, write("a")).await;
+    cancelled_while_running(&up, &gate, &audit, handle).await;
+    assert_eq!(person.asked(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancelling_a_2026_retry_while_it_runs_cancels_it_upstream() {
+    let up = Stuck::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Answering::approve(ProtocolVersion::V_2026_07_28);
+    let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
+    let CallToolResponse::InputRequired(first) = w.client.call_tool_once(write("a")).await.expect("tools/call") else {
+        panic!("a 2026-07-28 client with elicitation gets an InputRequiredResult");
+    };
+    let answer = serde_json::to_value(&person.answer).unwrap();
+    let mut retry = write("a").with_request_state(first.request_state.expect("a requestState"));
+    retry.input_responses = Some(InputResponses::from([(INPUT_KEY.to_owned(), answer)]));
+    let handle = cancellable(&w.client, retry).await;
+    cancelled_while_running(&up, &gate, &audit, handle).await;
+}
+
+/// Under a session grant a 2026-07-28 call runs at once, in its first round: cancelled by the
+/// client, it is cancelled upstream too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancelling_a_2026_call_run_under_a_session_grant_cancels_it_upstream() {
+    let up = Stuck::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Answering::approve_session(ProtocolVersion::V_2026_07_28);
+    let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
+    // Approved for the session (the first call is then cancelled while it runs).
+    let CallToolResponse::InputRequired(first) = w.client.call_tool_once(write("a")).await.expect("tools/call") else {
+        panic!("a 2026-07-28 client with elicitation gets an InputRequiredResult");
+    };
+    let answer = serde_json::to_value(&person.answer).unwrap();
+    let mut retry = write("a").with_request_state(first.request_state.expect("a requestState"));
+    retry.input_responses = Some(InputResponses::from([(INPUT_KEY.to_owned(), answer)]));
+    let handle = cancellable(&w.client, retry).await;
+    assert!(reaches(&up.runs, 1).await);
+    handle.cancel(None).await.unwrap();
+    assert!(reaches(&up.cancelled, 1).await);
+    // The next call runs under the grant, without asking.
+    let handle = cancellable(&w.client, write("b")).await;
+    assert!(reaches(&up.runs, 2).await, "the call under the grant never reached the upstream");
+    assert!(audit.records().iter().any(|r| r.kind == AuditKind::Bypass), "{:?}", audit.records());
+    handle.cancel(Some("the user pressed stop".into())).await.unwrap();
+    assert!(reaches(&up.cancelled, 2).await, "the call under the grant was not cancelled upstream");
+    let ran = executions(&audit, 2).await;
+    assert!(ran.iter().all(|r| r.decision.as_deref() == Some("error")), "{ran:?}");
+    assert!(ran.iter().all(|r| r.reason.as_deref().is_some_and(|r| r.contains("the client cancelled"))), "{ran:?}");
+    let requests = audit.records().into_iter().filter(|r| r.kind == AuditKind::Request).count();
+    assert_eq!(requests, 1, "the call under the grant asked again");
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancelling_the_identical_retry_of_a_call_approved_elsewhere_cancels_it_upstream() {
+    let up = Stuck::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let w = wire(up.clone(), &gate, (), ClientLifecycleMode::Initialize).await;
+    let r = w.client.call_tool(write("a")).await.expect("tools/call");
+    assert!(text(&r).contains("pending elsewhere"), "{}", text(&r));
+    let request = gate.pending()[0].clone();
+    let token = gate.issue_token(&request.id, "alice").unwrap();
+    gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
+    let handle = cancellable(&w.client, write("a")).await;
+    cancelled_while_running(&up, &gate, &audit, handle).await;
+}
+
+/// A 2025-06-18 client whose person takes their time: each elicitation waits for `release`,
+/// then approves.
+#[derive(Clone, Default)]
+struct Slow {
+    asked: Arc<AtomicUsize>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl ClientHandler for Slow {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("rmcp-slow-person", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+    }
+
+    async fn create_elicitation(
+        &self,
+        _req: ElicitRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.release.notified().await;
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
+    }
+}
+
+/// The person's form is open when the upstream changes `write` (`change`), announces it, and the
+/// proxy lists it again; the person then approves. Nothing runs: the request was cancelled when
+/// the change was seen, the model is told why, and the audit records the change (`notice`) and
+/// the request's end (`cancelled`), with no execution.
+async fn changed_while_the_form_is_open(change: impl FnOnce(&Shifty), notice: &str) {
+    let up = Shifty::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        let request = gate.pending()[0].id;
+        change(&up);
+        w.server.peer().notify_tool_list_changed().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The proxy lists the upstream again (here for tools/list) while the form is open.
+        w.client.list_all_tools().await.unwrap();
+        // Then the person approves what they were shown.
+        person.release.notify_one();
+        request
+    };
+    let (r, request) = tokio::join!(call, meanwhile);
+    let r = r.expect("tools/call");
+    // The approve may still be on its way: give it the time to (not) run the call.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.runs.load(Ordering::SeqCst), 0, "a call approved for the old definition ran");
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(
+        said.contains("did not run") && said.contains("changed its tools while approval was being asked"),
+        "{said}"
+    );
+    assert!(said.contains("make it again"), "{said}");
+    let records = audit.records();
+    let noted: Vec<_> = records.iter().filter(|r| r.decision.as_deref() == Some(notice)).collect();
+    assert_eq!(noted.len(), 1, "{records:?}");
+    let ended: Vec<_> =
+        records.iter().filter(|r| r.request_id == Some(request) && r.kind == AuditKind::Outcome).collect();
+    assert_eq!(ended.len(), 1, "{records:?}");
+    assert_eq!(ended[0].decision.as_deref(), Some("cancelled"), "{records:?}");
+    assert!(!records.iter().any(|r| r.kind == AuditKind::Execution), "{records:?}");
+    assert!(!records.iter().any(|r| r.kind == AuditKind::Response), "nobody's answer counted: {records:?}");
+    assert!(gate.pending().is_empty());
+    gate.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_changed_while_the_form_is_open_runs_nothing_when_approved() {
+    changed_while_the_form_is_open(|up| up.version.store(1, Ordering::SeqCst), "definition-changed").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_gone_while_the_form_is_open_runs_nothing_when_approved() {
+    changed_while_the_form_is_open(|up| up.gone.store(true, Ordering::SeqCst), "definition-removed").await
+}
