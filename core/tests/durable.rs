@@ -955,3 +955,48 @@ fn restored_requests_are_counted_until_they_finish() {
         assert_eq!(idle.load(SeqCst), 1);
     });
 }
+
+/// A cancel that comes after the request was approved, while the call had not yet seen its
+/// request written (its future not polled since), loses: `cancel_request` says so. It used to
+/// flag the row anyway, and the store then ended the approved row as `cancelled` while the
+/// caller was told to run the tool: the record said the call never ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_loses_to_an_approval_leaves_the_approval_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with(dir.path().join("s.db"), SqliteOptions { synchronous_full: true }).unwrap();
+    let gate = Gate::builder()
+        .store(store)
+        .deny_when_unobserved(false)
+        .tool(Tool::builder("delete_file").description("d").executor(|_| async { Ok(json!("deleted")) }).build())
+        .build()
+        .unwrap();
+    gate.recover().unwrap();
+    for confirm_only in [true, false] {
+        let call = ToolCall::new("delete_file", json!({"path": "/tmp/x"}));
+        let mut run: std::pin::Pin<Box<dyn std::future::Future<Output = Option<Outcome>> + Send>> = if confirm_only {
+            let g = gate.clone();
+            Box::pin(async move { g.confirm(call).await.ok().map(|d| d.outcome()) })
+        } else {
+            let g = gate.clone();
+            Box::pin(async move {
+                let r = g.execute(call).await;
+                Some(if r.status == ToolStatus::Executed { Outcome::Approved } else { Outcome::Cancelled })
+            })
+        };
+        // Polled once: its request is being written.
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(run.as_mut().poll(cx).is_pending())).await;
+        assert!(first, "still waiting");
+        let req = some_pending(&gate).await;
+        assert_eq!(gate.respond(ConfirmationResponse::approve(&req)).unwrap(), Outcome::Approved);
+        assert!(!gate.cancel_request(&req.id), "the approval came first");
+        assert_eq!(run.await, Some(Outcome::Approved));
+        let want = if confirm_only { RecordState::Released } else { RecordState::Done };
+        let t = Instant::now();
+        while gate.record(&req.id).map(|r| r.state) != Some(want) {
+            let state = gate.record(&req.id).map(|r| r.state);
+            assert!(state != Some(RecordState::Cancelled), "an approved call recorded as cancelled");
+            assert!(t.elapsed() < Duration::from_secs(5), "recorded as {state:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}

@@ -786,13 +786,24 @@ impl Gate {
     /// first: a decision another process recorded just before wins (and is delivered), and
     /// `None` is returned. The flag says whether the store has the cancellation.
     fn claim_cancel(&self, id: &Uuid) -> Option<(Waiter, bool)> {
-        let writing = lock(&self.inner.inserting).get(id).cloned();
-        if let Some(flag) = writing {
-            flag.store(true, Ordering::SeqCst);
-            // The store checks the flag once the row is written; a row it shows is written.
-            if self.inner.store.get(id).is_none() {
-                return self.claim(id, Outcome::Cancelled).map(|w| (w, true));
-            }
+        let writing = lock(&self.inner.inserting).contains_key(id);
+        // A row the store shows is written; one it does not show yet is left to the flag.
+        if writing && self.inner.store.get(id).is_none() {
+            // The waiter first: a cancel that loses to an answer flags nothing. (It used to
+            // flag the row before knowing, and the store then ended an approved row as
+            // `cancelled` while the approved call ran.)
+            let w = self.claim(id, Outcome::Cancelled)?;
+            // Flagged under the lock `stored` reads the flag under: either the write has not
+            // completed yet and the store (or `stored`) ends the row, or it has, and this
+            // cancellation is recorded like any other.
+            let flagged = match lock(&self.inner.inserting).get(id) {
+                Some(flag) => {
+                    flag.store(true, Ordering::SeqCst);
+                    true
+                }
+                None => false,
+            };
+            return Some((w, flagged));
         }
         if !self.inner.store.is_shared() {
             return self.claim(id, Outcome::Cancelled).map(|w| (w, false));
