@@ -925,3 +925,28 @@ fn a_deadline_decided_by_the_database_never_holds_the_calls_thread() {
         agent.close();
     });
 }
+
+/// Single-use ids are forgotten by the database's clock, an hour after their expiry. Each host
+/// judges a token's expiry by its own clock; a host whose clock ran ahead used to delete ids
+/// (by its clock, expired) that the other hosts still accepted, so a marker or link could be
+/// used twice. Here: an id that expired ten minutes ago (as a host whose clock is ten minutes
+/// ahead sees every live one) must outlive another host's next use.
+#[test]
+fn a_host_whose_clock_runs_ahead_does_not_forget_what_others_still_accept() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let schema = schema();
+    let (one, other) = (store(&url, &schema, None), store(&url, &schema, None));
+    let now = signoff::event::now_ms();
+    let used = uuid::Uuid::new_v4();
+    assert!(one.use_once(&used, now - 600_000).unwrap());
+    // Another host uses another id: its clean-up runs.
+    assert!(other.use_once(&uuid::Uuid::new_v4(), now + 60_000).unwrap());
+    assert!(!one.use_once(&used, now + 60_000).unwrap(), "the id was forgotten and accepted again");
+    assert!(!other.use_once(&used, now + 60_000).unwrap());
+    // Long expired (by the database's clock, past the hour): forgotten.
+    let old = uuid::Uuid::new_v4();
+    assert!(one.use_once(&old, now - 2 * 3_600_000).unwrap());
+    assert!(other.use_once(&uuid::Uuid::new_v4(), now + 60_000).unwrap());
+    assert!(one.use_once(&old, now + 60_000).unwrap(), "what expired long ago is forgotten");
+}

@@ -958,6 +958,11 @@ async fn writer(shared: Arc<Shared>, mut queue: tokio::sync::mpsc::UnboundedRece
     }
 }
 
+/// How long past its expiry (by the database's clock) a single-use id is kept: hosts judge a
+/// token's expiry by their own clocks, so an id is remembered for as long as a host whose clock
+/// lags by up to this much may still accept what it was for.
+const SINGLE_USE_GRACE: Duration = Duration::from_secs(3600);
+
 /// A guarded change the row refused, in words (`now`: its state, if it could be read).
 fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> Error {
     let now = now.map(|s| s.as_str()).unwrap_or("missing");
@@ -971,14 +976,21 @@ fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> Error {
 impl PendingStore for PostgresStore {
     fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
         let (id, until) = (*id, expires_at_ms.min(i64::MAX as u64) as i64);
-        let now = crate::event::now_ms().min(i64::MAX as u64) as i64;
+        let grace = SINGLE_USE_GRACE.as_millis() as i64;
         self.run(move |s| -> Fut<bool> {
             Box::pin(async move {
                 let c = s.client().await?;
                 let err = |e| pg_err("could not record a single use", e);
-                // Expired ids are forgotten (what they were for is refused by its expiry anyway).
+                // Expired ids are forgotten (what they were for is refused by its expiry anyway),
+                // by the database's clock and [`SINGLE_USE_GRACE`] after their expiry: each host
+                // judges expiry by its own clock, and one whose clock ran ahead used to forget
+                // ids that the others still accepted, so a marker could be used twice.
                 c.client
-                    .execute("DELETE FROM signoff_single_use WHERE expires_at_ms <= $1", &[&now])
+                    .execute(
+                        "DELETE FROM signoff_single_use
+                         WHERE expires_at_ms <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint - $1",
+                        &[&grace],
+                    )
                     .await
                     .map_err(err)?;
                 // Of two hosts using the same id at once, the key lets one in.
