@@ -950,3 +950,51 @@ fn a_host_whose_clock_runs_ahead_does_not_forget_what_others_still_accept() {
     assert!(other.use_once(&uuid::Uuid::new_v4(), now + 60_000).unwrap());
     assert!(one.use_once(&old, now + 60_000).unwrap(), "what expired long ago is forgotten");
 }
+
+/// The agent's own authenticator judges approvals recorded by other processes too: another
+/// gate on the same database, configured without approvers, used to let anyone's approval run
+/// the agent's call past the agent's rule.
+#[test]
+fn an_approval_recorded_elsewhere_must_pass_the_agents_own_approvers() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = Gate::builder()
+            .store(store(&url, &schema, None))
+            .deny_when_unobserved(false)
+            .authenticator(Arc::new(Approvers::new().allow("delete_file", ["alice"])))
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let loose = Gate::builder()
+            .store(store(&url, &schema, None))
+            .deny_when_unobserved(false)
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        for (who, runs_after) in [("bob", 0), ("alice", 1)] {
+            let a = agent.clone();
+            let call =
+                tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/tmp/p"}))).await });
+            let req = listed(&loose, 1).await.pop().unwrap();
+            let answer = ConfirmationResponse::approve(&req).with_responder(who);
+            // The agent's own gate refuses bob at once; the loose one records his approval.
+            if who == "bob" {
+                assert_eq!(agent.respond(answer.clone()).unwrap_err().kind(), ErrorKind::Unauthorized);
+            }
+            assert_eq!(loose.respond(answer).unwrap(), Outcome::Approved);
+            let r = call.await.unwrap();
+            assert_eq!(runs.load(Ordering::SeqCst), runs_after, "{who}: {r:?}");
+            if who == "bob" {
+                assert_eq!(r.status, ToolStatus::Cancelled, "{r:?}");
+                assert_eq!(agent.record(&req.id).unwrap().state, RecordState::Cancelled);
+            } else {
+                assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+            }
+        }
+        agent.close();
+        loose.close();
+    });
+}

@@ -125,25 +125,46 @@ impl Gate {
         self.deliver_recorded(w, res);
     }
 
-    /// Delivers a resolution the store already holds to a claimed waiter.
+    /// Delivers a resolution the store already holds to a claimed waiter. An approval made in
+    /// another process must still pass this gate's own checks before anything runs here: the
+    /// tool's schema for edited arguments, and this gate's authenticator (e.g. its
+    /// [`Approvers`](crate::Approvers)) for the response as recorded (responder, scope,
+    /// arguments), so a process configured more loosely cannot approve past this one's policy.
     fn deliver_recorded(&self, w: Waiter, res: Resolution) {
-        let res = match res {
-            // What runs here must pass this gate's schema, whoever approved it.
-            Resolution::Approved { arguments: Some(arguments), edited: true, .. }
-                if w.tool.validate(&arguments, "edited").is_err() =>
-            {
-                let detail = "the edited arguments approved by another process do not match this tool's schema";
-                eprintln!("signoff: request {}: {detail}; the tool does not run", w.request.id);
-                self.audit(|| {
-                    AuditRecord::about(AuditKind::Notice, &w.request)
-                        .with_decision(CancelReason::ApprovalFailed.as_str())
-                        .with_reason(detail)
-                });
-                self.resolve_as(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms(), false);
-                return;
+        let refused = match &res {
+            Resolution::Approved { arguments, edited, scope, responder } => {
+                let schema = match arguments {
+                    Some(arguments) if *edited => w.tool.validate(arguments, "edited").err().map(|_| {
+                        "the edited arguments approved by another process do not match this tool's schema".to_owned()
+                    }),
+                    _ => None,
+                };
+                schema.or_else(|| {
+                    let a = self.inner.authenticator.as_ref()?;
+                    let mut resp = ConfirmationResponse::approve(&w.request).with_scope(*scope);
+                    resp.responder = responder.clone();
+                    resp.arguments = arguments.clone();
+                    a.authenticate(&w.request, &resp).err().map(|reason| {
+                        format!(
+                            "the approval another process recorded (by {}) is not accepted by this gate's \
+                             authenticator: {reason}",
+                            responder.as_deref().unwrap_or("no one named")
+                        )
+                    })
+                })
             }
-            r => r,
+            _ => None,
         };
+        if let Some(detail) = refused {
+            eprintln!("signoff: request {}: {detail}; the tool does not run", w.request.id);
+            self.audit(|| {
+                AuditRecord::about(AuditKind::Notice, &w.request)
+                    .with_decision(CancelReason::ApprovalFailed.as_str())
+                    .with_reason(detail.as_str())
+            });
+            self.resolve_as(w, Resolution::Cancelled(CancelReason::ApprovalFailed), now_ms(), false);
+            return;
+        }
         match &res {
             Resolution::Approved { scope: Scope::Session, responder, .. } => {
                 self.grant(&w.request.session_id, &w.request.tool, responder.clone());
