@@ -112,6 +112,14 @@ pub trait PendingStore: Send + Sync + 'static {
         let _ = (id, change);
         Ok(())
     }
+    /// Ends a request as `cancelled` only while it is still `pending`: a cancellation never
+    /// overrides a decision another process recorded first (the gate then delivers that
+    /// decision). An `Err` when the request is not pending. The default is
+    /// [`transition`](Self::transition) to `cancelled`: a store no other process answers in has
+    /// no one to race, since the gate claims its waiter first.
+    fn cancel_pending(&self, id: &Uuid) -> Result<()> {
+        self.transition(id, StateChange::to(RecordState::Cancelled))
+    }
     /// [`transition`](Self::transition) without blocking the caller, for a store whose commit
     /// waits on I/O (a synced disk write, a database round trip): the gate awaits the returned
     /// future where it runs on its own task (`executing` before the tool starts, `done` after),

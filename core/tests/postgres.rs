@@ -998,3 +998,55 @@ fn an_approval_recorded_elsewhere_must_pass_the_agents_own_approvers() {
         loose.close();
     });
 }
+
+/// Polls `f` once: whether it is still waiting.
+async fn still_waiting<F: std::future::Future + Unpin>(f: &mut F) -> bool {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *f).poll(cx).is_pending())).await
+}
+
+/// A cancel and an approval from another host, racing: exactly one of them holds, everywhere.
+/// A cancel after the approval committed loses (the call gets the approval; `cancel_request`
+/// says false) and the approval stays recorded. A cancel used to overwrite a committed approval
+/// (`cancelled` in the store, the call cancelled) after its approver had been told `approved`,
+/// or the store said `cancelled` while the call was told to run.
+#[test]
+fn a_cancel_and_an_approval_from_another_host_never_both_hold() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let (agent, approver, _runs) = pair(&url, &schema);
+        // The approval committed first (the agent's call not polled since it wrote its request).
+        let mut f: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Decision>> + Send>> =
+            Box::pin(agent.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/b"}))));
+        assert!(still_waiting(&mut f).await);
+        let req = listed(&approver, 1).await.pop().unwrap();
+        assert_eq!(approver.respond(ConfirmationResponse::approve(&req)).unwrap(), Outcome::Approved);
+        assert!(!agent.cancel_request(&req.id), "the approval came first");
+        assert!(f.await.unwrap().is_approved());
+        // Racing.
+        for i in 0..40u64 {
+            let mut f: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Decision>> + Send>> =
+                Box::pin(agent.confirm(ToolCall::new("delete_file", json!({"path": format!("/tmp/c{i}")}))));
+            assert!(still_waiting(&mut f).await);
+            let req = listed(&approver, 1).await.pop().unwrap();
+            let (ap, r) = (approver.clone(), req.clone());
+            let answer = std::thread::spawn(move || ap.respond(ConfirmationResponse::approve(&r)));
+            std::thread::sleep(Duration::from_micros((i % 20) * 50));
+            let cancelled = agent.cancel_request(&req.id);
+            let approved = answer.join().unwrap().is_ok();
+            let d = f.await.unwrap();
+            assert!(cancelled != approved, "{i}: cancel {cancelled}, approval {approved}");
+            assert_eq!(d.is_approved(), approved, "{i}: {d:?}");
+            // `confirm` hands the approved call to its caller: recorded `released`.
+            let want = if approved { RecordState::Released } else { RecordState::Cancelled };
+            let t = std::time::Instant::now();
+            while approver.record(&req.id).map(|r| r.state) != Some(want) {
+                assert!(t.elapsed() < Duration::from_secs(5), "{i}: {:?}", approver.record(&req.id));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        agent.close();
+        approver.close();
+    });
+}

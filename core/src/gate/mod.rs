@@ -478,8 +478,11 @@ impl Gate {
         }
         if cancelled_meanwhile {
             // Cancelled (the gate closed, the call went away) while the row was being written:
-            // end the row too.
-            let _ = self.inner.store.transition(&id, StateChange::to(RecordState::Cancelled));
+            // end the row too, from `pending` only. One another process approved meanwhile is
+            // released: its approval stays recorded, and nothing runs it here.
+            if self.inner.store.cancel_pending(&id).is_err() {
+                let _ = self.inner.store.transition(&id, StateChange::to(RecordState::Released));
+            }
         }
         // Answered already (it was visible once written): recorded, but not announced as new.
         let open = lock(&self.inner.waiters).contains(&id);
@@ -787,8 +790,16 @@ impl Gate {
     /// `None` is returned. The flag says whether the store has the cancellation.
     fn claim_cancel(&self, id: &Uuid) -> Option<(Waiter, bool)> {
         let writing = lock(&self.inner.inserting).contains_key(id);
-        // A row the store shows is written; one it does not show yet is left to the flag.
-        if writing && self.inner.store.get(id).is_none() {
+        // A row the store shows is written; one it does not show yet is left to the flag. (A
+        // shared store shows only pending rows: one it does not show may be decided already,
+        // so it is read.)
+        let unwritten = writing
+            && if self.inner.store.is_shared() {
+                matches!(self.inner.store.try_record(id), Ok(None))
+            } else {
+                self.inner.store.get(id).is_none()
+            };
+        if unwritten {
             // The waiter first: a cancel that loses to an answer flags nothing. (It used to
             // flag the row before knowing, and the store then ended an approved row as
             // `cancelled` while the approved call ran.)

@@ -216,7 +216,9 @@ impl Gate {
         if !lock(&self.inner.waiters).contains(id) {
             return None;
         }
-        match self.inner.store.transition(id, StateChange::to(RecordState::Cancelled)) {
+        // Only from `pending`: an approval another process committed first is not overwritten
+        // (it used to be, and its approver had been told it was approved).
+        match self.inner.store.cancel_pending(id) {
             Ok(()) => self.claim(id, Outcome::Cancelled).map(|w| (w, true)),
             Err(e) => match self.inner.store.record(id) {
                 Some(rec) if rec.state != RecordState::Pending => {

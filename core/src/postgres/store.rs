@@ -723,9 +723,15 @@ impl Shared {
 
     /// One change, its own statement.
     async fn change_one(&self, id: Uuid, change: &OwnedStateChange) -> Result<u64> {
+        self.change_one_from(id, change, change.state.predecessors()).await
+    }
+
+    /// [`change_one`](Self::change_one) from the states in `from` only (a subset of the legal
+    /// predecessors).
+    async fn change_one_from(&self, id: Uuid, change: &OwnedStateChange, from: &[&str]) -> Result<u64> {
         let c = self.client().await?;
         let p = ChangeParams::of(change);
-        let from: Vec<&str> = change.state.predecessors().to_vec();
+        let from: Vec<&str> = from.to_vec();
         c.client
             .execute(
                 &c.transition,
@@ -1043,10 +1049,14 @@ impl PendingStore for PostgresStore {
             if r.is_err() {
                 s.unwatch(&id);
             } else if abandoned.load(Ordering::SeqCst) {
-                // The call went away while its request was being written: end the row too.
+                // The call went away while its request was being written: end the row too, from
+                // `pending` only; one approved elsewhere meanwhile is released (nothing runs it).
                 s.unwatch(&id);
-                if matches!(s.change_row(id, OwnedStateChange::to(RecordState::Cancelled)).await, Ok(1)) {
+                let cancel = OwnedStateChange::to(RecordState::Cancelled);
+                if matches!(s.change_one_from(id, &cancel, &["pending"]).await, Ok(1)) {
                     s.announce_change(id, RecordState::Cancelled);
+                } else {
+                    let _ = s.change_row(id, OwnedStateChange::to(RecordState::Released)).await;
                 }
             }
             let _ = tx.send(r);
@@ -1159,6 +1169,23 @@ impl PendingStore for PostgresStore {
             self.unwatch(&id);
         }
         let changed = self.run(move |s| -> Fut<u64> { Box::pin(async move { s.change_row(id, change).await }) });
+        match changed {
+            Ok(1) => {
+                self.shared.announce_change(id, state);
+                Ok(())
+            }
+            Ok(_) => Err(refusal(id, state, self.record(&id).map(|r| r.state))),
+            Err(e) => Err(self.shared.unsure(id, state, e)),
+        }
+    }
+
+    fn cancel_pending(&self, id: &Uuid) -> Result<()> {
+        let id = *id;
+        let state = RecordState::Cancelled;
+        self.unwatch(&id);
+        let changed = self.run(move |s| -> Fut<u64> {
+            Box::pin(async move { s.change_one_from(id, &OwnedStateChange::to(state), &["pending"]).await })
+        });
         match changed {
             Ok(1) => {
                 self.shared.announce_change(id, state);
