@@ -1050,3 +1050,77 @@ fn a_cancel_and_an_approval_from_another_host_never_both_hold() {
         approver.close();
     });
 }
+
+/// A TCP proxy in front of the server that, once `frozen` is set, keeps every connection open
+/// and forwards nothing more either way: a database that hangs.
+fn freezing_proxy(url: &str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (head, rest) = url.rsplit_once(':').unwrap();
+    let (port, tail) = rest.split_once('/').unwrap();
+    let target = format!("{}:{port}", head.rsplit_once('@').map_or(head, |(_, h)| h).trim_start_matches("postgres://"));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_url = format!("{head}:{}/{tail}", listener.local_addr().unwrap().port());
+    let f = frozen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = std::net::TcpStream::connect(&target) else { return };
+            for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                let f = f.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n) = from.read(&mut buf) {
+                        if n == 0 {
+                            return;
+                        }
+                        // Frozen: swallowed, and the connection left open.
+                        if !f.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    (proxy_url, frozen)
+}
+
+/// Closing a gate whose database hangs (connections open, no answers) with calls waiting: each
+/// call's cancellation waits for the database up to its timeout, side by side. They used to
+/// wait one after the other, a minute each, so closing with many calls waiting took an hour.
+#[test]
+fn closing_with_a_hung_database_waits_one_timeout_not_one_per_call() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let (proxied, frozen) = freezing_proxy(&url);
+    rt().block_on(async {
+        let gate = Gate::builder()
+            .store(store(&proxied, &schema(), None))
+            .deny_when_unobserved(false)
+            .default_timeout(Duration::from_secs(3600))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let calls: Vec<_> = (0..4)
+            .map(|i| {
+                let g = gate.clone();
+                tokio::spawn(async move {
+                    g.execute(ToolCall::new("delete_file", json!({"path": format!("/tmp/h{i}")}))).await
+                })
+            })
+            .collect();
+        listed(&gate, 4).await;
+        frozen.store(true, Ordering::SeqCst);
+        let t = Instant::now();
+        let g = gate.clone();
+        tokio::task::spawn_blocking(move || g.close()).await.unwrap();
+        let took = t.elapsed();
+        for c in calls {
+            assert_eq!(c.await.unwrap().status, ToolStatus::Cancelled);
+        }
+        // One database timeout is 30 s, and a failed cancellation reads the row once more: about
+        // a minute in all, against four before.
+        assert!(took < Duration::from_secs(100), "close took {took:?}");
+    });
+}
