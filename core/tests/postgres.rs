@@ -811,71 +811,82 @@ fn an_approval_marker_is_accepted_once_across_hosts() {
     });
 }
 
-/// A PostgreSQL store whose `timed_out` change takes 300 ms more (a slow database): what the
-/// gate does at a deadline must not hold the thread polling the call meanwhile.
-struct SlowTimeouts(Arc<PostgresStore>);
+/// A PostgreSQL store seen from a host that differs: its `timed_out` changes take 300 ms more
+/// (a slow database), or its clock runs `clock_ahead_ms` ahead (the deadlines of the requests
+/// it reads back at recovery look that much earlier).
+struct Tweaked {
+    inner: Arc<PostgresStore>,
+    slow_timeouts: bool,
+    clock_ahead_ms: u64,
+}
 
-impl PendingStore for SlowTimeouts {
+impl PendingStore for Tweaked {
     fn insert(&self, r: Arc<ConfirmationRequest>) -> Result<()> {
-        self.0.insert(r)
+        self.inner.insert(r)
     }
     fn insert_async(
         &self,
         r: Arc<ConfirmationRequest>,
         abandoned: Arc<std::sync::atomic::AtomicBool>,
     ) -> Option<StoreFuture<()>> {
-        self.0.insert_async(r, abandoned)
+        self.inner.insert_async(r, abandoned)
     }
     fn remove(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.0.remove(id)
+        self.inner.remove(id)
     }
     fn get(&self, id: &uuid::Uuid) -> Option<Arc<ConfirmationRequest>> {
-        self.0.get(id)
+        self.inner.get(id)
     }
     fn list(&self) -> Vec<Arc<ConfirmationRequest>> {
-        self.0.list()
+        self.inner.list()
     }
     fn page(&self, after: Option<&PendingCursor>, limit: usize) -> Vec<Arc<ConfirmationRequest>> {
-        self.0.page(after, limit)
+        self.inner.page(after, limit)
     }
     fn len(&self) -> usize {
-        self.0.len()
+        self.inner.len()
     }
     fn is_durable(&self) -> bool {
-        self.0.is_durable()
+        self.inner.is_durable()
     }
     fn is_shared(&self) -> bool {
-        self.0.is_shared()
+        self.inner.is_shared()
     }
     fn transition(&self, id: &uuid::Uuid, change: StateChange<'_>) -> Result<()> {
-        if change.state == RecordState::TimedOut {
+        if self.slow_timeouts && change.state == RecordState::TimedOut {
             std::thread::sleep(Duration::from_millis(300));
         }
-        self.0.transition(id, change)
+        self.inner.transition(id, change)
     }
     fn transition_async(&self, id: uuid::Uuid, change: OwnedStateChange) -> StoreFuture<()> {
-        self.0.transition_async(id, change)
+        self.inner.transition_async(id, change)
     }
     fn record(&self, id: &uuid::Uuid) -> Option<StoredRecord> {
-        self.0.record(id)
+        self.inner.record(id)
     }
     fn try_record(&self, id: &uuid::Uuid) -> Result<Option<StoredRecord>> {
-        self.0.try_record(id)
+        self.inner.try_record(id)
     }
     fn unfinished(&self) -> Result<Vec<StoredRecord>> {
-        self.0.unfinished()
+        let mut records = self.inner.unfinished()?;
+        for rec in &mut records {
+            let mut r = (*rec.request).clone();
+            r.deadline_ms = r.deadline_ms.saturating_sub(self.clock_ahead_ms);
+            rec.request = Arc::new(r);
+        }
+        Ok(records)
     }
     fn restore(&self, r: Arc<ConfirmationRequest>) {
-        self.0.restore(r)
+        self.inner.restore(r)
     }
     fn watch(&self, watcher: std::sync::Weak<dyn StoreWatcher>) {
-        self.0.watch(watcher)
+        self.inner.watch(watcher)
     }
     fn time_left(&self, id: &uuid::Uuid) -> Option<Duration> {
-        self.0.time_left(id)
+        self.inner.time_left(id)
     }
     fn close(&self) {
-        self.0.close()
+        self.inner.close()
     }
 }
 
@@ -888,8 +899,8 @@ fn a_deadline_decided_by_the_database_never_holds_the_calls_thread() {
     rt.block_on(async {
         let agent = Gate::builder()
             // No sweeper: the deadline is this gate's to decide.
-            .store(Arc::new(SlowTimeouts(
-                PostgresStore::connect(
+            .store(Arc::new(Tweaked {
+                inner: PostgresStore::connect(
                     &url,
                     PostgresOptions {
                         schema: Some(schema()),
@@ -898,7 +909,9 @@ fn a_deadline_decided_by_the_database_never_holds_the_calls_thread() {
                     },
                 )
                 .unwrap(),
-            )))
+                slow_timeouts: true,
+                clock_ahead_ms: 0,
+            }))
             .deny_when_unobserved(false)
             .default_timeout(Duration::from_millis(200))
             .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
@@ -1122,5 +1135,81 @@ fn closing_with_a_hung_database_waits_one_timeout_not_one_per_call() {
         // One database timeout is 30 s, and a failed cancellation reads the row once more: about
         // a minute in all, against four before.
         assert!(took < Duration::from_secs(100), "close took {took:?}");
+    });
+}
+
+/// Recovery on a host whose clock runs ahead of the database's: a request whose deadline has
+/// passed by this host's clock but not by the database's cannot be timed out yet. Recovery used
+/// to stop there with a `store` error, leaving every later record (an interrupted call among
+/// them) unhandled, and could not be run again. Now the request waits again, until its deadline
+/// by the database's clock, and the rest is recovered.
+#[test]
+fn recovery_on_a_host_whose_clock_runs_ahead_restores_what_the_database_still_holds_open() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = store(&url, &schema, Some("agent-9"));
+        let g1 = Gate::builder()
+            .store(first.clone())
+            .deny_when_unobserved(false)
+            .default_timeout(Duration::from_secs(60))
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let mut calls = Vec::new();
+        for p in ["/wait", "/run"] {
+            let g = g1.clone();
+            calls.push(tokio::spawn(async move {
+                let _ = g.confirm(ToolCall::new("delete_file", json!({"path": p}))).await;
+            }));
+        }
+        let reqs = listed(&g1, 2).await;
+        let run = reqs.iter().find(|r| r.arguments.value()["path"] == "/run").unwrap().clone();
+        let wait = reqs.iter().find(|r| r.arguments.value()["path"] == "/wait").unwrap().clone();
+        first
+            .transition(
+                &run.id,
+                StateChange { arguments: Some(&run.arguments.value()), ..StateChange::to(RecordState::Approved) },
+            )
+            .unwrap();
+        first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
+        first.close();
+        for c in calls {
+            c.abort();
+        }
+        std::mem::forget(g1);
+        drop(first);
+
+        // The process restarts on a host whose clock is 90 s ahead: both deadlines look passed.
+        let second =
+            Tweaked { inner: store(&url, &schema, Some("agent-9")), slow_timeouts: false, clock_ahead_ms: 90_000 };
+        let g2 = Gate::builder()
+            .store(Arc::new(second))
+            .deny_when_unobserved(false)
+            .tool(delete_tool(runs.clone()))
+            .build()
+            .unwrap();
+        let report = g2.recover().unwrap();
+        assert_eq!(report.interrupted.len(), 1, "{report:?}");
+        assert_eq!(g2.record(&run.id).unwrap().state, RecordState::Interrupted);
+        assert!(report.timed_out.is_empty(), "{report:?}");
+        assert_eq!(report.restored.len(), 1, "{report:?}");
+        assert_eq!(report.restored[0].id, wait.id);
+        // Still waiting (by the database's clock), and approved from elsewhere it runs once.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(g2.record(&wait.id).unwrap().state, RecordState::Pending);
+        let elsewhere =
+            Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
+        elsewhere.respond(ConfirmationResponse::approve(&wait)).unwrap();
+        let t = Instant::now();
+        while g2.record(&wait.id).unwrap().state != RecordState::Done {
+            assert!(t.elapsed() < Duration::from_secs(5), "{:?}", g2.record(&wait.id));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        elsewhere.close();
+        g2.close();
     });
 }

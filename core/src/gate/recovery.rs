@@ -117,14 +117,35 @@ impl Gate {
         for rec in self.inner.store.unfinished()? {
             let request = rec.request.clone();
             let id = request.id;
-            match rec.state {
-                RecordState::Pending if request.deadline_ms <= now => {
-                    self.settle_stored(&request, RecordState::TimedOut, None, Outcome::TimedOut, |r| {
-                        r.decision = Some(Outcome::TimedOut.as_str().into());
-                        r.reason = Some("the deadline passed while the process was down".into());
-                    })?;
-                    report.timed_out.push(request);
+            let expired = request.deadline_ms <= now;
+            let pending_still = |e: &Error| -> Result<bool> {
+                // A shared store judges deadlines by the database's clock, which may be behind
+                // this host's (or a sweeper ended the request meanwhile): still pending there,
+                // it waits again until its deadline by that clock; ended, it is left as it is.
+                if !self.inner.store.is_shared() {
+                    return Err(e.clone());
                 }
+                match self.inner.store.try_record(&id)? {
+                    Some(r) => Ok(r.state == RecordState::Pending),
+                    None => Err(e.clone()),
+                }
+            };
+            let mut timed_out = false;
+            if expired && rec.state == RecordState::Pending {
+                let settled = self.settle_stored(&request, RecordState::TimedOut, None, Outcome::TimedOut, |r| {
+                    r.decision = Some(Outcome::TimedOut.as_str().into());
+                    r.reason = Some("the deadline passed while the process was down".into());
+                });
+                match settled {
+                    Ok(()) => timed_out = true,
+                    // Still pending by the database's clock: restored below.
+                    Err(e) if pending_still(&e)? => {}
+                    // Ended elsewhere meanwhile.
+                    Err(_) => continue,
+                }
+            }
+            match rec.state {
+                RecordState::Pending if timed_out => report.timed_out.push(request),
                 RecordState::Pending => match self.restore(request.clone(), &handle) {
                     Ok(()) => {
                         restored_ids.insert(id);

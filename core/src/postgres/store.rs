@@ -282,6 +282,23 @@ impl PostgresStore {
         })
     }
 
+    /// How a change to `state` ended: announced, refused (watched again when still pending), or
+    /// unsure.
+    fn changed(&self, id: Uuid, state: RecordState, watched: bool, changed: Result<u64>) -> Result<()> {
+        match changed {
+            Ok(1) => {
+                self.shared.announce_change(id, state);
+                Ok(())
+            }
+            Ok(_) => {
+                let now = self.record(&id).map(|r| r.state);
+                self.shared.refused_while_pending(id, watched, now);
+                Err(refusal(id, state, now))
+            }
+            Err(e) => Err(self.shared.unsure(id, state, e)),
+        }
+    }
+
     fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(Arc<Shared>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send>>,
@@ -292,8 +309,8 @@ impl PostgresStore {
         self.shared.db.block(f(self.shared.clone()))
     }
 
-    fn unwatch(&self, id: &Uuid) {
-        self.shared.unwatch(id);
+    fn unwatch(&self, id: &Uuid) -> bool {
+        self.shared.unwatch(id)
     }
 }
 
@@ -846,8 +863,18 @@ impl Shared {
         }
     }
 
-    fn unwatch(&self, id: &Uuid) {
-        self.watched.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    /// Stops watching `id`; whether it was watched.
+    fn unwatch(&self, id: &Uuid) -> bool {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).remove(id)
+    }
+
+    /// Our change was refused and the row is still pending (its deadline, by the database's
+    /// clock, has not passed: this host's clock runs ahead): watch it again, or an answer made
+    /// elsewhere before that deadline would reach the waiting call only at the deadline.
+    fn refused_while_pending(&self, id: Uuid, was_watched: bool, now: Option<RecordState>) {
+        if was_watched && now == Some(RecordState::Pending) {
+            self.watched.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        }
     }
 
     /// A change that may or may not have committed: keep listening for what the row says.
@@ -1164,36 +1191,20 @@ impl PendingStore for PostgresStore {
         let id = *id;
         let state = change.state;
         let change = OwnedStateChange::from(change);
-        if state != RecordState::Pending {
-            // Our own change: the notification it causes needs no re-read here.
-            self.unwatch(&id);
-        }
+        // Our own change: the notification it causes needs no re-read here.
+        let watched = state != RecordState::Pending && self.unwatch(&id);
         let changed = self.run(move |s| -> Fut<u64> { Box::pin(async move { s.change_row(id, change).await }) });
-        match changed {
-            Ok(1) => {
-                self.shared.announce_change(id, state);
-                Ok(())
-            }
-            Ok(_) => Err(refusal(id, state, self.record(&id).map(|r| r.state))),
-            Err(e) => Err(self.shared.unsure(id, state, e)),
-        }
+        self.changed(id, state, watched, changed)
     }
 
     fn cancel_pending(&self, id: &Uuid) -> Result<()> {
         let id = *id;
         let state = RecordState::Cancelled;
-        self.unwatch(&id);
+        let watched = self.unwatch(&id);
         let changed = self.run(move |s| -> Fut<u64> {
             Box::pin(async move { s.change_one_from(id, &OwnedStateChange::to(state), &["pending"]).await })
         });
-        match changed {
-            Ok(1) => {
-                self.shared.announce_change(id, state);
-                Ok(())
-            }
-            Ok(_) => Err(refusal(id, state, self.record(&id).map(|r| r.state))),
-            Err(e) => Err(self.shared.unsure(id, state, e)),
-        }
+        self.changed(id, state, watched, changed)
     }
 
     fn transition_async(&self, id: Uuid, change: OwnedStateChange) -> StoreFuture<()> {
@@ -1201,9 +1212,7 @@ impl PendingStore for PostgresStore {
             return Box::pin(std::future::ready(Err(Error::Store("the PostgreSQL store is closed".into()))));
         }
         let state = change.state;
-        if state != RecordState::Pending {
-            self.unwatch(&id);
-        }
+        let watched = state != RecordState::Pending && self.unwatch(&id);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s = self.shared.clone();
         self.shared.db.handle().spawn(async move {
@@ -1218,6 +1227,7 @@ impl PendingStore for PostgresStore {
                         Err(_) => None,
                     };
                     let now = now.and_then(|row| row_to_record(&row, 0).ok()).map(|r| r.state);
+                    s.refused_while_pending(id, watched, now);
                     Err(refusal(id, state, now))
                 }
                 Ok(Err(e)) => Err(s.unsure(id, state, e)),
