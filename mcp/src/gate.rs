@@ -1677,14 +1677,15 @@ pub async fn serve_stdio(gate: McpGate) -> Result<(), String> {
 /// Builds the signoff gate a configuration describes (token keys made for the process when the
 /// configuration has none).
 pub fn build_gate(config: &ProxyConfig) -> Result<Gate, String> {
-    let gate_config = match &config.gate {
+    let mut gate_config = match &config.gate {
         Some(v) => signoff::GateConfig::from_json(v, signoff::Naming::Snake).map_err(|e| format!("gate: {e}"))?,
         None => signoff::GateConfig::default(),
     };
-    let mut b = gate_config.builder().map_err(|e| format!("gate: {e}"))?;
+    // Checked by the core with the rest (from 1 ms to 30 days).
     if let Some(ms) = config.default_timeout_ms {
-        b = b.default_timeout(Duration::from_millis(ms));
+        gate_config.default_timeout = Some(Duration::from_millis(ms));
     }
+    let mut b = gate_config.builder().map_err(|e| format!("gate: {e}"))?;
     let keys = match (&config.token_keys, gate_config.token_keys.is_some()) {
         (Some(text), _) => Some(signoff::TokenKeys::parse(text).map_err(|e| format!("token_keys: {e}"))?),
         (None, true) => None,
@@ -1702,6 +1703,23 @@ pub fn build_gate(config: &ProxyConfig) -> Result<Gate, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The proxy's `default_timeout_ms` is checked by the core like the gate's own: a zero (every
+    /// call timed out at once) or a timeout of years used to be taken as given.
+    #[test]
+    fn the_default_timeout_is_checked_by_the_core() {
+        for (ms, ok) in [("0", false), ("1", true), ("2592000000", true), ("2592000001", false)] {
+            let text = format!(r#"{{"upstreams": [{{"name": "r", "command": "x"}}], "default_timeout_ms": {ms}}}"#);
+            let config = ProxyConfig::from_json(&text, "c").unwrap();
+            match build_gate(&config) {
+                Ok(g) => {
+                    assert!(ok, "{ms} accepted");
+                    g.close();
+                }
+                Err(e) => assert!(!ok && e.contains("default_timeout_ms"), "{ms}: {e}"),
+            }
+        }
+    }
 
     fn failed(error: &str, edited: bool) -> ToolResult {
         let mut r = pending_elsewhere("up__write", Uuid::nil());
