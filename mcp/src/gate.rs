@@ -556,6 +556,13 @@ impl McpGate {
         }
     }
 
+    /// Calls deferred to an identical retry whose run has not taken its signal yet (for tests:
+    /// an entry stays only while its request can still run).
+    #[doc(hidden)]
+    pub fn deferred_count(&self) -> usize {
+        lock(&self.inner.deferred).len()
+    }
+
     /// How a tool (by the name the client sees) is gated.
     pub fn gating(&self, name: &str) -> Option<Gating> {
         self.exposed(name).map(|t| t.gating)
@@ -630,9 +637,16 @@ impl McpGate {
     ) -> Result<Started, ToolResult> {
         let (go, wait) = oneshot::channel();
         let (route, rx) = self.route(Some(wait));
-        let gate = self.inner.gate.clone();
+        let (gate, deferred) = (self.inner.gate.clone(), self.inner.deferred.clone());
         let call = self.call(t, args, who, Some(route.id));
-        let mut task = tokio::spawn(DOWNSTREAM.scope(ct.clone(), async move { gate.execute(call).await }));
+        let mut task = tokio::spawn(DOWNSTREAM.scope(ct.clone(), async move {
+            let r = gate.execute(call).await;
+            // Denied, timed out or cancelled, its run never took the signal: the entry goes too.
+            if let Some(id) = r.request_id {
+                lock(&deferred).remove(&id);
+            }
+            r
+        }));
         let p = tokio::select! {
             p = rx => p,
             r = &mut task => return Err(ended(name, r)),

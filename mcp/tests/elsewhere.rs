@@ -126,12 +126,20 @@ async fn approved_elsewhere_but_retried_after_the_deadline_runs_nothing() {
 async fn pending_elsewhere_then_denied_tells_the_reason_and_runs_nothing() {
     let runs = Counter::default();
     let gate = keyed_gate();
-    let Wired { mcp: _mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
+    let Wired { mcp, server: _server, proxy: _proxy, client } = wire_unaskable(runs.clone(), &gate).await;
 
     call(&client, "a").await;
+    assert_eq!(mcp.deferred_count(), 1);
     let request = gate.pending()[0].clone();
     let token = gate.issue_token(&request.id, "alice").unwrap();
     gate.respond_token(&token, TokenResponse::deny("alice", Some("not today".into()))).unwrap();
+    // Nothing is kept for a denied call, retried or not (its entry used to stay until a retry,
+    // for the life of the proxy when none came).
+    let t = std::time::Instant::now();
+    while mcp.deferred_count() > 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "the denied call's entry is kept");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let r = call(&client, "a").await;
     assert_eq!(r.is_error, Some(true));
     assert!(text(&r).contains("not today"), "{}", text(&r));
