@@ -114,10 +114,24 @@ pub trait PendingStore: Send + Sync + 'static {
     }
     /// Ends a request as `cancelled` only while it is still `pending`: a cancellation never
     /// overrides a decision another process recorded first (the gate then delivers that
-    /// decision). An `Err` when the request is not pending. The default is
-    /// [`transition`](Self::transition) to `cancelled`: a store no other process answers in has
-    /// no one to race, since the gate claims its waiter first.
+    /// decision). An `Err` when the request is not pending. A shared store must make this one
+    /// guarded change (`PostgresStore` does). The default: for a store no other process answers
+    /// in, [`transition`](Self::transition) to `cancelled` (the gate claims its waiter first, so
+    /// nobody races it); for a shared store that does not override it, the same after reading
+    /// that the request is still pending (a narrow race remains).
     fn cancel_pending(&self, id: &Uuid) -> Result<()> {
+        if self.is_shared() {
+            match self.try_record(id)? {
+                Some(r) if r.state == RecordState::Pending => {}
+                Some(r) => {
+                    return Err(crate::Error::Store(format!(
+                        "request {id} cannot move to cancelled from {}",
+                        r.state.as_str()
+                    )));
+                }
+                None => return Err(crate::Error::Store(format!("request {id} is not stored"))),
+            }
+        }
         self.transition(id, StateChange::to(RecordState::Cancelled))
     }
     /// [`transition`](Self::transition) without blocking the caller, for a store whose commit

@@ -861,6 +861,12 @@ impl PendingStore for Tweaked {
     fn transition_async(&self, id: uuid::Uuid, change: OwnedStateChange) -> StoreFuture<()> {
         self.inner.transition_async(id, change)
     }
+    fn cancel_pending(&self, id: &uuid::Uuid) -> Result<()> {
+        self.inner.cancel_pending(id)
+    }
+    fn use_once(&self, id: &uuid::Uuid, expires_at_ms: u64) -> Result<bool> {
+        self.inner.use_once(id, expires_at_ms)
+    }
     fn record(&self, id: &uuid::Uuid) -> Option<StoredRecord> {
         self.inner.record(id)
     }
@@ -1159,13 +1165,13 @@ fn recovery_on_a_host_whose_clock_runs_ahead_restores_what_the_database_still_ho
             .build()
             .unwrap();
         let mut calls = Vec::new();
-        for p in ["/wait", "/run"] {
+        for p in ["/wait", "/run", "/approved-meanwhile"] {
             let g = g1.clone();
             calls.push(tokio::spawn(async move {
                 let _ = g.confirm(ToolCall::new("delete_file", json!({"path": p}))).await;
             }));
         }
-        let reqs = listed(&g1, 2).await;
+        let reqs = listed(&g1, 3).await;
         let run = reqs.iter().find(|r| r.arguments.value()["path"] == "/run").unwrap().clone();
         let wait = reqs.iter().find(|r| r.arguments.value()["path"] == "/wait").unwrap().clone();
         first
@@ -1181,6 +1187,11 @@ fn recovery_on_a_host_whose_clock_runs_ahead_restores_what_the_database_still_ho
         }
         std::mem::forget(g1);
         drop(first);
+        // While the agent is down, someone approves one of its requests elsewhere.
+        let meanwhile = reqs.iter().find(|r| r.arguments.value()["path"] == "/approved-meanwhile").unwrap().clone();
+        let elsewhere =
+            Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
+        elsewhere.respond(ConfirmationResponse::approve(&meanwhile)).unwrap();
 
         // The process restarts on a host whose clock is 90 s ahead: both deadlines look passed.
         let second =
@@ -1192,16 +1203,17 @@ fn recovery_on_a_host_whose_clock_runs_ahead_restores_what_the_database_still_ho
             .build()
             .unwrap();
         let report = g2.recover().unwrap();
-        assert_eq!(report.interrupted.len(), 1, "{report:?}");
+        // The call that was running, and the one approved elsewhere while the process was down:
+        // both interrupted, never run.
+        assert_eq!(report.interrupted.len(), 2, "{report:?}");
         assert_eq!(g2.record(&run.id).unwrap().state, RecordState::Interrupted);
+        assert_eq!(g2.record(&meanwhile.id).unwrap().state, RecordState::Interrupted);
         assert!(report.timed_out.is_empty(), "{report:?}");
         assert_eq!(report.restored.len(), 1, "{report:?}");
         assert_eq!(report.restored[0].id, wait.id);
         // Still waiting (by the database's clock), and approved from elsewhere it runs once.
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(g2.record(&wait.id).unwrap().state, RecordState::Pending);
-        let elsewhere =
-            Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
         elsewhere.respond(ConfirmationResponse::approve(&wait)).unwrap();
         let t = Instant::now();
         while g2.record(&wait.id).unwrap().state != RecordState::Done {

@@ -483,9 +483,7 @@ impl Gate {
             // Cancelled (the gate closed, the call went away) while the row was being written:
             // end the row too, from `pending` only. One another process approved meanwhile is
             // released: its approval stays recorded, and nothing runs it here.
-            if self.inner.store.cancel_pending(&id).is_err() {
-                let _ = self.inner.store.transition(&id, StateChange::to(RecordState::Released));
-            }
+            self.cancel_or_release(&id);
         }
         // Answered already (it was visible once written): recorded, but not announced as new.
         let open = lock(&self.inner.waiters).contains(&id);
@@ -796,9 +794,11 @@ impl Gate {
         // A row the store shows is written; one it does not show yet is left to the flag. (A
         // shared store shows only pending rows: one it does not show may be decided already,
         // so it is read.)
+        let shared = self.inner.store.is_shared();
         let unwritten = writing
-            && if self.inner.store.is_shared() {
-                matches!(self.inner.store.try_record(id), Ok(None))
+            && if shared {
+                // Unreadable counts as not written yet: the flag then ends the row.
+                !matches!(self.inner.store.try_record(id), Ok(Some(_)))
             } else {
                 self.inner.store.get(id).is_none()
             };
@@ -807,22 +807,42 @@ impl Gate {
             // flag the row before knowing, and the store then ended an approved row as
             // `cancelled` while the approved call ran.)
             let w = self.claim(id, Outcome::Cancelled)?;
-            // Flagged under the lock `stored` reads the flag under: either the write has not
-            // completed yet and the store (or `stored`) ends the row, or it has, and this
-            // cancellation is recorded like any other.
-            let flagged = match lock(&self.inner.inserting).get(id) {
-                Some(flag) => {
-                    flag.store(true, Ordering::SeqCst);
-                    true
-                }
-                None => false,
-            };
-            return Some((w, flagged));
+            if self.flag_if_writing(id) {
+                return Some((w, true));
+            }
+            // Written meanwhile. A shared store's row may have been answered elsewhere since:
+            // it is ended from `pending` only, or released (nothing runs it here).
+            if shared {
+                self.cancel_or_release(id);
+                return Some((w, true));
+            }
+            return Some((w, false));
         }
-        if !self.inner.store.is_shared() {
+        if !shared {
             return self.claim(id, Outcome::Cancelled).map(|w| (w, false));
         }
         self.claim_cancel_shared(id)
+    }
+
+    /// Flags a request whose row is still being written for the store to end once written,
+    /// under the lock [`stored`](Self::stored) reads the flag under; false when the write has
+    /// completed. Only for a cancellation that has claimed the waiter.
+    fn flag_if_writing(&self, id: &Uuid) -> bool {
+        match lock(&self.inner.inserting).get(id) {
+            Some(flag) => {
+                flag.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends a written request whose call was cancelled here: from `pending` only; one another
+    /// process approved meanwhile is recorded as released (its approval stays, nothing runs it).
+    fn cancel_or_release(&self, id: &Uuid) {
+        if self.inner.store.cancel_pending(id).is_err() {
+            let _ = self.inner.store.transition(id, StateChange::to(RecordState::Released));
+        }
     }
 
     /// Delivers `res` to the waiter and reports the final state. Returns the reported outcome.
@@ -886,16 +906,23 @@ impl Gate {
         let ids: Vec<Uuid> = lock(&self.inner.waiters).iter().filter(|w| pred(w)).map(|w| w.request.id).collect();
         let taken: Vec<(Waiter, bool)> = if self.inner.store.is_shared() && ids.len() > 1 {
             // Each claim is a database round trip first, and up to its timeout when the server
-            // does not answer: made side by side (up to `SIDE_BY_SIDE` at once), so closing with
-            // many calls waiting on a hung database takes one timeout, not one per call.
-            let per = ids.len().div_ceil(SIDE_BY_SIDE);
+            // does not answer: made side by side by up to `SIDE_BY_SIDE` workers, each taking
+            // the next id, so closing with many calls waiting on a hung database takes one
+            // timeout per `SIDE_BY_SIDE` calls, not one per call.
+            let next = AtomicUsize::new(0);
+            let taken = Mutex::new(Vec::with_capacity(ids.len()));
             std::thread::scope(|scope| {
-                let runs: Vec<_> = ids
-                    .chunks(per)
-                    .map(|chunk| scope.spawn(move || chunk.iter().filter_map(|id| self.claim_cancel(id)).collect()))
-                    .collect();
-                runs.into_iter().flat_map(|r| r.join().unwrap_or_else(|_| Vec::new())).collect()
-            })
+                for _ in 0..ids.len().min(SIDE_BY_SIDE) {
+                    scope.spawn(|| {
+                        while let Some(id) = ids.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            if let Some(t) = self.claim_cancel(id) {
+                                lock(&taken).push(t);
+                            }
+                        }
+                    });
+                }
+            });
+            taken.into_inner().unwrap_or_else(|e| e.into_inner())
         } else {
             ids.iter().filter_map(|id| self.claim_cancel(id)).collect()
         };

@@ -114,22 +114,10 @@ impl Gate {
         let mut report = Recovery::default();
         let now = now_ms();
         let mut restored_ids = HashSet::new();
-        for rec in self.inner.store.unfinished()? {
+        for mut rec in self.inner.store.unfinished()? {
             let request = rec.request.clone();
             let id = request.id;
             let expired = request.deadline_ms <= now;
-            let pending_still = |e: &Error| -> Result<bool> {
-                // A shared store judges deadlines by the database's clock, which may be behind
-                // this host's (or a sweeper ended the request meanwhile): still pending there,
-                // it waits again until its deadline by that clock; ended, it is left as it is.
-                if !self.inner.store.is_shared() {
-                    return Err(e.clone());
-                }
-                match self.inner.store.try_record(&id)? {
-                    Some(r) => Ok(r.state == RecordState::Pending),
-                    None => Err(e.clone()),
-                }
-            };
             let mut timed_out = false;
             if expired && rec.state == RecordState::Pending {
                 let settled = self.settle_stored(&request, RecordState::TimedOut, None, Outcome::TimedOut, |r| {
@@ -138,10 +126,15 @@ impl Gate {
                 });
                 match settled {
                     Ok(()) => timed_out = true,
-                    // Still pending by the database's clock: restored below.
-                    Err(e) if pending_still(&e)? => {}
-                    // Ended elsewhere meanwhile.
-                    Err(_) => continue,
+                    // A shared store judges deadlines by the database's clock, which may be
+                    // behind this host's, and another process may have answered meanwhile: what
+                    // the row says now is recovered (still pending: it waits again, until its
+                    // deadline by that clock).
+                    Err(e) if self.inner.store.is_shared() => match self.inner.store.try_record(&id)? {
+                        Some(now) => rec = now,
+                        None => return Err(e),
+                    },
+                    Err(e) => return Err(e),
                 }
             }
             match rec.state {

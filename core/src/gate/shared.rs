@@ -227,7 +227,10 @@ impl Gate {
                 }
                 _ => {
                     eprintln!("signoff: request {id} is cancelled here; the store could not record it: {e}");
-                    self.claim(id, Outcome::Cancelled).map(|w| (w, true))
+                    let w = self.claim(id, Outcome::Cancelled)?;
+                    // A row still being written is ended once it is.
+                    self.flag_if_writing(id);
+                    Some((w, true))
                 }
             },
         }
