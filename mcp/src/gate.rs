@@ -1038,12 +1038,8 @@ impl McpGate {
             if let Some(go) = e.go.take() {
                 let _ = go.send(ct.clone());
             }
-            let r = ended(name, e.task.await);
-            // Left when its run never started (denied, timed out). Not before the task ended: a
-            // run approved a moment ago may not have taken its signal yet (it would then run with
-            // neither the signal's deadline check nor this call's cancellation).
-            lock(&self.inner.deferred).remove(&e.request_id);
-            return r;
+            // The task removes the request's deferred entry when it ends.
+            return ended(name, e.task.await);
         }
         let (task, p, go) = match self.start_deferred(t, name, args, who, ct).await {
             Ok(started) => started,
@@ -1304,6 +1300,9 @@ fn register(
     Ok(())
 }
 
+/// How long sending `notifications/cancelled` for an abandoned upstream call may take.
+const CANCEL_SEND: Duration = Duration::from_secs(5);
+
 /// Calls the upstream (only ever after the gate let the call through), waiting at most `limit`
 /// for its answer. Past `limit`, or when `ct` (the downstream call's cancellation) fires first,
 /// the upstream is sent `notifications/cancelled` for the request and the call ends with an
@@ -1354,9 +1353,12 @@ async fn forward(
         ),
         _ = ct.cancelled() => ("signoff-mcp: the client cancelled the call".to_owned(), CANCELLED_UNKNOWN.to_owned()),
     };
-    match handle.cancel(Some(why)).await {
-        Ok(()) => Err(said),
-        Err(e) => Err(format!("{said}; sending notifications/cancelled failed: {e}")),
+    // The notification waits for the connection, which may be as stuck as the call was: the
+    // call ends within `CANCEL_SEND` of its bound either way.
+    match tokio::time::timeout(CANCEL_SEND, handle.cancel(Some(why))).await {
+        Ok(Ok(())) => Err(said),
+        Ok(Err(e)) => Err(format!("{said}; sending notifications/cancelled failed: {e}")),
+        Err(_) => Err(format!("{said}; notifications/cancelled could not be sent within {} s", CANCEL_SEND.as_secs())),
     }
 }
 
