@@ -27,6 +27,13 @@
       return;
     }
     if (r.status === 401) {
+      // Signed in again in another tab: that sign-in's key is the one to use (not deleted).
+      let now = null;
+      try { now = JSON.parse(localStorage.getItem('signoff-console') || 'null'); } catch (_) { now = null; }
+      if (now && typeof now.key === 'string' && now.key !== stored.key) {
+        location.reload();
+        return;
+      }
       try { localStorage.removeItem('signoff-console'); } catch (_) { /* nothing kept */ }
       location.replace('login');
       return;

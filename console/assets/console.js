@@ -16,6 +16,13 @@
   }
   const key = stored.key;
   function signedOut() {
+    // Signed in again in another tab: that sign-in's key is the one to use (not deleted).
+    let now = null;
+    try { now = JSON.parse(localStorage.getItem(STORE) || 'null'); } catch (_) { now = null; }
+    if (now && typeof now.key === 'string' && now.key !== key) {
+      location.reload();
+      return;
+    }
     try { localStorage.removeItem(STORE); } catch (_) { /* nothing kept */ }
     location.replace(`login${requestHash()}`);
   }
@@ -466,6 +473,7 @@
     let buf = '';
     let type = '';
     let data = [];
+    let id = lastId; // committed to `lastId` when its event ends (a blank line), as EventSource does
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
@@ -477,6 +485,7 @@
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
         if (line === '') {
+          lastId = id;
           if (data.length) dispatch(type || 'message', data.join('\n'));
           type = '';
           data = [];
@@ -489,7 +498,7 @@
         if (v.startsWith(' ')) v = v.slice(1);
         if (field === 'event') type = v;
         else if (field === 'data') data.push(v);
-        else if (field === 'id' && !v.includes('\0')) lastId = v;
+        else if (field === 'id' && !v.includes('\0')) id = v;
         else if (field === 'retry' && /^[0-9]+$/.test(v)) retry = Number(v);
       }
     }

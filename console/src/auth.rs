@@ -369,7 +369,7 @@ pub(crate) fn same_origin(headers: &HeaderMap, public_origin: Option<&str>) -> b
     }
     match headers.get("sec-fetch-site").and_then(|s| s.to_str().ok()) {
         Some(site) => site == "same-origin",
-        // Not a browser (a script with the session cookie and the CSRF token): allowed.
+        // Not a browser (a script with the session cookie and the page key): allowed.
         None => true,
     }
 }

@@ -7,6 +7,7 @@ Each test signs in with a sign-in link, as a person would, and checks what the a
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import http.server
 import json
 import os
@@ -549,3 +550,78 @@ def test_a_link_to_one_request_survives_sign_in_and_selects_it(page: Page, tmp_p
         assert result(first).status == "executed"
     finally:
         agent.close()
+
+
+class _Preview(http.server.BaseHTTPRequestHandler):
+    """Another local server the person opens (an agent's dev-server preview): the browser sends
+    it every cookie of the host, the console's included, whatever the port."""
+
+    cookies: List[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        _Preview.cookies.append(self.headers.get("Cookie") or "")
+        data = b"<!doctype html><p>preview</p>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_another_local_server_gets_the_cookie_but_cannot_read_or_approve(page: Page, agent: Agent) -> None:
+    sign_in(page, agent)
+    call, rid, _ = ask(page, agent, "/tmp/secret-plans")
+    request = agent.gate.pending()[0]
+    preview = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Preview)
+    threading.Thread(target=preview.serve_forever, daemon=True).start()
+    _Preview.cookies = []
+    try:
+        page.goto(f"http://127.0.0.1:{preview.server_address[1]}/")
+    finally:
+        preview.shutdown()
+    (cookie,) = _Preview.cookies
+    assert "signoff_console_" in cookie, "browsers send the console's cookie to other ports"
+    # What that server can do with it (a script, no browser): nothing.
+    host, port = agent.console.address
+    status, _, page_text = http_call(host, port, "GET", "/", {"Cookie": cookie})
+    assert status == 200 and "secret-plans" not in page_text and rid not in page_text
+    for path in ("/events", "/api/audit"):
+        assert http_call(host, port, "GET", path, {"Cookie": cookie})[0] == 401, path
+    body = json.dumps({"id": rid, "digest": request.arguments_digest, "decision": "approve"})
+    assert http_call(host, port, "POST", "/api/decide", {"Cookie": cookie}, body)[0] == 401
+    assert agent.pending_ids() == [rid], "nothing was decided"
+    agent.gate.cancel_request(rid)
+    assert result(call).status == "cancelled" and agent.runs == []
+
+
+def http_call(host: str, port: int, method: str, path: str, headers: Dict[str, str], body: str = "") -> Any:
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        h = dict(headers, **({"Content-Type": "application/json"} if body else {}))
+        conn.request(method, path, body=body.encode() if body else None, headers=h)
+        res = conn.getresponse()
+        return res.status, dict(res.getheaders()), res.read().decode()
+    finally:
+        conn.close()
+
+
+def test_signing_in_again_in_another_tab_leaves_both_tabs_working(
+    new_context: Callable[..., BrowserContext], agent: Agent
+) -> None:
+    ctx = new_context()
+    first = ctx.new_page()
+    sign_in(first, agent)
+    # The same browser signs in again in another tab: the cookie and the stored key are replaced.
+    second = ctx.new_page()
+    sign_in(second, agent, "bob")
+    call, rid, c = ask(first, agent, "/tmp/two-tabs")
+    c.locator('button[data-action="approve"]').click()
+    # The first tab's key is stale: it takes the new one (reloads) instead of signing out.
+    expect(first.locator("#approver")).to_have_text("bob")
+    assert not first.url.endswith("/login")
+    card(first, rid).locator('button[data-action="approve"]').click()
+    assert result(call).status == "executed"
+    expect(second.locator(f'#history li[data-id="{rid}"] .responder')).to_have_text("bob")
