@@ -400,13 +400,10 @@ def test_a_key_does_not_approve_a_card_the_page_selected_itself_just_now(page: P
     assert agent.runs == [{"path": "/tmp/just-arrived"}]
 
 
-class _Evil(http.server.BaseHTTPRequestHandler):
-    target = ""
-    body = ""
+class _Site(http.server.BaseHTTPRequestHandler):
+    """Another site or local server the person opens: serves one page, logs nothing."""
 
-    def do_GET(self) -> None:  # noqa: N802
-        page = f"""<!doctype html><form id="f" method="post" action="{self.target}api/decide" enctype="text/plain">
-        <input name='{self.body[:-2]}' value='"}}'></form>"""
+    def send_page(self, page: str) -> None:
         data = page.encode()
         self.send_response(200)
         self.send_header("content-type", "text/html")
@@ -416,6 +413,17 @@ class _Evil(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+class _Evil(_Site):
+    target = ""
+    body = ""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_page(
+            f"""<!doctype html><form id="f" method="post" action="{self.target}api/decide" enctype="text/plain">
+        <input name='{self.body[:-2]}' value='"}}'></form>"""
+        )
 
 
 @pytest.mark.allow_page_errors
@@ -552,7 +560,7 @@ def test_a_link_to_one_request_survives_sign_in_and_selects_it(page: Page, tmp_p
         agent.close()
 
 
-class _Preview(http.server.BaseHTTPRequestHandler):
+class _Preview(_Site):
     """Another local server the person opens (an agent's dev-server preview): the browser sends
     it every cookie of the host, the console's included, whatever the port."""
 
@@ -560,15 +568,7 @@ class _Preview(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         _Preview.cookies.append(self.headers.get("Cookie") or "")
-        data = b"<!doctype html><p>preview</p>"
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_page("<!doctype html><p>preview</p>")
 
 
 def test_another_local_server_gets_the_cookie_but_cannot_read_or_approve(page: Page, agent: Agent) -> None:

@@ -369,6 +369,35 @@ fn tokens_issued_on_one_host_answer_once_on_another() {
     });
 }
 
+/// Finds the request for `path` among `reqs`.
+fn for_path(reqs: &[Arc<ConfirmationRequest>], path: &str) -> Arc<ConfirmationRequest> {
+    reqs.iter().find(|r| r.arguments.value()["path"] == path).unwrap().clone()
+}
+
+/// The first life of an agent process ends: its call for `run` was approved and had started
+/// (`executing`), then the process dies. Its connections go first, so nothing it leaves behind
+/// reaches the database (its waiting calls' clean-up finds the store closed).
+fn dies_while_running(
+    first: Arc<PostgresStore>,
+    gate: Gate,
+    calls: Vec<tokio::task::JoinHandle<()>>,
+    run: &ConfirmationRequest,
+) {
+    first
+        .transition(
+            &run.id,
+            StateChange { arguments: Some(&run.arguments.value()), ..StateChange::to(RecordState::Approved) },
+        )
+        .unwrap();
+    first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
+    first.close();
+    for c in calls {
+        c.abort();
+    }
+    std::mem::forget(gate);
+    drop(first);
+}
+
 #[test]
 fn an_owner_restarting_recovers_its_own_requests_and_reports_interrupted_calls() {
     let Some(url) = url() else { return };
@@ -394,23 +423,9 @@ fn an_owner_restarting_recovers_its_own_requests_and_reports_interrupted_calls()
             }));
         }
         let reqs = listed(&g1, 3).await;
-        let run = reqs.iter().find(|r| r.arguments.value()["path"] == "/run").unwrap().clone();
-        let wait = reqs.iter().find(|r| r.arguments.value()["path"] == "/wait").unwrap().clone();
-        first
-            .transition(
-                &run.id,
-                StateChange { arguments: Some(&run.arguments.value()), ..StateChange::to(RecordState::Approved) },
-            )
-            .unwrap();
-        first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
-        // The process dies: its connections go first, so nothing it leaves behind reaches the
-        // database (the waiting calls' clean-up below finds the store closed).
-        first.close();
-        for c in pending_calls.drain(..2) {
-            c.abort();
-        }
-        std::mem::forget(g1);
-        drop(first);
+        let (run, wait) = (for_path(&reqs, "/run"), for_path(&reqs, "/wait"));
+        let mine: Vec<_> = pending_calls.drain(..2).collect();
+        dies_while_running(first, g1, mine, &run);
 
         let second = store(&url, &schema, Some("agent-7"));
         let g2 =
@@ -1172,23 +1187,10 @@ fn recovery_on_a_host_whose_clock_runs_ahead_restores_what_the_database_still_ho
             }));
         }
         let reqs = listed(&g1, 3).await;
-        let run = reqs.iter().find(|r| r.arguments.value()["path"] == "/run").unwrap().clone();
-        let wait = reqs.iter().find(|r| r.arguments.value()["path"] == "/wait").unwrap().clone();
-        first
-            .transition(
-                &run.id,
-                StateChange { arguments: Some(&run.arguments.value()), ..StateChange::to(RecordState::Approved) },
-            )
-            .unwrap();
-        first.transition(&run.id, StateChange::to(RecordState::Executing)).unwrap();
-        first.close();
-        for c in calls {
-            c.abort();
-        }
-        std::mem::forget(g1);
-        drop(first);
+        let (run, wait) = (for_path(&reqs, "/run"), for_path(&reqs, "/wait"));
+        dies_while_running(first, g1, calls, &run);
         // While the agent is down, someone approves one of its requests elsewhere.
-        let meanwhile = reqs.iter().find(|r| r.arguments.value()["path"] == "/approved-meanwhile").unwrap().clone();
+        let meanwhile = for_path(&reqs, "/approved-meanwhile");
         let elsewhere =
             Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
         elsewhere.respond(ConfirmationResponse::approve(&meanwhile)).unwrap();

@@ -32,6 +32,21 @@ async fn cancellable<C: rmcp::Service<RoleClient>>(
     client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.expect("tools/call sent")
 }
 
+/// A 2026-07-28 call's first round (an `InputRequiredResult`), then its retry carrying the
+/// person's answer, sent so that it can be cancelled.
+async fn approved_retry<C: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, C>,
+    person: &Answering,
+) -> RequestHandle<RoleClient> {
+    let CallToolResponse::InputRequired(first) = client.call_tool_once(write("a")).await.expect("tools/call") else {
+        panic!("a 2026-07-28 client with elicitation gets an InputRequiredResult");
+    };
+    let answer = serde_json::to_value(&person.answer).unwrap();
+    let mut retry = write("a").with_request_state(first.request_state.expect("a requestState"));
+    retry.input_responses = Some(InputResponses::from([(INPUT_KEY.to_owned(), answer)]));
+    cancellable(client, retry).await
+}
+
 /// The audit's `execution` records, waiting (up to 10 s) until there are `n`.
 async fn executions(audit: &MemoryAuditSink, n: usize) -> Vec<AuditRecord> {
     for _ in 0..1000 {
@@ -113,13 +128,7 @@ async fn a_client_cancelling_a_2026_retry_while_it_runs_cancels_it_upstream() {
     let gate = keyed().audit(audit.clone()).build().unwrap();
     let person = Answering::approve(ProtocolVersion::V_2026_07_28);
     let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
-    let CallToolResponse::InputRequired(first) = w.client.call_tool_once(write("a")).await.expect("tools/call") else {
-        panic!("a 2026-07-28 client with elicitation gets an InputRequiredResult");
-    };
-    let answer = serde_json::to_value(&person.answer).unwrap();
-    let mut retry = write("a").with_request_state(first.request_state.expect("a requestState"));
-    retry.input_responses = Some(InputResponses::from([(INPUT_KEY.to_owned(), answer)]));
-    let handle = cancellable(&w.client, retry).await;
+    let handle = approved_retry(&w.client, &person).await;
     cancelled_while_running(&up, &gate, &audit, handle).await;
 }
 
@@ -133,13 +142,7 @@ async fn a_client_cancelling_a_2026_call_run_under_a_session_grant_cancels_it_up
     let person = Answering::approve_session(ProtocolVersion::V_2026_07_28);
     let w = wire(up.clone(), &gate, person.clone(), lifecycle(&person.version)).await;
     // Approved for the session (the first call is then cancelled while it runs).
-    let CallToolResponse::InputRequired(first) = w.client.call_tool_once(write("a")).await.expect("tools/call") else {
-        panic!("a 2026-07-28 client with elicitation gets an InputRequiredResult");
-    };
-    let answer = serde_json::to_value(&person.answer).unwrap();
-    let mut retry = write("a").with_request_state(first.request_state.expect("a requestState"));
-    retry.input_responses = Some(InputResponses::from([(INPUT_KEY.to_owned(), answer)]));
-    let handle = cancellable(&w.client, retry).await;
+    let handle = approved_retry(&w.client, &person).await;
     assert!(reaches(&up.runs, 1).await);
     handle.cancel(None).await.unwrap();
     assert!(reaches(&up.cancelled, 1).await);
