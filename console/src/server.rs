@@ -259,7 +259,7 @@ async fn connection(
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
-        .serve_connection(TokioIo::new(stream), service);
+        .serve_connection(TokioIo::new(WriteStall::new(stream, header_read_timeout * 3)), service);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
         // Ended: closed by the client, or an error (a header timeout, a malformed request).
@@ -275,4 +275,86 @@ async fn connection(
 /// Resolves once the console is closing (or its handle is gone).
 async fn closed(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
+}
+
+/// A connection whose writes must make progress: a write (or flush) that cannot complete for
+/// `limit` (three header-read timeouts, 30 s) fails, and the connection is closed. A client that
+/// sends requests and never reads the answers would otherwise hold its slot for ever, and enough
+/// of them would lock people out of the console. A live view is written a keep-alive every 15 s,
+/// which a reading browser takes at once.
+struct WriteStall {
+    io: TcpStream,
+    limit: Duration,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteStall {
+    fn new(io: TcpStream, limit: Duration) -> Self {
+        WriteStall { io, limit, stalled: None }
+    }
+
+    /// After a write that could not complete: pending until `limit` passes without progress.
+    fn stalled<T>(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<T>> {
+        let limit = self.limit;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading what it was sent",
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+
+    fn progress<T>(
+        &mut self,
+        polled: std::task::Poll<std::io::Result<T>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<T>> {
+        match polled {
+            std::task::Poll::Ready(r) => {
+                self.stalled = None;
+                std::task::Poll::Ready(r)
+            }
+            std::task::Poll::Pending => self.stalled(cx),
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for WriteStall {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for WriteStall {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.io).poll_write(cx, buf);
+        this.progress(polled, cx)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.io).poll_flush(cx);
+        this.progress(polled, cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }

@@ -316,3 +316,35 @@ async fn a_body_that_trickles_is_refused_and_its_connection_closed() {
     assert!(get(addr, "/login", Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
     console.close();
 }
+
+/// A client that sends requests and never reads the answers: once the server's writes make no
+/// progress for three header-read timeouts, the connection is closed. It used to hold its slot
+/// for ever (256 such clients, and the console was unreachable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_is_closed() {
+    let console = start_short(&gate());
+    let addr = console.local_addr();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    // Far more answers than the sockets' buffers hold (each about 20 kB).
+    let asked = 2000;
+    let one = format!("GET /assets/console.js HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    s.write_all(one.repeat(asked).as_bytes()).await.unwrap();
+    tokio::time::sleep(SHORT * 3 + Duration::from_secs(3)).await;
+    // Read what was sent before the server gave up: then the end, not more answers.
+    let mut raw = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut chunk = [0u8; 65536];
+        loop {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the connection is still open");
+    let answered = String::from_utf8_lossy(&raw).matches("HTTP/1.1 200").count();
+    assert!(answered < asked, "all {asked} answered: the server waited for the reader");
+    assert!(get(addr, "/login", Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
+    console.close();
+}
