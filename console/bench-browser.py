@@ -97,19 +97,26 @@ def main() -> None:
         page.wait_for_function(f"document.querySelectorAll('#pending li.request').length >= {many}", polling=50)
         print(f"{many} requests made in a burst: all shown in the open page after {time.time() * 1000 - t:.0f} ms")
         paints, fills = [], []
+        # The page is a shell; its cards come with the stream's first snapshot. When the last one
+        # is in the page (since navigation start) is noted as it happens.
+        page.add_init_script(
+            f"""new MutationObserver((_, seen) => {{
+                  const list = document.getElementById('pending');
+                  if (list && list.children.length >= {many}) {{ window.__filled = performance.now(); seen.disconnect(); }}
+                }}).observe(document, {{ childList: true, subtree: true }});"""
+        )
         for _ in range(loads):
             page.goto(console.url)
-            page.wait_for_function(f"document.querySelectorAll('#pending li.request').length >= {many}")
+            page.wait_for_function("window.__filled !== undefined")
             page.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0")
             timing = page.evaluate(
                 """() => ({fcp: performance.getEntriesByName('first-contentful-paint')[0].startTime,
-                          dom: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
-                          now: performance.now()})"""
+                          filled: window.__filled})"""
             )
             paints.append(timing["fcp"])
-            fills.append(timing["dom"])
-        print(summary(f"{many} pending: first contentful paint", paints))
-        print(summary(f"{many} pending: all cards in the page (DOMContentLoaded)", fills))
+            fills.append(timing["filled"])
+        print(summary(f"{many} pending: first contentful paint (the page, before its cards)", paints))
+        print(summary(f"{many} pending: all cards in the page (from the stream's snapshot)", fills))
         page.wait_for_selector("#conn:text('live')")
         keys = []
         for i in range(50):
