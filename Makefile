@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help test test-all lint test-rust test-python test-console test-node test-swift test-mcp demo remote-demo console-demo bench bench-mcp doc
+.PHONY: help generate test test-all lint test-rust test-python test-console test-node test-swift test-mcp demo remote-demo console-demo bench bench-mcp doc
 
 help:
 	@echo "signoff: a person between your AI agent and the tools it calls"
@@ -31,6 +31,8 @@ help:
 	@echo "                     driven by the Python SDK mcp==2.3.0 in both protocol eras (mcp/test.sh)"
 	@echo "  make bench         the Rust benchmarks and the MCP proxy's (figures in BENCHMARKS.md; make bench-mcp alone)"
 	@echo "  make doc           the core's API documentation (target/doc/signoff)"
+	@echo "  make generate      rewrite the bindings' generated regions from the core (core/tests/sourcegen.rs), then the"
+	@echo "                     Swift sources (uniffi) and Node's native .d.ts (napi) written from them"
 
 # Every suite runs under one private PostgreSQL server (scripts/with-postgres.sh: started here, stopped and deleted
 # when the run ends, whatever its outcome); nested targets see SIGNOFF_TEST_POSTGRES_URL and use it.
@@ -39,6 +41,13 @@ test:
 
 test-all: lint test-rust test-python test-console test-node test-swift test-mcp
 	@echo "make test: all suites passed"
+
+# The bindings' regions mirroring the core's shapes (`@generated begin/end`), then what the bindings' generators
+# write from them: the Swift sources (uniffi) and Node's native `.d.ts` (napi). `make test` fails while either is stale.
+generate:
+	SIGNOFF_SOURCEGEN=write $(CARGO) test --locked -q -p signoff --test sourcegen
+	SIGNOFF_SWIFT_UPDATE=1 bindings-swift/test.sh
+	cd bindings-node && npm run update-native-types
 
 # Format, lints and the core's API docs, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's
 # functions are only reachable from JavaScript, so its lib is linted without the test harness.

@@ -24,12 +24,14 @@ const DENY: Shape = { what: 'the options of deny', fields: ['responder'], aliase
 
 export class PendingRequest implements ConfirmationRequestData {
   readonly type = 'confirmation-request' as const
-  /** Unique id; a response carries it back. */
+  // @generated begin request-properties (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
+  /** The request's id (a UUID); a response carries it back. */
   readonly id: string
   /** The tool's name. */
   readonly tool: string
-  /** The arguments that will run if approved unchanged. */
+  /** The arguments that run if the request is approved unchanged. */
   readonly arguments: any
+  // @generated end request-properties
   #rest: Rest | string
   /** The arguments' canonical JSON, while `displayArguments` has not been derived from it. */
   #argsJson: string | undefined
@@ -62,10 +64,6 @@ export class PendingRequest implements ConfirmationRequestData {
     return typeof r === 'string' ? (this.#rest = JSON.parse(r) as Rest) : r
   }
 
-  /** The tool's description (escaped). */
-  get description(): string {
-    return this.#r.description
-  }
   /** Pretty JSON of the arguments with control, bidi and zero-width characters escaped. */
   get displayArguments(): string {
     const r = this.#r
@@ -75,19 +73,28 @@ export class PendingRequest implements ConfirmationRequestData {
     }
     return r.displayArguments
   }
-  /** The rendered, escaped prompt. */
+  /** When it stops waiting. */
+  get deadline(): Date {
+    return new Date(this.#r.deadlineMs)
+  }
+  // @generated begin request-getters (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
+  /** The tool's description, escaped for display. */
+  get description(): string {
+    return this.#r.description
+  }
+  /** The rendered prompt, escaped for display. */
   get prompt(): string {
     return this.#r.prompt
   }
-  /** `sha256:<hex>` of the canonical JSON of the arguments. */
+  /** `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it. */
   get argumentsDigest(): string {
     return this.#r.argumentsDigest
   }
-  /** The agent session of the call. */
+  /** The agent session the call belongs to. */
   get sessionId(): string {
     return this.#r.sessionId
   }
-  /** The model's id for the call, if it gave one. */
+  /** The model's id for this tool call, if it gave one. */
   get toolCallId(): string | undefined {
     return this.#r.toolCallId
   }
@@ -103,22 +110,19 @@ export class PendingRequest implements ConfirmationRequestData {
   get timeoutMs(): number {
     return this.#r.timeoutMs
   }
-  /** When it stops waiting (epoch ms). */
+  /** When it stops waiting, in Unix epoch milliseconds. */
   get deadlineMs(): number {
     return this.#r.deadlineMs
   }
-  /** When it stops waiting. */
-  get deadline(): Date {
-    return new Date(this.#r.deadlineMs)
-  }
-  /** When it was made (epoch ms). */
+  /** When it was made, in Unix epoch milliseconds. */
   get createdAtMs(): number {
     return this.#r.createdAtMs
   }
-  /** Free metadata from the caller. */
+  /** Free metadata from the caller (absent when none was given). */
   get metadata(): any {
     return this.#r.metadata
   }
+  // @generated end request-getters
 
   /** True while nobody has answered and it has not timed out or been cancelled. */
   isPending(): boolean {
@@ -187,6 +191,7 @@ export class PendingRequest implements ConfirmationRequestData {
   /** Every field as plain data (what `JSON.stringify` shows). */
   toJSON(): ConfirmationRequestData {
     const r = this.#r
+    // @generated begin request-to-json (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
     const d: ConfirmationRequestData = {
       type: 'confirmation-request',
       id: this.id,
@@ -205,6 +210,7 @@ export class PendingRequest implements ConfirmationRequestData {
     }
     if (r.toolCallId !== undefined) d.toolCallId = r.toolCallId
     if (r.metadata !== undefined) d.metadata = r.metadata
+    // @generated end request-to-json
     return d
   }
 

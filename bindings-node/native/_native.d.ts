@@ -323,26 +323,26 @@ export interface ChainReportData {
 /** A call waiting for a person (`confirmation-request`). */
 export interface ConfirmationRequestData {
   type: 'confirmation-request'
-  /** Unique id; a response carries it back. */
+  /** The request's id (a UUID); a response carries it back. */
   id: string
   /** The tool's name. */
   tool: string
-  /** The tool's description (escaped). */
+  /** The tool's description, escaped for display. */
   description: string
-  /** The arguments that will run if approved unchanged. */
+  /** The arguments that run if the request is approved unchanged. */
   arguments: any
   /**
    * Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
-   * this, not a rendering of `arguments` of your own.
+   * this, not a rendering of the arguments of your own.
    */
   displayArguments: string
-  /** The rendered, escaped prompt. */
+  /** The rendered prompt, escaped for display. */
   prompt: string
-  /** `sha256:<hex>` of the canonical JSON of the arguments. */
+  /** `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it. */
   argumentsDigest: string
-  /** The agent session of the call. */
+  /** The agent session the call belongs to. */
   sessionId: string
-  /** The model's id for the call, if it gave one. */
+  /** The model's id for this tool call, if it gave one. */
   toolCallId?: string
   /** Whether the person may edit the arguments. */
   editable: boolean
@@ -350,11 +350,11 @@ export interface ConfirmationRequestData {
   reasons: Array<string>
   /** How long the request waits, in milliseconds. */
   timeoutMs: number
-  /** When it stops waiting (epoch ms). */
+  /** When it stops waiting, in Unix epoch milliseconds. */
   deadlineMs: number
-  /** When it was made (epoch ms). */
+  /** When it was made, in Unix epoch milliseconds. */
   createdAtMs: number
-  /** Free metadata from the caller. */
+  /** Free metadata from the caller (absent when none was given). */
   metadata?: any
 }
 

@@ -65,25 +65,26 @@ pub struct ConfirmationRequestData {
     #[napi(js_name = "type", ts_type = "'confirmation-request'")]
     #[serde(rename = "type")]
     pub kind: String,
-    /// Unique id; a response carries it back.
+    // @generated begin request-fields (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
+    /// The request's id (a UUID); a response carries it back.
     pub id: String,
     /// The tool's name.
     pub tool: String,
-    /// The tool's description (escaped).
+    /// The tool's description, escaped for display.
     pub description: String,
-    /// The arguments that will run if approved unchanged.
+    /// The arguments that run if the request is approved unchanged.
     #[napi(ts_type = "any")]
     pub arguments: Value,
     /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
-    /// this, not a rendering of `arguments` of your own.
+    /// this, not a rendering of the arguments of your own.
     pub display_arguments: String,
-    /// The rendered, escaped prompt.
+    /// The rendered prompt, escaped for display.
     pub prompt: String,
-    /// `sha256:<hex>` of the canonical JSON of the arguments.
+    /// `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it.
     pub arguments_digest: String,
-    /// The agent session of the call.
+    /// The agent session the call belongs to.
     pub session_id: String,
-    /// The model's id for the call, if it gave one.
+    /// The model's id for this tool call, if it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// Whether the person may edit the arguments.
@@ -94,16 +95,17 @@ pub struct ConfirmationRequestData {
     /// How long the request waits, in milliseconds.
     #[napi(ts_type = "number")]
     pub timeout_ms: u64,
-    /// When it stops waiting (epoch ms).
+    /// When it stops waiting, in Unix epoch milliseconds.
     #[napi(ts_type = "number")]
     pub deadline_ms: u64,
-    /// When it was made (epoch ms).
+    /// When it was made, in Unix epoch milliseconds.
     #[napi(ts_type = "number")]
     pub created_at_ms: u64,
-    /// Free metadata from the caller.
+    /// Free metadata from the caller (absent when none was given).
     #[napi(ts_type = "any")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    // @generated end request-fields
 }
 
 /// A person's answer (`confirmation-response`).

@@ -94,7 +94,8 @@ pub struct ConfirmationRequest {
     pub inner: Arc<signoff::ConfirmationRequest>,
 }
 event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
-    /// The request id (a UUID string); a response carries it back.
+    // @generated begin request-fields (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
+    /// The request's id (a UUID); a response carries it back.
     #[getter]
     fn id(&self) -> String {
         self.inner.id.to_string()
@@ -104,28 +105,22 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
     fn tool(&self) -> &str {
         &self.inner.tool
     }
-    /// The tool's description (escaped for display).
+    /// The tool's description, escaped for display.
     #[getter]
     fn description(&self) -> &str {
         &self.inner.description
     }
-    /// The arguments that run if approved unchanged (a fresh copy on each access).
+    /// The arguments that run if the request is approved unchanged.
     #[getter]
     fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         convert::json_to_py(py, self.inner.arguments.json())
     }
-    /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
-    /// this, not a rendering of your own.
-    #[getter]
-    fn display_arguments(&self) -> String {
-        self.inner.display_arguments()
-    }
-    /// The rendered, escaped prompt.
+    /// The rendered prompt, escaped for display.
     #[getter]
     fn prompt(&self) -> &str {
         &self.inner.prompt
     }
-    /// `sha256:<hex>` of the canonical JSON of the arguments.
+    /// `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it.
     #[getter]
     fn arguments_digest(&self) -> String {
         self.inner.arguments_digest.to_string()
@@ -155,20 +150,27 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
     fn timeout_ms(&self) -> u64 {
         self.inner.timeout_ms
     }
-    /// When it stops waiting (Unix epoch milliseconds).
+    /// When it stops waiting, in Unix epoch milliseconds.
     #[getter]
     fn deadline_ms(&self) -> u64 {
         self.inner.deadline_ms
     }
-    /// When it was made (Unix epoch milliseconds).
+    /// When it was made, in Unix epoch milliseconds.
     #[getter]
     fn created_at_ms(&self) -> u64 {
         self.inner.created_at_ms
     }
-    /// Free metadata from the caller (`None` when absent).
+    /// Free metadata from the caller (absent when none was given).
     #[getter]
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.inner.metadata)
+    }
+    // @generated end request-fields
+    /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+    /// this, not a rendering of your own.
+    #[getter]
+    fn display_arguments(&self) -> String {
+        self.inner.display_arguments()
     }
     /// The request id this event is about.
     #[getter]
@@ -176,26 +178,6 @@ event_class!(ConfirmationRequest, ConfirmationRequest, "confirmation-request", {
         self.inner.id.to_string()
     }
 });
-// Every field of the core's `ConfirmationRequest` has a getter above: a field the core adds does not
-// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
-const _: fn(&signoff::ConfirmationRequest) = |r| {
-    let signoff::ConfirmationRequest {
-        id: _,
-        tool: _,
-        description: _,
-        arguments: _,
-        prompt: _,
-        arguments_digest: _,
-        session_id: _,
-        tool_call_id: _,
-        editable: _,
-        reasons: _,
-        timeout_ms: _,
-        deadline_ms: _,
-        created_at_ms: _,
-        metadata: _,
-    } = r;
-};
 
 /// A person's answer to a request, as published on the bus.
 #[pyclass(module = "signoff._native", frozen)]

@@ -65,11 +65,18 @@ fn opt_json(v: &Value) -> Option<String> {
     if v.is_null() { None } else { Some(v.to_string()) }
 }
 
-fn metadata_from(s: &Option<String>) -> Result<Value, SignoffError> {
+/// Free JSON carried as optional text: `None` is JSON `null`.
+fn parse_opt_json(what: &str, s: &Option<String>) -> Result<Value, SignoffError> {
     match s {
-        Some(s) => parse_value("metadata", s),
+        Some(s) => parse_value(what, s),
         None => Ok(Value::Null),
     }
+}
+
+fn parse_digest(what: &str, s: &str) -> Result<core::Digest, SignoffError> {
+    core::Digest::parse(s).ok_or_else(|| {
+        SignoffError::from(core::Error::Malformed(format!("{what} is not `sha256:` and 64 lowercase hex digits")))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +268,7 @@ impl ToolCall {
     pub(crate) fn into_core(self) -> Result<core::ToolCall, SignoffError> {
         Ok(core::ToolCall {
             arguments: parse_value("arguments", &self.arguments_json)?,
-            metadata: metadata_from(&self.metadata_json)?,
+            metadata: parse_opt_json("metadata", &self.metadata_json)?,
             tool: self.tool,
             session_id: self.session_id,
             call_id: self.call_id,
@@ -540,28 +547,47 @@ impl From<core::ToolResult> for ToolResult {
 /// and `prompt` (escaped by the core), not a rendering of `arguments_json` of your own.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct ConfirmationRequest {
+    // @generated begin request-fields (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
+    /// The request's id (a UUID); a response carries it back.
     pub id: String,
+    /// The tool's name.
     pub tool: String,
+    /// The tool's description, escaped for display.
     pub description: String,
+    /// The arguments that run if the request is approved unchanged.
+    /// As JSON text.
     pub arguments_json: String,
+    /// Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+    /// this, not a rendering of the arguments of your own.
     pub display_arguments: String,
+    /// The rendered prompt, escaped for display.
     pub prompt: String,
-    /// `sha256:<hex>` of the canonical JSON of the arguments.
+    /// `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it.
     pub arguments_digest: String,
+    /// The agent session the call belongs to.
     pub session_id: String,
+    /// The model's id for this tool call, if it gave one.
     pub tool_call_id: Option<String>,
+    /// Whether the person may edit the arguments.
     pub editable: bool,
+    /// Why approval is needed.
     pub reasons: Vec<String>,
+    /// How long the request waits, in milliseconds.
     pub timeout_ms: u64,
-    /// When it stops waiting (Unix epoch ms).
+    /// When it stops waiting, in Unix epoch milliseconds.
     pub deadline_ms: u64,
+    /// When it was made, in Unix epoch milliseconds.
     pub created_at_ms: u64,
+    /// Free metadata from the caller (absent when none was given).
+    /// As JSON text.
     pub metadata_json: Option<String>,
+    // @generated end request-fields
 }
 
 impl From<&core::ConfirmationRequest> for ConfirmationRequest {
     fn from(r: &core::ConfirmationRequest) -> Self {
         ConfirmationRequest {
+            // @generated begin request-from-core (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
             id: r.id.to_string(),
             tool: r.tool.to_string(),
             description: r.description.to_string(),
@@ -577,6 +603,7 @@ impl From<&core::ConfirmationRequest> for ConfirmationRequest {
             deadline_ms: r.deadline_ms,
             created_at_ms: r.created_at_ms,
             metadata_json: opt_json(&r.metadata),
+            // @generated end request-from-core
         }
     }
 }
@@ -584,17 +611,13 @@ impl From<&core::ConfirmationRequest> for ConfirmationRequest {
 impl ConfirmationRequest {
     pub(crate) fn into_core(self) -> Result<core::ConfirmationRequest, SignoffError> {
         Ok(core::ConfirmationRequest {
-            id: parse_uuid("request id", &self.id)?,
-            arguments: parse_value("the request's arguments", &self.arguments_json)?.into(),
-            metadata: metadata_from(&self.metadata_json)?,
+            // @generated begin request-into-core (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
+            id: parse_uuid("the request's id", &self.id)?,
             tool: self.tool.into(),
             description: self.description.into(),
+            arguments: parse_value("the request's arguments", &self.arguments_json)?.into(),
             prompt: self.prompt.into(),
-            arguments_digest: core::Digest::parse(&self.arguments_digest).ok_or_else(|| {
-                SignoffError::from(core::Error::Malformed(
-                    "the request's argumentsDigest is not `sha256:` and 64 lowercase hex digits".into(),
-                ))
-            })?,
+            arguments_digest: parse_digest("the request's argumentsDigest", &self.arguments_digest)?,
             session_id: self.session_id.into(),
             tool_call_id: self.tool_call_id,
             editable: self.editable,
@@ -602,6 +625,8 @@ impl ConfirmationRequest {
             timeout_ms: self.timeout_ms,
             deadline_ms: self.deadline_ms,
             created_at_ms: self.created_at_ms,
+            metadata: parse_opt_json("the request's metadata", &self.metadata_json)?,
+            // @generated end request-into-core
         })
     }
 }

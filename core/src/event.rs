@@ -32,37 +32,42 @@ pub fn parse_request_id(id: &str) -> Result<Uuid> {
 /// so the text shown cannot differ from the arguments that run).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConfirmationRequest {
-    /// Unique id; a response carries it back.
+    // Each field's `///` text is what every language shows its users: the bindings' request
+    // types (Python's getters and stub, Node's type and getters, Swift's record) are generated
+    // from this declaration by `core/tests/sourcegen.rs`. A field added here reaches them with
+    // `SIGNOFF_SOURCEGEN=write cargo test -p signoff --test sourcegen`; a type not seen before
+    // needs one conversion per language there.
+    /// The request's id (a UUID); a response carries it back.
     pub id: Uuid,
-    /// The tool's name (shared with the tool's other requests).
+    /// The tool's name.
+    // Shared with the tool's other requests, as are `description` and, mostly, `prompt`.
     pub tool: Arc<str>,
-    /// The tool's description, escaped for display (shared with the tool's other requests).
+    /// The tool's description, escaped for display.
     pub description: Arc<str>,
-    /// The arguments that will run if approved unchanged, as canonical JSON text.
+    /// The arguments that run if the request is approved unchanged.
+    // Kept as canonical JSON text.
     pub arguments: Arguments,
-    /// The rendered, escaped prompt (shared with the tool's other requests when its template
-    /// does not show the arguments).
+    /// The rendered prompt, escaped for display.
     pub prompt: Arc<str>,
-    /// `sha256:<hex>` of the canonical JSON of `arguments`; a response may echo it.
+    /// `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it.
     pub arguments_digest: Digest,
-    /// The agent session the call belongs to (the default session's name is shared).
+    /// The agent session the call belongs to.
     pub session_id: Arc<str>,
     /// The model's id for this tool call, if it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// Whether the person may edit the arguments.
     pub editable: bool,
-    /// Why approval is needed (shared with the tool's other requests when no argument rule
-    /// added a reason).
+    /// Why approval is needed.
     #[serde(default)]
     pub reasons: Arc<[String]>,
     /// How long the request waits, in milliseconds.
     pub timeout_ms: u64,
-    /// When it stops waiting (epoch ms).
+    /// When it stops waiting, in Unix epoch milliseconds.
     pub deadline_ms: u64,
-    /// When it was made (epoch ms).
+    /// When it was made, in Unix epoch milliseconds.
     pub created_at_ms: u64,
-    /// Free metadata from the caller.
+    /// Free metadata from the caller (absent when none was given).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub metadata: Value,
 }

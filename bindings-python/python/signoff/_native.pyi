@@ -8,15 +8,10 @@ from typing import Any, Callable, ClassVar, Literal, Optional, Union, final
 from typing_extensions import Self, disjoint_base
 
 __all__ = [
-    "AlreadyResolvedError",
-    "AlreadyUsedError",
     "Approvers",
-    "BadSignatureError",
     "CallContext",
     "ChainProblem",
     "ChainReport",
-    "ClosedError",
-    "ConfigError",
     "ConfirmationRequest",
     "ConfirmationResolved",
     "ConfirmationResponse",
@@ -25,43 +20,52 @@ __all__ = [
     "DEFAULT_SESSION",
     "Decision",
     "ERROR_KINDS",
-    "EditsNotAllowedError",
     "EventStream",
-    "ExpiredError",
     "Gate",
     "HANDLER_RESPONDER",
     "HandlerRegistration",
-    "InvalidArgumentsError",
-    "InvalidToolError",
-    "IoError",
     "Lagged",
     "MARKER_META_KEY",
-    "MalformedError",
-    "MismatchError",
-    "NoExecutorError",
-    "NotPendingError",
     "NotRestored",
     "PendingRequest",
     "Recovery",
     "Secret",
     "SignoffError",
-    "StoreError",
     "StoredRecord",
     "TokenClaims",
-    "TokenExpiredError",
     "TokenKeys",
     "ToolResult",
-    "UnauthorizedError",
-    "UnknownKeyError",
-    "UnknownRequestError",
-    "UnknownToolError",
-    "WrongApproverError",
     "__version__",
     "default_keywords",
     "gate_option_names",
     "normalize_tool_spec",
     "parse_event_json",
     "verify_audit_chain",
+]
+__all__ += [
+    # @generated begin error-names (core/tests/sourcegen.rs, one per core `ErrorKind`)
+    "AlreadyResolvedError",
+    "AlreadyUsedError",
+    "BadSignatureError",
+    "ClosedError",
+    "ConfigError",
+    "EditsNotAllowedError",
+    "ExpiredError",
+    "InvalidArgumentsError",
+    "InvalidToolError",
+    "IoError",
+    "MalformedError",
+    "MismatchError",
+    "NoExecutorError",
+    "NotPendingError",
+    "StoreError",
+    "TokenExpiredError",
+    "UnauthorizedError",
+    "UnknownKeyError",
+    "UnknownRequestError",
+    "UnknownToolError",
+    "WrongApproverError",
+    # @generated end error-names
 ]
 
 __version__: str
@@ -99,27 +103,54 @@ def parse_event_json(
 class SignoffError(Exception):
     kind: ClassVar[str]
 
-class UnknownToolError(SignoffError): ...
-class InvalidToolError(SignoffError): ...
-class InvalidArgumentsError(SignoffError): ...
-class UnknownRequestError(SignoffError): ...
-class AlreadyResolvedError(SignoffError): ...
-class ExpiredError(SignoffError): ...
-class EditsNotAllowedError(SignoffError): ...
-class MismatchError(SignoffError): ...
-class MalformedError(SignoffError): ...
-class UnauthorizedError(SignoffError): ...
-class ClosedError(SignoffError): ...
-class StoreError(SignoffError): ...
-class NoExecutorError(SignoffError): ...
-class BadSignatureError(SignoffError): ...
-class UnknownKeyError(SignoffError): ...
-class TokenExpiredError(SignoffError): ...
-class WrongApproverError(SignoffError): ...
-class AlreadyUsedError(SignoffError): ...
-class NotPendingError(SignoffError): ...
-class ConfigError(SignoffError): ...
-class IoError(SignoffError, OSError): ...
+# @generated begin error-classes (core/tests/sourcegen.rs, one per core `ErrorKind`)
+class UnknownToolError(SignoffError):
+    """The call names a tool that is not registered."""
+class InvalidToolError(SignoffError):
+    """A tool definition is invalid (bad schema, empty or deceptive name, bad rule)."""
+class InvalidArgumentsError(SignoffError):
+    """Arguments (original or edited) do not satisfy the tool's JSON Schema."""
+class UnknownRequestError(SignoffError):
+    """A response names a request id the gate has never seen (or has long forgotten)."""
+class AlreadyResolvedError(SignoffError):
+    """A response arrived for a request that has already been resolved."""
+class ExpiredError(SignoffError):
+    """A response arrived after the request's deadline."""
+class EditsNotAllowedError(SignoffError):
+    """A response carried edited arguments for a tool that does not allow edits."""
+class MismatchError(SignoffError):
+    """A response names another tool, argument digest or session than the request it answers."""
+class MalformedError(SignoffError):
+    """A payload could not be parsed or is missing required fields."""
+class UnauthorizedError(SignoffError):
+    """The response authenticator refused the response."""
+class ClosedError(SignoffError):
+    """The gate has been shut down."""
+class StoreError(SignoffError):
+    """A store failed (the pending-request store, or a database audit table)."""
+class NoExecutorError(SignoffError):
+    """``execute`` was asked to run a tool that has no executor."""
+class BadSignatureError(SignoffError):
+    """An approval token's signature does not verify: it was tampered with or forged."""
+class UnknownKeyError(SignoffError):
+    """An approval token names a key id the gate does not hold."""
+class TokenExpiredError(SignoffError):
+    """An approval token is past its expiry."""
+class WrongApproverError(SignoffError):
+    """An approval token was presented by someone other than the approver it was issued to."""
+class AlreadyUsedError(SignoffError):
+    """An approval token was already used (tokens are single use)."""
+class NotPendingError(SignoffError):
+    """An approval token names a request that is not pending (resolved, expired, or unknown)."""
+class ConfigError(SignoffError):
+    """A feature was used without its configuration (e.g. tokens without keys), or the
+    configuration is invalid.
+    """
+class IoError(SignoffError, OSError):
+    """A file could not be read or written (an audit log, a key file): the path and the
+    operating system's reason are in the message.
+    """
+# @generated end error-classes
 
 # ---- events ----------------------------------------------------------------------------------
 
@@ -128,37 +159,73 @@ class ConfirmationRequest:
     @property
     def type(self) -> Literal["confirmation-request"]: ...
     @property
-    def id(self) -> str: ...
+    def request_id(self) -> str:
+        """The request's id (as ``id``): the request this event is about."""
+        ...
     @property
-    def request_id(self) -> str: ...
+    def display_arguments(self) -> str:
+        """Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+        this, not a rendering of the arguments of your own.
+        """
+        ...
+    # @generated begin request-fields (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
     @property
-    def tool(self) -> str: ...
+    def id(self) -> str:
+        """The request's id (a UUID); a response carries it back."""
+        ...
     @property
-    def description(self) -> str: ...
+    def tool(self) -> str:
+        """The tool's name."""
+        ...
     @property
-    def arguments(self) -> Any: ...
+    def description(self) -> str:
+        """The tool's description, escaped for display."""
+        ...
     @property
-    def display_arguments(self) -> str: ...
+    def arguments(self) -> Any:
+        """The arguments that run if the request is approved unchanged."""
+        ...
     @property
-    def prompt(self) -> str: ...
+    def prompt(self) -> str:
+        """The rendered prompt, escaped for display."""
+        ...
     @property
-    def arguments_digest(self) -> str: ...
+    def arguments_digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON of the arguments; a response may echo it."""
+        ...
     @property
-    def session_id(self) -> str: ...
+    def session_id(self) -> str:
+        """The agent session the call belongs to."""
+        ...
     @property
-    def tool_call_id(self) -> Optional[str]: ...
+    def tool_call_id(self) -> Optional[str]:
+        """The model's id for this tool call, if it gave one."""
+        ...
     @property
-    def editable(self) -> bool: ...
+    def editable(self) -> bool:
+        """Whether the person may edit the arguments."""
+        ...
     @property
-    def reasons(self) -> list[str]: ...
+    def reasons(self) -> list[str]:
+        """Why approval is needed."""
+        ...
     @property
-    def timeout_ms(self) -> int: ...
+    def timeout_ms(self) -> int:
+        """How long the request waits, in milliseconds."""
+        ...
     @property
-    def deadline_ms(self) -> int: ...
+    def deadline_ms(self) -> int:
+        """When it stops waiting, in Unix epoch milliseconds."""
+        ...
     @property
-    def created_at_ms(self) -> int: ...
+    def created_at_ms(self) -> int:
+        """When it was made, in Unix epoch milliseconds."""
+        ...
     @property
-    def metadata(self) -> Any: ...
+    def metadata(self) -> Any:
+        """Free metadata from the caller (absent when none was given)."""
+        ...
+    # @generated end request-fields
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self, *, indent: Optional[int] = None) -> str: ...
     @staticmethod

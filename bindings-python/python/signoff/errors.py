@@ -18,6 +18,8 @@ from typing import Dict, Literal, Type
 
 from ._native import (
     ERROR_KINDS,
+    SignoffError,
+    # @generated begin error-imports (core/tests/sourcegen.rs, one per core `ErrorKind`)
     AlreadyResolvedError,
     AlreadyUsedError,
     BadSignatureError,
@@ -32,7 +34,6 @@ from ._native import (
     MismatchError,
     NoExecutorError,
     NotPendingError,
-    SignoffError,
     StoreError,
     TokenExpiredError,
     UnauthorizedError,
@@ -40,11 +41,13 @@ from ._native import (
     UnknownRequestError,
     UnknownToolError,
     WrongApproverError,
+    # @generated end error-imports
 )
 from . import _native
 
 #: The core's stable error kinds.
 ErrorKind = Literal[
+    # @generated begin error-kinds (core/tests/sourcegen.rs, the core's `ErrorKind` names)
     "unknown_tool",
     "invalid_tool",
     "invalid_arguments",
@@ -66,6 +69,7 @@ ErrorKind = Literal[
     "not_pending",
     "config",
     "io",
+    # @generated end error-kinds
 ]
 
 
@@ -85,13 +89,16 @@ def error_class(kind: str) -> Type[SignoffError]:
 __all__ = [
     "ERROR_CLASSES",
     "ERROR_KINDS",
+    "ErrorKind",
+    "SignoffError",
+    "error_class",
+    # @generated begin error-names (core/tests/sourcegen.rs, one per core `ErrorKind`)
     "AlreadyResolvedError",
     "AlreadyUsedError",
     "BadSignatureError",
     "ClosedError",
     "ConfigError",
     "EditsNotAllowedError",
-    "ErrorKind",
     "ExpiredError",
     "InvalidArgumentsError",
     "InvalidToolError",
@@ -100,7 +107,6 @@ __all__ = [
     "MismatchError",
     "NoExecutorError",
     "NotPendingError",
-    "SignoffError",
     "StoreError",
     "TokenExpiredError",
     "UnauthorizedError",
@@ -108,5 +114,5 @@ __all__ = [
     "UnknownRequestError",
     "UnknownToolError",
     "WrongApproverError",
-    "error_class",
+    # @generated end error-names
 ]

@@ -4835,37 +4835,121 @@ public func FfiConverterTypeChainReport_lower(_ value: ChainReport) -> RustBuffe
  * and `prompt` (escaped by the core), not a rendering of `arguments_json` of your own.
  */
 public struct ConfirmationRequest: Equatable, Hashable {
+    /**
+     * The request's id (a UUID); a response carries it back.
+     */
     public var id: String
+    /**
+     * The tool's name.
+     */
     public var tool: String
+    /**
+     * The tool's description, escaped for display.
+     */
     public var description: String
+    /**
+     * The arguments that run if the request is approved unchanged.
+     * As JSON text.
+     */
     public var argumentsJson: String
+    /**
+     * Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+     * this, not a rendering of the arguments of your own.
+     */
     public var displayArguments: String
+    /**
+     * The rendered prompt, escaped for display.
+     */
     public var prompt: String
     /**
-     * `sha256:<hex>` of the canonical JSON of the arguments.
+     * `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it.
      */
     public var argumentsDigest: String
+    /**
+     * The agent session the call belongs to.
+     */
     public var sessionId: String
+    /**
+     * The model's id for this tool call, if it gave one.
+     */
     public var toolCallId: String?
+    /**
+     * Whether the person may edit the arguments.
+     */
     public var editable: Bool
+    /**
+     * Why approval is needed.
+     */
     public var reasons: [String]
+    /**
+     * How long the request waits, in milliseconds.
+     */
     public var timeoutMs: UInt64
     /**
-     * When it stops waiting (Unix epoch ms).
+     * When it stops waiting, in Unix epoch milliseconds.
      */
     public var deadlineMs: UInt64
+    /**
+     * When it was made, in Unix epoch milliseconds.
+     */
     public var createdAtMs: UInt64
+    /**
+     * Free metadata from the caller (absent when none was given).
+     * As JSON text.
+     */
     public var metadataJson: String?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: String, tool: String, description: String, argumentsJson: String, displayArguments: String, prompt: String, 
+    public init(
         /**
-         * `sha256:<hex>` of the canonical JSON of the arguments.
-         */argumentsDigest: String, sessionId: String, toolCallId: String?, editable: Bool, reasons: [String], timeoutMs: UInt64, 
+         * The request's id (a UUID); a response carries it back.
+         */id: String, 
         /**
-         * When it stops waiting (Unix epoch ms).
-         */deadlineMs: UInt64, createdAtMs: UInt64, metadataJson: String?) {
+         * The tool's name.
+         */tool: String, 
+        /**
+         * The tool's description, escaped for display.
+         */description: String, 
+        /**
+         * The arguments that run if the request is approved unchanged.
+         * As JSON text.
+         */argumentsJson: String, 
+        /**
+         * Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
+         * this, not a rendering of the arguments of your own.
+         */displayArguments: String, 
+        /**
+         * The rendered prompt, escaped for display.
+         */prompt: String, 
+        /**
+         * `sha256:<hex>` of the canonical JSON of the arguments; a response may echo it.
+         */argumentsDigest: String, 
+        /**
+         * The agent session the call belongs to.
+         */sessionId: String, 
+        /**
+         * The model's id for this tool call, if it gave one.
+         */toolCallId: String?, 
+        /**
+         * Whether the person may edit the arguments.
+         */editable: Bool, 
+        /**
+         * Why approval is needed.
+         */reasons: [String], 
+        /**
+         * How long the request waits, in milliseconds.
+         */timeoutMs: UInt64, 
+        /**
+         * When it stops waiting, in Unix epoch milliseconds.
+         */deadlineMs: UInt64, 
+        /**
+         * When it was made, in Unix epoch milliseconds.
+         */createdAtMs: UInt64, 
+        /**
+         * Free metadata from the caller (absent when none was given).
+         * As JSON text.
+         */metadataJson: String?) {
         self.id = id
         self.tool = tool
         self.description = description
