@@ -46,7 +46,7 @@ test-all: lint test-rust test-python test-console test-node test-swift test-mcp
 # write from them: the Swift sources (uniffi) and Node's native `.d.ts` (napi). `make test` fails while either is stale.
 generate:
 	SIGNOFF_SOURCEGEN=write $(CARGO) test --locked -q -p signoff --test sourcegen
-	SIGNOFF_SWIFT_UPDATE=1 bindings-swift/test.sh
+	SIGNOFF_SWIFT_UPDATE=only bindings-swift/test.sh
 	cd bindings-node && npm run update-native-types
 
 # Format, lints and the core's API docs, as CI enforces them (rustfmt.toml; warnings are errors). The Node addon's

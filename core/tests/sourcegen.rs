@@ -69,6 +69,20 @@ impl Ty {
         })
     }
 
+    /// A value of this type in the JSON form, not its default (so that it is written back).
+    fn sample(self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Ty::Uuid => json!("67e55044-10b1-426f-9247-bb680e5fe0c8"),
+            Ty::Text | Ty::OptText => json!("text"),
+            Ty::Arguments | Ty::Json => json!({"a": [1, "b"]}),
+            Ty::Digest => json!(format!("sha256:{}", "0".repeat(64))),
+            Ty::Bool => json!(true),
+            Ty::Texts => json!(["one", "two"]),
+            Ty::U64 => json!(7),
+        }
+    }
+
     /// Absent from the JSON form when empty.
     fn optional(self) -> bool {
         matches!(self, Ty::OptText | Ty::Json)
@@ -546,20 +560,22 @@ fn a_region_is_replaced_with_its_markers_indentation() {
 #[test]
 fn every_request_field_is_read() {
     let fields = request_fields();
-    // The JSON form has exactly these fields (and the derived `display_arguments`).
-    let event = signoff::Event::from_json(serde_json::json!({
-        "type": "confirmation-request",
-        "id": "67e55044-10b1-426f-9247-bb680e5fe0c8",
-        "tool": "t", "description": "d", "arguments": {"a": 1}, "prompt": "p",
-        "arguments_digest": format!("sha256:{}", "0".repeat(64)),
-        "session_id": "s", "tool_call_id": "c", "editable": true, "reasons": ["r"],
-        "timeout_ms": 1, "deadline_ms": 2, "created_at_ms": 3, "metadata": {"m": 1},
-    }));
-    let json = event.expect("a request in its JSON form").to_json();
-    let mut keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+    // A request with every field set, from its JSON form; written back, it has exactly the
+    // declared fields (and the derived `display_arguments`): what the bindings are generated
+    // from is what the core reads and writes.
+    let mut json = serde_json::json!({ "type": "confirmation-request" });
+    for f in &fields {
+        json[f.name.as_str()] = f.ty.sample();
+    }
+    let event = signoff::Event::from_json(json.clone()).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let written = event.to_json();
+    let mut keys: Vec<&str> = written.as_object().unwrap().keys().map(String::as_str).collect();
     keys.retain(|k| !matches!(*k, "type" | "display_arguments"));
     keys.sort();
     let mut names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
     names.sort();
-    assert_eq!(keys, names);
+    assert_eq!(keys, names, "the request's JSON form and its declared fields differ");
+    for f in &fields {
+        assert_eq!(written[f.name.as_str()], json[f.name.as_str()], "{} is not written back as read", f.name);
+    }
 }
