@@ -20,7 +20,7 @@ use signoff::{
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -80,6 +80,11 @@ const CANCELLED_UNKNOWN: &str = "the client cancelled the call while the upstrea
 /// it) after the person was asked: what was shown is not what would run, so nothing is sent.
 const DEFINITION_CHANGED: &str = "the upstream server changed the tool's definition (or stopped offering it) after approval was \
      asked for it, so what was approved is not what would run: the upstream was not contacted";
+
+/// An approved call's end when its upstream announced a change to its tools that could not be
+/// listed before the call would have run: what would run is not known.
+const DEFINITION_UNKNOWN: &str = "the upstream server announced a change to its tools after approval was asked, and they \
+     could not be listed again, so what would run is not known: the upstream was not contacted";
 
 /// What the model reads of a call asked about inline (an `elicitation/create` inside the call)
 /// whose request was cancelled because the upstream changed the tool's definition, stopped
@@ -144,7 +149,7 @@ struct Up {
     call_timeout: Duration,
     /// Changes announced (`UpstreamClient::changes`), and how many of them the last listing saw.
     changes: Arc<AtomicU64>,
-    listed: AtomicU64,
+    listed: Arc<AtomicU64>,
     /// Held while listing: a call that comes meanwhile waits for the listing rather than going on
     /// with what may be stale (an old session grant for a changed tool).
     listing: tokio::sync::Mutex<()>,
@@ -232,6 +237,9 @@ pub(crate) struct Inner {
     console: Mutex<Option<signoff_console::Console>>,
     _approver: ApproverGuard,
     upstreams: Vec<Up>,
+    /// This gate, for the executors of its tools (set once built): an approved call whose upstream
+    /// announced a change not listed yet lists it before running ([`Listing::settle`]).
+    this: Arc<OnceLock<Weak<Inner>>>,
 }
 
 /// The MCP gate: an rmcp [`ServerHandler`] whose tools are those of its upstream servers, each
@@ -270,12 +278,22 @@ impl McpGate {
             return Err("the gate needs token keys (GateBuilder::tokens)".into());
         }
         let deferred: Deferred = Default::default();
+        let this: Arc<OnceLock<Weak<Inner>>> = Default::default();
         let mut tools = BTreeMap::new();
         let mut clients = Vec::new();
         for up in upstreams {
-            let listed = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
-            let via = Via { peer: up.client.peer().clone(), call_timeout: up.call_timeout, deferred: deferred.clone() };
-            for def in listed {
+            // Changes announced from here on are listed again before a call runs.
+            let changes = up.client.service().changes.clone();
+            let listed = Arc::new(AtomicU64::new(changes.load(Ordering::SeqCst)));
+            let listing = Listing { announced: changes.clone(), listed: listed.clone(), gate: this.clone() };
+            let defs = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
+            let via = Via {
+                peer: up.client.peer().clone(),
+                call_timeout: up.call_timeout,
+                deferred: deferred.clone(),
+                listing,
+            };
+            for def in defs {
                 // A tool that cannot be offered safely is left out (and said so), not the server.
                 let ex = match expose(&gate, &up.name, &def, overrides, &via) {
                     Ok(ex) => ex,
@@ -292,8 +310,6 @@ impl McpGate {
                     ));
                 }
             }
-            let changes = up.client.service().changes.clone();
-            let listed = AtomicU64::new(changes.load(Ordering::SeqCst));
             clients.push(Up {
                 name: up.name,
                 client: up.client,
@@ -341,8 +357,11 @@ impl McpGate {
             console: Default::default(),
             _approver: approver,
             upstreams: clients,
+            this: this.clone(),
         };
-        Ok(McpGate { inner: Arc::new(inner), session, per_request: false })
+        let inner = Arc::new(inner);
+        let _ = this.set(Arc::downgrade(&inner));
+        Ok(McpGate { inner, session, per_request: false })
     }
 
     /// Starts the configured upstreams as child processes (or connects to them over Streamable
@@ -460,6 +479,11 @@ impl McpGate {
                     peer: up.client.peer().clone(),
                     call_timeout: up.call_timeout,
                     deferred: self.inner.deferred.clone(),
+                    listing: Listing {
+                        announced: up.changes.clone(),
+                        listed: up.listed.clone(),
+                        gate: self.inner.this.clone(),
+                    },
                 };
                 match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, &via) {
                     Ok(ex) => {
@@ -1195,11 +1219,39 @@ fn pinned(gate: &Gate, server: &str, def: &McpTool, hash: &str) {
 }
 
 /// How a registered tool reaches its upstream: the connection, how long a call waits for its
-/// answer, and the signals of deferred runs.
+/// answer, the signals of deferred runs, and what the upstream announced.
 struct Via {
     peer: Peer<RoleClient>,
     call_timeout: Duration,
     deferred: Deferred,
+    listing: Listing,
+}
+
+/// An upstream's announced changes (`notifications/tools/list_changed`) against those its
+/// gate has listed, for the executors of its tools.
+#[derive(Clone)]
+struct Listing {
+    announced: Arc<AtomicU64>,
+    listed: Arc<AtomicU64>,
+    gate: Arc<OnceLock<Weak<Inner>>>,
+}
+
+impl Listing {
+    /// Lists the upstream again when it announced a change its gate has not listed yet: an
+    /// approval processed between the announcement and the next call would otherwise run the
+    /// new definition of a tool the person was shown the old one of. `Err` when the listing
+    /// failed (what would run is not known); a changed definition marks the tool's executors
+    /// stale, which the caller checks next.
+    async fn settle(&self) -> Result<(), &'static str> {
+        let announced = self.announced.load(Ordering::SeqCst);
+        if announced == self.listed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if let Some(inner) = self.gate.get().and_then(Weak::upgrade) {
+            McpGate { inner, session: String::new(), per_request: false }.refresh().await;
+        }
+        if self.listed.load(Ordering::SeqCst) < announced { Err(DEFINITION_UNKNOWN) } else { Ok(()) }
+    }
 }
 
 /// Registers (or replaces) an upstream tool in the gate and describes it as the client sees it.
@@ -1240,7 +1292,7 @@ fn register(
     let hints = def.annotations.as_ref();
     let build = |schema: Value| {
         let (peer, upstream_tool, deferred) = (via.peer.clone(), upstream_tool.clone(), via.deferred.clone());
-        let (limit, stale) = (via.call_timeout, stale.clone());
+        let (limit, stale, listing) = (via.call_timeout, stale.clone(), via.listing.clone());
         let mut b = signoff::Tool::builder(name)
             .description(def.description.as_deref().unwrap_or_default())
             .parameters(schema)
@@ -1254,7 +1306,8 @@ fn register(
             .destructive(hints.and_then(|a| a.destructive_hint) != Some(false))
             .editable(over.and_then(|o| o.editable) == Some(true))
             .executor_with_context(move |args, cx| {
-                let (peer, tool, stale) = (peer.clone(), upstream_tool.clone(), stale.clone());
+                let (peer, tool, stale, listing) =
+                    (peer.clone(), upstream_tool.clone(), stale.clone(), listing.clone());
                 let wait = cx.request_id.and_then(|id| lock(&deferred).remove(&id));
                 // Run in place by the call that was approved (not deferred): its cancellation.
                 let inline = DOWNSTREAM.try_with(CancellationToken::clone).ok();
@@ -1277,7 +1330,9 @@ fn register(
                         }
                         None => inline.unwrap_or_default(),
                     };
-                    // The upstream changed the definition the person was asked about.
+                    // The upstream changed the definition the person was asked about (seen now
+                    // if it announced the change and it was not listed yet).
+                    listing.settle().await?;
                     if stale.load(Ordering::SeqCst) {
                         return Err(DEFINITION_CHANGED.into());
                     }
@@ -1457,7 +1512,7 @@ fn told(mut r: ToolResult) -> ToolResult {
                 "The call to `{name}` did not run: it was {err}. Making the same call again asks for approval anew."
             )
         }
-        DEFINITION_CHANGED => format!(
+        DEFINITION_CHANGED | DEFINITION_UNKNOWN => format!(
             "The call to `{name}` did not run: {err}. If it is still needed, make it again: approval will be asked \
              for the tool as it is now."
         ),

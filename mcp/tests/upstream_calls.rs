@@ -5,7 +5,9 @@
 //! it has the upstream's request cancelled too, in every way of asking (in the call, on a
 //! 2026-07-28 retry, on the identical retry of a call approved elsewhere), and the audit records
 //! how the call ended; and a definition that changes (or a tool that goes away) while the person's
-//! form is still open in a 2025-era call cancels the request, so a later approve runs nothing.
+//! form is still open in a 2025-era call cancels the request, so a later approve runs nothing; one
+//! announced and not listed yet when the person approves is listed before the call would run, which
+//! then runs only if its tool did not change.
 
 mod common;
 use common::client::{Answering, lifecycle};
@@ -259,4 +261,84 @@ async fn a_definition_changed_while_the_form_is_open_runs_nothing_when_approved(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_gone_while_the_form_is_open_runs_nothing_when_approved() {
     changed_while_the_form_is_open(|up| up.gone.store(true, Ordering::SeqCst), "definition-removed").await
+}
+
+/// The person's form is open when the upstream changes `write` and announces it; the person
+/// approves before anything has made the proxy list the upstream again. The approved call lists
+/// it first, sees the change and runs nothing (before, it ran the new definition of a tool the
+/// person had been shown the old one of).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_after_an_announced_change_not_yet_listed_runs_nothing() {
+    let up = Shifty::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        up.version.store(1, Ordering::SeqCst);
+        w.server.peer().notify_tool_list_changed().await.unwrap();
+        // The announcement reaches the proxy; nothing lists the upstream again.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        person.release.notify_one();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    let r = r.expect("tools/call");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 0, "a call approved for the old definition ran");
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("did not run") && said.contains("changed the tool's definition"), "{said}");
+    let records = audit.records();
+    assert!(records.iter().any(|r| r.decision.as_deref() == Some("definition-changed")), "{records:?}");
+    // The proxy now offers the tool as it is.
+    let tools = w.client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.description.as_deref() == Some("Writes (version 1)")), "{tools:?}");
+    gate.close();
+}
+
+/// An announced change that leaves `write` as it was: the call approved meanwhile runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_after_an_announced_change_that_left_the_tool_alone_runs() {
+    let up = Shifty::default();
+    let gate = keyed().build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        w.server.peer().notify_tool_list_changed().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        person.release.notify_one();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    let r = r.expect("tools/call");
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+    gate.close();
+}
+
+/// An announced change whose listing fails (the upstream takes longer than the listing may):
+/// the call approved meanwhile runs nothing, and the model is told what would run is not known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_after_an_announced_change_that_cannot_be_listed_runs_nothing() {
+    let up = Shifty::default();
+    let gate = keyed().build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        // Longer than the proxy waits for a listing (10 s).
+        up.list_delay_ms.store(12_000, Ordering::SeqCst);
+        w.server.peer().notify_tool_list_changed().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        person.release.notify_one();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    let r = r.expect("tools/call");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 0, "a call ran though what would run was not known");
+    let said = text(&r);
+    assert!(said.contains("did not run") && said.contains("could not be listed again"), "{said}");
+    gate.close();
 }
