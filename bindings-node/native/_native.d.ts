@@ -361,43 +361,71 @@ export interface ConfirmationRequestData {
 /** The final event of every request (`confirmation-resolved`). */
 export interface ConfirmationResolvedData {
   type: 'confirmation-resolved'
+  /** The request's id. */
   id: string
+  /** The request's tool. */
   tool: string
+  /** The request's session. */
   sessionId: string
+  /** How the request ended. */
   outcome: OutcomeKind
+  /** Why it was cancelled (outcome `cancelled` only). */
   cancelReason?: CancelReasonKind
   /** Who decided (approved or denied only). */
   responder?: string
+  /** The reason given with a denial. */
   reason?: string
+  /**
+   * `session` when the approval also granted later calls of the tool in the session, else
+   * `once`.
+   */
   scope: ScopeKind
   /** The person changed the arguments. */
   edited: boolean
+  /** When the request resolved, in Unix epoch milliseconds. */
   atMs: number
 }
 
 /** A person's answer (`confirmation-response`). */
 export interface ConfirmationResponseData {
   type: 'confirmation-response'
+  /** The request's id. */
   id: string
+  /** Approve or deny. */
   decision: ResponseDecisionKind
-  /** Edited arguments (approvals only). */
-  arguments?: any
+  /** Once (default) or for the rest of the session. */
   scope: ScopeKind
+  /**
+   * Edited arguments (approve only; the tool must be editable). Validated against the
+   * tool's schema before they can run. `null` is no edit, as when absent.
+   */
+  arguments?: any
+  /** The person's reason, passed to the model on a denial. */
   reason?: string
+  /** Who answered. */
   responder?: string
+  /** The tool the person saw; checked against the request when present. */
   tool?: string
+  /** The digest of the arguments the person saw; checked against the request when present. */
   argumentsDigest?: string
+  /** The request's session; checked against the request when present. */
   sessionId?: string
+  /** When the person answered, in Unix epoch milliseconds; filled in by the gate when absent. */
   atMs?: number
 }
 
 /** A request's deadline passed with no answer (`confirmation-timeout`). */
 export interface ConfirmationTimeoutData {
   type: 'confirmation-timeout'
+  /** The request's id. */
   id: string
+  /** The request's tool. */
   tool: string
+  /** The request's session. */
   sessionId: string
+  /** The request's deadline, in Unix epoch milliseconds. */
   deadlineMs: number
+  /** When the timeout was detected, in Unix epoch milliseconds. */
   atMs: number
 }
 

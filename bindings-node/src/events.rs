@@ -116,26 +116,38 @@ pub struct ConfirmationResponseData {
     #[napi(js_name = "type", ts_type = "'confirmation-response'")]
     #[serde(rename = "type")]
     pub kind: String,
+    // @generated begin response-fields (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
+    /// The request's id.
     pub id: String,
+    /// Approve or deny.
     pub decision: ResponseDecisionKind,
-    /// Edited arguments (approvals only).
+    /// Once (default) or for the rest of the session.
+    pub scope: ScopeKind,
+    /// Edited arguments (approve only; the tool must be editable). Validated against the
+    /// tool's schema before they can run. `null` is no edit, as when absent.
     #[napi(ts_type = "any")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
-    pub scope: ScopeKind,
+    /// The person's reason, passed to the model on a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Who answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<String>,
+    /// The tool the person saw; checked against the request when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The digest of the arguments the person saw; checked against the request when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments_digest: Option<String>,
+    /// The request's session; checked against the request when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// When the person answered, in Unix epoch milliseconds; filled in by the gate when absent.
     #[napi(ts_type = "number")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_ms: Option<u64>,
+    // @generated end response-fields
 }
 
 /// A request's deadline passed with no answer (`confirmation-timeout`).
@@ -146,13 +158,20 @@ pub struct ConfirmationTimeoutData {
     #[napi(js_name = "type", ts_type = "'confirmation-timeout'")]
     #[serde(rename = "type")]
     pub kind: String,
+    // @generated begin timeout-fields (core/tests/sourcegen.rs, from the core's `ConfirmationTimeout`)
+    /// The request's id.
     pub id: String,
+    /// The request's tool.
     pub tool: String,
+    /// The request's session.
     pub session_id: String,
+    /// The request's deadline, in Unix epoch milliseconds.
     #[napi(ts_type = "number")]
     pub deadline_ms: u64,
+    /// When the timeout was detected, in Unix epoch milliseconds.
     #[napi(ts_type = "number")]
     pub at_ms: u64,
+    // @generated end timeout-fields
 }
 
 /// The final event of every request (`confirmation-resolved`).
@@ -163,22 +182,33 @@ pub struct ConfirmationResolvedData {
     #[napi(js_name = "type", ts_type = "'confirmation-resolved'")]
     #[serde(rename = "type")]
     pub kind: String,
+    // @generated begin resolved-fields (core/tests/sourcegen.rs, from the core's `ConfirmationResolved`)
+    /// The request's id.
     pub id: String,
+    /// The request's tool.
     pub tool: String,
+    /// The request's session.
     pub session_id: String,
+    /// How the request ended.
     pub outcome: OutcomeKind,
+    /// Why it was cancelled (outcome `cancelled` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<CancelReasonKind>,
     /// Who decided (approved or denied only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<String>,
+    /// The reason given with a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `session` when the approval also granted later calls of the tool in the session, else
+    /// `once`.
     pub scope: ScopeKind,
     /// The person changed the arguments.
     pub edited: bool,
+    /// When the request resolved, in Unix epoch milliseconds.
     #[napi(ts_type = "number")]
     pub at_ms: u64,
+    // @generated end resolved-fields
 }
 
 /// A subscriber fell behind: `missed` events were dropped for it. Re-sync (de-duplicating by

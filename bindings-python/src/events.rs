@@ -185,70 +185,65 @@ pub struct ConfirmationResponse {
     pub inner: Arc<signoff::ConfirmationResponse>,
 }
 event_class!(ConfirmationResponse, ConfirmationResponse, "confirmation-response", {
-    #[getter]
-    fn id(&self) -> String {
-        self.inner.id.to_string()
-    }
+    /// The request this event is about (its id, as `id`).
     #[getter]
     fn request_id(&self) -> String {
         self.inner.id.to_string()
     }
-    /// `"approve"` or `"deny"`.
+    // @generated begin response-fields (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
+    /// The request's id.
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    /// Approve or deny.
     #[getter]
     fn decision(&self) -> String {
         convert::enum_str(&self.inner.decision)
     }
-    /// Edited arguments, if the person changed them.
-    #[getter]
-    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner.arguments.as_ref().map(|a| to_py(py, a)).transpose()
-    }
-    /// `"once"` or `"session"`.
+    /// Once (default) or for the rest of the session.
     #[getter]
     fn scope(&self) -> String {
         convert::enum_str(&self.inner.scope)
     }
+    /// Edited arguments (approve only; the tool must be editable). Validated against the
+    /// tool's schema before they can run. `null` is no edit, as when absent.
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.arguments.as_ref().map(|a| to_py(py, a)).transpose()
+    }
+    /// The person's reason, passed to the model on a denial.
     #[getter]
     fn reason(&self) -> Option<&str> {
         self.inner.reason.as_deref()
     }
+    /// Who answered.
     #[getter]
     fn responder(&self) -> Option<&str> {
         self.inner.responder.as_deref()
     }
+    /// The tool the person saw; checked against the request when present.
     #[getter]
     fn tool(&self) -> Option<&str> {
         self.inner.tool.as_deref()
     }
+    /// The digest of the arguments the person saw; checked against the request when present.
     #[getter]
     fn arguments_digest(&self) -> Option<&str> {
         self.inner.arguments_digest.as_deref()
     }
+    /// The request's session; checked against the request when present.
     #[getter]
     fn session_id(&self) -> Option<&str> {
         self.inner.session_id.as_deref()
     }
+    /// When the person answered, in Unix epoch milliseconds; filled in by the gate when absent.
     #[getter]
     fn at_ms(&self) -> Option<u64> {
         self.inner.at_ms
     }
+    // @generated end response-fields
 });
-// Every field of the core's `ConfirmationResponse` has a getter above: a field the core adds does not
-// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
-const _: fn(&signoff::ConfirmationResponse) = |r| {
-    let signoff::ConfirmationResponse {
-        id: _,
-        decision: _,
-        arguments: _,
-        scope: _,
-        reason: _,
-        responder: _,
-        tool: _,
-        arguments_digest: _,
-        session_id: _,
-        at_ms: _,
-    } = r;
-};
 
 /// A request's deadline passed with no answer (never reported as a person's denial).
 #[pyclass(module = "signoff._native", frozen)]
@@ -256,36 +251,39 @@ pub struct ConfirmationTimeout {
     pub inner: Arc<signoff::ConfirmationTimeout>,
 }
 event_class!(ConfirmationTimeout, ConfirmationTimeout, "confirmation-timeout", {
-    #[getter]
-    fn id(&self) -> String {
-        self.inner.id.to_string()
-    }
+    /// The request this event is about (its id, as `id`).
     #[getter]
     fn request_id(&self) -> String {
         self.inner.id.to_string()
     }
+    // @generated begin timeout-fields (core/tests/sourcegen.rs, from the core's `ConfirmationTimeout`)
+    /// The request's id.
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    /// The request's tool.
     #[getter]
     fn tool(&self) -> &str {
         &self.inner.tool
     }
+    /// The request's session.
     #[getter]
     fn session_id(&self) -> &str {
         &self.inner.session_id
     }
+    /// The request's deadline, in Unix epoch milliseconds.
     #[getter]
     fn deadline_ms(&self) -> u64 {
         self.inner.deadline_ms
     }
+    /// When the timeout was detected, in Unix epoch milliseconds.
     #[getter]
     fn at_ms(&self) -> u64 {
         self.inner.at_ms
     }
+    // @generated end timeout-fields
 });
-// Every field of the core's `ConfirmationTimeout` has a getter above: a field the core adds does not
-// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
-const _: fn(&signoff::ConfirmationTimeout) = |r| {
-    let signoff::ConfirmationTimeout { id: _, tool: _, session_id: _, deadline_ms: _, at_ms: _ } = r;
-};
 
 /// The final event of every request: how it ended.
 #[pyclass(module = "signoff._native", frozen)]
@@ -293,70 +291,65 @@ pub struct ConfirmationResolved {
     pub inner: Arc<signoff::ConfirmationResolved>,
 }
 event_class!(ConfirmationResolved, ConfirmationResolved, "confirmation-resolved", {
-    #[getter]
-    fn id(&self) -> String {
-        self.inner.id.to_string()
-    }
+    /// The request this event is about (its id, as `id`).
     #[getter]
     fn request_id(&self) -> String {
         self.inner.id.to_string()
     }
+    // @generated begin resolved-fields (core/tests/sourcegen.rs, from the core's `ConfirmationResolved`)
+    /// The request's id.
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+    /// The request's tool.
     #[getter]
     fn tool(&self) -> &str {
         &self.inner.tool
     }
+    /// The request's session.
     #[getter]
     fn session_id(&self) -> &str {
         &self.inner.session_id
     }
-    /// `"approved"`, `"denied"`, `"timed-out"` or `"cancelled"`.
+    /// How the request ended.
     #[getter]
     fn outcome(&self) -> &'static str {
         self.inner.outcome.as_str()
     }
-    /// Why it was cancelled: `"no-approver"`, `"shutdown"`, `"aborted"`, `"session-ended"`,
-    /// `"approval-failed"`.
+    /// Why it was cancelled (outcome `cancelled` only).
     #[getter]
     fn cancel_reason(&self) -> Option<&'static str> {
         self.inner.cancel_reason.map(|c| c.as_str())
     }
+    /// Who decided (approved or denied only).
     #[getter]
     fn responder(&self) -> Option<&str> {
         self.inner.responder.as_deref()
     }
+    /// The reason given with a denial.
     #[getter]
     fn reason(&self) -> Option<&str> {
         self.inner.reason.as_deref()
     }
+    /// `session` when the approval also granted later calls of the tool in the session, else
+    /// `once`.
     #[getter]
     fn scope(&self) -> String {
         convert::enum_str(&self.inner.scope)
     }
+    /// The person changed the arguments.
     #[getter]
     fn edited(&self) -> bool {
         self.inner.edited
     }
+    /// When the request resolved, in Unix epoch milliseconds.
     #[getter]
     fn at_ms(&self) -> u64 {
         self.inner.at_ms
     }
+    // @generated end resolved-fields
 });
-// Every field of the core's `ConfirmationResolved` has a getter above: a field the core adds does not
-// compile here until it has one (and a line in `_native.pyi`, which stubtest checks).
-const _: fn(&signoff::ConfirmationResolved) = |r| {
-    let signoff::ConfirmationResolved {
-        id: _,
-        tool: _,
-        session_id: _,
-        outcome: _,
-        cancel_reason: _,
-        responder: _,
-        reason: _,
-        scope: _,
-        edited: _,
-        at_ms: _,
-    } = r;
-};
 
 /// Parses any event's stable JSON form (dict or JSON string) into its typed class.
 #[pyfunction]

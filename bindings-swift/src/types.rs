@@ -73,6 +73,11 @@ fn parse_opt_json(what: &str, s: &Option<String>) -> Result<Value, SignoffError>
     }
 }
 
+/// Optional free JSON carried as optional text.
+fn parse_opt_value(what: &str, s: &Option<String>) -> Result<Option<Value>, SignoffError> {
+    s.as_deref().map(|s| parse_value(what, s)).transpose()
+}
+
 fn parse_digest(what: &str, s: &str) -> Result<core::Digest, SignoffError> {
     core::Digest::parse(s).ok_or_else(|| {
         SignoffError::from(core::Error::Malformed(format!("{what} is not `sha256:` and 64 lowercase hex digits")))
@@ -567,6 +572,7 @@ pub struct ConfirmationRequest {
     /// The agent session the call belongs to.
     pub session_id: String,
     /// The model's id for this tool call, if it gave one.
+    #[uniffi(default = None)]
     pub tool_call_id: Option<String>,
     /// Whether the person may edit the arguments.
     pub editable: bool,
@@ -580,6 +586,7 @@ pub struct ConfirmationRequest {
     pub created_at_ms: u64,
     /// Free metadata from the caller (absent when none was given).
     /// As JSON text.
+    #[uniffi(default = None)]
     pub metadata_json: Option<String>,
     // @generated end request-fields
 }
@@ -643,31 +650,43 @@ pub enum ResponseDecision {
 /// Prefer `Gate.approve` / `Gate.deny` / `PendingRequest`, which fill them in.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct ConfirmationResponse {
+    // @generated begin response-fields (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
+    /// The request's id.
     pub id: String,
+    /// Approve or deny.
     pub decision: ResponseDecision,
+    /// Once (default) or for the rest of the session.
     pub scope: Scope,
-    /// Edited arguments as JSON text (approve only; the tool must be editable).
+    /// Edited arguments (approve only; the tool must be editable). Validated against the
+    /// tool's schema before they can run. `null` is no edit, as when absent.
+    /// As JSON text.
     #[uniffi(default = None)]
     pub arguments_json: Option<String>,
     /// The person's reason, passed to the model on a denial.
     #[uniffi(default = None)]
     pub reason: Option<String>,
+    /// Who answered.
     #[uniffi(default = None)]
     pub responder: Option<String>,
+    /// The tool the person saw; checked against the request when present.
     #[uniffi(default = None)]
     pub tool: Option<String>,
+    /// The digest of the arguments the person saw; checked against the request when present.
     #[uniffi(default = None)]
     pub arguments_digest: Option<String>,
+    /// The request's session; checked against the request when present.
     #[uniffi(default = None)]
     pub session_id: Option<String>,
-    /// When the person answered (epoch ms); filled in by the gate when nil.
+    /// When the person answered, in Unix epoch milliseconds; filled in by the gate when absent.
     #[uniffi(default = None)]
     pub at_ms: Option<u64>,
+    // @generated end response-fields
 }
 
 impl From<&core::ConfirmationResponse> for ConfirmationResponse {
     fn from(r: &core::ConfirmationResponse) -> Self {
         ConfirmationResponse {
+            // @generated begin response-from-core (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
             id: r.id.to_string(),
             decision: r.decision,
             scope: r.scope,
@@ -678,6 +697,7 @@ impl From<&core::ConfirmationResponse> for ConfirmationResponse {
             arguments_digest: r.arguments_digest.clone(),
             session_id: r.session_id.clone(),
             at_ms: r.at_ms,
+            // @generated end response-from-core
         }
     }
 }
@@ -685,16 +705,18 @@ impl From<&core::ConfirmationResponse> for ConfirmationResponse {
 impl ConfirmationResponse {
     pub(crate) fn into_core(self) -> Result<core::ConfirmationResponse, SignoffError> {
         Ok(core::ConfirmationResponse {
+            // @generated begin response-into-core (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
             id: request_id(&self.id)?,
             decision: self.decision,
-            arguments: self.arguments_json.as_deref().map(|a| parse_value("edited arguments", a)).transpose()?,
             scope: self.scope,
+            arguments: parse_opt_value("the response's arguments", &self.arguments_json)?,
             reason: self.reason,
             responder: self.responder,
             tool: self.tool,
             arguments_digest: self.arguments_digest,
             session_id: self.session_id,
             at_ms: self.at_ms,
+            // @generated end response-into-core
         })
     }
 }
@@ -702,21 +724,31 @@ impl ConfirmationResponse {
 /// Sent when a request's deadline passes with no answer.
 #[uniffi::remote(Record)]
 pub struct ConfirmationTimeout {
+    // @generated begin timeout-fields (core/tests/sourcegen.rs, from the core's `ConfirmationTimeout`)
+    /// The request's id.
     pub id: RequestId,
+    /// The request's tool.
     pub tool: String,
+    /// The request's session.
     pub session_id: String,
-    /// The request's deadline (epoch ms).
+    /// The request's deadline, in Unix epoch milliseconds.
     pub deadline_ms: u64,
-    /// When the timeout was detected (epoch ms).
+    /// When the timeout was detected, in Unix epoch milliseconds.
     pub at_ms: u64,
+    // @generated end timeout-fields
 }
 
 /// The final event of every request.
 #[uniffi::remote(Record)]
 pub struct ConfirmationResolved {
+    // @generated begin resolved-fields (core/tests/sourcegen.rs, from the core's `ConfirmationResolved`)
+    /// The request's id.
     pub id: RequestId,
+    /// The request's tool.
     pub tool: String,
+    /// The request's session.
     pub session_id: String,
+    /// How the request ended.
     pub outcome: Outcome,
     /// Why it was cancelled (outcome `cancelled` only).
     pub cancel_reason: Option<CancelReason>,
@@ -724,10 +756,14 @@ pub struct ConfirmationResolved {
     pub responder: Option<String>,
     /// The reason given with a denial.
     pub reason: Option<String>,
+    /// `session` when the approval also granted later calls of the tool in the session, else
+    /// `once`.
     pub scope: Scope,
     /// The person changed the arguments.
     pub edited: bool,
+    /// When the request resolved, in Unix epoch milliseconds.
     pub at_ms: u64,
+    // @generated end resolved-fields
 }
 
 /// The type of a bus event, for a subscription that wants only some (`Gate.subscribeOnly`,

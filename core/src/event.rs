@@ -168,33 +168,35 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfirmationResponse {
+    // Each field's `///` text is what every language shows: the bindings' copies of this type
+    // are generated from it (`core/tests/sourcegen.rs`, `make generate`).
     /// The request's id.
     pub id: Uuid,
     /// Approve or deny.
     pub decision: ResponseDecision,
+    /// Once (default) or for the rest of the session.
+    #[serde(default)]
+    pub scope: Scope,
     /// Edited arguments (approve only; the tool must be editable). Validated against the
     /// tool's schema before they can run. `null` is no edit, as when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
-    /// Once (default) or for the rest of the session.
-    #[serde(default)]
-    pub scope: Scope,
     /// The person's reason, passed to the model on a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Who answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder: Option<String>,
-    /// Binding: the tool the person saw. Checked when present.
+    /// The tool the person saw; checked against the request when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-    /// Binding: the digest of the arguments the person saw. Checked when present.
+    /// The digest of the arguments the person saw; checked against the request when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments_digest: Option<String>,
-    /// Binding: the session of the request. Checked when present.
+    /// The request's session; checked against the request when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    /// When the person answered (epoch ms); filled in by the gate when absent.
+    /// When the person answered, in Unix epoch milliseconds; filled in by the gate when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_ms: Option<u64>,
 }
@@ -318,15 +320,17 @@ impl ConfirmationResponse {
 /// Sent when a request's deadline passes with no answer. Never reported as a person's denial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfirmationTimeout {
+    // Each field's `///` text is what every language shows: the bindings' copies of this type
+    // are generated from it (`core/tests/sourcegen.rs`, `make generate`).
     /// The request's id.
     pub id: Uuid,
     /// The request's tool.
     pub tool: String,
     /// The request's session.
     pub session_id: String,
-    /// The request's deadline (epoch ms).
+    /// The request's deadline, in Unix epoch milliseconds.
     pub deadline_ms: u64,
-    /// When the timeout was detected (epoch ms).
+    /// When the timeout was detected, in Unix epoch milliseconds.
     pub at_ms: u64,
 }
 
@@ -392,6 +396,8 @@ impl CancelReason {
 /// The final event of every request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfirmationResolved {
+    // Each field's `///` text is what every language shows: the bindings' copies of this type
+    // are generated from it (`core/tests/sourcegen.rs`, `make generate`).
     /// The request's id.
     pub id: Uuid,
     /// The request's tool.
@@ -409,13 +415,14 @@ pub struct ConfirmationResolved {
     /// The reason given with a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// [`Scope::Session`] when the approval also granted later calls in the session.
+    /// `session` when the approval also granted later calls of the tool in the session, else
+    /// `once`.
     #[serde(default)]
     pub scope: Scope,
     /// The person changed the arguments.
     #[serde(default)]
     pub edited: bool,
-    /// When the request resolved (epoch ms).
+    /// When the request resolved, in Unix epoch milliseconds.
     pub at_ms: u64,
 }
 

@@ -1,14 +1,14 @@
 //! The bindings' copies of the core's shapes, generated from the core.
 //!
-//! Every language shows a [`signoff::ConfirmationRequest`] with the same fields and the same
-//! words, and raises one error class per [`signoff::ErrorKind`]. Rather than nine hand edits
-//! across three bindings for a new field or kind, the parts of the bindings' sources that mirror
-//! them are regions this test writes:
+//! Every language shows the events on the bus ([`signoff::ConfirmationRequest`], `...Response`,
+//! `...Timeout`, `...Resolved`) with the same fields and the same words, and raises one error
+//! class per [`signoff::ErrorKind`]. Rather than hand edits across three bindings for a new field
+//! or kind, the parts of the bindings' sources that mirror them are regions this test writes:
 //!
-//! - the request's fields, read from `core/src/event.rs` (names, types and `///` text): Python's
-//!   getters (`bindings-python/src/events.rs`) and their stub (`_native.pyi`), Node's type
-//!   (`bindings-node/src/events.rs`, from which napi writes the `.d.ts`) and the facade's getters
-//!   and `toJSON` (`lib/request.ts`), Swift's record and its two conversions
+//! - each event's fields, read from `core/src/event.rs` (names, types and `///` text): Python's
+//!   getters (`bindings-python/src/events.rs`) and their stubs (`_native.pyi`), Node's types
+//!   (`bindings-node/src/events.rs`, from which napi writes the `.d.ts`) and the request's getters
+//!   and `toJSON` in the facade (`lib/request.ts`), Swift's records and their conversions
 //!   (`bindings-swift/src/types.rs`, from which uniffi writes `Signoff.swift`);
 //! - the error kinds, from `signoff::for_each_error_kind!`: Python's exception stubs and the
 //!   facade's imports and `ErrorKind` literal (Node and Swift declare theirs from the macro).
@@ -30,13 +30,15 @@ struct Field {
     docs: Vec<String>,
 }
 
-/// The core types the request's fields use; each has one conversion per language below.
+/// The core types the events' fields use; each has one conversion per language below.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Ty {
     /// `Uuid`
     Uuid,
     /// `Arc<str>`: shared text.
     Text,
+    /// `String`
+    Str,
     /// `Arguments`: canonical JSON text of the arguments.
     Arguments,
     /// `Digest`: `sha256:<hex>`.
@@ -49,8 +51,20 @@ enum Ty {
     Texts,
     /// `u64`
     U64,
+    /// `Option<u64>`
+    OptU64,
     /// `Value`: free JSON, `null` when absent.
     Json,
+    /// `Option<Value>`
+    OptJson,
+    /// `ResponseDecision`
+    Decision,
+    /// `Scope`
+    Scope,
+    /// `Outcome`
+    Outcome,
+    /// `Option<CancelReason>`
+    OptCancelReason,
 }
 
 impl Ty {
@@ -58,13 +72,20 @@ impl Ty {
         Some(match ty {
             "Uuid" => Ty::Uuid,
             "Arc<str>" => Ty::Text,
+            "String" => Ty::Str,
             "Arguments" => Ty::Arguments,
             "Digest" => Ty::Digest,
             "Option<String>" => Ty::OptText,
             "bool" => Ty::Bool,
             "Arc<[String]>" => Ty::Texts,
             "u64" => Ty::U64,
+            "Option<u64>" => Ty::OptU64,
             "Value" => Ty::Json,
+            "Option<Value>" => Ty::OptJson,
+            "ResponseDecision" => Ty::Decision,
+            "Scope" => Ty::Scope,
+            "Outcome" => Ty::Outcome,
+            "Option<CancelReason>" => Ty::OptCancelReason,
             _ => return None,
         })
     }
@@ -74,39 +95,58 @@ impl Ty {
         use serde_json::json;
         match self {
             Ty::Uuid => json!("67e55044-10b1-426f-9247-bb680e5fe0c8"),
-            Ty::Text | Ty::OptText => json!("text"),
-            Ty::Arguments | Ty::Json => json!({"a": [1, "b"]}),
+            Ty::Text | Ty::Str | Ty::OptText => json!("text"),
+            Ty::Arguments | Ty::Json | Ty::OptJson => json!({"a": [1, "b"]}),
             Ty::Digest => json!(format!("sha256:{}", "0".repeat(64))),
             Ty::Bool => json!(true),
             Ty::Texts => json!(["one", "two"]),
-            Ty::U64 => json!(7),
+            Ty::U64 | Ty::OptU64 => json!(7),
+            Ty::Decision => json!("approve"),
+            Ty::Scope => json!("session"),
+            Ty::Outcome => json!("cancelled"),
+            Ty::OptCancelReason => json!("shutdown"),
         }
     }
 
     /// Absent from the JSON form when empty.
     fn optional(self) -> bool {
-        matches!(self, Ty::OptText | Ty::Json)
+        matches!(self, Ty::OptText | Ty::Json | Ty::OptJson | Ty::OptU64 | Ty::OptCancelReason)
+    }
+
+    /// Free JSON: Swift carries it as text (`<name>_json`).
+    fn json(self) -> bool {
+        matches!(self, Ty::Arguments | Ty::Json | Ty::OptJson)
     }
 
     fn python(self) -> &'static str {
         match self {
-            Ty::Uuid | Ty::Text | Ty::Digest => "str",
-            Ty::Arguments | Ty::Json => "Any",
+            Ty::Uuid | Ty::Text | Ty::Str | Ty::Digest => "str",
+            Ty::Arguments | Ty::Json | Ty::OptJson => "Any",
             Ty::OptText => "Optional[str]",
             Ty::Bool => "bool",
             Ty::Texts => "list[str]",
             Ty::U64 => "int",
+            Ty::OptU64 => "Optional[int]",
+            Ty::Decision => "Literal[\"approve\", \"deny\"]",
+            Ty::Scope => "Literal[\"once\", \"session\"]",
+            Ty::Outcome => "Literal[\"approved\", \"denied\", \"timed-out\", \"cancelled\"]",
+            Ty::OptCancelReason => "Optional[_CancelReason]",
         }
     }
 
     fn typescript(self) -> &'static str {
         match self {
-            Ty::Uuid | Ty::Text | Ty::Digest => "string",
-            Ty::Arguments | Ty::Json => "any",
+            Ty::Uuid | Ty::Text | Ty::Str | Ty::Digest => "string",
+            Ty::Arguments | Ty::Json | Ty::OptJson => "any",
             Ty::OptText => "string | undefined",
             Ty::Bool => "boolean",
             Ty::Texts => "string[]",
             Ty::U64 => "number",
+            Ty::OptU64 => "number | undefined",
+            Ty::Decision => "ResponseDecisionKind",
+            Ty::Scope => "ScopeKind",
+            Ty::Outcome => "OutcomeKind",
+            Ty::OptCancelReason => "CancelReasonKind | undefined",
         }
     }
 }
@@ -144,8 +184,16 @@ fn struct_fields(file: &str, name: &str) -> Vec<Field> {
     panic!("{file}: `{name}` does not end")
 }
 
-fn request_fields() -> Vec<Field> {
-    struct_fields("core/src/event.rs", "ConfirmationRequest")
+/// The events, by the name of their core type and their `type` tag.
+const EVENTS: [(&str, &str); 4] = [
+    ("ConfirmationRequest", "confirmation-request"),
+    ("ConfirmationResponse", "confirmation-response"),
+    ("ConfirmationTimeout", "confirmation-timeout"),
+    ("ConfirmationResolved", "confirmation-resolved"),
+];
+
+fn event_fields(name: &str) -> Vec<Field> {
+    struct_fields("core/src/event.rs", name)
 }
 
 /// The error kinds: (snake_case name, doc lines).
@@ -233,15 +281,12 @@ fn py_docstring(out: &mut String, indent: &str, docs: &[String]) {
     }
 }
 
-/// The name Swift's record gives a field: JSON values are carried as text, `<name>_json`.
+/// The name Swift's records give a field: free JSON is carried as text, `<name>_json`.
 fn swift_name(f: &Field) -> String {
-    match f.ty {
-        Ty::Arguments | Ty::Json => format!("{}_json", f.name),
-        _ => f.name.clone(),
-    }
+    if f.ty.json() { format!("{}_json", f.name) } else { f.name.clone() }
 }
 
-/// The display text every language adds after the arguments.
+/// The display text every language adds to a request after its arguments.
 const DISPLAY_ARGUMENTS_DOCS: [&str; 2] = [
     "Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show",
     "this, not a rendering of the arguments of your own.",
@@ -254,7 +299,7 @@ fn display_docs() -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // Python
 
-fn python_request_getters(fields: &[Field]) -> String {
+fn python_getters(fields: &[Field]) -> String {
     let mut out = String::new();
     for f in fields {
         rust_docs(&mut out, &f.docs);
@@ -262,7 +307,7 @@ fn python_request_getters(fields: &[Field]) -> String {
         let n = &f.name;
         let body = match f.ty {
             Ty::Uuid | Ty::Digest => format!("fn {n}(&self) -> String {{\n    self.inner.{n}.to_string()\n}}"),
-            Ty::Text => format!("fn {n}(&self) -> &str {{\n    &self.inner.{n}\n}}"),
+            Ty::Text | Ty::Str => format!("fn {n}(&self) -> &str {{\n    &self.inner.{n}\n}}"),
             Ty::Arguments => format!(
                 "fn {n}<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {{\n    convert::json_to_py(py, self.inner.{n}.json())\n}}"
             ),
@@ -270,10 +315,21 @@ fn python_request_getters(fields: &[Field]) -> String {
             Ty::Bool => format!("fn {n}(&self) -> bool {{\n    self.inner.{n}\n}}"),
             Ty::Texts => format!("fn {n}(&self) -> Vec<String> {{\n    self.inner.{n}.to_vec()\n}}"),
             Ty::U64 => format!("fn {n}(&self) -> u64 {{\n    self.inner.{n}\n}}"),
+            Ty::OptU64 => format!("fn {n}(&self) -> Option<u64> {{\n    self.inner.{n}\n}}"),
             Ty::Json => {
                 format!(
                     "fn {n}<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {{\n    to_py(py, &self.inner.{n})\n}}"
                 )
+            }
+            Ty::OptJson => format!(
+                "fn {n}<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {{\n    self.inner.{n}.as_ref().map(|a| to_py(py, a)).transpose()\n}}"
+            ),
+            Ty::Decision | Ty::Scope => {
+                format!("fn {n}(&self) -> String {{\n    convert::enum_str(&self.inner.{n})\n}}")
+            }
+            Ty::Outcome => format!("fn {n}(&self) -> &'static str {{\n    self.inner.{n}.as_str()\n}}"),
+            Ty::OptCancelReason => {
+                format!("fn {n}(&self) -> Option<&'static str> {{\n    self.inner.{n}.map(|c| c.as_str())\n}}")
             }
         };
         writeln!(out, "{body}").unwrap();
@@ -281,7 +337,7 @@ fn python_request_getters(fields: &[Field]) -> String {
     out
 }
 
-fn python_request_stub(fields: &[Field]) -> String {
+fn python_stub(fields: &[Field]) -> String {
     let mut out = String::new();
     for f in fields {
         writeln!(out, "@property\ndef {}(self) -> {}:", f.name, f.ty.python()).unwrap();
@@ -325,23 +381,27 @@ fn python_error_literal(kinds: &[(String, Vec<String>)]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Node
 
-fn node_request_data(fields: &[Field]) -> String {
+/// The fields of an event's `#[napi(object)]` type (its `.d.ts`, and the strict shape its
+/// JavaScript form is checked against).
+fn node_data(fields: &[Field]) -> String {
     let mut out = String::new();
+    let absent = "#[serde(default, skip_serializing_if = \"Option::is_none\")]";
     for f in fields {
         rust_docs(&mut out, &f.docs);
         let n = &f.name;
         let decl = match f.ty {
-            Ty::Uuid | Ty::Text | Ty::Digest => format!("pub {n}: String,"),
+            Ty::Uuid | Ty::Text | Ty::Str | Ty::Digest => format!("pub {n}: String,"),
             Ty::Arguments => format!("#[napi(ts_type = \"any\")]\npub {n}: Value,"),
-            Ty::OptText => {
-                format!("#[serde(default, skip_serializing_if = \"Option::is_none\")]\npub {n}: Option<String>,")
-            }
+            Ty::OptText => format!("{absent}\npub {n}: Option<String>,"),
             Ty::Bool => format!("pub {n}: bool,"),
             Ty::Texts => format!("#[serde(default)]\npub {n}: Vec<String>,"),
             Ty::U64 => format!("#[napi(ts_type = \"number\")]\npub {n}: u64,"),
-            Ty::Json => format!(
-                "#[napi(ts_type = \"any\")]\n#[serde(default, skip_serializing_if = \"Option::is_none\")]\npub {n}: Option<Value>,"
-            ),
+            Ty::OptU64 => format!("#[napi(ts_type = \"number\")]\n{absent}\npub {n}: Option<u64>,"),
+            Ty::Json | Ty::OptJson => format!("#[napi(ts_type = \"any\")]\n{absent}\npub {n}: Option<Value>,"),
+            Ty::Decision => format!("pub {n}: ResponseDecisionKind,"),
+            Ty::Scope => format!("pub {n}: ScopeKind,"),
+            Ty::Outcome => format!("pub {n}: OutcomeKind,"),
+            Ty::OptCancelReason => format!("{absent}\npub {n}: Option<CancelReasonKind>,"),
         };
         writeln!(out, "{decl}").unwrap();
         if f.ty == Ty::Arguments {
@@ -396,21 +456,30 @@ fn node_request_to_json(fields: &[Field]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Swift
 
-fn swift_request_record(fields: &[Field]) -> String {
+/// A record of Swift's own for an event (ids and free JSON as text), with conversions both ways.
+fn swift_record(fields: &[Field]) -> String {
     let mut out = String::new();
     for f in fields {
         let mut docs = f.docs.clone();
-        if matches!(f.ty, Ty::Arguments | Ty::Json) {
+        if f.ty.json() {
             docs.push("As JSON text.".into());
         }
         rust_docs(&mut out, &docs);
         let ty = match f.ty {
-            Ty::Uuid | Ty::Text | Ty::Digest | Ty::Arguments => "String",
-            Ty::OptText | Ty::Json => "Option<String>",
+            Ty::Uuid | Ty::Text | Ty::Str | Ty::Digest | Ty::Arguments => "String",
+            Ty::OptText | Ty::Json | Ty::OptJson => "Option<String>",
             Ty::Bool => "bool",
             Ty::Texts => "Vec<String>",
             Ty::U64 => "u64",
+            Ty::OptU64 => "Option<u64>",
+            Ty::Decision => "ResponseDecision",
+            Ty::Scope => "Scope",
+            Ty::Outcome => "Outcome",
+            Ty::OptCancelReason => "Option<CancelReason>",
         };
+        if ty.starts_with("Option<") {
+            out.push_str("#[uniffi(default = None)]\n");
+        }
         writeln!(out, "pub {}: {ty},", swift_name(f)).unwrap();
         if f.ty == Ty::Arguments {
             rust_docs(&mut out, &display_docs());
@@ -420,16 +489,19 @@ fn swift_request_record(fields: &[Field]) -> String {
     out
 }
 
-fn swift_request_from_core(fields: &[Field]) -> String {
+fn swift_from_core(fields: &[Field]) -> String {
     let mut out = String::new();
     for f in fields {
         let n = &f.name;
         let value = match f.ty {
             Ty::Uuid | Ty::Text | Ty::Digest | Ty::Arguments => format!("r.{n}.to_string()"),
-            Ty::OptText => format!("r.{n}.clone()"),
-            Ty::Bool | Ty::U64 => format!("r.{n}"),
+            Ty::Str | Ty::OptText => format!("r.{n}.clone()"),
+            Ty::Bool | Ty::U64 | Ty::OptU64 | Ty::Decision | Ty::Scope | Ty::Outcome | Ty::OptCancelReason => {
+                format!("r.{n}")
+            }
             Ty::Texts => format!("r.{n}.to_vec()"),
             Ty::Json => format!("opt_json(&r.{n})"),
+            Ty::OptJson => format!("r.{n}.as_ref().map(Value::to_string)"),
         };
         writeln!(out, "{}: {value},", swift_name(f)).unwrap();
         if f.ty == Ty::Arguments {
@@ -439,20 +511,53 @@ fn swift_request_from_core(fields: &[Field]) -> String {
     out
 }
 
-fn swift_request_into_core(fields: &[Field]) -> String {
+/// How a record's id is read back: a request's id that is not a UUID is malformed; a response's
+/// names no request (`unknown_request`, as in every language).
+#[derive(Clone, Copy)]
+enum IdText {
+    Malformed,
+    NamesNoRequest,
+}
+
+fn swift_into_core(fields: &[Field], event: &str, ids: IdText) -> String {
     let mut out = String::new();
     for f in fields {
         let n = &f.name;
-        let what = format!("the request's {}", camel(n));
-        let value = match f.ty {
-            Ty::Uuid => format!("parse_uuid(\"{what}\", &self.{n})?"),
-            Ty::Digest => format!("parse_digest(\"{what}\", &self.{n})?"),
-            Ty::Arguments => format!("parse_value(\"{what}\", &self.{n}_json)?.into()"),
-            Ty::Json => format!("parse_opt_json(\"{what}\", &self.{n}_json)?"),
-            Ty::Text | Ty::Texts => format!("self.{n}.into()"),
-            Ty::OptText | Ty::Bool | Ty::U64 => format!("self.{n}"),
+        let what = format!("the {event}'s {}", camel(n));
+        let value = match (f.ty, ids) {
+            (Ty::Uuid, IdText::Malformed) => format!("parse_uuid(\"{what}\", &self.{n})?"),
+            (Ty::Uuid, IdText::NamesNoRequest) => format!("request_id(&self.{n})?"),
+            (Ty::Digest, _) => format!("parse_digest(\"{what}\", &self.{n})?"),
+            (Ty::Arguments, _) => format!("parse_value(\"{what}\", &self.{n}_json)?.into()"),
+            (Ty::Json, _) => format!("parse_opt_json(\"{what}\", &self.{n}_json)?"),
+            (Ty::OptJson, _) => format!("parse_opt_value(\"{what}\", &self.{n}_json)?"),
+            (Ty::Text | Ty::Texts, _) => format!("self.{n}.into()"),
+            _ => format!("self.{n}"),
         };
         writeln!(out, "{n}: {value},").unwrap();
+    }
+    out
+}
+
+/// The fields of a `#[uniffi::remote(Record)]`: the core's own, ids as `RequestId`.
+fn swift_remote_record(fields: &[Field]) -> String {
+    let mut out = String::new();
+    for f in fields {
+        rust_docs(&mut out, &f.docs);
+        let ty = match f.ty {
+            Ty::Uuid => "RequestId",
+            Ty::Str => "String",
+            Ty::OptText => "Option<String>",
+            Ty::Bool => "bool",
+            Ty::U64 => "u64",
+            Ty::OptU64 => "Option<u64>",
+            Ty::Decision => "ResponseDecision",
+            Ty::Scope => "Scope",
+            Ty::Outcome => "Outcome",
+            Ty::OptCancelReason => "Option<CancelReason>",
+            other => panic!("{}: a remote record cannot hold {other:?} (uniffi has no form of it)", f.name),
+        };
+        writeln!(out, "pub {}: {ty},", f.name).unwrap();
     }
     out
 }
@@ -486,30 +591,45 @@ fn splice(text: &str, region: &str, content: &str) -> Option<String> {
 
 #[test]
 fn generated_regions_match_the_core() {
-    let fields = request_fields();
     let kinds = error_kinds();
-    let regions: Vec<(&str, &str, String)> = vec![
-        ("bindings-python/src/events.rs", "request-fields", python_request_getters(&fields)),
-        ("bindings-python/python/signoff/_native.pyi", "request-fields", python_request_stub(&fields)),
-        ("bindings-python/python/signoff/_native.pyi", "error-classes", python_error_stubs(&kinds)),
-        ("bindings-python/python/signoff/_native.pyi", "error-names", python_error_names(&kinds)),
-        ("bindings-python/python/signoff/errors.py", "error-imports", python_error_imports(&kinds)),
-        ("bindings-python/python/signoff/errors.py", "error-kinds", python_error_literal(&kinds)),
-        ("bindings-python/python/signoff/errors.py", "error-names", python_error_names(&kinds)),
-        ("bindings-python/python/signoff/__init__.py", "error-imports", python_error_imports(&kinds)),
-        ("bindings-python/python/signoff/__init__.py", "error-names", python_error_names(&kinds)),
-        ("bindings-node/src/events.rs", "request-fields", node_request_data(&fields)),
-        ("bindings-node/lib/request.ts", "request-properties", node_request_properties(&fields)),
-        ("bindings-node/lib/request.ts", "request-getters", node_request_getters(&fields)),
-        ("bindings-node/lib/request.ts", "request-to-json", node_request_to_json(&fields)),
-        ("bindings-swift/src/types.rs", "request-fields", swift_request_record(&fields)),
-        ("bindings-swift/src/types.rs", "request-from-core", swift_request_from_core(&fields)),
-        ("bindings-swift/src/types.rs", "request-into-core", swift_request_into_core(&fields)),
+    let mut regions: Vec<(&str, String, String)> = vec![
+        ("bindings-python/python/signoff/_native.pyi", "error-classes".into(), python_error_stubs(&kinds)),
+        ("bindings-python/python/signoff/_native.pyi", "error-names".into(), python_error_names(&kinds)),
+        ("bindings-python/python/signoff/errors.py", "error-imports".into(), python_error_imports(&kinds)),
+        ("bindings-python/python/signoff/errors.py", "error-kinds".into(), python_error_literal(&kinds)),
+        ("bindings-python/python/signoff/errors.py", "error-names".into(), python_error_names(&kinds)),
+        ("bindings-python/python/signoff/__init__.py", "error-imports".into(), python_error_imports(&kinds)),
+        ("bindings-python/python/signoff/__init__.py", "error-names".into(), python_error_names(&kinds)),
     ];
+    for (name, _) in EVENTS {
+        let fields = event_fields(name);
+        let short = name.trim_start_matches("Confirmation").to_lowercase();
+        let region = |what: &str| format!("{short}-{what}");
+        regions.push(("bindings-python/src/events.rs", region("fields"), python_getters(&fields)));
+        regions.push(("bindings-python/python/signoff/_native.pyi", region("fields"), python_stub(&fields)));
+        regions.push(("bindings-node/src/events.rs", region("fields"), node_data(&fields)));
+        match short.as_str() {
+            "request" => {
+                regions.push(("bindings-node/lib/request.ts", region("properties"), node_request_properties(&fields)));
+                regions.push(("bindings-node/lib/request.ts", region("getters"), node_request_getters(&fields)));
+                regions.push(("bindings-node/lib/request.ts", region("to-json"), node_request_to_json(&fields)));
+            }
+            "response" => {}
+            _ => {
+                regions.push(("bindings-swift/src/types.rs", region("fields"), swift_remote_record(&fields)));
+                continue;
+            }
+        }
+        let ids = if short == "request" { IdText::Malformed } else { IdText::NamesNoRequest };
+        regions.push(("bindings-swift/src/types.rs", region("fields"), swift_record(&fields)));
+        regions.push(("bindings-swift/src/types.rs", region("from-core"), swift_from_core(&fields)));
+        regions.push(("bindings-swift/src/types.rs", region("into-core"), swift_into_core(&fields, &short, ids)));
+    }
     let write = std::env::var("SIGNOFF_SOURCEGEN").as_deref() == Ok("write");
     let mut stale = Vec::new();
     let mut files: Vec<(&str, String)> = Vec::new();
     for (file, region, content) in &regions {
+        let region = region.as_str();
         let at = match files.iter().position(|(f, _)| f == file) {
             Some(at) => at,
             None => {
@@ -558,24 +678,31 @@ fn a_region_is_replaced_with_its_markers_indentation() {
 }
 
 #[test]
-fn every_request_field_is_read() {
-    let fields = request_fields();
-    // A request with every field set, from its JSON form; written back, it has exactly the
-    // declared fields (and the derived `display_arguments`): what the bindings are generated
-    // from is what the core reads and writes.
-    let mut json = serde_json::json!({ "type": "confirmation-request" });
-    for f in &fields {
-        json[f.name.as_str()] = f.ty.sample();
-    }
-    let event = signoff::Event::from_json(json.clone()).unwrap_or_else(|e| panic!("{e}: {json}"));
-    let written = event.to_json();
-    let mut keys: Vec<&str> = written.as_object().unwrap().keys().map(String::as_str).collect();
-    keys.retain(|k| !matches!(*k, "type" | "display_arguments"));
-    keys.sort();
-    let mut names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-    names.sort();
-    assert_eq!(keys, names, "the request's JSON form and its declared fields differ");
-    for f in &fields {
-        assert_eq!(written[f.name.as_str()], json[f.name.as_str()], "{} is not written back as read", f.name);
+fn every_field_of_every_event_is_read_and_written() {
+    // Each event with every field set, from its JSON form; written back, it has exactly the
+    // declared fields (and a request's derived `display_arguments`), each as it was read: what
+    // the bindings are generated from is what the core reads and writes.
+    for (name, tag) in EVENTS {
+        let fields = event_fields(name);
+        let mut json = serde_json::json!({ "type": tag });
+        for f in &fields {
+            json[f.name.as_str()] = f.ty.sample();
+        }
+        let event = signoff::Event::from_json(json.clone()).unwrap_or_else(|e| panic!("{name}: {e}: {json}"));
+        let written = event.to_json();
+        let mut keys: Vec<&str> = written.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.retain(|k| !matches!(*k, "type" | "display_arguments"));
+        keys.sort();
+        let mut names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        names.sort();
+        assert_eq!(keys, names, "{name}: its JSON form and its declared fields differ");
+        for f in &fields {
+            assert_eq!(
+                written[f.name.as_str()],
+                json[f.name.as_str()],
+                "{name}.{} is not written back as read",
+                f.name
+            );
+        }
     }
 }

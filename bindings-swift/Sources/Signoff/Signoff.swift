@@ -4930,7 +4930,7 @@ public struct ConfirmationRequest: Equatable, Hashable {
          */sessionId: String, 
         /**
          * The model's id for this tool call, if it gave one.
-         */toolCallId: String?, 
+         */toolCallId: String? = nil, 
         /**
          * Whether the person may edit the arguments.
          */editable: Bool, 
@@ -4949,7 +4949,7 @@ public struct ConfirmationRequest: Equatable, Hashable {
         /**
          * Free metadata from the caller (absent when none was given).
          * As JSON text.
-         */metadataJson: String?) {
+         */metadataJson: String? = nil) {
         self.id = id
         self.tool = tool
         self.description = description
@@ -5040,9 +5040,21 @@ public func FfiConverterTypeConfirmationRequest_lower(_ value: ConfirmationReque
  * The final event of every request.
  */
 public struct ConfirmationResolved: Equatable, Hashable {
+    /**
+     * The request's id.
+     */
     public var id: RequestId
+    /**
+     * The request's tool.
+     */
     public var tool: String
+    /**
+     * The request's session.
+     */
     public var sessionId: String
+    /**
+     * How the request ended.
+     */
     public var outcome: Outcome
     /**
      * Why it was cancelled (outcome `cancelled` only).
@@ -5056,16 +5068,35 @@ public struct ConfirmationResolved: Equatable, Hashable {
      * The reason given with a denial.
      */
     public var reason: String?
+    /**
+     * `session` when the approval also granted later calls of the tool in the session, else
+     * `once`.
+     */
     public var scope: Scope
     /**
      * The person changed the arguments.
      */
     public var edited: Bool
+    /**
+     * When the request resolved, in Unix epoch milliseconds.
+     */
     public var atMs: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: RequestId, tool: String, sessionId: String, outcome: Outcome, 
+    public init(
+        /**
+         * The request's id.
+         */id: RequestId, 
+        /**
+         * The request's tool.
+         */tool: String, 
+        /**
+         * The request's session.
+         */sessionId: String, 
+        /**
+         * How the request ended.
+         */outcome: Outcome, 
         /**
          * Why it was cancelled (outcome `cancelled` only).
          */cancelReason: CancelReason?, 
@@ -5074,10 +5105,17 @@ public struct ConfirmationResolved: Equatable, Hashable {
          */responder: String?, 
         /**
          * The reason given with a denial.
-         */reason: String?, scope: Scope, 
+         */reason: String?, 
+        /**
+         * `session` when the approval also granted later calls of the tool in the session, else
+         * `once`.
+         */scope: Scope, 
         /**
          * The person changed the arguments.
-         */edited: Bool, atMs: UInt64) {
+         */edited: Bool, 
+        /**
+         * When the request resolved, in Unix epoch milliseconds.
+         */atMs: UInt64) {
         self.id = id
         self.tool = tool
         self.sessionId = sessionId
@@ -5155,37 +5193,83 @@ public func FfiConverterTypeConfirmationResolved_lower(_ value: ConfirmationReso
  * Prefer `Gate.approve` / `Gate.deny` / `PendingRequest`, which fill them in.
  */
 public struct ConfirmationResponse: Equatable, Hashable {
+    /**
+     * The request's id.
+     */
     public var id: String
+    /**
+     * Approve or deny.
+     */
     public var decision: ResponseDecision
+    /**
+     * Once (default) or for the rest of the session.
+     */
     public var scope: Scope
     /**
-     * Edited arguments as JSON text (approve only; the tool must be editable).
+     * Edited arguments (approve only; the tool must be editable). Validated against the
+     * tool's schema before they can run. `null` is no edit, as when absent.
+     * As JSON text.
      */
     public var argumentsJson: String?
     /**
      * The person's reason, passed to the model on a denial.
      */
     public var reason: String?
+    /**
+     * Who answered.
+     */
     public var responder: String?
+    /**
+     * The tool the person saw; checked against the request when present.
+     */
     public var tool: String?
+    /**
+     * The digest of the arguments the person saw; checked against the request when present.
+     */
     public var argumentsDigest: String?
+    /**
+     * The request's session; checked against the request when present.
+     */
     public var sessionId: String?
     /**
-     * When the person answered (epoch ms); filled in by the gate when nil.
+     * When the person answered, in Unix epoch milliseconds; filled in by the gate when absent.
      */
     public var atMs: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: String, decision: ResponseDecision, scope: Scope, 
+    public init(
         /**
-         * Edited arguments as JSON text (approve only; the tool must be editable).
+         * The request's id.
+         */id: String, 
+        /**
+         * Approve or deny.
+         */decision: ResponseDecision, 
+        /**
+         * Once (default) or for the rest of the session.
+         */scope: Scope, 
+        /**
+         * Edited arguments (approve only; the tool must be editable). Validated against the
+         * tool's schema before they can run. `null` is no edit, as when absent.
+         * As JSON text.
          */argumentsJson: String? = nil, 
         /**
          * The person's reason, passed to the model on a denial.
-         */reason: String? = nil, responder: String? = nil, tool: String? = nil, argumentsDigest: String? = nil, sessionId: String? = nil, 
+         */reason: String? = nil, 
         /**
-         * When the person answered (epoch ms); filled in by the gate when nil.
+         * Who answered.
+         */responder: String? = nil, 
+        /**
+         * The tool the person saw; checked against the request when present.
+         */tool: String? = nil, 
+        /**
+         * The digest of the arguments the person saw; checked against the request when present.
+         */argumentsDigest: String? = nil, 
+        /**
+         * The request's session; checked against the request when present.
+         */sessionId: String? = nil, 
+        /**
+         * When the person answered, in Unix epoch milliseconds; filled in by the gate when absent.
          */atMs: UInt64? = nil) {
         self.id = id
         self.decision = decision
@@ -5262,26 +5346,44 @@ public func FfiConverterTypeConfirmationResponse_lower(_ value: ConfirmationResp
  * Sent when a request's deadline passes with no answer.
  */
 public struct ConfirmationTimeout: Equatable, Hashable {
+    /**
+     * The request's id.
+     */
     public var id: RequestId
+    /**
+     * The request's tool.
+     */
     public var tool: String
+    /**
+     * The request's session.
+     */
     public var sessionId: String
     /**
-     * The request's deadline (epoch ms).
+     * The request's deadline, in Unix epoch milliseconds.
      */
     public var deadlineMs: UInt64
     /**
-     * When the timeout was detected (epoch ms).
+     * When the timeout was detected, in Unix epoch milliseconds.
      */
     public var atMs: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: RequestId, tool: String, sessionId: String, 
+    public init(
         /**
-         * The request's deadline (epoch ms).
+         * The request's id.
+         */id: RequestId, 
+        /**
+         * The request's tool.
+         */tool: String, 
+        /**
+         * The request's session.
+         */sessionId: String, 
+        /**
+         * The request's deadline, in Unix epoch milliseconds.
          */deadlineMs: UInt64, 
         /**
-         * When the timeout was detected (epoch ms).
+         * When the timeout was detected, in Unix epoch milliseconds.
          */atMs: UInt64) {
         self.id = id
         self.tool = tool
