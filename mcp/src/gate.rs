@@ -3,11 +3,11 @@
 
 use crate::config::{Gating, ProxyConfig, SEPARATOR, ToolOverride};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, ContentBlock,
-    CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, RequestStateCodec, RequestStateError, ResultType, SealOptions, ServerCapabilities, ServerConfig,
-    ServerResult, Tool as McpTool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ClientResult, ContentBlock, CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, Implementation, InputRequest, InputRequests, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestStateCodec, RequestStateError, ResultType,
+    SealOptions, ServerCapabilities, ServerConfig, ServerRequest, ServerResult, Tool as McpTool,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RunningService};
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
@@ -721,8 +721,7 @@ impl McpGate {
     async fn elicit(&self, p: PendingRequest, who: &Who, cx: &RequestContext<RoleServer>) {
         let req = p.request().clone();
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
-        let asked =
-            cx.peer.create_elicitation_with_timeout(approval_form(&req.prompt, &req.display_arguments()), Some(left));
+        let asked = ask_client(&cx.peer, approval_form(&req.prompt, &req.display_arguments()), left);
         let answer = tokio::select! {
             r = asked => r,
             _ = cx.ct.cancelled() => {
@@ -947,7 +946,7 @@ impl McpGate {
             let _asking = self.asking(t, p.request().id, &voided);
             let req = p.request().clone();
             let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
-            let asked = cx.peer.create_elicitation_with_timeout(url_form(&req, page), Some(left));
+            let asked = ask_client(&cx.peer, url_form(&req, page), left);
             let answer = tokio::select! {
                 r = asked => r,
                 _ = cx.ct.cancelled() => Ok(ElicitResult::new(ElicitationAction::Cancel)),
@@ -1353,6 +1352,42 @@ fn register(
         eprintln!("signoff mcp: {name}: the upstream's input schema is not usable here ({e}); accepting any object");
     }
     Ok(())
+}
+
+/// Asks the client (`elicitation/create`), waiting at most `left` for its answer. A question
+/// whose answer no longer matters, because the call ended meanwhile (decided elsewhere, voided
+/// by a changed definition, cancelled), is withdrawn: the client is sent `notifications/cancelled`
+/// for it, so it can close the form or link it shows (rmcp sends one itself past `left`). An
+/// answer that comes anyway is ignored.
+async fn ask_client(
+    peer: &Peer<RoleServer>,
+    params: ElicitRequestParams,
+    left: Duration,
+) -> Result<ElicitResult, rmcp::ServiceError> {
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    let handle = peer.send_request_with_option(request, PeerRequestOptions::with_timeout(left)).await?;
+    let mut unanswered = Withdraw(Some((peer.clone(), handle.id.clone())));
+    let answer = handle.await_response().await;
+    unanswered.0 = None;
+    match answer? {
+        ClientResult::ElicitResult(r) => Ok(r),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+/// A question to the client still unanswered: withdrawn (`notifications/cancelled`) when dropped.
+struct Withdraw(Option<(Peer<RoleServer>, rmcp::model::RequestId)>);
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        rt.spawn(async move {
+            let why = "signoff-mcp: the call this asked about ended (decided, voided or cancelled)";
+            let notice = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why.to_owned())));
+            let _ = tokio::time::timeout(CANCEL_SEND, notice).await;
+        });
+    }
 }
 
 /// How long sending `notifications/cancelled` for an abandoned upstream call may take.

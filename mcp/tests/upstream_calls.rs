@@ -178,11 +178,13 @@ async fn a_client_cancelling_the_identical_retry_of_a_call_approved_elsewhere_ca
 }
 
 /// A 2025-06-18 client whose person takes their time: each elicitation waits for `release`,
-/// then approves.
+/// then approves. A question the proxy withdraws meanwhile (`notifications/cancelled`) is
+/// counted in `withdrawn`, and still answered when released (as a client that ignores it would).
 #[derive(Clone, Default)]
 struct Slow {
     asked: Arc<AtomicUsize>,
     release: Arc<tokio::sync::Notify>,
+    withdrawn: Arc<AtomicUsize>,
 }
 
 impl ClientHandler for Slow {
@@ -197,10 +199,16 @@ impl ClientHandler for Slow {
     async fn create_elicitation(
         &self,
         _req: ElicitRequestParams,
-        _cx: RequestContext<RoleClient>,
+        cx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         self.asked.fetch_add(1, Ordering::SeqCst);
-        self.release.notified().await;
+        tokio::select! {
+            _ = self.release.notified() => {}
+            _ = cx.ct.cancelled() => {
+                self.withdrawn.fetch_add(1, Ordering::SeqCst);
+                self.release.notified().await;
+            }
+        }
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
     }
 }
@@ -224,7 +232,9 @@ async fn changed_while_the_form_is_open(change: impl FnOnce(&Shifty), notice: &s
         tokio::time::sleep(Duration::from_millis(200)).await;
         // The proxy lists the upstream again (here for tools/list) while the form is open.
         w.client.list_all_tools().await.unwrap();
-        // Then the person approves what they were shown.
+        // The client is told to close the form (`notifications/cancelled`).
+        assert!(reaches(&person.withdrawn, 1).await, "the voided question was not withdrawn");
+        // The person approves what they were shown all the same.
         person.release.notify_one();
         request
     };
@@ -250,6 +260,55 @@ async fn changed_while_the_form_is_open(change: impl FnOnce(&Shifty), notice: &s
     assert!(!records.iter().any(|r| r.kind == AuditKind::Execution), "{records:?}");
     assert!(!records.iter().any(|r| r.kind == AuditKind::Response), "nobody's answer counted: {records:?}");
     assert!(gate.pending().is_empty());
+    gate.close();
+}
+
+/// The person's form is open when someone approves the request elsewhere (a console, a token):
+/// the call runs once, and the client is told to close the form (`notifications/cancelled` for
+/// its `elicitation/create`), whose later answer counts for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_still_open_when_the_request_is_decided_elsewhere_is_withdrawn() {
+    let up = Shifty::default();
+    let audit = MemoryAuditSink::new();
+    let gate = keyed().audit(audit.clone()).build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        let request = gate.pending()[0].clone();
+        gate.respond(signoff::ConfirmationResponse::approve(&request).with_responder("alice")).unwrap();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    let r = r.expect("tools/call");
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert!(reaches(&person.withdrawn, 1).await, "the question was not withdrawn");
+    // The person's late answer changes nothing.
+    person.release.notify_one();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+    let responses = audit.records().into_iter().filter(|r| r.kind == AuditKind::Response).count();
+    assert_eq!(responses, 1, "only alice's answer counted");
+    gate.close();
+}
+
+/// A form answered in time is not withdrawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_answered_is_not_withdrawn() {
+    let up = Shifty::default();
+    let gate = keyed().build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        person.release.notify_one();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    assert_eq!(r.expect("tools/call").is_error, Some(false));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(person.withdrawn.load(Ordering::SeqCst), 0);
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
     gate.close();
 }
 
