@@ -227,6 +227,13 @@ impl ConsoleOptions {
 /// so that wrong approver keys lock out the address that sent them, not the approver; without it
 /// every client counts as one address.
 ///
+/// The router bounds each request's body (its size, and 10 s to arrive). The limits
+/// [`Console::start`] puts on connections are its server's, not the router's: at most
+/// [`Console::MAX_CONNECTIONS`] at once, a request head within [`Console::HEADER_READ_TIMEOUT`],
+/// a connection closed after 30 s without write progress. A server of your own that mounts this
+/// router sets its own (hyper's and tower's settings): without them, one client can hold
+/// connections open for ever.
+///
 /// Errors: `config` when the gate has no token keys (decisions are submitted as signed tokens)
 /// or an option is out of range.
 pub fn router(gate: Gate, options: ConsoleOptions) -> Result<axum::Router> {
