@@ -232,7 +232,9 @@ type NativeStart<T> = (
 ) => T | null | Promise<T | null>
 
 /** A response's fields ({@link ConfirmationResponseInput}), in Node's names. */
-const RESPONSE_FIELDS = ['id', 'decision', 'arguments', 'scope', 'reason', 'responder', 'tool', 'argumentsDigest', 'sessionId', 'atMs', 'type'] as const
+// @generated begin response-field-names (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
+const RESPONSE_FIELDS = ['id', 'decision', 'scope', 'arguments', 'reason', 'responder', 'tool', 'argumentsDigest', 'sessionId', 'atMs', 'type'] as const
+// @generated end response-field-names
 /** True when `A` and `B` name the same fields. */
 type SameFields<A, B> = [Exclude<keyof A, keyof B> | Exclude<keyof B, keyof A>] extends [never] ? true : false
 // Checked by the compiler: the fields `respond` takes are exactly those of its input type, and
@@ -678,6 +680,7 @@ export class Gate extends EventEmitter {
     const shape = RESPONSE
     const r = fields(response, shape)
     const checked: Record<string, unknown> = {
+      // @generated begin response-checks (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
       id: reqString(r, 'id', shape, ': the id of the request it answers (req.id)'),
       decision: reqEnum(r, 'decision', shape, DECISIONS),
       scope: optEnum(r, 'scope', shape, SCOPES),
@@ -687,6 +690,7 @@ export class Gate extends EventEmitter {
       argumentsDigest: optString(r, 'argumentsDigest', shape),
       sessionId: optString(r, 'sessionId', shape),
       atMs: optNumber(r, 'atMs', shape, 'a whole number of epoch milliseconds', { whole: true }),
+      // @generated end response-checks
     }
     optEnum(r, 'type', shape, ['confirmation-response'])
     return [fieldsToJson(checked, camelToSnake, 'the response'), toJson(r.arguments, 'arguments', 'edited arguments')]

@@ -367,17 +367,31 @@ export interface DenyOptions {
  * (`malformed`), and so is a missing `id` or `decision`, before the gate sees the response.
  */
 export interface ConfirmationResponseInput {
-  /** The request's id (`req.id`). */
+  // @generated begin response-input (core/tests/sourcegen.rs, from the core's `ConfirmationResponse`)
+  /** The request's id. */
   id: string
+  /** Approve or deny. */
   decision: ResponseDecision
-  arguments?: unknown
+  /** Once (default) or for the rest of the session. */
   scope?: Scope
+  /**
+   * Edited arguments (approve only; the tool must be editable). Validated against the
+   * tool's schema before they can run. `null` is no edit, as when absent.
+   */
+  arguments?: unknown
+  /** The person's reason, passed to the model on a denial. */
   reason?: string
+  /** Who answered. */
   responder?: string
+  /** The tool the person saw; checked against the request when present. */
   tool?: string
+  /** The digest of the arguments the person saw; checked against the request when present. */
   argumentsDigest?: string
+  /** The request's session; checked against the request when present. */
   sessionId?: string
+  /** When the person answered, in Unix epoch milliseconds; filled in by the gate when absent. */
   atMs?: number
+  // @generated end response-input
   /** Optional: a `confirmation-response` event can be passed as it is. */
   type?: 'confirmation-response'
 }

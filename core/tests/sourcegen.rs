@@ -453,6 +453,60 @@ fn node_request_to_json(fields: &[Field]) -> String {
     out
 }
 
+/// The fields `Gate.respond` takes, in Node's names (its checks and the input type are checked
+/// against them by the compiler), and the event's `type`.
+fn node_response_field_names(fields: &[Field]) -> String {
+    let mut names: Vec<String> = fields.iter().map(|f| format!("'{}'", camel(&f.name))).collect();
+    names.push("'type'".into());
+    format!("const RESPONSE_FIELDS = [{}] as const\n", names.join(", "))
+}
+
+/// `ConfirmationResponseInput`'s fields: what the response's JSON form requires is required.
+fn node_response_input(fields: &[Field]) -> String {
+    let mut out = String::new();
+    for f in fields {
+        js_docs(&mut out, &f.docs);
+        let (optional, ty) = match f.ty {
+            Ty::Uuid => ("", "string"),
+            Ty::Decision => ("", "ResponseDecision"),
+            Ty::Scope => ("?", "Scope"),
+            Ty::OptText => ("?", "string"),
+            Ty::OptU64 => ("?", "number"),
+            Ty::OptJson => ("?", "unknown"),
+            other => panic!("ConfirmationResponse.{}: Node's respond has no check for {other:?}", f.name),
+        };
+        writeln!(out, "{}{optional}: {ty}", camel(&f.name)).unwrap();
+    }
+    out
+}
+
+/// The checks `Gate.respond` makes of each field before the core reads the response (the edited
+/// arguments, free JSON, are converted apart: `toJson`).
+fn node_response_checks(fields: &[Field]) -> String {
+    let mut out = String::new();
+    let json: Vec<&Field> = fields.iter().filter(|f| f.ty.json()).collect();
+    assert!(
+        json.len() == 1 && json[0].name == "arguments",
+        "Node's respond converts one field of free JSON apart, `arguments`: another needs code in `#responseArgs`"
+    );
+    for f in fields.iter().filter(|f| !f.ty.json()) {
+        let c = camel(&f.name);
+        let check = match f.ty {
+            Ty::Uuid => format!("reqString(r, '{c}', shape, ': the id of the request it answers (req.id)')"),
+            Ty::Decision => format!("reqEnum(r, '{c}', shape, DECISIONS)"),
+            Ty::Scope => format!("optEnum(r, '{c}', shape, SCOPES)"),
+            Ty::OptText => format!("optString(r, '{c}', shape)"),
+            Ty::OptU64 if f.name.ends_with("_ms") => {
+                format!("optNumber(r, '{c}', shape, 'a whole number of epoch milliseconds', {{ whole: true }})")
+            }
+            Ty::OptU64 => format!("optNumber(r, '{c}', shape, 'a whole number', {{ whole: true }})"),
+            other => panic!("ConfirmationResponse.{}: Node's respond has no check for {other:?}", f.name),
+        };
+        writeln!(out, "{c}: {check},").unwrap();
+    }
+    out
+}
+
 // ---------------------------------------------------------------------------------------------
 // Swift
 
@@ -614,7 +668,11 @@ fn generated_regions_match_the_core() {
                 regions.push(("bindings-node/lib/request.ts", region("getters"), node_request_getters(&fields)));
                 regions.push(("bindings-node/lib/request.ts", region("to-json"), node_request_to_json(&fields)));
             }
-            "response" => {}
+            "response" => {
+                regions.push(("bindings-node/lib/gate.ts", region("field-names"), node_response_field_names(&fields)));
+                regions.push(("bindings-node/lib/gate.ts", region("checks"), node_response_checks(&fields)));
+                regions.push(("bindings-node/lib/types.ts", region("input"), node_response_input(&fields)));
+            }
             _ => {
                 regions.push(("bindings-swift/src/types.rs", region("fields"), swift_remote_record(&fields)));
                 continue;
