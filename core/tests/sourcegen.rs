@@ -7,8 +7,9 @@
 //!
 //! - each event's fields, read from `core/src/event.rs` (names, types and `///` text): Python's
 //!   getters (`bindings-python/src/events.rs`) and their stubs (`_native.pyi`), Node's types
-//!   (`bindings-node/src/events.rs`, from which napi writes the `.d.ts`) and the request's getters
-//!   and `toJSON` in the facade (`lib/request.ts`), Swift's records and their conversions
+//!   (`bindings-node/src/events.rs`, from which napi writes the `.d.ts`), the request's getters
+//!   and `toJSON` in the facade (`lib/request.ts`) and what `Gate.respond` takes and checks
+//!   (`lib/gate.ts`, `lib/types.ts`), Swift's records and their conversions
 //!   (`bindings-swift/src/types.rs`, from which uniffi writes `Signoff.swift`);
 //! - the error kinds, from `signoff::for_each_error_kind!`: Python's exception stubs and the
 //!   facade's imports and `ErrorKind` literal (Node and Swift declare theirs from the macro).
