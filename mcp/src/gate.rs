@@ -83,8 +83,8 @@ const DEFINITION_CHANGED: &str = "the upstream server changed the tool's definit
 
 /// An approved call's end when its upstream announced a change to its tools that could not be
 /// listed before the call would have run: what would run is not known.
-const DEFINITION_UNKNOWN: &str = "the upstream server announced a change to its tools after approval was asked, and they \
-     could not be listed again, so what would run is not known: the upstream was not contacted";
+const DEFINITION_UNKNOWN: &str = "the upstream server announced a change to its tools while this call waited for approval, \
+     and they could not be listed again, so what would run is not known: the upstream was not contacted";
 
 /// What the model reads of a call asked about inline (an `elicitation/create` inside the call)
 /// whose request was cancelled because the upstream changed the tool's definition, stopped
@@ -215,9 +215,24 @@ struct Asking {
 }
 
 tokio::task_local! {
-    /// The cancellation of the downstream `tools/call` whose approved run is polled in place (the
-    /// executor reads it when it starts): a client that cancels the call cancels it upstream.
-    static DOWNSTREAM: CancellationToken;
+    /// The downstream `tools/call` whose approved run is polled in place (the executor reads it
+    /// when it starts).
+    static DOWNSTREAM: Downstream;
+}
+
+/// What an executor learns of the downstream call that runs it.
+#[derive(Clone)]
+struct Downstream {
+    /// The call's cancellation: a client that cancels the call cancels it upstream.
+    ct: CancellationToken,
+    /// The changes each upstream had announced when the call came ([`Who::announced`]).
+    announced: Arc<[u64]>,
+}
+
+impl Downstream {
+    fn of(ct: &CancellationToken, who: &Who) -> Downstream {
+        Downstream { ct: ct.clone(), announced: who.announced.clone() }
+    }
 }
 
 pub(crate) struct Inner {
@@ -285,7 +300,12 @@ impl McpGate {
             // Changes announced from here on are listed again before a call runs.
             let changes = up.client.service().changes.clone();
             let listed = Arc::new(AtomicU64::new(changes.load(Ordering::SeqCst)));
-            let listing = Listing { announced: changes.clone(), listed: listed.clone(), gate: this.clone() };
+            let listing = Listing {
+                upstream: clients.len(),
+                announced: changes.clone(),
+                listed: listed.clone(),
+                gate: this.clone(),
+            };
             let defs = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
             let via = Via {
                 peer: up.client.peer().clone(),
@@ -418,129 +438,129 @@ impl McpGate {
     /// another [`LIST_TIMEOUT`] lists again.
     async fn refresh(&self) {
         for up in &self.inner.upstreams {
-            if up.changes.load(Ordering::SeqCst) == up.listed.load(Ordering::SeqCst) {
-                continue;
-            }
-            let failed_lately = || lock(&up.retry_at).is_some_and(|at| tokio::time::Instant::now() < at);
-            if failed_lately() {
-                continue;
-            }
-            let _listing = up.listing.lock().await;
-            let target = up.changes.load(Ordering::SeqCst);
-            if target == up.listed.load(Ordering::SeqCst) || failed_lately() {
-                continue;
-            }
-            let listed = match tokio::time::timeout(LIST_TIMEOUT, up.client.list_all_tools()).await {
-                Ok(Ok(l)) => l,
-                failed => {
-                    let why = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no answer within {} s", LIST_TIMEOUT.as_secs()),
-                    };
-                    eprintln!(
-                        "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over",
-                        up.name
-                    );
-                    *lock(&up.retry_at) = Some(tokio::time::Instant::now() + LIST_TIMEOUT);
-                    let names: Vec<String> = {
-                        let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
-                        tools.iter().filter(|(_, t)| t.server == up.name).map(|(n, _)| n.clone()).collect()
-                    };
-                    for name in names {
-                        self.inner.gate.audit_notice(
-                            "definition-unknown",
-                            Some(&name),
-                            format!(
-                                "upstream {:?} announced a change and could not be listed ({why}): session grants \
-                                 revoked, calls asking inline, pending elsewhere or parked between two rounds \
-                                 cancelled",
-                                up.name
-                            ),
-                        );
-                        self.void(&name);
-                    }
-                    continue;
-                }
-            };
-            let mut seen = HashSet::new();
-            for def in listed {
-                let name = format!("{}{SEPARATOR}{}", up.name, def.name);
-                seen.insert(name.clone());
-                let old = self.exposed(&name);
-                let hash = definition_hash(&def);
-                if old.as_ref().is_some_and(|o| o.def_hash == hash) {
-                    continue;
-                }
-                // Before anything else: a call approved for the old definition runs nothing now.
-                if let Some(o) = &old {
-                    o.stale.store(true, Ordering::SeqCst);
-                }
-                let via = Via {
-                    peer: up.client.peer().clone(),
-                    call_timeout: up.call_timeout,
-                    deferred: self.inner.deferred.clone(),
-                    listing: Listing {
-                        announced: up.changes.clone(),
-                        listed: up.listed.clone(),
-                        gate: self.inner.this.clone(),
-                    },
-                };
-                match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, &via) {
-                    Ok(ex) => {
-                        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), ex);
-                    }
-                    Err(e) => {
-                        // Not offered (the old definition is no longer what would run).
-                        eprintln!("signoff mcp: {name}: {e}; it is not offered");
-                        self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
-                        self.inner.gate.unregister(&name);
-                    }
-                }
-                match old.as_ref().map(|o| &o.def_hash) {
-                    Some(old) => {
-                        eprintln!(
-                            "signoff mcp: {name}: the upstream changed its definition; approvals for it start over"
-                        );
-                        self.inner.gate.audit_notice(
-                            "definition-changed",
-                            Some(&name),
-                            format!(
-                                "upstream {:?} changed the definition of {:?} from {old} to {hash}: session grants \
-                                 revoked, calls asking inline, pending elsewhere or parked between two rounds \
-                                 cancelled, request states for the old definition void",
-                                up.name, def.name
-                            ),
-                        );
-                        self.void(&name);
-                    }
-                    None => pinned(&self.inner.gate, &up.name, &def, &hash),
-                }
-            }
-            let gone: Vec<String> = {
-                let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
-                tools
-                    .iter()
-                    .filter(|(n, t)| t.server == up.name && !seen.contains(*n))
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            };
-            for name in gone {
-                eprintln!("signoff mcp: {name}: the upstream no longer offers it");
-                self.inner.gate.audit_notice(
-                    "definition-removed",
-                    Some(&name),
-                    format!("upstream {:?} no longer offers it; its approvals are void", up.name),
-                );
-                let removed = self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
-                if let Some(t) = removed {
-                    t.stale.store(true, Ordering::SeqCst);
-                }
-                self.inner.gate.unregister(&name);
-                self.void(&name);
-            }
-            up.listed.store(target, Ordering::SeqCst);
-            *lock(&up.retry_at) = None;
+            self.refresh_upstream(up).await;
         }
+    }
+
+    /// [`refresh`](Self::refresh) for one upstream.
+    async fn refresh_upstream(&self, up: &Up) {
+        if up.changes.load(Ordering::SeqCst) == up.listed.load(Ordering::SeqCst) {
+            return;
+        }
+        let failed_lately = || lock(&up.retry_at).is_some_and(|at| tokio::time::Instant::now() < at);
+        if failed_lately() {
+            return;
+        }
+        let _listing = up.listing.lock().await;
+        let target = up.changes.load(Ordering::SeqCst);
+        if target == up.listed.load(Ordering::SeqCst) || failed_lately() {
+            return;
+        }
+        let listed = match tokio::time::timeout(LIST_TIMEOUT, up.client.list_all_tools()).await {
+            Ok(Ok(l)) => l,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {} s", LIST_TIMEOUT.as_secs()),
+                };
+                eprintln!(
+                    "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over",
+                    up.name
+                );
+                *lock(&up.retry_at) = Some(tokio::time::Instant::now() + LIST_TIMEOUT);
+                let names: Vec<String> = {
+                    let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+                    tools.iter().filter(|(_, t)| t.server == up.name).map(|(n, _)| n.clone()).collect()
+                };
+                for name in names {
+                    self.inner.gate.audit_notice(
+                        "definition-unknown",
+                        Some(&name),
+                        format!(
+                            "upstream {:?} announced a change and could not be listed ({why}): session grants \
+                             revoked, calls asking inline, pending elsewhere or parked between two rounds \
+                             cancelled",
+                            up.name
+                        ),
+                    );
+                    self.void(&name);
+                }
+                return;
+            }
+        };
+        let mut seen = HashSet::new();
+        for def in listed {
+            let name = format!("{}{SEPARATOR}{}", up.name, def.name);
+            seen.insert(name.clone());
+            let old = self.exposed(&name);
+            let hash = definition_hash(&def);
+            if old.as_ref().is_some_and(|o| o.def_hash == hash) {
+                continue;
+            }
+            // Before anything else: a call approved for the old definition runs nothing now.
+            if let Some(o) = &old {
+                o.stale.store(true, Ordering::SeqCst);
+            }
+            let via = Via {
+                peer: up.client.peer().clone(),
+                call_timeout: up.call_timeout,
+                deferred: self.inner.deferred.clone(),
+                listing: Listing {
+                    upstream: self.inner.upstreams.iter().position(|u| std::ptr::eq(u, up)).unwrap_or(usize::MAX),
+                    announced: up.changes.clone(),
+                    listed: up.listed.clone(),
+                    gate: self.inner.this.clone(),
+                },
+            };
+            match expose(&self.inner.gate, &up.name, &def, &self.inner.overrides, &via) {
+                Ok(ex) => {
+                    self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), ex);
+                }
+                Err(e) => {
+                    // Not offered (the old definition is no longer what would run).
+                    eprintln!("signoff mcp: {name}: {e}; it is not offered");
+                    self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                    self.inner.gate.unregister(&name);
+                }
+            }
+            match old.as_ref().map(|o| &o.def_hash) {
+                Some(old) => {
+                    eprintln!("signoff mcp: {name}: the upstream changed its definition; approvals for it start over");
+                    self.inner.gate.audit_notice(
+                        "definition-changed",
+                        Some(&name),
+                        format!(
+                            "upstream {:?} changed the definition of {:?} from {old} to {hash}: session grants \
+                             revoked, calls asking inline, pending elsewhere or parked between two rounds \
+                             cancelled, request states for the old definition void",
+                            up.name, def.name
+                        ),
+                    );
+                    self.void(&name);
+                }
+                None => pinned(&self.inner.gate, &up.name, &def, &hash),
+            }
+        }
+        let gone: Vec<String> = {
+            let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
+            tools.iter().filter(|(n, t)| t.server == up.name && !seen.contains(*n)).map(|(n, _)| n.clone()).collect()
+        };
+        for name in gone {
+            eprintln!("signoff mcp: {name}: the upstream no longer offers it");
+            self.inner.gate.audit_notice(
+                "definition-removed",
+                Some(&name),
+                format!("upstream {:?} no longer offers it; its approvals are void", up.name),
+            );
+            let removed = self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
+            if let Some(t) = removed {
+                t.stale.store(true, Ordering::SeqCst);
+            }
+            self.inner.gate.unregister(&name);
+            self.void(&name);
+        }
+        up.listed.store(target, Ordering::SeqCst);
+        *lock(&up.retry_at) = None;
     }
 
     /// Voids every approval of a tool: session grants, calls asking their client inline, calls
@@ -628,7 +648,7 @@ impl McpGate {
         let mut call = self.call(t, args, who, Some(route.id));
         call.metadata["loopback"] =
             json!({"request": claims.request_id, "approver": claims.approver, "key": claims.key_id});
-        let exec = DOWNSTREAM.scope(ct.clone(), self.inner.gate.execute(call));
+        let exec = DOWNSTREAM.scope(Downstream::of(ct, who), self.inner.gate.execute(call));
         let approve = async {
             if let Ok(p) = rx.await
                 && let Err(e) = p.approve_with(None, Scope::Once, Some(claims.approver.clone()))
@@ -663,7 +683,7 @@ impl McpGate {
         let (route, rx) = self.route(Some(wait));
         let (gate, deferred) = (self.inner.gate.clone(), self.inner.deferred.clone());
         let call = self.call(t, args, who, Some(route.id));
-        let mut task = tokio::spawn(DOWNSTREAM.scope(ct.clone(), async move {
+        let mut task = tokio::spawn(DOWNSTREAM.scope(Downstream::of(ct, who), async move {
             let r = gate.execute(call).await;
             // Denied, timed out or cancelled, its run never took the signal: the entry goes too.
             if let Some(id) = r.request_id {
@@ -685,7 +705,8 @@ impl McpGate {
     /// Legacy era: `elicitation/create` inside the call.
     async fn ask_legacy(&self, t: &Exposed, args: &Value, who: &Who, cx: &RequestContext<RoleServer>) -> ToolResult {
         let (route, rx) = self.route(None);
-        let exec = DOWNSTREAM.scope(cx.ct.clone(), self.inner.gate.execute(self.call(t, args, who, Some(route.id))));
+        let exec = DOWNSTREAM
+            .scope(Downstream::of(&cx.ct, who), self.inner.gate.execute(self.call(t, args, who, Some(route.id))));
         let voided = CancellationToken::new();
         let ask = async {
             if let Ok(p) = rx.await {
@@ -939,7 +960,8 @@ impl McpGate {
         page: &str,
     ) -> ToolResult {
         let (route, rx) = self.route(None);
-        let exec = DOWNSTREAM.scope(cx.ct.clone(), self.inner.gate.execute(self.call(t, args, who, Some(route.id))));
+        let exec = DOWNSTREAM
+            .scope(Downstream::of(&cx.ct, who), self.inner.gate.execute(self.call(t, args, who, Some(route.id))));
         let voided = CancellationToken::new();
         let ask = async {
             let Ok(p) = rx.await else { return std::future::pending::<ToolResult>().await };
@@ -1123,6 +1145,9 @@ struct Who {
     era: String,
     /// The JSON-RPC id of the `tools/call`.
     rpc_id: String,
+    /// The changes each upstream had announced when the call came, before its listing: one
+    /// announced later was not known when the person was asked ([`Listing::settle`]).
+    announced: Arc<[u64]>,
 }
 
 /// What `requestState` carries (sealed: integrity-protected, bound by associated data to the
@@ -1230,24 +1255,35 @@ struct Via {
 /// gate has listed, for the executors of its tools.
 #[derive(Clone)]
 struct Listing {
+    /// The upstream's place in [`Inner::upstreams`].
+    upstream: usize,
     announced: Arc<AtomicU64>,
     listed: Arc<AtomicU64>,
     gate: Arc<OnceLock<Weak<Inner>>>,
 }
 
 impl Listing {
-    /// Lists the upstream again when it announced a change its gate has not listed yet: an
-    /// approval processed between the announcement and the next call would otherwise run the
-    /// new definition of a tool the person was shown the old one of. `Err` when the listing
-    /// failed (what would run is not known); a changed definition marks the tool's executors
-    /// stale, which the caller checks next.
-    async fn settle(&self) -> Result<(), &'static str> {
+    /// Lists the upstream again when it announced a change its gate has not listed yet since the
+    /// call that runs came (`seen`: what each upstream had announced then, [`Who::announced`]): an
+    /// approval processed between the announcement and the next call would otherwise run the new
+    /// definition of a tool the person was shown the old one of. `Err` when that listing fails
+    /// (what would run is not known); a changed definition marks the tool's executors stale,
+    /// which the caller checks next. A change announced before the call came was listed by the
+    /// call itself, or, when that failed, the call was asked about the definition known then, as
+    /// every call is until the upstream is listed again.
+    async fn settle(&self, seen: Option<&[u64]>) -> Result<(), &'static str> {
         let announced = self.announced.load(Ordering::SeqCst);
         if announced == self.listed.load(Ordering::SeqCst) {
             return Ok(());
         }
+        if seen.and_then(|s| s.get(self.upstream)).is_some_and(|&s| announced <= s) {
+            return Ok(());
+        }
         if let Some(inner) = self.gate.get().and_then(Weak::upgrade) {
-            McpGate { inner, session: String::new(), per_request: false }.refresh().await;
+            let gate = McpGate { inner: inner.clone(), session: String::new(), per_request: false };
+            if let Some(up) = inner.upstreams.get(self.upstream) {
+                gate.refresh_upstream(up).await;
+            }
         }
         if self.listed.load(Ordering::SeqCst) < announced { Err(DEFINITION_UNKNOWN) } else { Ok(()) }
     }
@@ -1308,8 +1344,11 @@ fn register(
                 let (peer, tool, stale, listing) =
                     (peer.clone(), upstream_tool.clone(), stale.clone(), listing.clone());
                 let wait = cx.request_id.and_then(|id| lock(&deferred).remove(&id));
-                // Run in place by the call that was approved (not deferred): its cancellation.
-                let inline = DOWNSTREAM.try_with(CancellationToken::clone).ok();
+                // The call that runs it: its cancellation (run in place by the call that was
+                // approved, not deferred), and what the upstream had announced when it came.
+                let downstream = DOWNSTREAM.try_with(Downstream::clone).ok();
+                let announced = downstream.as_ref().map(|d| d.announced.clone());
+                let inline = downstream.map(|d| d.ct);
                 async move {
                     let ct = match wait {
                         // Approved while the client was away: run only on its identical retry,
@@ -1331,7 +1370,7 @@ fn register(
                     };
                     // The upstream changed the definition the person was asked about (seen now
                     // if it announced the change and it was not listed yet).
-                    listing.settle().await?;
+                    listing.settle(announced.as_deref()).await?;
                     if stale.load(Ordering::SeqCst) {
                         return Err(DEFINITION_CHANGED.into());
                     }
@@ -1714,6 +1753,7 @@ impl McpGate {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = req.name.to_string();
+        let announced: Arc<[u64]> = self.inner.upstreams.iter().map(|u| u.changes.load(Ordering::SeqCst)).collect();
         self.refresh().await;
         let Some(tool) = self.exposed(&name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool {name}"), None));
@@ -1727,10 +1767,11 @@ impl McpGate {
             }),
             era: version.as_ref().map_or_else(|| "unknown".into(), |v| v.as_str().to_owned()),
             rpc_id: cx.id.to_string(),
+            announced,
         };
         if !tool.gating.approval {
             let exec = self.inner.gate.execute(self.call(&tool, &args, &who, None));
-            return Ok(finish(DOWNSTREAM.scope(cx.ct.clone(), exec).await));
+            return Ok(finish(DOWNSTREAM.scope(Downstream::of(&cx.ct, &who), exec).await));
         }
         let marker = cx.meta.get(MARKER_META_KEY).or_else(|| req.meta.as_ref().and_then(|m| m.get(MARKER_META_KEY)));
         if let Some(marker) = marker {

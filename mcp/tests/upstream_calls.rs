@@ -401,3 +401,31 @@ async fn an_approval_after_an_announced_change_that_cannot_be_listed_runs_nothin
     assert!(said.contains("did not run") && said.contains("could not be listed again"), "{said}");
     gate.close();
 }
+
+/// A change announced before the call came, whose listing fails: the call is asked about the
+/// definition known then (every approval given before was voided), and, approved, it runs, as
+/// every call does until the upstream is listed again; only a change announced while a call
+/// waits keeps it from running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_made_after_a_listing_failed_runs_when_approved() {
+    let up = Shifty::default();
+    let gate = keyed().build().unwrap();
+    let person = Slow::default();
+    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    // Longer than the proxy waits for a listing (10 s): the call's own listing fails.
+    up.list_delay_ms.store(12_000, Ordering::SeqCst);
+    w.server.peer().notify_tool_list_changed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        // After the call's listing has given up (10 s).
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        person.release.notify_one();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    let r = r.expect("tools/call");
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(up.runs.load(Ordering::SeqCst), 1);
+    gate.close();
+}
