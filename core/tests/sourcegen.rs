@@ -163,13 +163,26 @@ fn struct_fields(file: &str, name: &str) -> Vec<Field> {
         text.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("no `pub struct {name}` in {file}"));
     let mut fields = Vec::new();
     let mut docs = Vec::new();
+    let mut attrs = String::new();
     for line in text[start..].lines().skip(1) {
         let line = line.trim();
         if line == "}" {
             return fields;
         }
-        if let Some(doc) = line.strip_prefix("///") {
-            docs.push(doc.strip_prefix(' ').unwrap_or(doc).to_owned());
+        if let Some(doc) = line.strip_prefix("///").filter(|d| !d.starts_with('/')) {
+            let doc = doc.strip_prefix(' ').unwrap_or(doc);
+            // Written as they are into Rust, TypeScript and Python comments and docstrings.
+            for bad in ["*/", "\"\"\"", "\\"] {
+                assert!(
+                    !doc.contains(bad),
+                    "{name}: a field's doc has `{bad}`, which would end or break a comment: {doc}"
+                );
+            }
+            docs.push(doc.to_owned());
+        } else if line.starts_with("#[doc") {
+            panic!("{file}: `{name}` documents a field with `#[doc]`: write `///` lines, which this reads");
+        } else if line.starts_with("#[") {
+            attrs.push_str(line);
         } else if let Some(decl) = line.strip_prefix("pub ") {
             let (field, ty) = decl.split_once(':').unwrap_or_else(|| panic!("{file}: cannot read field `{line}`"));
             let ty = ty.trim().trim_end_matches(',');
@@ -177,8 +190,17 @@ fn struct_fields(file: &str, name: &str) -> Vec<Field> {
                 panic!("{name}.{field} has type `{ty}`, which core/tests/sourcegen.rs has no conversions for: add it to `Ty`")
             });
             assert!(!docs.is_empty(), "{name}.{field} has no `///` text: every language shows it to users");
+            // The bindings take an optional field as absent from the JSON form when empty.
+            let absent = attrs.contains("skip_serializing_if");
+            assert_eq!(
+                ty.optional(),
+                absent,
+                "{name}.{field}: an optional field is absent from the JSON form when empty (`#[serde(default, \
+                 skip_serializing_if = ...)]`), and only such a field, as the bindings' copies take it"
+            );
+            attrs.clear();
             fields.push(Field { name: field.trim().to_owned(), ty, docs: std::mem::take(&mut docs) });
-        } else if !(line.is_empty() || line.starts_with("//") || line.starts_with("#[")) {
+        } else if !(line.is_empty() || line.starts_with("//")) {
             panic!("{file}: cannot read `{line}` in `{name}` (one field per line, as rustfmt writes them)");
         }
     }
@@ -646,6 +668,10 @@ fn splice(text: &str, region: &str, content: &str) -> Option<String> {
 
 #[test]
 fn generated_regions_match_the_core() {
+    if !root().join("bindings-python").is_dir() {
+        // The crate alone, outside the repository: there are no bindings to compare.
+        return;
+    }
     let kinds = error_kinds();
     let mut regions: Vec<(&str, String, String)> = vec![
         ("bindings-python/python/signoff/_native.pyi", "error-classes".into(), python_error_stubs(&kinds)),
@@ -762,6 +788,16 @@ fn every_field_of_every_event_is_read_and_written() {
                 "{name}.{} is not written back as read",
                 f.name
             );
+        }
+        // Without its optional fields, it is written back without them.
+        let mut json = serde_json::json!({ "type": tag });
+        for f in fields.iter().filter(|f| !f.ty.optional()) {
+            json[f.name.as_str()] = f.ty.sample();
+        }
+        let written =
+            signoff::Event::from_json(json.clone()).unwrap_or_else(|e| panic!("{name}: {e}: {json}")).to_json();
+        for f in fields.iter().filter(|f| f.ty.optional()) {
+            assert!(written.get(f.name.as_str()).is_none(), "{name}.{} is written when absent: {written}", f.name);
         }
     }
 }
