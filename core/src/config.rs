@@ -153,7 +153,13 @@ fn camel(snake: &str) -> String {
 }
 
 impl Naming {
-    fn name(self, snake: &str) -> String {
+    /// A snake_case name as this naming spells it.
+    ///
+    /// ```
+    /// assert_eq!(signoff::Naming::Camel.name("arguments_digest"), "argumentsDigest");
+    /// assert_eq!(signoff::Naming::Snake.name("arguments_digest"), "arguments_digest");
+    /// ```
+    pub fn name(self, snake: &str) -> String {
         match self {
             Naming::Snake => snake.to_owned(),
             Naming::Camel => camel(snake),

@@ -247,19 +247,7 @@ fn error_kinds() -> Vec<(String, Vec<String>)> {
 }
 
 fn camel(snake: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in snake.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    signoff::Naming::Camel.name(snake)
 }
 
 fn pascal(snake: &str) -> String {

@@ -11,10 +11,11 @@
 
 mod common;
 use common::client::{Answering, lifecycle};
-use common::{Shifty, Stuck, keyed, reaches, text, wire, wire_timed, write};
+use common::{Shifty, Stuck, Wired, keyed, reaches, text, wire, wire_timed, write};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ClientRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses,
+    ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RequestContext, RequestHandle, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -322,28 +323,37 @@ async fn a_tool_gone_while_the_form_is_open_runs_nothing_when_approved() {
     changed_while_the_form_is_open(|up| up.gone.store(true, Ordering::SeqCst), "definition-removed").await
 }
 
-/// The person's form is open when the upstream changes `write` and announces it; the person
-/// approves before anything has made the proxy list the upstream again. The approved call lists
-/// it first, sees the change and runs nothing (before, it ran the new definition of a tool the
+/// One call to `write` whose person, once asked, waits while `change` is made to the upstream
+/// and announced (`notifications/tools/list_changed`, which reaches the proxy; nothing makes it
+/// list the upstream again), then approves. The call's result, and the proxy's client.
+async fn approved_after_an_announced_change(
+    up: &Shifty,
+    gate: &Gate,
+    change: impl FnOnce(&Shifty),
+) -> (CallToolResult, Wired<Shifty, Slow>) {
+    let person = Slow::default();
+    let w = wire(up.clone(), gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+        change(up);
+        w.server.peer().notify_tool_list_changed().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        person.release.notify_one();
+    };
+    let (r, ()) = tokio::join!(call, meanwhile);
+    (r.expect("tools/call"), w)
+}
+
+/// The upstream changes `write` while the person's form is open; the approved call lists it
+/// first, sees the change and runs nothing (before, it ran the new definition of a tool the
 /// person had been shown the old one of).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_after_an_announced_change_not_yet_listed_runs_nothing() {
     let up = Shifty::default();
     let audit = MemoryAuditSink::new();
     let gate = keyed().audit(audit.clone()).build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
-        up.version.store(1, Ordering::SeqCst);
-        w.server.peer().notify_tool_list_changed().await.unwrap();
-        // The announcement reaches the proxy; nothing lists the upstream again.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        person.release.notify_one();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    let r = r.expect("tools/call");
+    let (r, w) = approved_after_an_announced_change(&up, &gate, |up| up.version.store(1, Ordering::SeqCst)).await;
     assert_eq!(up.runs.load(Ordering::SeqCst), 0, "a call approved for the old definition ran");
     assert_eq!(r.is_error, Some(true));
     let said = text(&r);
@@ -361,41 +371,21 @@ async fn an_approval_after_an_announced_change_not_yet_listed_runs_nothing() {
 async fn an_approval_after_an_announced_change_that_left_the_tool_alone_runs() {
     let up = Shifty::default();
     let gate = keyed().build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
-        w.server.peer().notify_tool_list_changed().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        person.release.notify_one();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    let r = r.expect("tools/call");
+    let (r, _w) = approved_after_an_announced_change(&up, &gate, |_| {}).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     assert_eq!(up.runs.load(Ordering::SeqCst), 1);
     gate.close();
 }
 
-/// An announced change whose listing fails (the upstream takes longer than the listing may):
-/// the call approved meanwhile runs nothing, and the model is told what would run is not known.
+/// An announced change whose listing fails (the upstream takes longer than the proxy waits for a
+/// listing, 10 s): the call approved meanwhile runs nothing, and the model is told what would run
+/// is not known.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_after_an_announced_change_that_cannot_be_listed_runs_nothing() {
     let up = Shifty::default();
     let gate = keyed().build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
-        // Longer than the proxy waits for a listing (10 s).
-        up.list_delay_ms.store(12_000, Ordering::SeqCst);
-        w.server.peer().notify_tool_list_changed().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        person.release.notify_one();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    let r = r.expect("tools/call");
+    let (r, _w) =
+        approved_after_an_announced_change(&up, &gate, |up| up.list_delay_ms.store(12_000, Ordering::SeqCst)).await;
     assert_eq!(up.runs.load(Ordering::SeqCst), 0, "a call ran though what would run was not known");
     let said = text(&r);
     assert!(said.contains("did not run") && said.contains("could not be listed again"), "{said}");
