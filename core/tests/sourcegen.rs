@@ -353,7 +353,6 @@ fn python_stub(fields: &[Field]) -> String {
     for f in fields {
         writeln!(out, "@property\ndef {}(self) -> {}:", f.name, f.ty.python()).unwrap();
         py_docstring(&mut out, "    ", &f.docs);
-        out.push_str("    ...\n");
     }
     out
 }

@@ -161,70 +161,54 @@ class ConfirmationRequest:
     @property
     def request_id(self) -> str:
         """The request's id (as ``id``): the request this event is about."""
-        ...
     @property
     def display_arguments(self) -> str:
         """Pretty JSON of the arguments with control, bidi and zero-width characters escaped: show
         this, not a rendering of the arguments of your own.
         """
-        ...
     # @generated begin request-fields (core/tests/sourcegen.rs, from the core's `ConfirmationRequest`)
     @property
     def id(self) -> str:
         """The request's id (a UUID); a response carries it back."""
-        ...
     @property
     def tool(self) -> str:
         """The tool's name."""
-        ...
     @property
     def description(self) -> str:
         """The tool's description, escaped for display."""
-        ...
     @property
     def arguments(self) -> Any:
         """The arguments that run if the request is approved unchanged."""
-        ...
     @property
     def prompt(self) -> str:
         """The rendered prompt, escaped for display."""
-        ...
     @property
     def arguments_digest(self) -> str:
         """``sha256:<hex>`` of the canonical JSON of the arguments; a response may echo it."""
-        ...
     @property
     def session_id(self) -> str:
         """The agent session the call belongs to."""
-        ...
     @property
     def tool_call_id(self) -> Optional[str]:
         """The model's id for this tool call, if it gave one."""
-        ...
     @property
     def editable(self) -> bool:
         """Whether the person may edit the arguments."""
-        ...
     @property
     def reasons(self) -> list[str]:
         """Why approval is needed."""
-        ...
     @property
     def timeout_ms(self) -> int:
         """How long the request waits, in milliseconds."""
-        ...
     @property
     def deadline_ms(self) -> int:
         """When it stops waiting, in Unix epoch milliseconds."""
-        ...
     @property
     def created_at_ms(self) -> int:
         """When it was made, in Unix epoch milliseconds."""
-        ...
     @property
     def metadata(self) -> Any:
         """Free metadata from the caller (absent when none was given)."""
-        ...
     # @generated end request-fields
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self, *, indent: Optional[int] = None) -> str: ...
@@ -242,45 +226,35 @@ class ConfirmationResponse:
     @property
     def id(self) -> str:
         """The request's id."""
-        ...
     @property
     def decision(self) -> Literal["approve", "deny"]:
         """Approve or deny."""
-        ...
     @property
     def scope(self) -> Literal["once", "session"]:
         """Once (default) or for the rest of the session."""
-        ...
     @property
     def arguments(self) -> Any:
         """Edited arguments (approve only; the tool must be editable). Validated against the
         tool's schema before they can run. ``null`` is no edit, as when absent.
         """
-        ...
     @property
     def reason(self) -> Optional[str]:
         """The person's reason, passed to the model on a denial."""
-        ...
     @property
     def responder(self) -> Optional[str]:
         """Who answered."""
-        ...
     @property
     def tool(self) -> Optional[str]:
         """The tool the person saw; checked against the request when present."""
-        ...
     @property
     def arguments_digest(self) -> Optional[str]:
         """The digest of the arguments the person saw; checked against the request when present."""
-        ...
     @property
     def session_id(self) -> Optional[str]:
         """The request's session; checked against the request when present."""
-        ...
     @property
     def at_ms(self) -> Optional[int]:
         """When the person answered, in Unix epoch milliseconds; filled in by the gate when absent."""
-        ...
     # @generated end response-fields
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self, *, indent: Optional[int] = None) -> str: ...
@@ -298,23 +272,18 @@ class ConfirmationTimeout:
     @property
     def id(self) -> str:
         """The request's id."""
-        ...
     @property
     def tool(self) -> str:
         """The request's tool."""
-        ...
     @property
     def session_id(self) -> str:
         """The request's session."""
-        ...
     @property
     def deadline_ms(self) -> int:
         """The request's deadline, in Unix epoch milliseconds."""
-        ...
     @property
     def at_ms(self) -> int:
         """When the timeout was detected, in Unix epoch milliseconds."""
-        ...
     # @generated end timeout-fields
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self, *, indent: Optional[int] = None) -> str: ...
@@ -332,45 +301,35 @@ class ConfirmationResolved:
     @property
     def id(self) -> str:
         """The request's id."""
-        ...
     @property
     def tool(self) -> str:
         """The request's tool."""
-        ...
     @property
     def session_id(self) -> str:
         """The request's session."""
-        ...
     @property
     def outcome(self) -> Literal["approved", "denied", "timed-out", "cancelled"]:
         """How the request ended."""
-        ...
     @property
     def cancel_reason(self) -> Optional[_CancelReason]:
         """Why it was cancelled (outcome ``cancelled`` only)."""
-        ...
     @property
     def responder(self) -> Optional[str]:
         """Who decided (approved or denied only)."""
-        ...
     @property
     def reason(self) -> Optional[str]:
         """The reason given with a denial."""
-        ...
     @property
     def scope(self) -> Literal["once", "session"]:
         """``session`` when the approval also granted later calls of the tool in the session, else
         ``once``.
         """
-        ...
     @property
     def edited(self) -> bool:
         """The person changed the arguments."""
-        ...
     @property
     def at_ms(self) -> int:
         """When the request resolved, in Unix epoch milliseconds."""
-        ...
     # @generated end resolved-fields
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self, *, indent: Optional[int] = None) -> str: ...
