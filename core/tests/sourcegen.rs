@@ -178,6 +178,11 @@ fn struct_fields(file: &str, name: &str) -> Vec<Field> {
                     "{name}: a field's doc has `{bad}`, which would end or break a comment: {doc}"
                 );
             }
+            // Other languages show a link's text as written.
+            assert!(
+                !doc.contains("[`"),
+                "{name}: a field's doc links with [`...`], which reads wrong elsewhere: {doc}"
+            );
             docs.push(doc.to_owned());
         } else if line.starts_with("#[doc") {
             panic!("{file}: `{name}` documents a field with `#[doc]`: write `///` lines, which this reads");
