@@ -214,6 +214,33 @@ impl ClientHandler for Slow {
     }
 }
 
+/// A proxy over `up` with `gate`, asked through a [`Slow`] person.
+async fn slow_person(up: &Shifty, gate: &Gate) -> (Wired<Shifty, Slow>, Slow) {
+    let person = Slow::default();
+    (wire(up.clone(), gate, person.clone(), ClientLifecycleMode::Initialize).await, person)
+}
+
+/// Calls `write` through `w`; once `person` is asked (within 30 s: a call may list its upstream
+/// first for up to 10 s), does `then`, which decides whether and when the person answers.
+async fn call_asked_then<T>(
+    w: &Wired<Shifty, Slow>,
+    person: &Slow,
+    then: impl Future<Output = T>,
+) -> (CallToolResult, T) {
+    let call = w.client.call_tool(write("a"));
+    let meanwhile = async {
+        let asked = async {
+            while person.asked.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), asked).await.expect("the person was never asked");
+        then.await
+    };
+    let (r, t) = tokio::join!(call, meanwhile);
+    (r.expect("tools/call"), t)
+}
+
 /// The person's form is open when the upstream changes `write` (`change`), announces it, and the
 /// proxy lists it again; the person then approves. Nothing runs: the request was cancelled when
 /// the change was seen, the model is told why, and the audit records the change (`notice`) and
@@ -222,11 +249,8 @@ async fn changed_while_the_form_is_open(change: impl FnOnce(&Shifty), notice: &s
     let up = Shifty::default();
     let audit = MemoryAuditSink::new();
     let gate = keyed().audit(audit.clone()).build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+    let (w, person) = slow_person(&up, &gate).await;
+    let (r, request) = call_asked_then(&w, &person, async {
         let request = gate.pending()[0].id;
         change(&up);
         w.server.peer().notify_tool_list_changed().await.unwrap();
@@ -238,9 +262,8 @@ async fn changed_while_the_form_is_open(change: impl FnOnce(&Shifty), notice: &s
         // The person approves what they were shown all the same.
         person.release.notify_one();
         request
-    };
-    let (r, request) = tokio::join!(call, meanwhile);
-    let r = r.expect("tools/call");
+    })
+    .await;
     // The approve may still be on its way: give it the time to (not) run the call.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(up.runs.load(Ordering::SeqCst), 0, "a call approved for the old definition ran");
@@ -272,16 +295,12 @@ async fn a_form_still_open_when_the_request_is_decided_elsewhere_is_withdrawn() 
     let up = Shifty::default();
     let audit = MemoryAuditSink::new();
     let gate = keyed().audit(audit.clone()).build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+    let (w, person) = slow_person(&up, &gate).await;
+    let (r, ()) = call_asked_then(&w, &person, async {
         let request = gate.pending()[0].clone();
         gate.respond(signoff::ConfirmationResponse::approve(&request).with_responder("alice")).unwrap();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    let r = r.expect("tools/call");
+    })
+    .await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     assert!(reaches(&person.withdrawn, 1).await, "the question was not withdrawn");
     // The person's late answer changes nothing.
@@ -298,15 +317,9 @@ async fn a_form_still_open_when_the_request_is_decided_elsewhere_is_withdrawn() 
 async fn a_form_answered_is_not_withdrawn() {
     let up = Shifty::default();
     let gate = keyed().build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
-        person.release.notify_one();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    assert_eq!(r.expect("tools/call").is_error, Some(false));
+    let (w, person) = slow_person(&up, &gate).await;
+    let (r, ()) = call_asked_then(&w, &person, async { person.release.notify_one() }).await;
+    assert_eq!(r.is_error, Some(false));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(person.withdrawn.load(Ordering::SeqCst), 0);
     assert_eq!(up.runs.load(Ordering::SeqCst), 1);
@@ -331,18 +344,15 @@ async fn approved_after_an_announced_change(
     gate: &Gate,
     change: impl FnOnce(&Shifty),
 ) -> (CallToolResult, Wired<Shifty, Slow>) {
-    let person = Slow::default();
-    let w = wire(up.clone(), gate, person.clone(), ClientLifecycleMode::Initialize).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
+    let (w, person) = slow_person(up, gate).await;
+    let (r, ()) = call_asked_then(&w, &person, async {
         change(up);
         w.server.peer().notify_tool_list_changed().await.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         person.release.notify_one();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    (r.expect("tools/call"), w)
+    })
+    .await;
+    (r, w)
 }
 
 /// The upstream changes `write` while the person's form is open; the approved call lists it
@@ -400,21 +410,12 @@ async fn an_approval_after_an_announced_change_that_cannot_be_listed_runs_nothin
 async fn a_call_made_after_a_listing_failed_runs_when_approved() {
     let up = Shifty::default();
     let gate = keyed().build().unwrap();
-    let person = Slow::default();
-    let w = wire(up.clone(), &gate, person.clone(), ClientLifecycleMode::Initialize).await;
+    let (w, person) = slow_person(&up, &gate).await;
     // Longer than the proxy waits for a listing (10 s): the call's own listing fails.
     up.list_delay_ms.store(12_000, Ordering::SeqCst);
     w.server.peer().notify_tool_list_changed().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let call = w.client.call_tool(write("a"));
-    let meanwhile = async {
-        // After the call's listing has given up (10 s).
-        tokio::time::sleep(Duration::from_secs(9)).await;
-        assert!(reaches(&person.asked, 1).await, "the person was never asked");
-        person.release.notify_one();
-    };
-    let (r, ()) = tokio::join!(call, meanwhile);
-    let r = r.expect("tools/call");
+    let (r, ()) = call_asked_then(&w, &person, async { person.release.notify_one() }).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     assert_eq!(up.runs.load(Ordering::SeqCst), 1);
     gate.close();
