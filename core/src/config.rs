@@ -404,6 +404,7 @@ impl GateConfig {
             owner: self.store_owner.clone(),
             schema: self.store_schema.clone(),
             sweep_interval: None,
+            operation_timeout: None,
         };
         let mut b = b.store(crate::PostgresStore::connect(url, options)?);
         if self.audit_in_store {

@@ -40,6 +40,7 @@ fn store(url: &str, schema: &str, owner: Option<&str>) -> Arc<PostgresStore> {
             owner: owner.map(str::to_owned),
             schema: Some(schema.to_owned()),
             sweep_interval: Some(Duration::from_millis(200)),
+            ..Default::default()
         },
     )
     .unwrap()
@@ -560,6 +561,38 @@ fn psql(url: &str, schema: &str, sql: &str) {
     assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A row recovery cannot read (written by hand, or by a newer signoff) fails recovery with an
+/// error naming it, so that an operator can find it; it is not skipped, since nobody could say
+/// whether its call ran. The error used to give the parser's message alone.
+#[test]
+fn an_unreadable_row_fails_recovery_naming_its_request() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let schema = schema();
+    let owner = format!("owner-{}", uuid::Uuid::new_v4().simple());
+    let make = || {
+        Gate::builder()
+            .store(store(&url, &schema, Some(&owner)))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap()
+    };
+    let gate = make();
+    let id = uuid::Uuid::new_v4();
+    psql(
+        &url,
+        &schema,
+        &format!(
+            "INSERT INTO signoff_requests (id, owner, state, request, created_at_ms, deadline_at)
+             VALUES ('{id}', '{owner}', 'approved', '{{\"id\": 1', 0, now() + interval '1 hour')"
+        ),
+    );
+    let e = rt().block_on(async { gate.recover() }).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(e.to_string().contains(&id.to_string()), "{e}");
+    gate.close();
+}
+
 #[test]
 fn a_timeout_decided_by_another_hosts_sweeper_reaches_the_waiting_call_as_a_timeout() {
     let Some(url) = url() else { return };
@@ -574,6 +607,7 @@ fn a_timeout_decided_by_another_hosts_sweeper_reaches_the_waiting_call_as_a_time
                     owner: Some(owner),
                     schema: Some(schema.clone()),
                     sweep_interval: Some(Duration::ZERO),
+                    ..Default::default()
                 },
             )
             .unwrap()
@@ -1090,31 +1124,51 @@ fn a_cancel_and_an_approval_from_another_host_never_both_hold() {
     });
 }
 
-/// A TCP proxy in front of the server that, once `frozen` is set, keeps every connection open
-/// and forwards nothing more either way: a database that hangs.
-fn freezing_proxy(url: &str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+/// A TCP proxy in front of the server (see [`freezing_proxy`]).
+struct Proxy {
+    /// The server's URL through the proxy.
+    url: String,
+    /// Set: every connection, open or new, is kept open and forwards nothing more either way (a
+    /// database that hangs).
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+    /// Raised: the connections open then go silent that way, and later ones are forwarded (a
+    /// dropped NAT entry, a partition: the peer neither answers nor closes).
+    silenced: Arc<AtomicUsize>,
+}
+
+impl Proxy {
+    fn silence_open_connections(&self) {
+        self.silenced.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A TCP proxy in front of the server that can stop forwarding while keeping connections open.
+fn freezing_proxy(url: &str) -> Proxy {
     use std::io::{Read, Write};
     let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let silenced = Arc::new(AtomicUsize::new(0));
     let (head, rest) = url.rsplit_once(':').unwrap();
     let (port, tail) = rest.split_once('/').unwrap();
     let target = format!("{}:{port}", head.rsplit_once('@').map_or(head, |(_, h)| h).trim_start_matches("postgres://"));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy_url = format!("{head}:{}/{tail}", listener.local_addr().unwrap().port());
-    let f = frozen.clone();
+    let (f, s) = (frozen.clone(), silenced.clone());
     std::thread::spawn(move || {
         for client in listener.incoming() {
             let Ok(client) = client else { return };
             let Ok(server) = std::net::TcpStream::connect(&target) else { return };
+            let epoch = s.load(Ordering::SeqCst);
             for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
-                let f = f.clone();
+                let (f, s) = (f.clone(), s.clone());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 16384];
                     while let Ok(n) = from.read(&mut buf) {
                         if n == 0 {
                             return;
                         }
-                        // Frozen: swallowed, and the connection left open.
-                        if !f.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err() {
+                        // Frozen or silenced: swallowed, and the connection left open.
+                        let quiet = f.load(Ordering::SeqCst) || s.load(Ordering::SeqCst) > epoch;
+                        if !quiet && to.write_all(&buf[..n]).is_err() {
                             return;
                         }
                     }
@@ -1122,7 +1176,96 @@ fn freezing_proxy(url: &str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
             }
         }
     });
-    (proxy_url, frozen)
+    Proxy { url: proxy_url, frozen, silenced }
+}
+
+/// A store with a short operation timeout, through `proxy`.
+fn store_via(proxy: &Proxy, schema: &str) -> Arc<PostgresStore> {
+    PostgresStore::connect(
+        &proxy.url,
+        PostgresOptions {
+            schema: Some(schema.to_owned()),
+            operation_timeout: Some(Duration::from_secs(1)),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A store whose connections went silent (open, nothing answered or closed: a dropped NAT
+/// entry, a partition) fails the operation waiting on one within its operation timeout, and the
+/// next calls run on new connections: their requests are written and announced, and the
+/// decision made on another host reaches them. The silent connection used to be handed to every
+/// later operation, each failing after 30 s, for as long as the kernel kept it open (hours);
+/// its notifications were never sent at all.
+#[test]
+fn a_store_whose_connections_went_silent_runs_the_next_calls_on_new_ones() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let proxy = freezing_proxy(&url);
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = Gate::builder().store(store_via(&proxy, &schema)).tool(delete_tool(runs.clone())).build().unwrap();
+        let approver = Gate::builder()
+            .store(store(&url, &schema, None))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let _auto = approver.on_request_inline(|p| {
+            let _ = p.approve();
+        });
+        let call = |path: &str| {
+            let call = agent.execute(ToolCall::new("delete_file", json!({ "path": path })));
+            async move { tokio::time::timeout(Duration::from_secs(30), call).await.expect("the call ends") }
+        };
+        assert_eq!(call("/before").await.status, ToolStatus::Executed);
+
+        proxy.silence_open_connections();
+        let t = Instant::now();
+        let r = call("/silent").await;
+        assert_ne!(r.status, ToolStatus::Executed, "{r:?}");
+        assert!(t.elapsed() < Duration::from_secs(10), "failed after {:?}", t.elapsed());
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        let r = call("/after").await;
+        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        approver.close();
+    });
+}
+
+/// An approver whose connections went silent while it waited for requests hears of new ones
+/// again: its listening connection is checked, and replaced, every few seconds. Before, nothing
+/// it waited for needed a read, so nothing noticed: requests made elsewhere never reached it.
+#[test]
+fn an_approver_whose_connections_went_silent_hears_of_new_requests_again() {
+    let Some(url) = url() else { return };
+    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let proxy = freezing_proxy(&url);
+    rt().block_on(async {
+        let schema = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
+        let approver = Gate::builder()
+            .store(store_via(&proxy, &schema))
+            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
+            .build()
+            .unwrap();
+        let _auto = approver.on_request_inline(|p| {
+            let _ = p.approve();
+        });
+        let call = |path: &str| {
+            let call = agent.execute(ToolCall::new("delete_file", json!({ "path": path })));
+            async move { tokio::time::timeout(Duration::from_secs(30), call).await.expect("the call ends") }
+        };
+        assert_eq!(call("/before").await.status, ToolStatus::Executed);
+        proxy.silence_open_connections();
+        let r = call("/after").await;
+        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        approver.close();
+    });
 }
 
 /// Closing a gate whose database hangs (connections open, no answers) with calls waiting: each
@@ -1132,7 +1275,8 @@ fn freezing_proxy(url: &str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
 fn closing_with_a_hung_database_waits_one_timeout_not_one_per_call() {
     let Some(url) = url() else { return };
     let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let (proxied, frozen) = freezing_proxy(&url);
+    let proxy = freezing_proxy(&url);
+    let (proxied, frozen) = (proxy.url.clone(), proxy.frozen.clone());
     rt().block_on(async {
         let gate = Gate::builder()
             .store(store(&proxied, &schema(), None))

@@ -74,8 +74,11 @@ fn fresh_schema() -> String {
 }
 
 fn store(url: &str, schema: &str, owner: Option<String>) -> Res<Arc<PostgresStore>> {
-    PostgresStore::connect(url, PostgresOptions { owner, schema: Some(schema.to_owned()), sweep_interval: None })
-        .map_err(|e| format!("cannot connect: {e}"))
+    PostgresStore::connect(
+        url,
+        PostgresOptions { owner, schema: Some(schema.to_owned()), sweep_interval: None, operation_timeout: None },
+    )
+    .map_err(|e| format!("cannot connect: {e}"))
 }
 
 fn tool() -> Tool {

@@ -110,7 +110,12 @@ fn connect(url: &str, schema: &str, owner: Option<String>) -> Res<Arc<PostgresSt
     // The server may be restarting: try for a while.
     let start = Instant::now();
     loop {
-        let opts = PostgresOptions { owner: owner.clone(), schema: Some(schema.to_owned()), sweep_interval: None };
+        let opts = PostgresOptions {
+            owner: owner.clone(),
+            schema: Some(schema.to_owned()),
+            sweep_interval: None,
+            operation_timeout: None,
+        };
         match PostgresStore::connect(url, opts) {
             Ok(s) => return Ok(s),
             Err(e) if start.elapsed() < Duration::from_secs(30) => {

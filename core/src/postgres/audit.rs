@@ -127,7 +127,7 @@ impl PostgresAuditSink {
     /// Errors: `config` for a URL that is not a PostgreSQL connection string or a bad schema
     /// name, `store` when the server cannot be reached or the table cannot be created.
     pub fn connect(url: &str, schema: Option<&str>) -> Result<Arc<PostgresAuditSink>> {
-        let db = Db::new(url, schema)?;
+        let db = Db::new(url, schema, None)?;
         Self::on(db, schema, true)
     }
 
@@ -480,7 +480,7 @@ async fn append(client: &Client, table: &Table, batch: &[AuditRecord], xid: &mut
 /// Errors: `config` for a bad URL or schema name, `store` when the server cannot be reached or
 /// the table does not exist. (A problem *in* the chain is a finding of the report, not an error.)
 pub fn verify_chain_postgres(url: &str, schema: Option<&str>) -> Result<ChainReport> {
-    let db = Db::new(url, schema)?;
+    let db = Db::new(url, schema, None)?;
     let report = read_and_verify(&db, &Table::new(schema));
     db.close();
     report

@@ -10,12 +10,13 @@
 
 use crate::error::{Error, Result};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls};
 
-/// How long one operation may take before it fails (`store`), whatever the network does.
+/// How long one operation may take before it fails (`store`), whatever the network does, unless
+/// the store's options say otherwise.
 pub(crate) const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 thread_local! {
@@ -29,6 +30,13 @@ pub(crate) struct Db {
     stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     closed: AtomicBool,
+    /// How long one operation may take ([`OPERATION_TIMEOUT`] unless configured).
+    op_timeout: Duration,
+    /// Operations that got no answer in time. A connection that was open when one did is
+    /// replaced at its next use (see [`Slot::get`]): a connection whose peer went silent (a
+    /// dropped NAT entry, a partition, a stopped server) is not closed by anything else for
+    /// hours, and every operation on it would wait out its timeout.
+    stalls: AtomicU64,
 }
 
 pub(crate) fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
@@ -47,7 +55,13 @@ pub(crate) fn ident(name: &str) -> String {
 impl Db {
     /// Parses `url` (`postgres://user@host:port/db?...` or `host=... user=...`), with `schema` as
     /// the search path of every connection, and starts the runtime thread. Connects nothing yet.
-    pub(crate) fn new(url: &str, schema: Option<&str>) -> Result<Arc<Db>> {
+    pub(crate) fn new(url: &str, schema: Option<&str>, op_timeout: Option<Duration>) -> Result<Arc<Db>> {
+        let op_timeout = op_timeout.unwrap_or(OPERATION_TIMEOUT);
+        if op_timeout.is_zero() || op_timeout > Duration::from_secs(24 * 3600) {
+            return Err(Error::Config(format!(
+                "operation_timeout {op_timeout:?}: use more than zero and at most a day"
+            )));
+        }
         let mut config: Config =
             url.parse().map_err(|e| Error::Config(format!("store_url is not a PostgreSQL connection string: {e}")))?;
         if config.get_connect_timeout().is_none() {
@@ -92,6 +106,8 @@ impl Db {
             stop: Mutex::new(Some(stop_tx)),
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
+            op_timeout,
+            stalls: AtomicU64::new(0),
         }))
     }
 
@@ -146,9 +162,36 @@ impl Db {
         }
     }
 
+    /// How many operations got no answer in time, so far (see [`Slot::get`]).
+    pub(crate) fn stalls(&self) -> u64 {
+        self.stalls.load(Ordering::SeqCst)
+    }
+
+    /// `fut` bounded by the operation timeout: `None` when it got no answer in time, and then
+    /// the connections open now are replaced at their next use.
+    pub(crate) async fn timed_out<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        match tokio::time::timeout(self.op_timeout, fut).await {
+            Ok(r) => Some(r),
+            Err(_) => {
+                self.stalls.fetch_add(1, Ordering::SeqCst);
+                None
+            }
+        }
+    }
+
+    /// `fut` bounded by the operation timeout, or a `store` error naming `what` it was doing.
+    pub(crate) async fn bounded<T>(&self, what: &str, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        self.timed_out(fut).await.unwrap_or_else(|| {
+            Err(Error::Store(format!("no answer from PostgreSQL within {:?} while {what}", self.op_timeout)))
+        })
+    }
+
     /// Runs `fut` on the store's runtime and waits for it on this thread. For the synchronous
     /// store seam; never called from the store's own thread (that would wait for itself).
-    pub(crate) fn block<T: Send + 'static>(&self, fut: impl Future<Output = Result<T>> + Send + 'static) -> Result<T> {
+    pub(crate) fn block<T: Send + 'static>(
+        self: &Arc<Self>,
+        fut: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Store("the PostgreSQL store is closed".into()));
         }
@@ -156,12 +199,9 @@ impl Db {
             return Err(Error::Store("a PostgreSQL store operation was called from the store's own thread".into()));
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let db = self.clone();
         self.handle.spawn(async move {
-            let r = match tokio::time::timeout(OPERATION_TIMEOUT, fut).await {
-                Ok(r) => r,
-                Err(_) => Err(Error::Store(format!("no answer from PostgreSQL within {OPERATION_TIMEOUT:?}"))),
-            };
-            let _ = tx.send(r);
+            let _ = tx.send(db.bounded("waiting for an answer", fut).await);
         });
         rx.recv().map_err(|_| Error::Store("the PostgreSQL store stopped".into()))?
     }
@@ -189,7 +229,8 @@ impl Drop for Db {
 
 /// One reconnecting connection: the live client, replaced when it is found closed.
 pub(crate) struct Slot<C> {
-    current: tokio::sync::Mutex<Option<Arc<C>>>,
+    /// The connection, and [`Db::stalls`] when it was opened.
+    current: tokio::sync::Mutex<Option<(Arc<C>, u64)>>,
 }
 
 impl<C> Default for Slot<C> {
@@ -204,21 +245,25 @@ pub(crate) trait Connected: Send + Sync + 'static {
 }
 
 impl<C: Connected> Slot<C> {
-    /// The live connection, reconnecting (with `open`) when there is none or it closed.
-    pub(crate) async fn get<F, Fut>(&self, open: F) -> Result<Arc<C>>
+    /// The live connection, reconnecting (with `open`) when there is none, it closed, or an
+    /// operation of `db` got no answer in time since it was opened (it may be the silent one;
+    /// the operations still waiting on it end at their own timeouts).
+    pub(crate) async fn get<F, Fut>(&self, db: &Db, open: F) -> Result<Arc<C>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<C>>,
     {
         let mut cur = self.current.lock().await;
-        if let Some(c) = cur.as_ref()
+        if let Some((c, opened)) = cur.as_ref()
             && !c.client().is_closed()
+            && *opened == db.stalls()
         {
             return Ok(c.clone());
         }
         *cur = None;
+        let stalls = db.stalls();
         let c = Arc::new(open().await?);
-        *cur = Some(c.clone());
+        *cur = Some((c.clone(), stalls));
         Ok(c)
     }
 }

@@ -76,6 +76,12 @@ pub struct PostgresOptions {
     /// How often this process times out expired requests of every owner (deadlines by the
     /// database's clock). Default 1 s; `Some(Duration::ZERO)` turns this process's sweeper off.
     pub sweep_interval: Option<Duration>,
+    /// How long one operation may wait for the server before it fails with `store` (default
+    /// 30 s; more than zero, at most a day). A connection that was open when an operation got
+    /// no answer in time is replaced at its next use, so a server or network that went silent
+    /// without closing the connection (a dropped NAT entry, a partition) costs the operations
+    /// waiting on it, not every operation after.
+    pub operation_timeout: Option<Duration>,
 }
 
 /// Prepared statements of one connection.
@@ -176,7 +182,7 @@ impl PostgresStore {
     /// Errors: `config` (not a connection string, a bad schema name), `store` (the server
     /// cannot be reached or refuses).
     pub fn connect(url: &str, options: PostgresOptions) -> Result<Arc<PostgresStore>> {
-        let db = Db::new(url, options.schema.as_deref())?;
+        let db = Db::new(url, options.schema.as_deref(), options.operation_timeout)?;
         let owner = options.owner.clone().unwrap_or_else(|| format!("gate-{}", Uuid::new_v4()));
         if owner.is_empty() {
             return Err(Error::Config("the store's owner name is empty".into()));
@@ -244,7 +250,7 @@ impl PostgresStore {
                         return;
                     }
                     // A failed sweep (server away) is retried at the next tick.
-                    let _ = sweep(&s).await;
+                    let _ = s.db.bounded("timing out expired requests", sweep(&s)).await;
                     s.prune_shown();
                 }
             });
@@ -317,7 +323,7 @@ impl PostgresStore {
 impl Shared {
     async fn client(&self) -> Result<Arc<Conn>> {
         self.conn
-            .get(|| async {
+            .get(&self.db, || async {
                 let client = self.db.connect().await?;
                 // The statements here find their rows by key or by a partial index. A generic
                 // plan made while the table was nearly empty scans it whole, and stays cached as
@@ -399,6 +405,13 @@ impl Shared {
         self.watcher.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(Weak::upgrade)
     }
 
+    /// Every request this process waits for or shows.
+    fn waited_for(&self) -> Vec<Uuid> {
+        let mut all: Vec<Uuid> = self.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+        all.extend(self.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
+        all
+    }
+
     /// Re-reads `ids` (those watched or shown here) and hands the decided ones to the watcher.
     async fn reread(self: &Arc<Self>, ids: Vec<Uuid>) -> Result<()> {
         let ids: Vec<Uuid> = {
@@ -411,8 +424,11 @@ impl Shared {
                 .collect()
         };
         for chunk in ids.chunks(1000) {
-            let c = self.client().await?;
-            let rows = c.client.query(&c.decided, &[&chunk]).await.map_err(|e| pg_err("could not re-read", e))?;
+            let read = async {
+                let c = self.client().await?;
+                c.client.query(&c.decided, &[&chunk]).await.map_err(|e| pg_err("could not re-read", e))
+            };
+            let rows = self.db.bounded("re-reading requests", read).await?;
             let (mut changed, mut ended) = (Vec::new(), Vec::new());
             {
                 let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
@@ -461,12 +477,14 @@ impl Shared {
             ids.into_iter().filter(|id| !w.contains(id)).collect()
         };
         for chunk in ids.chunks(1000) {
-            let c = self.client().await?;
-            let rows = c
-                .client
-                .query("SELECT request FROM signoff_requests WHERE id = ANY($1) AND state = 'pending'", &[&chunk])
-                .await
-                .map_err(|e| pg_err("could not read new requests", e))?;
+            let read = async {
+                let c = self.client().await?;
+                c.client
+                    .query("SELECT request FROM signoff_requests WHERE id = ANY($1) AND state = 'pending'", &[&chunk])
+                    .await
+                    .map_err(|e| pg_err("could not read new requests", e))
+            };
+            let rows = self.db.bounded("reading new requests", read).await?;
             let requests: Vec<Arc<ConfirmationRequest>> = rows.iter().filter_map(request_of).collect();
             if requests.is_empty() {
                 continue;
@@ -489,16 +507,18 @@ impl Shared {
         if !self.watcher().is_some_and(|w| w.wants_requests()) {
             return Ok(());
         }
-        let c = self.client().await?;
         let limit = crate::LAGGED_SNAPSHOT_LIMIT as i64;
-        let rows = c
-            .client
-            .query(
-                "SELECT id FROM signoff_requests WHERE state = 'pending' ORDER BY created_at_ms, id LIMIT $1",
-                &[&limit],
-            )
-            .await
-            .map_err(|e| pg_err("could not list", e))?;
+        let read = async {
+            let c = self.client().await?;
+            c.client
+                .query(
+                    "SELECT id FROM signoff_requests WHERE state = 'pending' ORDER BY created_at_ms, id LIMIT $1",
+                    &[&limit],
+                )
+                .await
+                .map_err(|e| pg_err("could not list", e))
+        };
+        let rows = self.db.bounded("listing pending requests", read).await?;
         let ids: Vec<Uuid> = {
             let shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
             rows.iter().map(|r| r.get::<_, Uuid>(0)).filter(|id| !shown.contains_key(id)).collect()
@@ -532,7 +552,8 @@ async fn listen(shared: Arc<Shared>, ready: std::sync::mpsc::SyncSender<()>) {
                 continue;
             }
         };
-        if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_err() {
+        let db = &shared.db;
+        if !matches!(db.timed_out(client.batch_execute(&format!("LISTEN {CHANNEL}"))).await, Some(Ok(()))) {
             tokio::time::sleep(backoff).await;
             continue;
         }
@@ -544,8 +565,7 @@ async fn listen(shared: Arc<Shared>, ready: std::sync::mpsc::SyncSender<()>) {
             // Anything may have changed while nobody listened: what this process waits for or
             // shows is re-read, and requests made meanwhile are announced (the oldest
             // LAGGED_SNAPSHOT_LIMIT; a UI pages for the rest).
-            let mut all: Vec<Uuid> = shared.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
-            all.extend(shared.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
+            let all = shared.waited_for();
             if shared.reread(all).await.is_err() || shared.announce_pending().await.is_err() {
                 continue;
             }
@@ -562,10 +582,12 @@ async fn listen(shared: Arc<Shared>, ready: std::sync::mpsc::SyncSender<()>) {
                     None => break,
                 },
                 _ = safety.tick() => {
-                    let mut all: Vec<Uuid> =
-                        shared.watched.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
-                    all.extend(shared.shown.lock().unwrap_or_else(|e| e.into_inner()).keys().copied());
-                    if shared.reread(all).await.is_err() {
+                    // The listening connection answers too: one whose peer went silent would
+                    // bring no notification, and nothing else would close it for hours.
+                    if !matches!(db.timed_out(client.simple_query("")).await, Some(Ok(_))) {
+                        break;
+                    }
+                    if shared.reread(shared.waited_for()).await.is_err() {
                         break;
                     }
                     continue;
@@ -622,18 +644,16 @@ async fn notifier(db: Arc<Db>, mut to_send: tokio::sync::mpsc::UnboundedReceiver
         }
         for _attempt in 0..2 {
             if client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
-                client = match db.connect().await {
-                    Ok(c) if c.batch_execute("SET synchronous_commit = off").await.is_ok() => {
-                        match c.prepare("SELECT pg_notify('signoff_changed', $1)").await {
-                            Ok(stmt) => Some((c, stmt)),
-                            Err(_) => None,
-                        }
-                    }
-                    _ => None,
+                let open = async {
+                    let c = db.connect().await.ok()?;
+                    c.batch_execute("SET synchronous_commit = off").await.ok()?;
+                    let stmt = c.prepare("SELECT pg_notify('signoff_changed', $1)").await.ok()?;
+                    Some((c, stmt))
                 };
+                client = db.timed_out(open).await.flatten();
             }
             let Some((c, stmt)) = &client else { break };
-            if c.execute(stmt, &[&payload]).await.is_ok() {
+            if matches!(db.timed_out(c.execute(stmt, &[&payload])).await, Some(Ok(_))) {
                 last_sent = Some(tokio::time::Instant::now());
                 break;
             }
@@ -696,6 +716,15 @@ fn row_to_record(row: &Row, at: usize) -> Result<StoredRecord> {
             _ => Scope::Once,
         },
         updated_at_ms: updated.max(0) as u64,
+    })
+}
+
+/// `read`, its error naming the request it could not read (a row written by hand, or by a
+/// newer signoff), so that an operator can find and fix or remove it.
+fn named(id: Uuid, read: Result<StoredRecord>) -> Result<StoredRecord> {
+    read.map_err(|e| match e {
+        Error::Store(m) => Error::Store(format!("request {id} in PostgreSQL is unreadable: {m}")),
+        other => other,
     })
 }
 
@@ -777,13 +806,11 @@ impl Shared {
         let timeouts: Vec<i64> = rows.iter().map(|(r, _)| r.timeout_ms.min(i64::MAX as u64) as i64).collect();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [&self.owner, &ids, &texts, &created, &timeouts];
         let run = c.client.execute(&c.insert_many, &params);
-        match tokio::time::timeout(super::db::OPERATION_TIMEOUT, run).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) if e.as_db_error().is_some() => Err(BatchError::Refused),
-            Ok(Err(e)) => Err(BatchError::Failed(pg_err("could not store the request", e))),
-            Err(_) => {
-                Err(BatchError::Failed(Error::Store("no answer from PostgreSQL while storing the request".into())))
-            }
+        match self.db.timed_out(run).await {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) if e.as_db_error().is_some() => Err(BatchError::Refused),
+            Some(Err(e)) => Err(BatchError::Failed(pg_err("could not store the request", e))),
+            None => Err(BatchError::Failed(Error::Store("no answer from PostgreSQL while storing the request".into()))),
         }
     }
 
@@ -808,11 +835,11 @@ impl Shared {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
             [&ids, &states, &arguments, &responders, &tokens, &results, &reasons, &scopes, &preds];
         let run = c.client.query(&c.transition_many, &params);
-        match tokio::time::timeout(super::db::OPERATION_TIMEOUT, run).await {
-            Ok(Ok(moved)) => Ok(moved.iter().map(|r| r.get::<_, Uuid>(0)).collect()),
-            Ok(Err(e)) if e.as_db_error().is_some() => Err(BatchError::Refused),
-            Ok(Err(e)) => Err(BatchError::Failed(pg_err("could not record the state change", e))),
-            Err(_) => Err(BatchError::Failed(Error::Store(
+        match self.db.timed_out(run).await {
+            Some(Ok(moved)) => Ok(moved.iter().map(|r| r.get::<_, Uuid>(0)).collect()),
+            Some(Err(e)) if e.as_db_error().is_some() => Err(BatchError::Refused),
+            Some(Err(e)) => Err(BatchError::Failed(pg_err("could not record the state change", e))),
+            None => Err(BatchError::Failed(Error::Store(
                 "no answer from PostgreSQL while recording the state change".into(),
             ))),
         }
@@ -830,7 +857,7 @@ impl Shared {
             },
         };
         for ((request, text), d) in rows.into_iter().zip(dones) {
-            let _ = d.send(within("storing the request", self.insert_one(&request, &text)).await);
+            let _ = d.send(self.db.bounded("storing the request", self.insert_one(&request, &text)).await);
         }
     }
 
@@ -850,7 +877,7 @@ impl Shared {
             }
         };
         for ((id, change), d) in rows.into_iter().zip(dones) {
-            let _ = d.send(within("recording the state change", self.change_one(id, &change)).await);
+            let _ = d.send(self.db.bounded("recording the state change", self.change_one(id, &change)).await);
         }
     }
 
@@ -936,13 +963,6 @@ fn answer_batch<R, T>(
         }
         Err(BatchError::Refused) => Some(dones),
     }
-}
-
-/// `fut`, or a `store` error after [`OPERATION_TIMEOUT`](super::db::OPERATION_TIMEOUT).
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    tokio::time::timeout(super::db::OPERATION_TIMEOUT, fut)
-        .await
-        .unwrap_or_else(|_| Err(Error::Store(format!("no answer from PostgreSQL while {what}"))))
 }
 
 /// Writes new requests and state changes in batches: whatever callers queue while a statement
@@ -1069,10 +1089,7 @@ impl PendingStore for PostgresStore {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s = self.shared.clone();
         self.shared.db.handle().spawn(async move {
-            let r = match tokio::time::timeout(super::db::OPERATION_TIMEOUT, s.insert_row(request, text)).await {
-                Ok(r) => r,
-                Err(_) => Err(Error::Store("no answer from PostgreSQL while storing the request".into())),
-            };
+            let r = s.db.bounded("storing the request", s.insert_row(request, text)).await;
             if r.is_err() {
                 s.unwatch(&id);
             } else if abandoned.load(Ordering::SeqCst) {
@@ -1080,10 +1097,12 @@ impl PendingStore for PostgresStore {
                 // `pending` only; one approved elsewhere meanwhile is released (nothing runs it).
                 s.unwatch(&id);
                 let cancel = OwnedStateChange::to(RecordState::Cancelled);
-                if matches!(s.change_one_from(id, &cancel, &["pending"]).await, Ok(1)) {
+                let what = "cancelling an abandoned request";
+                if matches!(s.db.bounded(what, s.change_one_from(id, &cancel, &["pending"])).await, Ok(1)) {
                     s.announce_change(id, RecordState::Cancelled);
                 } else {
-                    let _ = s.change_row(id, OwnedStateChange::to(RecordState::Released)).await;
+                    let release = s.change_row(id, OwnedStateChange::to(RecordState::Released));
+                    let _ = s.db.bounded(what, release).await;
                 }
             }
             let _ = tx.send(r);
@@ -1216,22 +1235,23 @@ impl PendingStore for PostgresStore {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s = self.shared.clone();
         self.shared.db.handle().spawn(async move {
-            let r = match tokio::time::timeout(super::db::OPERATION_TIMEOUT, s.change_row(id, change)).await {
-                Ok(Ok(1)) => {
+            let r = match s.db.timed_out(s.change_row(id, change)).await {
+                Some(Ok(1)) => {
                     s.announce_change(id, state);
                     Ok(())
                 }
-                Ok(Ok(_)) => {
-                    let now = match s.client().await {
-                        Ok(c) => c.client.query_opt(&c.record, &[&id]).await.ok().flatten(),
-                        Err(_) => None,
+                Some(Ok(_)) => {
+                    let read = async {
+                        let c = s.client().await?;
+                        c.client.query_opt(&c.record, &[&id]).await.map_err(|e| pg_err("could not read", e))
                     };
+                    let now = s.db.bounded("reading the request", read).await.ok().flatten();
                     let now = now.and_then(|row| row_to_record(&row, 0).ok()).map(|r| r.state);
                     s.refused_while_pending(id, watched, now);
                     Err(refusal(id, state, now))
                 }
-                Ok(Err(e)) => Err(s.unsure(id, state, e)),
-                Err(_) => {
+                Some(Err(e)) => Err(s.unsure(id, state, e)),
+                None => {
                     let e = Error::Store("no answer from PostgreSQL while recording the state change".into());
                     Err(s.unsure(id, state, e))
                 }
@@ -1251,7 +1271,7 @@ impl PendingStore for PostgresStore {
             Box::pin(async move {
                 let c = s.client().await?;
                 let row = c.client.query_opt(&c.record, &[&id]).await.map_err(|e| pg_err("could not read", e))?;
-                row.map(|r| row_to_record(&r, 0)).transpose()
+                row.map(|r| named(id, row_to_record(&r, 0))).transpose()
             })
         })
     }
@@ -1261,13 +1281,13 @@ impl PendingStore for PostgresStore {
             Box::pin(async move {
                 let c = s.client().await?;
                 let sql = concat!(
-                    "SELECT ",
+                    "SELECT id, ",
                     record_columns!(),
                     " FROM signoff_requests WHERE owner = $1
                      AND state IN ('pending', 'approved', 'executing') ORDER BY created_at_ms, id"
                 );
                 let rows = c.client.query(sql, &[&s.owner]).await.map_err(|e| pg_err("could not read", e))?;
-                rows.iter().map(|r| row_to_record(r, 0)).collect()
+                rows.iter().map(|r| named(r.get(0), row_to_record(r, 1))).collect()
             })
         })
     }
