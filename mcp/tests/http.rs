@@ -2,17 +2,25 @@
 //! on a free loopback port) and configured by `url`, the gate served by [`HttpServer`], and
 //! rmcp's Streamable HTTP client (which declares no elicitation) calling it. A gated call is
 //! pending elsewhere, approved with a signed token, and the identical retry runs the upstream
-//! exactly once, over HTTP.
+//! exactly once, over HTTP. A 2025-06-18 client that does declare elicitation has its open form
+//! withdrawn over HTTP when the request is decided elsewhere.
 
 mod common;
-use common::{Counter, text, write};
-use rmcp::ServiceExt;
+use common::{Counter, reaches, text, write};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    ProtocolVersion,
+};
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::json;
 use signoff::TokenResponse;
 use signoff_mcp::{HttpConfig, HttpServer, McpGate, ProxyConfig, UpstreamConfig};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Serves `upstream` over Streamable HTTP on a free loopback port; returns its URL.
 async fn serve_upstream(upstream: Counter) -> String {
@@ -114,4 +122,89 @@ async fn a_foreign_origin_is_refused_before_anything_runs() {
     assert_eq!(status(None).await, "200");
     let _ = stop.send(());
     serving.await.unwrap().unwrap();
+}
+
+/// A 2025-06-18 client whose person takes their time: each elicitation waits for `release`, then
+/// approves. A question the proxy withdraws meanwhile (`notifications/cancelled`) is counted in
+/// `withdrawn`, and still answered when released (as a client that ignores it would).
+#[derive(Clone, Default)]
+struct Slow {
+    asked: Arc<AtomicUsize>,
+    release: Arc<tokio::sync::Notify>,
+    withdrawn: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Slow {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("rmcp-slow-person", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+    }
+
+    async fn create_elicitation(
+        &self,
+        _req: ElicitRequestParams,
+        cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        tokio::select! {
+            _ = self.release.notified() => {}
+            _ = cx.ct.cancelled() => {
+                self.withdrawn.fetch_add(1, Ordering::SeqCst);
+                self.release.notified().await;
+            }
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
+    }
+}
+
+/// Over Streamable HTTP too, a person's form still open when the request is decided elsewhere
+/// is withdrawn: the proxy's `notifications/cancelled` for its `elicitation/create` reaches the
+/// client, and the call runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_a_form_still_open_when_the_request_is_decided_elsewhere_is_withdrawn() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runs = Counter::default();
+    let upstream_url = serve_upstream(runs.clone()).await;
+    let config = ProxyConfig {
+        upstreams: vec![UpstreamConfig::url("up", &upstream_url)],
+        default_timeout_ms: Some(30_000),
+        ..Default::default()
+    };
+    let mcp = McpGate::from_config(&config).await.unwrap();
+    let gate = mcp.gate().clone();
+    let server = HttpServer::bind(mcp, "127.0.0.1:0", &HttpConfig::default()).await.unwrap();
+    let url = server.url().to_owned();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async move {
+        let _ = stopped.await;
+    }));
+    let person = Slow::default();
+    let client = person.clone().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connect over HTTP");
+
+    let call = client.call_tool(write("a"));
+    let elsewhere = async {
+        let asked = async {
+            while person.asked.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), asked).await.expect("the person was never asked");
+        let request = gate.pending()[0].clone();
+        gate.respond(signoff::ConfirmationResponse::approve(&request).with_responder("alice")).unwrap();
+    };
+    let (r, ()) = tokio::join!(call, elsewhere);
+    let r = r.expect("tools/call");
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert!(reaches(&person.withdrawn, 1).await, "the question was not withdrawn over Streamable HTTP");
+    person.release.notify_one();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+
+    let _ = client.cancel().await;
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+    gate.close();
 }
