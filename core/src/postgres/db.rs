@@ -32,11 +32,13 @@ pub(crate) struct Db {
     closed: AtomicBool,
     /// How long one operation may take ([`OPERATION_TIMEOUT`] unless configured).
     op_timeout: Duration,
-    /// Operations that got no answer in time. A connection that was open when one did is
-    /// replaced at its next use (see [`Slot::get`]): a connection whose peer went silent (a
-    /// dropped NAT entry, a partition, a stopped server) is not closed by anything else for
-    /// hours, and every operation on it would wait out its timeout.
-    stalls: AtomicU64,
+    /// When the latest operation that got no answer in time started (nanoseconds since `epoch`,
+    /// plus one; 0: none yet). A connection opened before that is replaced at its next use (see
+    /// [`Slot::get`]): a connection whose peer went silent (a dropped NAT entry, a partition, a
+    /// stopped server) is not closed by anything else for hours, and every operation on it
+    /// would wait out its timeout. One opened after that operation started is not suspected.
+    stalled: AtomicU64,
+    epoch: std::time::Instant,
 }
 
 pub(crate) fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
@@ -107,7 +109,8 @@ impl Db {
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
             op_timeout,
-            stalls: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
         }))
     }
 
@@ -162,18 +165,25 @@ impl Db {
         }
     }
 
-    /// How many operations got no answer in time, so far (see [`Slot::get`]).
-    pub(crate) fn stalls(&self) -> u64 {
-        self.stalls.load(Ordering::SeqCst)
+    /// Now, in nanoseconds since this `Db` was made.
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether an operation that started after `opened_ns` (see [`now_ns`](Self::now_ns)) got no
+    /// answer in time.
+    fn stalled_since(&self, opened_ns: u64) -> bool {
+        self.stalled.load(Ordering::SeqCst) > opened_ns
     }
 
     /// `fut` bounded by the operation timeout: `None` when it got no answer in time, and then
-    /// the connections open now are replaced at their next use.
+    /// the connections opened before it started are replaced at their next use.
     pub(crate) async fn timed_out<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        let started = self.now_ns();
         match tokio::time::timeout(self.op_timeout, fut).await {
             Ok(r) => Some(r),
             Err(_) => {
-                self.stalls.fetch_add(1, Ordering::SeqCst);
+                self.stalled.fetch_max(started.saturating_add(1), Ordering::SeqCst);
                 None
             }
         }
@@ -229,7 +239,7 @@ impl Drop for Db {
 
 /// One reconnecting connection: the live client, replaced when it is found closed.
 pub(crate) struct Slot<C> {
-    /// The connection, and [`Db::stalls`] when it was opened.
+    /// The connection, and when it was opened ([`Db::now_ns`]).
     current: tokio::sync::Mutex<Option<(Arc<C>, u64)>>,
 }
 
@@ -246,8 +256,8 @@ pub(crate) trait Connected: Send + Sync + 'static {
 
 impl<C: Connected> Slot<C> {
     /// The live connection, reconnecting (with `open`) when there is none, it closed, or an
-    /// operation of `db` got no answer in time since it was opened (it may be the silent one;
-    /// the operations still waiting on it end at their own timeouts).
+    /// operation of `db` that started after it was opened got no answer in time (it may be the
+    /// silent one; the operations still waiting on it end at their own timeouts).
     pub(crate) async fn get<F, Fut>(&self, db: &Db, open: F) -> Result<Arc<C>>
     where
         F: FnOnce() -> Fut,
@@ -256,14 +266,14 @@ impl<C: Connected> Slot<C> {
         let mut cur = self.current.lock().await;
         if let Some((c, opened)) = cur.as_ref()
             && !c.client().is_closed()
-            && *opened == db.stalls()
+            && !db.stalled_since(*opened)
         {
             return Ok(c.clone());
         }
         *cur = None;
-        let stalls = db.stalls();
+        let opened = db.now_ns();
         let c = Arc::new(open().await?);
-        *cur = Some((c.clone(), stalls));
+        *cur = Some((c.clone(), opened));
         Ok(c)
     }
 }
