@@ -119,7 +119,7 @@ pub enum Error {
     /// [`GateBuilder::build`](crate::GateBuilder::build): empty name, control/bidi/zero-width
     /// characters in the name, a rule pointer that is neither empty nor starts with `/`, a relative
     /// `path_outside` prefix, or `parameters` that are not a valid JSON Schema.
-    #[error("invalid tool definition `{tool}`: {reason}")]
+    #[error("invalid tool definition `{}`: {reason}", tool.escape_debug())]
     InvalidTool {
         /// The tool's name.
         tool: String,

@@ -228,7 +228,8 @@ impl fmt::Debug for CustomRule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
-    /// Unique name, as the model calls it.
+    /// Unique name, as the model calls it: at most [`MAX_NAME_CHARS`] characters, with no
+    /// whitespace, backtick, or control, bidi or zero-width character (`invalid_tool`).
     pub name: String,
     /// What the tool does, shown to the person.
     #[serde(default)]
@@ -268,6 +269,10 @@ pub struct ToolSpec {
 fn default_parameters() -> Value {
     serde_json::json!({ "type": "object" })
 }
+
+/// The longest tool name accepted, in characters (the model providers allow 64 or 128; an MCP
+/// server's tools carry its name as a prefix).
+pub const MAX_NAME_CHARS: usize = 256;
 
 /// The default prompt, used when a tool has no template.
 pub const DEFAULT_PROMPT: &str = "Allow `{tool}` to run with these arguments?";
@@ -426,8 +431,23 @@ impl Tool {
         if self.spec.name.trim().is_empty() {
             return Err(invalid("the name is empty".into()));
         }
-        if self.spec.name.chars().any(crate::display::is_deceptive) {
-            return Err(invalid("the name contains control, bidi or zero-width characters".into()));
+        if self.spec.name.chars().count() > MAX_NAME_CHARS {
+            return Err(invalid(format!("the name is longer than {MAX_NAME_CHARS} characters")));
+        }
+        // The name is shown to the person inside the prompt's quotes: whitespace (a newline
+        // could start lines that look like the arguments), a backtick (it ends the quotes) or an
+        // invisible character would let it pass for something else.
+        if let Some(c) = self
+            .spec
+            .name
+            .chars()
+            .find(|&c| c.is_whitespace() || c.is_control() || c == '`' || crate::display::is_deceptive(c))
+        {
+            return Err(invalid(format!(
+                "the name contains {}: names are identifiers, without whitespace, backticks or control, bidi \
+                 or zero-width characters",
+                crate::display::escape_for_display(&format!("{c:?}"))
+            )));
         }
         // The gate's own default has the same bounds (`default_timeout_ms`).
         let max = crate::config::MAX_TIMEOUT.as_millis() as u64;
