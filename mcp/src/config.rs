@@ -293,7 +293,17 @@ impl Gating {
 
 impl ProxyConfig {
     /// Parses and checks a configuration (JSON text); `what` names it in messages.
+    ///
+    /// The text is read as signoff reads all JSON ([`signoff::json::from_str`]): a repeated key,
+    /// at any depth, is refused (never "the last one wins": a second `"approval"` for a tool, or a
+    /// second `forbid_self_approval`, would silently loosen the gate), as are nesting past the
+    /// limit and non-finite numbers.
     pub fn from_json(text: &str, what: &str) -> Result<ProxyConfig, String> {
+        signoff::json::from_str(text, what).map_err(|e| match e {
+            signoff::Error::Malformed(m) => m,
+            e => format!("{what}: {e}"),
+        })?;
+        // Typed from the text again (not from the value): its errors keep their line and column.
         let config: ProxyConfig = serde_json::from_str(text).map_err(|e| format!("{what}: {e}"))?;
         config.check().map_err(|e| format!("{what}: {e}"))?;
         Ok(config)
@@ -412,6 +422,31 @@ mod tests {
         assert_eq!(c.tools["fs__read_file"].approval, Some(ApprovalOverride::Required));
         assert_eq!(c.tools["fs__write_file"].editable, Some(true));
         assert_eq!(c.default_timeout_ms, Some(1000));
+    }
+
+    /// A repeated key is refused, wherever it is, and the message names it: the last one used to
+    /// win, so a second entry could silently turn approval off, or allow self-approval.
+    #[test]
+    fn a_repeated_key_is_refused() {
+        let tools = r#"{"upstreams": [{"name": "fs", "command": "x"}],
+            "tools": {"fs__write_file": {"approval": "required"}, "fs__write_file": {"approval": "not_required"}}}"#;
+        let e = ProxyConfig::from_json(tools, "c.json").unwrap_err();
+        assert!(e.starts_with("c.json is not acceptable JSON: duplicate key \"fs__write_file\" at line 2"), "{e}");
+        let gate = r#"{"upstreams": [{"name": "fs", "command": "x"}],
+            "gate": {"forbid_self_approval": true, "forbid_self_approval": false}}"#;
+        let e = ProxyConfig::from_json(gate, "c.json").unwrap_err();
+        assert!(e.contains("duplicate key \"forbid_self_approval\""), "{e}");
+        let inner = r#"{"upstreams": [{"name": "fs", "command": "x"}],
+            "tools": {"fs__write_file": {"approval": "required", "approval": "not_required"}}}"#;
+        assert!(ProxyConfig::from_json(inner, "c.json").unwrap_err().contains("duplicate key \"approval\""));
+        let top = r#"{"upstreams": [{"name": "fs", "command": "x"}], "upstreams": []}"#;
+        assert!(ProxyConfig::from_json(top, "c.json").unwrap_err().contains("duplicate key \"upstreams\""));
+        // The same keys once each are fine, and typed errors still say where they are.
+        let once = r#"{"upstreams": [{"name": "fs", "command": "x"}],
+            "gate": {"forbid_self_approval": true}}"#;
+        assert!(ProxyConfig::from_json(once, "c.json").is_ok());
+        let e = ProxyConfig::from_json(r#"{"upstreams": [{"name": "fs", "command": 1}]}"#, "c.json").unwrap_err();
+        assert!(e.starts_with("c.json: invalid type") && e.contains("line 1 column"), "{e}");
     }
 
     #[test]
