@@ -12,6 +12,8 @@
 
 use crate::USAGE_OR_IO;
 use signoff::ChainReport;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 const USAGE: &str = "\
 usage:
@@ -33,15 +35,15 @@ Exit status: 0 intact, 1 tampered, 2 usage or I/O error.";
 const TAMPERED: u8 = 1;
 
 /// `signoff audit <args>`.
-pub(crate) fn main(args: &[String]) -> u8 {
-    match args.split_first() {
-        Some((cmd, rest)) if cmd == "verify" => verify(rest),
-        Some((flag, _)) if flag == "-h" || flag == "--help" || flag == "help" => {
+pub(crate) fn main(args: &[OsString]) -> u8 {
+    let Some((cmd, rest)) = args.split_first() else { return usage_error("missing audit command") };
+    match cmd.to_str() {
+        Some("verify") => verify(rest),
+        Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             0
         }
-        Some((other, _)) => usage_error(&format!("unknown audit command {other:?}")),
-        None => usage_error("missing audit command"),
+        _ => usage_error(&format!("unknown audit command {cmd:?}")),
     }
 }
 
@@ -50,19 +52,24 @@ fn usage_error(message: &str) -> u8 {
     USAGE_OR_IO
 }
 
-/// What `verify` checks.
+/// What `verify` checks. File names are kept as given: they need not be UTF-8.
 enum Target {
-    File { path: String, store: Option<String> },
+    File { path: PathBuf, store: Option<PathBuf> },
     Postgres { url: String, schema: Option<String> },
 }
 
-fn parse(args: &[String]) -> Result<Option<Target>, String> {
-    let (mut path, mut store, mut url, mut schema) = (None, None, None, None);
+fn parse(args: &[OsString]) -> Result<Option<Target>, String> {
+    let (mut path, mut store, mut url, mut schema) = (None::<OsString>, None, None, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
+        let (flag, inline) = match crate::inline_value(arg) {
+            Some((f, v)) => (f, Some(v?)),
+            None => match arg.to_str() {
+                Some(a) => (a, None),
+                None if arg.as_encoded_bytes().starts_with(b"-") => return Err(format!("unknown option {arg:?}")),
+                // The log's file name, which need not be UTF-8.
+                None => ("", None),
+            },
         };
         let slot = match flag {
             "-h" | "--help" => return Ok(None),
@@ -86,8 +93,15 @@ fn parse(args: &[String]) -> Result<Option<Target>, String> {
             None => it.next().ok_or_else(|| format!("{flag} needs a value"))?.clone(),
         });
     }
+    let text = |value: Option<OsString>, flag: &str| match value {
+        Some(v) => v.into_string().map(Some).map_err(|v| format!("{flag} {v:?} is not valid UTF-8")),
+        None => Ok(None),
+    };
+    let (url, schema) = (text(url, "--postgres")?, text(schema, "--schema")?);
     match (path, url) {
-        (Some(path), None) if schema.is_none() => Ok(Some(Target::File { path, store })),
+        (Some(path), None) if schema.is_none() => {
+            Ok(Some(Target::File { path: path.into(), store: store.map(PathBuf::from) }))
+        }
         (None, Some(url)) if store.is_none() => Ok(Some(Target::Postgres { url, schema })),
         (Some(_), Some(_)) => Err("give either an audit log or --postgres, not both".into()),
         (Some(_), None) => Err("--schema goes with --postgres".into()),
@@ -96,7 +110,7 @@ fn parse(args: &[String]) -> Result<Option<Target>, String> {
     }
 }
 
-fn verify(args: &[String]) -> u8 {
+fn verify(args: &[OsString]) -> u8 {
     let target = match parse(args) {
         Ok(Some(t)) => t,
         Ok(None) => {
@@ -111,11 +125,20 @@ fn verify(args: &[String]) -> u8 {
     }
 }
 
-fn verify_file(path: &str, store: Option<&str>) -> u8 {
-    let report = match signoff::verify_chain_with_store(path, store.map(std::path::Path::new)) {
+fn verify_file(path: &Path, store: Option<&Path>) -> u8 {
+    if let Some(rotated) = unlisted_rotation(path) {
+        eprintln!(
+            "signoff: {}: cannot check its rotated files ({} ...): the log's file name is not UTF-8, and they \
+             would be left out (rename the log and its rotated files to check them)",
+            path.display(),
+            rotated.display()
+        );
+        return USAGE_OR_IO;
+    }
+    let report = match signoff::verify_chain_with_store(path, store) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("signoff: {path}: {e}");
+            eprintln!("signoff: {}: {e}", path.display());
             return USAGE_OR_IO;
         }
     };
@@ -125,6 +148,23 @@ fn verify_file(path: &str, store: Option<&str>) -> u8 {
         (None, None) => " (no anchor checked: a cut end would not show)".to_owned(),
     };
     print_report(&report, &format!("in {} file(s)", report.files.len()), &caveat)
+}
+
+/// A rotated file (`<name>.<n>`) of a log whose file name is not UTF-8: the chain check finds
+/// rotated files by a UTF-8 name only, and for another would read the current file alone, so a
+/// log could be called intact with its older records never read.
+fn unlisted_rotation(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    if name.to_str().is_some() {
+        return None;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.file_name()
+            .and_then(|f| f.as_encoded_bytes().strip_prefix(name.as_encoded_bytes()))
+            .and_then(|rest| rest.strip_prefix(b"."))
+            .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+    })
 }
 
 fn verify_postgres(url: &str, schema: Option<&str>) -> u8 {

@@ -8,7 +8,9 @@
 mod audit;
 mod console;
 mod mcp_proxy;
+mod stop;
 
+use std::ffi::{OsStr, OsString};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -29,16 +31,21 @@ options:
 pub(crate) const USAGE_OR_IO: u8 = 2;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // As the system gave them: a file name need not be UTF-8 (`std::env::args` panics on one).
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     ExitCode::from(run(&args))
 }
 
-fn run(args: &[String]) -> u8 {
+fn run(args: &[OsString]) -> u8 {
     let Some((command, rest)) = args.split_first() else {
         eprintln!("{USAGE}");
         return USAGE_OR_IO;
     };
-    match command.as_str() {
+    let Some(command) = command.to_str() else {
+        eprintln!("signoff: unknown command {command:?} (not valid UTF-8)\n\n{USAGE}");
+        return USAGE_OR_IO;
+    };
+    match command {
         "audit" => audit::main(rest),
         "console" => console::main(rest),
         "mcp-proxy" => mcp_proxy::main(rest),
@@ -55,4 +62,32 @@ fn run(args: &[String]) -> u8 {
             USAGE_OR_IO
         }
     }
+}
+
+/// An argument as text, for everything but file names: `what` names it in the error (e.g.
+/// `"--bind"`, `"argument"`), which shows the bytes that are not UTF-8 escaped.
+pub(crate) fn text<'a>(arg: &'a OsStr, what: &str) -> Result<&'a str, String> {
+    arg.to_str().ok_or_else(|| format!("{what} {arg:?} is not valid UTF-8"))
+}
+
+/// `--name=value` split at its first `=`, the value kept as given (it may be a file name, which
+/// need not be UTF-8); `None` for anything else. The name must be UTF-8.
+pub(crate) fn inline_value(arg: &OsStr) -> Option<(&str, Result<OsString, String>)> {
+    let bytes = arg.as_encoded_bytes();
+    let at = bytes.iter().position(|&b| b == b'=')?;
+    let name = std::str::from_utf8(&bytes[..at]).ok().filter(|n| n.starts_with("--"))?;
+    Some((name, value_after(arg, at + 1).ok_or_else(|| format!("{name}'s value in {arg:?} is not valid UTF-8"))))
+}
+
+#[cfg(unix)]
+fn value_after(arg: &OsStr, from: usize) -> Option<OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    Some(OsStr::from_bytes(&arg.as_bytes()[from..]).to_owned())
+}
+
+#[cfg(not(unix))]
+fn value_after(arg: &OsStr, from: usize) -> Option<OsString> {
+    // Elsewhere the encoded bytes are rebuilt only from UTF-8 (`--name value`, two arguments,
+    // takes any file name).
+    std::str::from_utf8(&arg.as_encoded_bytes()[from..]).ok().map(OsString::from)
 }

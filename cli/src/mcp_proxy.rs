@@ -7,10 +7,14 @@
 //! ```
 //!
 //! Over stdio, stdout carries the MCP protocol and nothing else; every message of ours goes to
-//! stderr. Over HTTP, the endpoint's URL is printed on stderr once it listens.
+//! stderr. Over HTTP, the endpoint's URL is printed on stderr once it listens. It serves until
+//! the client goes away (stdio) or a signal stops it (SIGINT, SIGTERM, SIGHUP: [`crate::stop`]);
+//! then the gate is closed and its audit log flushed, and it exits 0.
 
 use crate::USAGE_OR_IO;
 use signoff_mcp::{HttpServer, McpGate, ProxyConfig};
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 const USAGE: &str = "\
 usage: signoff mcp-proxy --config <proxy.json> [--http <host:port>]
@@ -32,9 +36,12 @@ requests), or, when the client cannot be asked, through the gate's other approve
   --http <addr>     Serve over Streamable HTTP on <addr> (sets http.listen; port 0 picks a free
                     port). Loopback only unless http.allow_non_loopback; requests carrying an
                     Origin not in http.allowed_origins, or a Host not allowed, are refused (403).
-                    The URL is printed on stderr: \"listening on http://127.0.0.1:8931/mcp\".";
+                    The URL is printed on stderr: \"listening on http://127.0.0.1:8931/mcp\".
 
-pub(crate) fn main(args: &[String]) -> u8 {
+It serves until the client closes stdin (stdio), or SIGINT, SIGTERM or SIGHUP: then pending calls
+are cancelled (`shutdown`), the audit log is flushed, and it exits 0.";
+
+pub(crate) fn main(args: &[OsString]) -> u8 {
     match run(args) {
         Ok(()) => 0,
         Err(message) => {
@@ -44,27 +51,31 @@ pub(crate) fn main(args: &[String]) -> u8 {
     }
 }
 
-fn run(args: &[String]) -> Result<(), String> {
-    let mut config_file = None;
+fn run(args: &[OsString]) -> Result<(), String> {
+    let mut config_file: Option<PathBuf> = None;
     let mut listen = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        match arg.as_str() {
+        match crate::text(arg, "argument")? {
             "-h" | "--help" => {
                 // stdout may be a client's pipe; help goes where a person reads it.
                 eprintln!("{USAGE}");
                 return Ok(());
             }
             "--config" => {
-                config_file = Some(it.next().cloned().ok_or_else(|| format!("--config needs a value\n\n{USAGE}"))?)
+                config_file = Some(it.next().ok_or_else(|| format!("--config needs a value\n\n{USAGE}"))?.into())
             }
-            "--http" => listen = Some(it.next().cloned().ok_or_else(|| format!("--http needs a value\n\n{USAGE}"))?),
+            "--http" => {
+                let value = it.next().ok_or_else(|| format!("--http needs a value\n\n{USAGE}"))?;
+                listen = Some(crate::text(value, "--http")?.to_owned())
+            }
             other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
         }
     }
     let file = config_file.ok_or_else(|| format!("--config is required\n\n{USAGE}"))?;
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {file}: {e}"))?;
-    let mut config = ProxyConfig::from_json(&text, &file)?;
+    let name = file.display().to_string();
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let mut config = ProxyConfig::from_json(&text, &name)?;
     if let Some(l) = listen {
         config.http.get_or_insert_with(Default::default).listen = Some(l);
     }
@@ -81,38 +92,30 @@ fn run(args: &[String]) -> Result<(), String> {
     }
     .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        let gate = McpGate::from_config(&config).await?;
+        // SIGINT, SIGTERM or SIGHUP from here on: stop serving, then close the gate and flush
+        // the audit log below, as when the client goes away (crate::stop).
+        let mut stop = crate::stop::signals()?;
+        let gate = tokio::select! {
+            gate = McpGate::from_config(&config) => gate?,
+            () = &mut stop => {
+                eprintln!("signoff mcp-proxy: stopped while starting the upstreams");
+                return Ok(());
+            }
+        };
         let result = match &http {
             Some(h) => {
                 let server = HttpServer::bind(gate.clone(), h.listen.as_deref().unwrap_or_default(), h).await?;
                 eprintln!("signoff mcp-proxy: listening on {}", server.url());
-                server.serve(stopped()).await
+                server.serve(stop).await
             }
-            None => signoff_mcp::serve_stdio(gate.clone()).await,
+            None => tokio::select! {
+                served = signoff_mcp::serve_stdio(gate.clone()) => served,
+                () = &mut stop => Ok(()),
+            },
         };
+        // Pending calls are cancelled (`shutdown`) and audited; the audit log is written out.
         gate.gate().close();
         gate.gate().flush_audit();
         result
     })
-}
-
-/// Ctrl-C or SIGTERM: the HTTP server stops, and the audit is flushed.
-async fn stopped() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = interrupt => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
 }

@@ -138,6 +138,82 @@ fn usage() {
     assert!(stderr(&out).contains("unknown command \"frobnicate\""), "{}", stderr(&out));
 }
 
+/// A log whose file name is not UTF-8 is verified like any other (reading the command line used
+/// to panic on it, exit 101), with its store given either way.
+#[cfg(unix)]
+#[test]
+fn a_file_name_that_is_not_utf8_is_verified() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join(OsStr::from_bytes(b"audit-\xff.jsonl"));
+    let sink = JsonlAuditSink::open(&log).unwrap();
+    for i in 0..3 {
+        sink.record(AuditRecord::new(AuditKind::Notice).with_reason(format!("record number {i}")));
+    }
+    sink.flush();
+    drop(sink);
+    let run = |args: &[&OsStr]| Command::new(env!("CARGO_BIN_EXE_signoff")).args(args).output().unwrap();
+    let out = run(&["audit".as_ref(), "verify".as_ref(), log.as_os_str()]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).starts_with("intact: 3 records in 1 file(s)"), "{}", stdout(&out));
+    // The store's name, not UTF-8 either, separate or after `=`: it is looked for (there is none).
+    let store = dir.path().join(OsStr::from_bytes(b"signoff-\xfe.db"));
+    let mut inline = std::ffi::OsString::from("--store=");
+    inline.push(&store);
+    for args in [
+        vec!["audit".as_ref(), "verify".as_ref(), log.as_os_str(), "--store".as_ref(), store.as_os_str()],
+        vec!["audit".as_ref(), "verify".as_ref(), inline.as_os_str(), log.as_os_str()],
+    ] {
+        let out = run(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}{}", stdout(&out), stderr(&out));
+        assert!(stderr(&out).contains("no such database"), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("signoff-\u{FFFD}.db"), "the store is named: {}", stderr(&out));
+    }
+    // With rotated files, which the check would leave out for such a name (it finds them by a
+    // UTF-8 name): an error, not "intact" for the current file alone.
+    let rotating = dir.path().join(OsStr::from_bytes(b"rotating-\xff.jsonl"));
+    let sink = JsonlAuditSink::open_with(&rotating, signoff::audit::AuditOptions { rotate_bytes: Some(300) }).unwrap();
+    for i in 0..6 {
+        sink.record(AuditRecord::new(AuditKind::Notice).with_reason(format!("record number {i}")));
+    }
+    sink.flush();
+    drop(sink);
+    let out = run(&["audit".as_ref(), "verify".as_ref(), rotating.as_os_str()]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("cannot check its rotated files"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+}
+
+/// Any other argument that is not UTF-8 is a usage error (exit 2, the bytes shown escaped),
+/// never a panic.
+#[cfg(unix)]
+#[test]
+fn other_arguments_that_are_not_utf8_are_usage_errors() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"x\xff");
+    let cases: [(&[&OsStr], &str); 8] = [
+        (&[bad], "unknown command \"x\\xFF\" (not valid UTF-8)"),
+        (&["audit".as_ref(), bad], "unknown audit command \"x\\xFF\""),
+        (&["audit".as_ref(), "verify".as_ref(), OsStr::from_bytes(b"--\xff")], "unknown option \"--\\xFF\""),
+        (
+            &["audit".as_ref(), "verify".as_ref(), "--postgres".as_ref(), bad],
+            "--postgres \"x\\xFF\" is not valid UTF-8",
+        ),
+        (&["console".as_ref(), bad], "argument \"x\\xFF\" is not valid UTF-8"),
+        (&["console".as_ref(), "--bind".as_ref(), bad], "--bind \"x\\xFF\" is not valid UTF-8"),
+        (&["mcp-proxy".as_ref(), "--http".as_ref(), bad], "--http \"x\\xFF\" is not valid UTF-8"),
+        (&["mcp-proxy".as_ref(), "--config".as_ref(), bad], "cannot read x\u{FFFD}: "),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_signoff")).args(args).output().unwrap();
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+    }
+}
+
 /// The test server's URL, or `None` (skip) when there is none.
 fn postgres_url() -> Option<String> {
     match std::env::var("SIGNOFF_TEST_POSTGRES_URL") {

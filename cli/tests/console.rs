@@ -189,3 +189,50 @@ fn the_console_needs_a_shared_store_and_token_keys() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--sign-in"));
 }
+
+/// SIGTERM or SIGINT to the console: it stops listening, closes its gate and flushes the audit
+/// log (here the notice of the sign-in link it issued), and exits 0. The signals used to end it
+/// at once, with records still queued for the log's writer.
+#[cfg(unix)]
+#[test]
+fn a_signal_stops_the_console_with_its_audit_log_written() {
+    let Some(url) = postgres_url() else { return };
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let gate_json = dir.path().join("gate.json");
+        let schema = format!("console_stop_{}", std::process::id());
+        let gate = json!({"store_url": url, "store_schema": schema, "token_keys": KEYS, "audit_path": log});
+        std::fs::write(&gate_json, gate.to_string()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+            .args(["console", "--gate", gate_json.to_str().unwrap(), "--bind", "127.0.0.1:0", "--sign-in", "alice"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut console = Killed(child);
+        let mut lines = BufReader::new(stdout).lines();
+        assert!(lines.by_ref().map_while(Result::ok).any(|l| l == "ready"), "the console starts");
+
+        let sent = Command::new("kill").args([&format!("-{signal}"), &console.0.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = console.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(std::time::Instant::now() < deadline, "still running 10 s after SIG{signal}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let issued = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .any(|r| r["decision"] == "sign-in-issued" && r["responder"] == "alice");
+        assert!(issued, "the sign-in link's notice is in the log: {text:?}");
+        let out = Command::new(env!("CARGO_BIN_EXE_signoff")).arg("audit").arg("verify").arg(&log).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+}

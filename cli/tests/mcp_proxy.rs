@@ -1,5 +1,5 @@
-//! `signoff mcp-proxy`: its command line and configuration errors. The proxy itself is tested
-//! against real MCP servers and clients by mcp/test.sh.
+//! `signoff mcp-proxy`: its command line, configuration errors, and how it stops. The proxy itself
+//! is tested against real MCP servers and clients by mcp/test.sh.
 
 use std::process::{Command, Output};
 
@@ -34,7 +34,13 @@ fn usage_and_configuration_errors_exit_2() {
     let missing = write("missing.json", r#"{"upstreams": [{"name": "fs", "command": "/nonexistent/server"}]}"#);
     let both =
         write("both.json", r#"{"upstreams": [{"name": "fs", "command": "x", "url": "http://127.0.0.1:1/mcp"}]}"#);
-    let cases: [(&[&str], &str); 10] = [
+    // A repeated key is refused, never "the last one wins" (here: approval turned off).
+    let twice = write(
+        "twice.json",
+        r#"{"upstreams": [{"name": "fs", "command": "x"}],
+            "tools": {"fs__write_file": {"approval": "required"}, "fs__write_file": {"approval": "not_required"}}}"#,
+    );
+    let cases: [(&[&str], &str); 11] = [
         (&["mcp-proxy"], "--config is required"),
         (&["mcp-proxy", "--config"], "--config needs a value"),
         (&["mcp-proxy", "--config", &both], "not both"),
@@ -45,11 +51,147 @@ fn usage_and_configuration_errors_exit_2() {
         (&["mcp-proxy", "--config", &typo], "unknown field `arg`"),
         (&["mcp-proxy", "--config", &empty], "nothing to proxy"),
         (&["mcp-proxy", "--config", &missing], "cannot start"),
+        (&["mcp-proxy", "--config", &twice], "twice.json is not acceptable JSON: duplicate key \"fs__write_file\""),
     ];
     for (args, expected) in cases {
         let out = signoff(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
         assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// How the proxy stops on a signal (unix: `kill`).
+#[cfg(unix)]
+mod signals {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Child, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// An MCP server for the proxy to start: one tool, `write` (no annotations, so calls ask first),
+    /// answering `initialize` and `tools/list`. A call never reaches it here.
+    const UPSTREAM: &str = r#"
+while IFS= read -r line; do
+  id=
+  [[ $line =~ \"id\":([0-9]+) ]] && id=${BASH_REMATCH[1]}
+  case $line in
+    *'"method":"initialize"'*)
+      echo '{"jsonrpc":"2.0","id":'$id',"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"upstream","version":"1"}}}' ;;
+    *'"method":"tools/list"'*)
+      echo '{"jsonrpc":"2.0","id":'$id',"result":{"tools":[{"name":"write","description":"Writes","inputSchema":{"type":"object"}}]}}' ;;
+    *'"method":"tools/call"'*)
+      echo '{"jsonrpc":"2.0","id":'$id',"result":{"content":[{"type":"text","text":"written"}]}}' ;;
+    *'"id":'*)
+      echo '{"jsonrpc":"2.0","id":'$id',"result":{}}' ;;
+  esac
+done
+"#;
+
+    /// The process, killed if the test ends before it does.
+    struct Running(Child);
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Sends `signal` (e.g. "TERM") to the process and waits for it to end.
+    fn stop(child: &mut Child, signal: &str) -> std::process::ExitStatus {
+        let sent = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        wait(child, signal)
+    }
+
+    /// Waits up to 10 s for the process to end.
+    fn wait(child: &mut Child, cause: &str) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "still running 10 s after {cause}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM or SIGINT to the stdio proxy while a call waits for approval elsewhere: the gate is
+    /// closed (the call cancelled as `shutdown`), every audit record is written, and it exits 0,
+    /// as when the client closes stdin. The signals used to end it at once, with records still
+    /// queued for the log's writer.
+    #[test]
+    fn a_signal_stops_the_stdio_proxy_with_its_audit_log_written() {
+        for ending in ["TERM", "INT", "EOF"] {
+            let dir = tempfile::tempdir().unwrap();
+            let upstream = dir.path().join("upstream.sh");
+            std::fs::write(&upstream, UPSTREAM).unwrap();
+            let log = dir.path().join("audit.jsonl");
+            let config = dir.path().join("proxy.json");
+            let json = serde_json::json!({
+                "upstreams": [{"name": "fs", "command": "bash", "args": [upstream]}],
+                "gate": {"audit_path": log},
+            });
+            std::fs::write(&config, json.to_string()).unwrap();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+                .args(["mcp-proxy", "--config"])
+                .arg(&config)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap();
+            let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+            let mut proxy = Running(child);
+            // A client that cannot be asked (no elicitation): the call is left pending elsewhere.
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            let answer = |id: u64| loop {
+                let line = rx.recv_timeout(Duration::from_secs(20)).expect("an answer from the proxy");
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if v["id"] == id {
+                    return v;
+                }
+            };
+            let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+            send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
+            assert!(answer(1)["result"]["serverInfo"].is_object());
+            send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+            send(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "fs__write", "arguments": {"path": "notes.txt"}}}));
+            let call = answer(2);
+            assert_eq!(call["result"]["isError"], true, "{call}");
+            assert!(call.to_string().contains("pending"), "{call}");
+
+            let status = match ending {
+                // The client goes away: as before, it ends the same way.
+                "EOF" => {
+                    drop(stdin);
+                    wait(&mut proxy.0, "stdin closed")
+                }
+                signal => stop(&mut proxy.0, signal),
+            };
+            assert_eq!(status.code(), Some(0), "{ending}: {status:?}");
+            let text = std::fs::read_to_string(&log).unwrap();
+            let records: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert!(records.iter().any(|r| r["kind"] == "request" && r["tool"] == "fs__write"), "{text}");
+            assert!(
+                records
+                    .iter()
+                    .any(|r| r["kind"] == "outcome" && r["decision"] == "cancelled" && r["reason"] == "shutdown"),
+                "the call's cancellation is in the log: {text}"
+            );
+            let out = signoff(&["audit", "verify", log.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        }
     }
 }
