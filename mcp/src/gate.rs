@@ -106,6 +106,11 @@ pub struct Upstream {
     /// How long an approved call waits for the server's answer before it is cancelled there
     /// (`notifications/cancelled`) and the client told that whether the tool ran is unknown.
     pub call_timeout: Duration,
+    /// How long listing its tools (`tools/list`, every page) may take, at start and after it
+    /// announces a change: at start, a listing that takes longer is an error naming the server;
+    /// later, what it offers is then unknown (see [`McpGate`]). From 1 ms to an hour (checked by
+    /// [`McpGate::new`]); default 10 seconds.
+    pub list_timeout: Duration,
 }
 
 impl Upstream {
@@ -113,12 +118,18 @@ impl Upstream {
     /// for an answer.
     pub fn new(name: impl Into<String>, client: RunningService<RoleClient, UpstreamClient>) -> Upstream {
         let call_timeout = Duration::from_millis(crate::config::DEFAULT_CALL_TIMEOUT_MS);
-        Upstream { name: name.into(), client, call_timeout }
+        Upstream { name: name.into(), client, call_timeout, list_timeout: LIST_TIMEOUT }
     }
 
     /// Sets how long an approved call waits for the server's answer.
     pub fn call_timeout(mut self, limit: Duration) -> Upstream {
         self.call_timeout = limit;
+        self
+    }
+
+    /// Sets how long listing the server's tools may take ([`Upstream::list_timeout`]).
+    pub fn list_timeout(mut self, limit: Duration) -> Upstream {
+        self.list_timeout = limit;
         self
     }
 }
@@ -138,15 +149,68 @@ impl rmcp::ClientHandler for UpstreamClient {
     }
 }
 
-/// How long listing an upstream's tools again may take before what it offers is taken as
-/// unknown (every approval of its tools starts over, and it is listed again at the next call).
+/// How long listing an upstream's tools may take by default ([`Upstream::list_timeout`]): at
+/// start, longer is an error; after an announced change, what it offers is then taken as unknown
+/// (every approval of its tools starts over, its tools are asked about, and it is listed again at
+/// the next call).
 const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest [`Upstream::list_timeout`] accepted.
+const MAX_LIST_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The most pages one listing of an upstream's tools may have: a server whose pages do not end
+/// (every page naming a next one) fails to list rather than growing one list for ever.
+const MAX_LIST_PAGES: usize = 1_000;
+
+/// The most tools one upstream may list.
+const MAX_LISTED_TOOLS: usize = 10_000;
+
+/// The reason a call is asked about (and the note on its form) while its upstream has an
+/// announced change to its tools that could not be listed: what it offers now is not known, so
+/// even a tool whose last definition needed no approval is asked about.
+const UNKNOWN_REASON: &str = "the upstream server announced a change to its tools that could not be listed, so the \
+     tool's definition could not be read again: it is shown as last listed, and what runs may differ";
+
+/// Lists an upstream's tools, every page, within `limit` and at most [`MAX_LIST_PAGES`] pages of
+/// [`MAX_LISTED_TOOLS`] tools in all. The error says why (not the server: the caller names it).
+async fn list_bounded(peer: &Peer<RoleClient>, limit: Duration) -> Result<Vec<McpTool>, String> {
+    let listing = async {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let page = peer
+                .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+                .await
+                .map_err(|e| e.to_string())?;
+            tools.extend(page.tools);
+            if tools.len() > MAX_LISTED_TOOLS {
+                return Err(format!("it lists more than {MAX_LISTED_TOOLS} tools, the most one upstream may offer"));
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(tools),
+            }
+        }
+        Err(format!("its listing goes on past {MAX_LIST_PAGES} pages, the most one listing may have"))
+    };
+    tokio::time::timeout(limit, listing).await.unwrap_or_else(|_| Err(format!("no answer within {}", shown(limit))))
+}
+
+/// A limit as said in messages: whole seconds as such, anything else in milliseconds.
+pub(crate) fn shown(limit: Duration) -> String {
+    match limit.as_millis() {
+        ms if ms % 1000 == 0 => format!("{} s", ms / 1000),
+        ms => format!("{ms} ms"),
+    }
+}
 
 struct Up {
     name: String,
     client: RunningService<RoleClient, UpstreamClient>,
     /// How long an approved call waits for its answer ([`Upstream::call_timeout`]).
     call_timeout: Duration,
+    /// How long listing its tools may take ([`Upstream::list_timeout`]).
+    list_timeout: Duration,
     /// Changes announced (`UpstreamClient::changes`), and how many of them the last listing saw.
     changes: Arc<AtomicU64>,
     listed: Arc<AtomicU64>,
@@ -154,7 +218,7 @@ struct Up {
     /// with what may be stale (an old session grant for a changed tool).
     listing: tokio::sync::Mutex<()>,
     /// After a listing failed (its tools' approvals voided): not listed again before this, so
-    /// calls queued behind a stalled upstream do not wait [`LIST_TIMEOUT`] each in turn.
+    /// calls queued behind a stalled upstream do not wait its `list_timeout` each in turn.
     retry_at: Mutex<Option<tokio::time::Instant>>,
 }
 
@@ -227,11 +291,14 @@ struct Downstream {
     ct: CancellationToken,
     /// The changes each upstream had announced when the call came ([`Who::announced`]).
     announced: Arc<[u64]>,
+    /// The call's upstream had an announced change that could not be listed ([`Who::unknown`]):
+    /// the gate asks about the call whatever its tool's gating ([`UNKNOWN_REASON`]).
+    unknown: bool,
 }
 
 impl Downstream {
     fn of(ct: &CancellationToken, who: &Who) -> Downstream {
-        Downstream { ct: ct.clone(), announced: who.announced.clone() }
+        Downstream { ct: ct.clone(), announced: who.announced.clone(), unknown: who.unknown }
     }
 }
 
@@ -297,6 +364,14 @@ impl McpGate {
         let mut tools = BTreeMap::new();
         let mut clients = Vec::new();
         for up in upstreams {
+            if up.list_timeout.is_zero() || up.list_timeout > MAX_LIST_TIMEOUT {
+                return Err(format!(
+                    "upstream {:?}: list timeout {:?}: give how long listing its tools may take, from 1 ms to {}",
+                    up.name,
+                    up.list_timeout,
+                    shown(MAX_LIST_TIMEOUT)
+                ));
+            }
             // Changes announced from here on are listed again before a call runs.
             let changes = up.client.service().changes.clone();
             let listed = Arc::new(AtomicU64::new(changes.load(Ordering::SeqCst)));
@@ -306,7 +381,11 @@ impl McpGate {
                 listed: listed.clone(),
                 gate: this.clone(),
             };
-            let defs = up.client.list_all_tools().await.map_err(|e| format!("{}: tools/list: {e}", up.name))?;
+            // Bounded: a server that never answers, lists without end, or answers what rmcp cannot
+            // read (and drops) is an error naming it, not a proxy that never starts.
+            let defs = list_bounded(up.client.peer(), up.list_timeout)
+                .await
+                .map_err(|e| format!("upstream {:?}: tools/list: {e}", up.name))?;
             let via = Via {
                 peer: up.client.peer().clone(),
                 call_timeout: up.call_timeout,
@@ -334,6 +413,7 @@ impl McpGate {
                 name: up.name,
                 client: up.client,
                 call_timeout: up.call_timeout,
+                list_timeout: up.list_timeout,
                 changes,
                 listed,
                 listing: Default::default(),
@@ -432,14 +512,41 @@ impl McpGate {
     /// two rounds of a 2026-07-28 approval are cancelled at once, so the next call asks afresh; a
     /// `requestState` issued for the old definition no longer opens.
     ///
-    /// One listing per upstream at a time, and a call waits for one in progress. A listing that
-    /// fails or takes longer than [`LIST_TIMEOUT`] leaves what the upstream offers unknown: every
-    /// approval of its tools is voided as for a changed definition, and the first call after
-    /// another [`LIST_TIMEOUT`] lists again.
+    /// One listing per upstream at a time, and a call waits for one in progress. The upstreams
+    /// are listed at the same time, so a slow one delays only what waits for it. A listing that
+    /// fails or takes longer than its upstream's `list_timeout` leaves what the upstream offers
+    /// unknown: every approval of its tools is voided as for a changed definition, its tools are
+    /// asked about until it is listed again ([`McpGate::definition_unknown`]), and the first call
+    /// after another `list_timeout` lists again.
     async fn refresh(&self) {
-        for up in &self.inner.upstreams {
-            self.refresh_upstream(up).await;
+        let changed: Vec<usize> = (0..self.inner.upstreams.len())
+            .filter(|&i| {
+                let up = &self.inner.upstreams[i];
+                up.changes.load(Ordering::SeqCst) != up.listed.load(Ordering::SeqCst)
+            })
+            .collect();
+        if let [one] = changed[..] {
+            return self.refresh_upstream(&self.inner.upstreams[one]).await;
         }
+        let mut listings = tokio::task::JoinSet::new();
+        for i in changed {
+            let gate = self.clone();
+            listings.spawn(async move { gate.refresh_upstream(&gate.inner.upstreams[i]).await });
+        }
+        while listings.join_next().await.is_some() {}
+    }
+
+    /// The upstream whose tools are `<server>__...`.
+    fn upstream(&self, server: &str) -> Option<&Up> {
+        self.inner.upstreams.iter().find(|u| u.name == server)
+    }
+
+    /// Whether an upstream announced a change to its tools that has not been listed (its listing
+    /// failed, or the change came after it): what it offers now is not known, and a call to one
+    /// of its tools is asked about, with [`UNKNOWN_REASON`], even when the tool's last definition
+    /// needed no approval.
+    fn definition_unknown(up: &Up) -> bool {
+        up.changes.load(Ordering::SeqCst) > up.listed.load(Ordering::SeqCst)
     }
 
     /// [`refresh`](Self::refresh) for one upstream.
@@ -456,18 +563,15 @@ impl McpGate {
         if target == up.listed.load(Ordering::SeqCst) || failed_lately() {
             return;
         }
-        let listed = match tokio::time::timeout(LIST_TIMEOUT, up.client.list_all_tools()).await {
-            Ok(Ok(l)) => l,
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {} s", LIST_TIMEOUT.as_secs()),
-                };
+        let listed = match list_bounded(up.client.peer(), up.list_timeout).await {
+            Ok(l) => l,
+            Err(why) => {
                 eprintln!(
-                    "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over",
+                    "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over, and its \
+                     tools are asked about until it is listed",
                     up.name
                 );
-                *lock(&up.retry_at) = Some(tokio::time::Instant::now() + LIST_TIMEOUT);
+                *lock(&up.retry_at) = Some(tokio::time::Instant::now() + up.list_timeout);
                 let names: Vec<String> = {
                     let tools = self.inner.tools.read().unwrap_or_else(|e| e.into_inner());
                     tools.iter().filter(|(_, t)| t.server == up.name).map(|(n, _)| n.clone()).collect()
@@ -742,7 +846,7 @@ impl McpGate {
     async fn elicit(&self, p: PendingRequest, who: &Who, cx: &RequestContext<RoleServer>) {
         let req = p.request().clone();
         let left = Duration::from_millis(req.deadline_ms.saturating_sub(now_ms()));
-        let asked = ask_client(&cx.peer, approval_form(&req.prompt, &req.display_arguments()), left);
+        let asked = ask_client(&cx.peer, approval_form(&req), left);
         let answer = tokio::select! {
             r = asked => r,
             _ = cx.ct.cancelled() => {
@@ -799,7 +903,7 @@ impl McpGate {
                 return finish(ended(name, task.await));
             }
         };
-        let ask = approval_form(&req.prompt, &req.display_arguments());
+        let ask = approval_form(req);
         self.park(t, name, who, (task, p, go), Answer::Form { token }, ask).await
     }
 
@@ -1148,6 +1252,9 @@ struct Who {
     /// The changes each upstream had announced when the call came, before its listing: one
     /// announced later was not known when the person was asked ([`Listing::settle`]).
     announced: Arc<[u64]>,
+    /// The call's upstream had, once listed for the call, an announced change not listed (its
+    /// listing failed): the call is asked about whatever its tool's gating.
+    unknown: bool,
 }
 
 /// What `requestState` carries (sealed: integrity-protected, bound by associated data to the
@@ -1287,6 +1394,11 @@ impl Listing {
         }
         if self.listed.load(Ordering::SeqCst) < announced { Err(DEFINITION_UNKNOWN) } else { Ok(()) }
     }
+
+    /// The upstream announced a change that has not been listed ([`McpGate::definition_unknown`]).
+    fn unknown(&self) -> bool {
+        self.announced.load(Ordering::SeqCst) > self.listed.load(Ordering::SeqCst)
+    }
 }
 
 /// Registers (or replaces) an upstream tool in the gate and describes it as the client sees it.
@@ -1340,6 +1452,13 @@ fn register(
             .read_only(hints.and_then(|a| a.read_only_hint) == Some(true))
             .destructive(hints.and_then(|a| a.destructive_hint) != Some(false))
             .editable(over.and_then(|o| o.editable) == Some(true))
+            // While its upstream's tools are unknown (an announced change that could not be
+            // listed) every call is asked about, as the call decided when it came; evaluated
+            // outside a call (the gate's `evaluate`), as the upstream is now.
+            .custom_rule(UNKNOWN_REASON, {
+                let listing = via.listing.clone();
+                move |_| DOWNSTREAM.try_with(|d| d.unknown).unwrap_or_else(|_| listing.unknown())
+            })
             .executor_with_context(move |args, cx| {
                 let (peer, tool, stale, listing) =
                     (peer.clone(), upstream_tool.clone(), stale.clone(), listing.clone());
@@ -1670,7 +1789,7 @@ fn panicked(name: &str, e: tokio::task::JoinError) -> ToolResult {
 
 /// The approval form: one choice and a reason (form elicitation carries flat fields only, so the
 /// arguments are shown in the message, not edited).
-fn approval_form(prompt: &str, display_arguments: &str) -> ElicitRequestParams {
+fn approval_form(req: &signoff::ConfirmationRequest) -> ElicitRequestParams {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -1685,8 +1804,17 @@ fn approval_form(prompt: &str, display_arguments: &str) -> ElicitRequestParams {
     let Value::Object(schema) = schema else { unreachable!("an object literal") };
     ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!("signoff: {prompt}\n{display_arguments}"),
+        message: format!("signoff: {}\n{}{}", req.prompt, unknown_note(req), req.display_arguments()),
         requested_schema: ElicitationSchema::from_json_schema(schema).expect("a flat schema"),
+    }
+}
+
+/// The line a form starts its arguments with when the request was made while the tool's upstream
+/// could not be listed after a change ([`UNKNOWN_REASON`]); empty otherwise.
+fn unknown_note(req: &signoff::ConfirmationRequest) -> String {
+    match req.reasons.iter().any(|r| r == UNKNOWN_REASON) {
+        true => format!("Note: {UNKNOWN_REASON}.\n"),
+        false => String::new(),
     }
 }
 
@@ -1695,8 +1823,9 @@ fn url_form(req: &signoff::ConfirmationRequest, page: &str) -> ElicitRequestPara
     ElicitRequestParams::UrlElicitationParams {
         meta: None,
         message: format!(
-            "signoff: {}\n{}\nApprove or deny it on the approval page (sign in as an approver).",
+            "signoff: {}\n{}{}\nApprove or deny it on the approval page (sign in as an approver).",
             req.prompt,
+            unknown_note(req),
             req.display_arguments()
         ),
         url: format!("{page}#request-{}", req.id),
@@ -1754,10 +1883,18 @@ impl McpGate {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = req.name.to_string();
         let announced: Arc<[u64]> = self.inner.upstreams.iter().map(|u| u.changes.load(Ordering::SeqCst)).collect();
-        self.refresh().await;
+        // Only the tool's own upstream is listed again (another's slow listing does not hold this
+        // call up); a tool not known yet may be one a change added, so every changed one is.
+        match self.exposed(&name).and_then(|t| self.upstream(&t.server)) {
+            Some(up) => self.refresh_upstream(up).await,
+            None => self.refresh().await,
+        }
         let Some(tool) = self.exposed(&name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool {name}"), None));
         };
+        // Its upstream announced a change that could not be listed: what the tool is now is not
+        // known, so the call is asked about even if its last definition needed no approval.
+        let unknown = self.upstream(&tool.server).is_some_and(Self::definition_unknown);
         let args = Value::Object(req.arguments.clone().unwrap_or_default());
         let version = cx.protocol_version();
         let who = Who {
@@ -1768,8 +1905,13 @@ impl McpGate {
             era: version.as_ref().map_or_else(|| "unknown".into(), |v| v.as_str().to_owned()),
             rpc_id: cx.id.to_string(),
             announced,
+            unknown,
         };
-        if !tool.gating.approval {
+        let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        // A 2026-07-28 retry answers a request made in its first round (asked then because what
+        // the tool was then was unknown): it goes on as a retry, whatever the tool needs now.
+        let retried = modern && req.request_state.is_some();
+        if !(tool.gating.approval || unknown || retried) {
             let exec = self.inner.gate.execute(self.call(&tool, &args, &who, None));
             return Ok(finish(DOWNSTREAM.scope(Downstream::of(&cx.ct, &who), exec).await));
         }
@@ -1793,7 +1935,6 @@ impl McpGate {
                 Err(e) => eprintln!("signoff mcp: {name}: approval marker not accepted ({e}); asking"),
             }
         }
-        let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         let caps = cx.client_capabilities();
         let elicitation = caps.as_ref().and_then(|c| c.elicitation.as_ref());
         let can_form = elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none());

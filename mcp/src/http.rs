@@ -38,9 +38,25 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 struct Principal(String);
 
-/// Connects to one upstream: a child process over stdio, or a Streamable HTTP endpoint.
+/// How long connecting to an upstream at start may take, up to the end of its `initialize`: a
+/// child process may first have to fetch its package (`npx -y ...`). Longer is an error naming
+/// the upstream, not a proxy that never starts.
+pub(crate) const INITIALIZE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Connects to one upstream: a child process over stdio, or a Streamable HTTP endpoint, within
+/// [`INITIALIZE_TIMEOUT`].
 pub(crate) async fn connect_upstream(u: &UpstreamConfig) -> Result<RunningService<RoleClient, UpstreamClient>, String> {
+    connect_upstream_within(u, INITIALIZE_TIMEOUT).await
+}
+
+/// [`connect_upstream`], its `initialize` answered within `limit` (a child process that has not
+/// answered by then is killed).
+async fn connect_upstream_within(
+    u: &UpstreamConfig,
+    limit: std::time::Duration,
+) -> Result<RunningService<RoleClient, UpstreamClient>, String> {
     let name = &u.name;
+    let late = || format!("upstream {name:?}: initialize: no answer within {}", crate::gate::shown(limit));
     match u.transport()? {
         UpstreamTransport::Command { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -50,7 +66,12 @@ pub(crate) async fn connect_upstream(u: &UpstreamConfig) -> Result<RunningServic
                 .stderr(std::process::Stdio::inherit())
                 .spawn()
                 .map_err(|e| format!("upstream {name:?}: cannot start {command:?}: {e}"))?;
-            UpstreamClient::default().serve(transport).await.map_err(|e| format!("upstream {name:?}: initialize: {e}"))
+            let initialize = UpstreamClient::default().serve(transport);
+            // Dropped unanswered, the transport kills the child.
+            tokio::time::timeout(limit, initialize)
+                .await
+                .map_err(|_| late())?
+                .map_err(|e| format!("upstream {name:?}: initialize: {e}"))
         }
         UpstreamTransport::Url { url, headers } => {
             install_crypto();
@@ -63,9 +84,9 @@ pub(crate) async fn connect_upstream(u: &UpstreamConfig) -> Result<RunningServic
             }
             let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::from_config(config);
-            UpstreamClient::default()
-                .serve(transport)
+            tokio::time::timeout(limit, UpstreamClient::default().serve(transport))
                 .await
+                .map_err(|_| late())?
                 .map_err(|e| format!("upstream {name:?}: cannot initialize an MCP session at {url}: {e}"))
         }
     }
@@ -210,4 +231,46 @@ fn unauthorized() -> axum::response::Response {
         .header(http::header::WWW_AUTHENTICATE, "Bearer")
         .body(axum::body::Body::from("Unauthorized: this MCP endpoint needs `Authorization: Bearer <token>`"))
         .expect("a valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A child process that never answers `initialize` (it does not read its input) is an error
+    /// naming the upstream once the limit passes; before, the proxy waited for it for ever.
+    #[tokio::test]
+    async fn an_upstream_process_that_never_answers_initialize_is_an_error_naming_it() {
+        let u = UpstreamConfig::command("mute", "sleep", &["30"]);
+        let connecting = connect_upstream_within(&u, Duration::from_millis(300));
+        let e = tokio::time::timeout(Duration::from_secs(10), connecting)
+            .await
+            .expect("initialize is bounded")
+            .err()
+            .expect("an error");
+        assert_eq!(e, "upstream \"mute\": initialize: no answer within 300 ms");
+    }
+
+    /// The same for a Streamable HTTP endpoint that takes the connection and never answers.
+    #[tokio::test]
+    async fn an_http_upstream_that_never_answers_initialize_is_an_error_naming_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                open.push(conn);
+            }
+        });
+        let u = UpstreamConfig::url("silent", &url);
+        let connecting = connect_upstream_within(&u, Duration::from_secs(1));
+        let e = tokio::time::timeout(Duration::from_secs(10), connecting)
+            .await
+            .expect("initialize is bounded")
+            .err()
+            .expect("an error");
+        assert_eq!(e, "upstream \"silent\": initialize: no answer within 1 s");
+        held.abort();
+    }
 }

@@ -26,7 +26,13 @@
 //! ([`UpstreamConfig::call_timeout_ms`]) for the answer; past it, or when the client cancels the
 //! call meanwhile, the upstream is sent `notifications/cancelled` for it and the model is told
 //! whether the tool ran is unknown. A call whose tool's definition changed while the person was
-//! being asked runs nothing.
+//! being asked runs nothing. While an upstream has announced a change to its tools that could not
+//! be listed, every call to its tools is asked about, even one whose tool's last definition needed
+//! no approval.
+//!
+//! At start, each upstream must answer `initialize` within 60 seconds and list its tools within
+//! its [`Upstream::list_timeout`] (10 seconds by default), in at most 1000 pages and 10000 tools;
+//! otherwise starting fails with an error naming it.
 //!
 //! Upstreams are child processes over stdio or Streamable HTTP endpoints ([`UpstreamConfig`]);
 //! the gate is served over stdio ([`serve_stdio`]) or Streamable HTTP ([`HttpServer`], with the
