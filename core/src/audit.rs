@@ -246,7 +246,19 @@ enum Msg {
     Record(AuditRecord),
     Flush(mpsc::SyncSender<()>),
     Anchor(Arc<dyn AuditAnchor>),
+    /// Nothing new: try again to write what a failed write kept back.
+    Retry,
 }
+
+/// How long the writer waits before writing again after a failed write; doubled per failure up
+/// to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The `decision` of the notice a sink writes into a log it finds cut (it ends before the head
+/// its anchor recorded) before it goes on; [`verify_chain`] reports that record as
+/// [`Truncated`](ChainProblemKind::Truncated).
+pub const TRUNCATED_NOTICE: &str = "audit-truncated";
 
 /// The `prev_hash` of the first record of a chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -266,7 +278,14 @@ pub struct AuditOptions {
 ///
 /// Records are written by a dedicated thread, so the gate never waits on the disk;
 /// [`flush`](AuditSink::flush) (also run on drop) waits until every record handed over so far
-/// is written and synced. Write failures are counted and reported on stderr.
+/// is written and synced, or a write has failed. A write that fails (a full disk) drops
+/// nothing: its records are kept in memory, in order, and written again every few seconds (and
+/// at close); the first write that works adds an `audit-write-failed` notice saying records were
+/// written late. Failures are counted ([`failures`](Self::failures)) and reported on stderr;
+/// the gate goes on deciding calls meanwhile.
+///
+/// One writer per log: a second sink on the same path, in this process or another, fails to
+/// open (`io`) while the first is open (the lock is `<path>.lock`).
 pub struct JsonlAuditSink {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
     /// The anchor the writer keeps the head in, for [`AuditSink::verify`].
@@ -279,19 +298,31 @@ pub struct JsonlAuditSink {
 /// The writer thread's end of the chain.
 struct Chain {
     path: PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
+    file: std::fs::File,
+    /// The file's length up to its last whole record: what a failed write is cut back to.
     size: u64,
+    /// The chain's head, records not yet on disk included.
     next_seq: u64,
     prev: String,
+    /// Chained records not yet on disk, in order. A write that fails leaves them here (the file
+    /// cut back to `size`) to be written, in the same order, when writing works again: nothing
+    /// is dropped, and the chain stays whole.
+    unwritten: Vec<u8>,
+    /// Writes failed since the last one that worked: (how many, the first error, when).
+    failing: Option<(u64, String, u64)>,
+    /// A failed write may have left part of a record in the file, not yet cut away.
+    torn: bool,
     rotate_bytes: Option<u64>,
     rotated: u64,
     anchor: Option<Arc<dyn AuditAnchor>>,
     /// Records written since the anchor was last saved.
     unanchored: bool,
+    /// Held while the log is open: one writer per log.
+    _lock: std::fs::File,
 }
 
 impl Chain {
-    /// The head of what has been written (`None` for an empty chain).
+    /// The head of the chain, records not yet on disk included (`None` for an empty chain).
     fn head(&self) -> Option<ChainHead> {
         self.next_seq.checked_sub(1).map(|seq| ChainHead { seq, hash: self.prev.clone() })
     }
@@ -316,7 +347,7 @@ impl Chain {
                         anchored.hash
                     );
                     eprintln!("signoff: {msg}");
-                    self.write(AuditRecord::notice("audit-truncated", msg))?;
+                    self.write(AuditRecord::notice(TRUNCATED_NOTICE, msg))?;
                     self.unanchored = true;
                 }
             }
@@ -330,16 +361,19 @@ impl Chain {
     /// Syncs what was written and records the head in the anchor.
     fn save_anchor(&mut self) -> std::io::Result<()> {
         let (Some(anchor), true) = (&self.anchor, self.unanchored) else { return Ok(()) };
-        let Some(head) = self.head() else { return Ok(()) };
         // The anchor must never be ahead of what the disk holds.
-        self.file.flush()?;
-        self.file.get_ref().sync_data()?;
+        if !self.unwritten.is_empty() {
+            return Ok(());
+        }
+        let Some(head) = self.head() else { return Ok(()) };
+        self.file.sync_data()?;
         anchor.save_head(&head).map_err(std::io::Error::other)?;
         self.unanchored = false;
         Ok(())
     }
 
     fn open(path: &Path, options: AuditOptions) -> std::io::Result<Chain> {
+        let lock = lock_log(path)?;
         let rotated = rotated_files(path)?.last().map_or(0, |(n, _)| *n);
         let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
         let mut size = file.metadata()?.len();
@@ -349,20 +383,17 @@ impl Chain {
             last = last_line(&rotated_path(path, rotated))?;
         }
         if size > 0 && !ends_with_newline(&mut file)? {
-            // A torn final line from a crash: end it so the next record starts cleanly;
-            // verification reports it.
+            // A final line without its newline: a whole record whose newline was lost (it is
+            // continued from), or a torn one from a crash (verification reports it). Ended, so
+            // the next record starts cleanly.
             file.write_all(b"\n")?;
             size += 1;
+            let ended = last_line(path)?;
+            if ended.as_deref().is_some_and(|l| chained_tail(l).is_some()) {
+                last = ended;
+            }
         }
-        let tail = last.as_deref().map(|l| {
-            split_hash(l)
-                .ok()
-                .and_then(|(body, hash)| {
-                    let rec: AuditRecord = serde_json::from_slice(&hashed_bytes(body)).ok()?;
-                    Some((rec.seq? + 1, hash.to_owned()))
-                })
-                .ok_or(())
-        });
+        let tail = last.as_deref().map(|l| chained_tail(l).ok_or(()));
         let (next_seq, prev) = match tail {
             Some(Ok(t)) => t,
             None => (0, GENESIS_HASH.to_owned()),
@@ -377,44 +408,117 @@ impl Chain {
         };
         Ok(Chain {
             path: path.to_path_buf(),
-            file: std::io::BufWriter::new(file),
+            file,
             size,
             next_seq,
             prev,
+            unwritten: Vec::new(),
+            failing: None,
+            torn: false,
             rotate_bytes: options.rotate_bytes,
             rotated,
             anchor: None,
             unanchored: false,
+            _lock: lock,
         })
     }
 
+    /// Chains `r` after the head; it reaches the disk with the next [`write_out`](Self::write_out).
     fn write(&mut self, r: AuditRecord) -> std::io::Result<()> {
-        let (mut line, hash) =
-            chained_line(r, self.next_seq, std::mem::take(&mut self.prev)).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.size += line.len() as u64;
+        let (line, hash) = chained_line(r, self.next_seq, self.prev.clone()).map_err(std::io::Error::other)?;
+        self.unwritten.extend_from_slice(&line);
+        self.unwritten.push(b'\n');
         self.next_seq += 1;
         self.prev = hash;
+        Ok(())
+    }
+
+    /// Appends the records not yet on disk, all or none: a failed write is cut back off the
+    /// file and the records stay queued. After failures, the first write that works also
+    /// records, in the chain, that the records before it were written late.
+    fn write_out(&mut self) -> std::io::Result<()> {
+        if self.unwritten.is_empty() {
+            return Ok(());
+        }
+        let attempt = self.append_unwritten();
+        match (attempt, self.failing.take()) {
+            (Ok(()), Some((n, first, since))) => {
+                let msg = format!(
+                    "audit log {}: {n} write(s) failed from {since} (epoch ms) on ({first}); the records before this one \
+                     were kept and written late",
+                    self.path.display()
+                );
+                eprintln!("signoff: {msg}");
+                self.write(AuditRecord::notice("audit-write-failed", msg))?;
+                self.append_unwritten()
+            }
+            (Ok(()), None) => Ok(()),
+            (Err(e), failing) => {
+                let (n, first, since) = failing.unwrap_or_else(|| (0, e.to_string(), crate::event::now_ms()));
+                self.failing = Some((n + 1, first, since));
+                Err(e)
+            }
+        }
+    }
+
+    fn append_unwritten(&mut self) -> std::io::Result<()> {
+        if self.torn {
+            self.file.set_len(self.size)?;
+            self.torn = false;
+        }
+        if let Err(e) = self.file.write_all(&self.unwritten) {
+            // Part of it may be in the file: cut back to the last whole record (or, failing
+            // that, before the next attempt), so no torn record sits inside the chain.
+            self.torn = self.file.set_len(self.size).is_err();
+            return Err(e);
+        }
+        self.size += self.unwritten.len() as u64;
+        self.unwritten.clear();
         self.unanchored = true;
         Ok(())
     }
 
     fn maybe_rotate(&mut self) -> std::io::Result<()> {
         let Some(limit) = self.rotate_bytes else { return Ok(()) };
-        if self.size < limit {
+        if self.size < limit || !self.unwritten.is_empty() {
             return Ok(());
         }
-        self.file.flush()?;
-        self.file.get_ref().sync_data()?;
+        self.file.sync_data()?;
         let next = self.rotated + 1;
         std::fs::rename(&self.path, rotated_path(&self.path, next))?;
         self.rotated = next;
-        let f = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
-        self.file = std::io::BufWriter::new(f);
+        self.file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
         self.size = 0;
         Ok(())
     }
+}
+
+/// The `seq` after a chained record's, and its hash: where a chain continues from it.
+fn chained_tail(line: &[u8]) -> Option<(u64, String)> {
+    let (body, hash) = split_hash(line).ok()?;
+    let rec: AuditRecord = serde_json::from_slice(&hashed_bytes(body)).ok()?;
+    Some((rec.seq? + 1, hash.to_owned()))
+}
+
+/// Takes `<path>.lock` for this process: two writers appending to one log would fork its chain
+/// (both continue from the same record). Released when the log is closed, or by the system
+/// when the process dies.
+fn lock_log(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
+    // A lock just released can still be held for a moment by a child this process forked
+    // (until it execs): asked again for up to ~200 ms, as the SQLite store does.
+    for _ in 0..20 {
+        if lock.try_lock().is_ok() {
+            return Ok(lock);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::ResourceBusy,
+        "the audit log is open in another gate or process (one writer per log)",
+    ))
 }
 
 /// `r` as the chained record `seq` after the record whose hash is `prev_hash`: the line (no
@@ -446,7 +550,8 @@ fn rotated_files(path: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return Ok(Vec::new()) };
+    // By bytes: a file name need not be UTF-8.
+    let Some(name) = path.file_name().map(|n| n.as_encoded_bytes().to_vec()) else { return Ok(Vec::new()) };
     let mut v = Vec::new();
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -455,11 +560,14 @@ fn rotated_files(path: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     };
     for entry in entries {
         let entry = entry?;
-        if let Some(n) = entry
-            .file_name()
-            .to_str()
-            .and_then(|f| f.strip_prefix(name))
-            .and_then(|rest| rest.strip_prefix('.'))
+        let file_name = entry.file_name();
+        if let Some(n) = file_name
+            .as_encoded_bytes()
+            .strip_prefix(name.as_slice())
+            .and_then(|rest| rest.strip_prefix(b"."))
+            .and_then(|rest| std::str::from_utf8(rest).ok())
+            // Only the names rotation writes (`.1`, `.2`, ...): not `.01`, `.+1` or `.1.lock`.
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0'))
             .and_then(|n| n.parse::<u64>().ok())
         {
             v.push((n, entry.path()));
@@ -557,10 +665,22 @@ impl JsonlAuditSink {
                     f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     eprintln!("signoff: audit log {} write failed: {e}", p2.display());
                 };
-                while let Ok(first) = rx.recv() {
+                let mut retry = RETRY_FIRST;
+                loop {
+                    // Records kept after a failed write are tried again after a while, even
+                    // with nothing new to write.
+                    let first = match chain.unwritten.is_empty() {
+                        true => rx.recv().ok(),
+                        false => match rx.recv_timeout(retry) {
+                            Ok(m) => Some(m),
+                            Err(mpsc::RecvTimeoutError::Timeout) => Some(Msg::Retry),
+                            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                        },
+                    };
+                    let Some(first) = first else { break };
                     let mut next = Some(first);
                     let mut waiters = Vec::new();
-                    // Write everything queued, then flush once.
+                    // Chain everything queued, then write it at once.
                     while let Some(msg) = next.take() {
                         match msg {
                             Msg::Record(r) => {
@@ -574,11 +694,16 @@ impl JsonlAuditSink {
                                     fail(e);
                                 }
                             }
+                            Msg::Retry => {}
                         }
                         next = rx.try_recv().ok();
                     }
-                    if let Err(e) = chain.file.flush() {
-                        fail(e);
+                    match chain.write_out() {
+                        Ok(()) => retry = RETRY_FIRST,
+                        Err(e) => {
+                            fail(e);
+                            retry = (retry * 2).min(RETRY_MAX);
+                        }
                     }
                     if let Err(e) = chain.maybe_rotate() {
                         fail(e);
@@ -587,7 +712,7 @@ impl JsonlAuditSink {
                         fail(e);
                     }
                     if !waiters.is_empty() {
-                        if let Err(e) = chain.file.get_ref().sync_data() {
+                        if let Err(e) = chain.file.sync_data() {
                             fail(e);
                         }
                         for d in waiters {
@@ -595,7 +720,21 @@ impl JsonlAuditSink {
                         }
                     }
                 }
-                let _ = chain.file.flush();
+                // Closing: a last few tries for records a failing disk kept back.
+                for _ in 0..3 {
+                    match chain.write_out() {
+                        Ok(()) => break,
+                        Err(_) => std::thread::sleep(RETRY_FIRST),
+                    }
+                }
+                if !chain.unwritten.is_empty() {
+                    let n = chain.unwritten.iter().filter(|&&b| b == b'\n').count();
+                    f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    eprintln!(
+                        "signoff: audit log {}: {n} record(s) could not be written before it closed",
+                        p2.display()
+                    );
+                }
                 let _ = chain.save_anchor();
             })
             .map_err(|e| crate::Error::io("cannot start the writer thread of the audit log", &path, &e))?;
@@ -698,7 +837,9 @@ pub enum ChainProblemKind {
     Reordered,
     /// The line is not a chained audit record (unparseable, torn, or without a hash).
     Malformed,
-    /// The log ends before the head its anchor recorded: records were cut from the end.
+    /// The log ends before the head its anchor recorded: records were cut from the end. Also
+    /// reported at a record that says so: a gate that reopened the log found it cut (and
+    /// continued it), so records before that one are gone.
     Truncated,
 }
 
@@ -798,11 +939,16 @@ pub fn verify_chain_with_store(path: impl AsRef<Path>, store: Option<&Path>) -> 
         return Err(crate::Error::io("no such database", db, &std::io::ErrorKind::NotFound.into()));
     }
     let head = crate::SqliteAnchorReader::new(db).load_head().map_err(|e| match e {
-        crate::Error::Store(detail) => crate::Error::Store(format!(
-            "cannot read the audit anchor in {}: {detail} (verify after the gate using it has closed: a running \
-             gate holds its database locked)",
-            db.display()
-        )),
+        crate::Error::Store(detail) if detail.contains("locked") || detail.contains("busy") => {
+            crate::Error::Store(format!(
+                "cannot read the audit anchor in {}: {detail} (verify after the gate using it has closed: a \
+                 running gate holds its database locked)",
+                db.display()
+            ))
+        }
+        crate::Error::Store(detail) => {
+            crate::Error::Store(format!("cannot read the audit anchor in {}: {detail}", db.display()))
+        }
         e => e,
     })?;
     verify_chain_against(path, head.as_ref())
@@ -810,11 +956,23 @@ pub fn verify_chain_with_store(path: impl AsRef<Path>, store: Option<&Path>) -> 
 
 fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainReport> {
     let mut files: Vec<PathBuf> = rotated_files(path)?.into_iter().map(|(_, p)| p).collect();
-    if path.exists() {
-        files.push(path.to_path_buf());
+    match std::fs::metadata(path) {
+        Ok(_) => files.push(path.to_path_buf()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // A symbolic link loop, a permission: said as such, not as "not found".
+        Err(e) => return Err(e),
     }
     if files.is_empty() {
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} not found", path.display())));
+    }
+    // A pipe or a device would be read for ever.
+    for f in &files {
+        if !std::fs::metadata(f)?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", f.display()),
+            ));
+        }
     }
     let mut lines: Vec<(usize, usize, Vec<u8>)> = Vec::new(); // (file index, line number, bytes)
     for (fi, f) in files.iter().enumerate() {
@@ -918,6 +1076,17 @@ pub(crate) fn verify_lines(
         report.head = hash.clone();
         report.records += 1;
         prev_at = Some(i);
+        // A gate that reopened this log found it cut and said so here before going on: the
+        // chain from here on is whole, but records before this one are gone for good.
+        if rec.kind == AuditKind::Notice && rec.decision.as_deref() == Some(TRUNCATED_NOTICE) {
+            let found = rec.reason.as_deref().unwrap_or("no detail");
+            report.problem = Some(problem(
+                ChainProblemKind::Truncated,
+                Some(seq),
+                format!("record {seq} says the log was found cut when it was reopened: {found}"),
+            ));
+            return report;
+        }
     }
     if let Some(a) = anchored
         && report.records <= a.seq

@@ -482,17 +482,22 @@ impl AuditAnchor for SqliteAnchorReader {
     fn load_head(&self) -> Result<Option<ChainHead>> {
         let conn = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| Error::Store(format!("cannot open {}: {e}", self.path.display())))?;
-        let has_table: bool = conn
-            .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'signoff_audit_head'", [], |_| {
-                Ok(())
-            })
-            .optional()
-            .map_err(|e| Error::Store(format!("{} is in use or not a signoff database: {e}", self.path.display())))?
-            .is_some();
-        if !has_table {
-            return Ok(None);
+        let has_table = |name: &str| -> Result<bool> {
+            conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", [name], |_| Ok(()))
+                .optional()
+                .map(|found| found.is_some())
+                .map_err(|e| Error::Store(format!("{} is in use or not a signoff database: {e}", self.path.display())))
+        };
+        if has_table("signoff_audit_head")? {
+            return load_head(&conn);
         }
-        load_head(&conn)
+        // Every signoff database has its requests table (and, since anchoring, the head's): an
+        // empty file or another program's database would otherwise read as "nothing anchored",
+        // and a log cut at its end would pass for whole.
+        if !has_table("signoff_requests")? {
+            return Err(Error::Store(format!("{} is not a signoff database", self.path.display())));
+        }
+        Ok(None)
     }
 }
 

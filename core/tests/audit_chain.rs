@@ -231,8 +231,14 @@ async fn a_gate_that_finds_its_log_cut_records_it_in_the_chain() {
         notice.reason.as_deref().unwrap().contains(&format!("anchor records record {}", whole.len() - 1)),
         "{notice:?}"
     );
-    // The continued log verifies against the moved anchor, with the notice in it.
-    assert!(verify_chain_anchored(&log, &SqliteAnchorReader::new(&db)).unwrap().is_intact());
+    // The continued log chains, but is not intact: the notice says records were cut, with or
+    // without the anchor (which has moved on).
+    let notice_line = lines(&log).iter().position(|l| l.contains("audit-truncated")).unwrap() + 1;
+    for report in [verify_chain(&log).unwrap(), verify_chain_anchored(&log, &SqliteAnchorReader::new(&db)).unwrap()] {
+        let p = report.problem.expect("a log that was cut is not reported intact");
+        assert_eq!((p.kind, p.file.as_path(), p.line), (ChainProblemKind::Truncated, log.as_path(), notice_line));
+        assert!(p.message.contains("found cut") && p.message.contains("anchor records record"), "{p:?}");
+    }
 }
 
 /// A log without an anchor (no durable store) still verifies; the anchor reader of a database
@@ -286,4 +292,164 @@ async fn verifying_with_the_store_is_one_rule() {
     assert!(verify_chain_with_store(&log, None).unwrap().is_intact());
     let p = verify_chain_with_store(&log, Some(&db)).unwrap().problem.expect("a cut log through the anchor");
     assert_eq!(p.kind, ChainProblemKind::Truncated);
+}
+
+/// The anchor of a database that is not signoff's (an empty file, another program's) is an
+/// error, not "nothing anchored": a log cut at its end would otherwise pass for whole. The hint
+/// to verify after the gate closed is given only for a database in use.
+#[test]
+fn an_anchor_in_a_database_that_is_not_signoffs_is_an_error() {
+    let (dir, log) = fresh(3);
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+    for db in [&empty, &other] {
+        let e = verify_chain_with_store(&log, Some(db)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.to_string().contains("not a signoff database"), "{e}");
+        assert!(!e.to_string().contains("after the gate"), "{e}");
+    }
+}
+
+/// The writer of [`a_full_disk_delays_records_and_drops_none`], run in a child process whose
+/// file size limit stands in for a full disk (this test does nothing unless that test started
+/// it): ten records while the limit holds, then five more once the parent has lifted it.
+#[cfg(target_os = "linux")]
+#[test]
+fn audit_writer_child_under_a_file_size_limit() {
+    use std::io::BufRead;
+    let Some(path) = std::env::var_os("SIGNOFF_AUDIT_CHILD") else { return };
+    let sink = JsonlAuditSink::open(&path).unwrap();
+    let write = |range: std::ops::Range<usize>| {
+        for i in range {
+            let mut r = AuditRecord::new(AuditKind::Notice);
+            r.reason = Some(format!("record number {i}"));
+            sink.record(r);
+        }
+        sink.flush();
+    };
+    write(0..10);
+    println!("failures {}", sink.failures());
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go).unwrap();
+    write(10..15);
+    println!("failures {}", sink.failures());
+}
+
+/// A write that fails (the disk is full) drops nothing and forks nothing: the records are kept
+/// and written, in order, once writing works again, the chain is whole, and a notice says that
+/// records were written late. A failed write used to lose its records and leave the next one
+/// chained to nothing, so the log reported an edit that never happened, for ever.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_delays_records_and_drops_none() {
+    use std::io::{BufRead, Write};
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os("SIGNOFF_AUDIT_CHILD").is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "audit_writer_child_under_a_file_size_limit", "--nocapture", "--test-threads=1"])
+        .env("SIGNOFF_AUDIT_CHILD", &log)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    // SAFETY: between fork and exec the closure only makes two system calls (setrlimit, signal),
+    // both async-signal-safe, touching no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            // Room for about two records: writes past it fail (EFBIG) instead of killing.
+            let limit = libc::rlimit { rlim_cur: 600, rlim_max: libc::RLIM_INFINITY };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut failures = || -> u64 {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the child ended early");
+            // (libtest's "test ... " may begin the same line)
+            if let Some((_, n)) = line.trim().rsplit_once("failures ") {
+                return n.parse().unwrap();
+            }
+        }
+    };
+    assert!(failures() > 0, "the limit did not make writes fail");
+    // The disk has room again.
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: `unlimited` is a valid rlimit for the call's duration; the old value is not asked for.
+    let lifted =
+        unsafe { libc::prlimit(child.id() as libc::pid_t, libc::RLIMIT_FSIZE, &unlimited, std::ptr::null_mut()) };
+    assert_eq!(lifted, 0, "{}", std::io::Error::last_os_error());
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    failures();
+    assert!(child.wait().unwrap().success());
+
+    let report = verify_chain(&log).unwrap();
+    assert!(report.is_intact(), "{:?}", report.problem);
+    let records = JsonlAuditSink::read(&log).unwrap();
+    let reasons: Vec<&str> = records.iter().filter_map(|r| r.reason.as_deref()).collect();
+    let numbered: Vec<&str> = reasons.iter().copied().filter(|r| r.starts_with("record number")).collect();
+    let expected: Vec<String> = (0..15).map(|i| format!("record number {i}")).collect();
+    assert_eq!(numbered, expected, "every record, once, in order");
+    let late: Vec<_> = records.iter().filter(|r| r.decision.as_deref() == Some("audit-write-failed")).collect();
+    assert_eq!(late.len(), 1, "{records:?}");
+}
+
+/// One writer per log: a second sink on the same file is refused while the first is open (two
+/// writers would both continue from the same record and fork the chain), and opens once it has
+/// closed.
+#[test]
+fn a_second_writer_on_the_same_log_is_refused() {
+    let (_d, log) = fresh(2);
+    let first = JsonlAuditSink::open(&log).unwrap();
+    let Err(e) = JsonlAuditSink::open(&log) else { panic!("a second writer opened the log") };
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(e.to_string().contains("one writer per log"), "{e}");
+    first.record(AuditRecord::new(AuditKind::Notice));
+    drop(first);
+    write_records(&log, 2, AuditOptions::default());
+    let report = verify_chain(&log).unwrap();
+    assert!(report.is_intact(), "{:?}", report.problem);
+    assert_eq!(report.records, 5);
+}
+
+/// A last record whose newline was lost is continued from, not written again under its `seq`.
+#[test]
+fn a_last_record_without_its_newline_is_continued_from() {
+    let (_d, log) = fresh(3);
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, text.trim_end_matches('\n')).unwrap();
+    write_records(&log, 2, AuditOptions::default());
+    let report = verify_chain(&log).unwrap();
+    assert!(report.is_intact(), "{:?}", report.problem);
+    assert_eq!(report.records, 5);
+}
+
+/// Only the names rotation writes are read as rotated files, and what is not a regular file is
+/// refused rather than read for ever (a pipe).
+#[cfg(unix)]
+#[test]
+fn verification_reads_only_rotated_files_and_regular_files() {
+    let (dir, log) = fresh(3);
+    for junk in ["audit.jsonl.01", "audit.jsonl.+6", "audit.jsonl.1.bak"] {
+        std::fs::write(dir.path().join(junk), "not a record\n").unwrap();
+    }
+    let report = verify_chain(&log).unwrap();
+    assert!(report.is_intact(), "{:?}", report.problem);
+    assert_eq!(report.files, vec![log.clone()]);
+    let pipe = dir.path().join("pipe.jsonl");
+    let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
+    assert!(made.success());
+    let e = verify_chain(&pipe).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(e.to_string().contains("not a regular file"), "{e}");
 }
