@@ -126,15 +126,6 @@ fn verify(args: &[OsString]) -> u8 {
 }
 
 fn verify_file(path: &Path, store: Option<&Path>) -> u8 {
-    if let Some(rotated) = unlisted_rotation(path) {
-        eprintln!(
-            "signoff: {}: cannot check its rotated files ({} ...): the log's file name is not UTF-8, and they \
-             would be left out (rename the log and its rotated files to check them)",
-            path.display(),
-            rotated.display()
-        );
-        return USAGE_OR_IO;
-    }
     let report = match signoff::verify_chain_with_store(path, store) {
         Ok(r) => r,
         Err(e) => {
@@ -148,23 +139,6 @@ fn verify_file(path: &Path, store: Option<&Path>) -> u8 {
         (None, None) => " (no anchor checked: a cut end would not show)".to_owned(),
     };
     print_report(&report, &format!("in {} file(s)", report.files.len()), &caveat)
-}
-
-/// A rotated file (`<name>.<n>`) of a log whose file name is not UTF-8: the chain check finds
-/// rotated files by a UTF-8 name only, and for another would read the current file alone, so a
-/// log could be called intact with its older records never read.
-fn unlisted_rotation(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?;
-    if name.to_str().is_some() {
-        return None;
-    }
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
-        p.file_name()
-            .and_then(|f| f.as_encoded_bytes().strip_prefix(name.as_encoded_bytes()))
-            .and_then(|rest| rest.strip_prefix(b"."))
-            .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
-    })
 }
 
 fn verify_postgres(url: &str, schema: Option<&str>) -> u8 {
