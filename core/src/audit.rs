@@ -284,8 +284,8 @@ pub struct AuditOptions {
 /// written late. Failures are counted ([`failures`](Self::failures)) and reported on stderr;
 /// the gate goes on deciding calls meanwhile.
 ///
-/// One writer per log: a second sink on the same path, in this process or another, fails to
-/// open (`io`) while the first is open (the lock is `<path>.lock`).
+/// Several sinks may write one log (two gates, two processes): each writes its batches holding
+/// `<path>.lock` and continues from the record another wrote last, so the log stays one chain.
 pub struct JsonlAuditSink {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
     /// The anchor the writer keeps the head in, for [`AuditSink::verify`].
@@ -296,33 +296,46 @@ pub struct JsonlAuditSink {
 }
 
 /// The writer thread's end of the chain.
+///
+/// Several writers may append to one log (two gates, two processes): each batch is written
+/// holding `<path>.lock`, after catching up with whatever another writer appended or rotated
+/// since this one last wrote, so the chain goes on from the log's real last record.
 struct Chain {
     path: PathBuf,
     file: std::fs::File,
-    /// The file's length up to its last whole record: what a failed write is cut back to.
+    /// The file's length as this writer last left it, up to its last whole record: what a
+    /// failed write is cut back to, and how another writer's appends are noticed.
     size: u64,
-    /// The chain's head, records not yet on disk included.
+    /// The chain's head: the log's last record as this writer last saw or wrote it.
     next_seq: u64,
     prev: String,
-    /// Chained records not yet on disk, in order. A write that fails leaves them here (the file
-    /// cut back to `size`) to be written, in the same order, when writing works again: nothing
-    /// is dropped, and the chain stays whole.
-    unwritten: Vec<u8>,
+    /// Records not yet on disk, in order, chained when written. A write that fails leaves them
+    /// here (the file cut back to `size`) to be written, in the same order, when writing works
+    /// again: nothing is dropped, and the chain stays whole.
+    unwritten: Vec<AuditRecord>,
     /// Writes failed since the last one that worked: (how many, the first error, when).
     failing: Option<(u64, String, u64)>,
     /// A failed write may have left part of a record in the file, not yet cut away.
     torn: bool,
     rotate_bytes: Option<u64>,
-    rotated: u64,
     anchor: Option<Arc<dyn AuditAnchor>>,
     /// Records written since the anchor was last saved.
     unanchored: bool,
-    /// Held while the log is open: one writer per log.
-    _lock: std::fs::File,
+    /// `<path>.lock`, held while a batch is written.
+    lock: std::fs::File,
+}
+
+/// Holds a log's lock until dropped.
+struct Locked<'a>(&'a std::fs::File);
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
 }
 
 impl Chain {
-    /// The head of the chain, records not yet on disk included (`None` for an empty chain).
+    /// The head of the chain, as far as this writer knows (`None` for an empty chain).
     fn head(&self) -> Option<ChainHead> {
         self.next_seq.checked_sub(1).map(|seq| ChainHead { seq, hash: self.prev.clone() })
     }
@@ -347,7 +360,7 @@ impl Chain {
                         anchored.hash
                     );
                     eprintln!("signoff: {msg}");
-                    self.write(AuditRecord::notice(TRUNCATED_NOTICE, msg))?;
+                    self.write(AuditRecord::notice(TRUNCATED_NOTICE, msg));
                     self.unanchored = true;
                 }
             }
@@ -373,28 +386,51 @@ impl Chain {
     }
 
     fn open(path: &Path, options: AuditOptions) -> std::io::Result<Chain> {
-        let lock = lock_log(path)?;
-        let rotated = rotated_files(path)?.last().map_or(0, |(n, _)| *n);
-        let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
-        let mut size = file.metadata()?.len();
-        // Continue from the last complete record: of this file, or of the newest rotated one.
+        let lock = open_lock(path)?;
+        let file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
+        let mut chain = Chain {
+            path: path.to_path_buf(),
+            file,
+            size: 0,
+            next_seq: 0,
+            prev: GENESIS_HASH.to_owned(),
+            unwritten: Vec::new(),
+            failing: None,
+            torn: false,
+            rotate_bytes: options.rotate_bytes,
+            anchor: None,
+            unanchored: false,
+            lock,
+        };
+        let lock = chain.lock.try_clone()?;
+        let _locked = lock_within(&lock, LOCK_WAIT)?;
+        chain.read_tail()?;
+        Ok(chain)
+    }
+
+    /// Continues from the log's last whole record: of the file, or of the newest rotated one.
+    /// Called holding the lock.
+    fn read_tail(&mut self) -> std::io::Result<()> {
+        let path = self.path.as_path();
+        let mut size = self.file.metadata()?.len();
         let mut last = last_line(path)?;
-        if last.is_none() && rotated > 0 {
-            last = last_line(&rotated_path(path, rotated))?;
+        if last.is_none()
+            && let Some((_, newest)) = rotated_files(path)?.pop()
+        {
+            last = last_line(&newest)?;
         }
-        if size > 0 && !ends_with_newline(&mut file)? {
+        if size > 0 && !ends_with_newline(&mut self.file)? {
             // A final line without its newline: a whole record whose newline was lost (it is
             // continued from), or a torn one from a crash (verification reports it). Ended, so
             // the next record starts cleanly.
-            file.write_all(b"\n")?;
+            self.file.write_all(b"\n")?;
             size += 1;
             let ended = last_line(path)?;
             if ended.as_deref().is_some_and(|l| chained_tail(l).is_some()) {
                 last = ended;
             }
         }
-        let tail = last.as_deref().map(|l| chained_tail(l).ok_or(()));
-        let (next_seq, prev) = match tail {
+        let (next_seq, prev) = match last.as_deref().map(|l| chained_tail(l).ok_or(())) {
             Some(Ok(t)) => t,
             None => (0, GENESIS_HASH.to_owned()),
             Some(Err(())) => {
@@ -406,36 +442,39 @@ impl Chain {
                 (0, GENESIS_HASH.to_owned())
             }
         };
-        Ok(Chain {
-            path: path.to_path_buf(),
-            file,
-            size,
-            next_seq,
-            prev,
-            unwritten: Vec::new(),
-            failing: None,
-            torn: false,
-            rotate_bytes: options.rotate_bytes,
-            rotated,
-            anchor: None,
-            unanchored: false,
-            _lock: lock,
-        })
-    }
-
-    /// Chains `r` after the head; it reaches the disk with the next [`write_out`](Self::write_out).
-    fn write(&mut self, r: AuditRecord) -> std::io::Result<()> {
-        let (line, hash) = chained_line(r, self.next_seq, self.prev.clone()).map_err(std::io::Error::other)?;
-        self.unwritten.extend_from_slice(&line);
-        self.unwritten.push(b'\n');
-        self.next_seq += 1;
-        self.prev = hash;
+        (self.size, self.next_seq, self.prev) = (size, next_seq, prev);
         Ok(())
     }
 
-    /// Appends the records not yet on disk, all or none: a failed write is cut back off the
-    /// file and the records stay queued. After failures, the first write that works also
-    /// records, in the chain, that the records before it were written late.
+    /// After another writer appended to the log or rotated it: continue from where it left
+    /// the log. Called holding the lock.
+    fn catch_up(&mut self) -> std::io::Result<()> {
+        let on_disk = match std::fs::metadata(&self.path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let ours = self.file.metadata()?;
+        let moved = on_disk.as_ref().is_none_or(|m| !same_file(m, &ours));
+        if moved {
+            // Rotated (or removed) by someone else: the path names another file now.
+            self.file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
+        } else if ours.len() == self.size {
+            return Ok(());
+        }
+        self.torn = false;
+        self.read_tail()
+    }
+
+    /// Queues `r`; it is chained and reaches the disk with the next [`write_out`](Self::write_out).
+    fn write(&mut self, r: AuditRecord) {
+        self.unwritten.push(r);
+    }
+
+    /// Appends the queued records, all or none, holding the log's lock, then rotates if due. A
+    /// failed write is cut back off the file and the records stay queued. After failures, the
+    /// first write that works also records, in the chain, that the records before it were
+    /// written late.
     fn write_out(&mut self) -> std::io::Result<()> {
         if self.unwritten.is_empty() {
             return Ok(());
@@ -449,7 +488,7 @@ impl Chain {
                     self.path.display()
                 );
                 eprintln!("signoff: {msg}");
-                self.write(AuditRecord::notice("audit-write-failed", msg))?;
+                self.write(AuditRecord::notice("audit-write-failed", msg));
                 self.append_unwritten()
             }
             (Ok(()), None) => Ok(()),
@@ -462,34 +501,61 @@ impl Chain {
     }
 
     fn append_unwritten(&mut self) -> std::io::Result<()> {
+        let lock = self.lock.try_clone()?;
+        let _locked = lock_within(&lock, LOCK_WAIT)?;
+        self.catch_up()?;
         if self.torn {
             self.file.set_len(self.size)?;
             self.torn = false;
         }
-        if let Err(e) = self.file.write_all(&self.unwritten) {
+        let (mut seq, mut prev) = (self.next_seq, self.prev.clone());
+        let mut lines = Vec::new();
+        for r in &mut self.unwritten {
+            let (line, hash) = chain_record(r, seq, prev).map_err(std::io::Error::other)?;
+            lines.extend_from_slice(&line);
+            lines.push(b'\n');
+            seq += 1;
+            prev = hash;
+        }
+        if let Err(e) = self.file.write_all(&lines) {
             // Part of it may be in the file: cut back to the last whole record (or, failing
             // that, before the next attempt), so no torn record sits inside the chain.
             self.torn = self.file.set_len(self.size).is_err();
             return Err(e);
         }
-        self.size += self.unwritten.len() as u64;
+        self.size += lines.len() as u64;
+        (self.next_seq, self.prev) = (seq, prev);
         self.unwritten.clear();
         self.unanchored = true;
-        Ok(())
+        self.maybe_rotate()
     }
 
+    /// Called holding the lock, after a write.
     fn maybe_rotate(&mut self) -> std::io::Result<()> {
         let Some(limit) = self.rotate_bytes else { return Ok(()) };
-        if self.size < limit || !self.unwritten.is_empty() {
+        if self.size < limit {
             return Ok(());
         }
         self.file.sync_data()?;
-        let next = self.rotated + 1;
+        // Numbered after the newest rotated file there is (another writer may have rotated).
+        let next = rotated_files(&self.path)?.last().map_or(0, |(n, _)| *n) + 1;
         std::fs::rename(&self.path, rotated_path(&self.path, next))?;
-        self.rotated = next;
         self.file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
         self.size = 0;
         Ok(())
+    }
+}
+
+/// Whether two metadata describe the same file (by device and inode where there are such).
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        a.len() == b.len() && a.modified().ok() == b.modified().ok()
     }
 }
 
@@ -500,36 +566,52 @@ fn chained_tail(line: &[u8]) -> Option<(u64, String)> {
     Some((rec.seq? + 1, hash.to_owned()))
 }
 
-/// Takes `<path>.lock` for this process: two writers appending to one log would fork its chain
-/// (both continue from the same record). Released when the log is closed, or by the system
-/// when the process dies.
-fn lock_log(path: &Path) -> std::io::Result<std::fs::File> {
+/// How long a writer waits for another to finish its batch before the write counts as failed
+/// (and is tried again later).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `<path>.lock`, which writers of the log take while they write a batch.
+fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
     let mut lock_path = path.as_os_str().to_owned();
     lock_path.push(".lock");
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
-    // A lock just released can still be held for a moment by a child this process forked
-    // (until it execs): asked again for up to ~200 ms, as the SQLite store does.
-    for _ in 0..20 {
-        if lock.try_lock().is_ok() {
-            return Ok(lock);
+    std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)
+}
+
+/// Takes `lock`, waiting up to `wait` for another writer (in this process or another) to finish.
+fn lock_within(lock: &std::fs::File, wait: std::time::Duration) -> std::io::Result<Locked<'_>> {
+    let start = std::time::Instant::now();
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(Locked(lock)),
+            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < wait => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!("another writer of the audit log held its lock for over {wait:?}"),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    Err(std::io::Error::new(
-        std::io::ErrorKind::ResourceBusy,
-        "the audit log is open in another gate or process (one writer per log)",
-    ))
 }
 
 /// `r` as the chained record `seq` after the record whose hash is `prev_hash`: the line (no
 /// newline) with `seq`, `prev_hash` and, last, `hash` (SHA-256 hex of the line without its `hash`
 /// field), and that hash. Every chained sink (the JSON Lines file, the PostgreSQL table) writes
 /// records through this, so one verifier checks them all.
+#[cfg(feature = "postgres")]
 pub(crate) fn chained_line(mut r: AuditRecord, seq: u64, prev_hash: String) -> serde_json::Result<(Vec<u8>, String)> {
+    chain_record(&mut r, seq, prev_hash)
+}
+
+/// [`chained_line`] of `r`, whose chain fields it sets.
+fn chain_record(r: &mut AuditRecord, seq: u64, prev_hash: String) -> serde_json::Result<(Vec<u8>, String)> {
     r.seq = Some(seq);
     r.prev_hash = Some(prev_hash);
     r.hash = None;
-    let mut line = serde_json::to_vec(&r)?;
+    let mut line = serde_json::to_vec(&*r)?;
     let hash = crate::display::sha256_hex(&line);
     line.pop(); // the closing brace
     line.extend_from_slice(b",\"hash\":\"");
@@ -683,11 +765,7 @@ impl JsonlAuditSink {
                     // Chain everything queued, then write it at once.
                     while let Some(msg) = next.take() {
                         match msg {
-                            Msg::Record(r) => {
-                                if let Err(e) = chain.write(r) {
-                                    fail(e);
-                                }
-                            }
+                            Msg::Record(r) => chain.write(r),
                             Msg::Flush(done) => waiters.push(done),
                             Msg::Anchor(a) => {
                                 if let Err(e) = chain.set_anchor(a) {
@@ -704,9 +782,6 @@ impl JsonlAuditSink {
                             fail(e);
                             retry = (retry * 2).min(RETRY_MAX);
                         }
-                    }
-                    if let Err(e) = chain.maybe_rotate() {
-                        fail(e);
                     }
                     if let Err(e) = chain.save_anchor() {
                         fail(e);
@@ -728,7 +803,7 @@ impl JsonlAuditSink {
                     }
                 }
                 if !chain.unwritten.is_empty() {
-                    let n = chain.unwritten.iter().filter(|&&b| b == b'\n').count();
+                    let n = chain.unwritten.len();
                     f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     eprintln!(
                         "signoff: audit log {}: {n} record(s) could not be written before it closed",

@@ -404,22 +404,47 @@ fn a_full_disk_delays_records_and_drops_none() {
     assert_eq!(late.len(), 1, "{records:?}");
 }
 
-/// One writer per log: a second sink on the same file is refused while the first is open (two
-/// writers would both continue from the same record and fork the chain), and opens once it has
-/// closed.
+/// Two writers on one log (two gates, two processes sharing an audit path) keep one chain:
+/// each writes its batches holding the log's lock and goes on from the record the other wrote
+/// last, rotation included. They used to continue from the same record and fork the chain.
 #[test]
-fn a_second_writer_on_the_same_log_is_refused() {
-    let (_d, log) = fresh(2);
-    let first = JsonlAuditSink::open(&log).unwrap();
-    let Err(e) = JsonlAuditSink::open(&log) else { panic!("a second writer opened the log") };
-    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
-    assert!(e.to_string().contains("one writer per log"), "{e}");
-    first.record(AuditRecord::new(AuditKind::Notice));
-    drop(first);
-    write_records(&log, 2, AuditOptions::default());
+fn two_writers_on_one_log_keep_one_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let options = AuditOptions { rotate_bytes: Some(4000) };
+    let a = JsonlAuditSink::open_with(&log, options).unwrap();
+    let b = JsonlAuditSink::open_with(&log, options).unwrap();
+    std::thread::scope(|s| {
+        for (name, sink) in [("a", &a), ("b", &b)] {
+            s.spawn(move || {
+                for i in 0..200 {
+                    let mut r = AuditRecord::new(AuditKind::Notice);
+                    r.reason = Some(format!("{name} {i}"));
+                    sink.record(r);
+                    if i % 7 == 0 {
+                        sink.flush();
+                    }
+                }
+                sink.flush();
+            });
+        }
+    });
+    drop((a, b));
     let report = verify_chain(&log).unwrap();
     assert!(report.is_intact(), "{:?}", report.problem);
-    assert_eq!(report.records, 5);
+    assert_eq!(report.records, 400);
+    assert!(report.files.len() > 3, "rotated by both: {:?}", report.files);
+    // Each writer's records, every one once, in its own order.
+    let mut all = Vec::new();
+    for f in &report.files {
+        all.extend(JsonlAuditSink::read(f).unwrap());
+    }
+    for name in ["a", "b"] {
+        let mine: Vec<String> =
+            all.iter().filter_map(|r| r.reason.clone()).filter(|r| r.starts_with(&format!("{name} "))).collect();
+        let expected: Vec<String> = (0..200).map(|i| format!("{name} {i}")).collect();
+        assert_eq!(mine, expected);
+    }
 }
 
 /// A last record whose newline was lost is continued from, not written again under its `seq`.
