@@ -372,7 +372,7 @@ test("a tool's output that JSON.stringify would change fails the call, naming th
     ['set', async () => ({ s: new Set(['x']) }), `the tool's return value.s is a Set, which JSON.stringify writes as {}`],
     ['buffer', () => ({ b: new ArrayBuffer(4) }), `the tool's return value.b is an ArrayBuffer, which JSON.stringify writes as {}`],
     ['realm', () => vm.runInNewContext('({ m: new Map() })'), `the tool's return value.m is a Map`],
-    ['via toJSON', () => ({ v: { toJSON: () => ({ n: NaN }) } }), `the tool's return value.v.n is NaN`],
+    ['via_toJSON', () => ({ v: { toJSON: () => ({ n: NaN }) } }), `the tool's return value.v.n is NaN`],
     ['boxed', () => ({ n: new Number(NaN) }), `the tool's return value.n is NaN: ${NAN}`],
   ]
   let runs = 0
