@@ -359,13 +359,13 @@ impl Chain {
                         anchored.seq,
                         anchored.hash
                     );
-                    eprintln!("signoff: {msg}");
+                    crate::report!("signoff: {msg}");
                     self.write(AuditRecord::notice(TRUNCATED_NOTICE, msg));
                     self.unanchored = true;
                 }
             }
             Ok(None) => self.unanchored = self.next_seq > 0,
-            Err(e) => eprintln!("signoff: cannot read the audit anchor: {e}"),
+            Err(e) => crate::report!("signoff: cannot read the audit anchor: {e}"),
         }
         self.anchor = Some(anchor);
         Ok(())
@@ -435,7 +435,7 @@ impl Chain {
             None => (0, GENESIS_HASH.to_owned()),
             Some(Err(())) => {
                 // Keep the gate running; `verify_chain` reports the unreadable record.
-                eprintln!(
+                crate::report!(
                     "signoff: the last record of {} is not a chained audit record; continuing after it",
                     path.display()
                 );
@@ -487,7 +487,7 @@ impl Chain {
                      were kept and written late",
                     self.path.display()
                 );
-                eprintln!("signoff: {msg}");
+                crate::report!("signoff: {msg}");
                 self.write(AuditRecord::notice("audit-write-failed", msg));
                 self.append_unwritten()
             }
@@ -745,7 +745,7 @@ impl JsonlAuditSink {
             .spawn(move || {
                 let fail = |e: std::io::Error| {
                     f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    eprintln!("signoff: audit log {} write failed: {e}", p2.display());
+                    crate::report!("signoff: audit log {} write failed: {e}", p2.display());
                 };
                 let mut retry = RETRY_FIRST;
                 loop {
@@ -805,7 +805,7 @@ impl JsonlAuditSink {
                 if !chain.unwritten.is_empty() {
                     let n = chain.unwritten.len();
                     f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    eprintln!(
+                    crate::report!(
                         "signoff: audit log {}: {n} record(s) could not be written before it closed",
                         p2.display()
                     );
@@ -858,7 +858,7 @@ impl AuditSink for JsonlAuditSink {
             && tx.send(Msg::Record(record)).is_err()
         {
             self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            eprintln!("signoff: audit writer for {} has stopped; a record was not written", self.path.display());
+            crate::report!("signoff: audit writer for {} has stopped; a record was not written", self.path.display());
         }
     }
 

@@ -262,7 +262,7 @@ mod tests {
             std::fs::read_to_string(dir.join("extracted/DerivedGeneralCategory.txt")),
         ) else {
             assert!(std::env::var_os("CI").is_none(), "CI must install unicode-data (make test does)");
-            eprintln!("skipped: no Unicode Character Database in {}", dir.display());
+            crate::report!("skipped: no Unicode Character Database in {}", dir.display());
             return;
         };
         let ranges = |text: &str, pred: &dyn Fn(&str) -> bool| -> Vec<(u32, u32)> {

@@ -351,7 +351,7 @@ impl Gate {
             let stored = if durable { serde_json::to_value(&result).unwrap_or(Value::Null) } else { Value::Null };
             let done = StateChange { result: durable.then_some(&stored), ..StateChange::to(RecordState::Done) };
             if let Err(e) = self.record_state(id, done).await {
-                eprintln!("signoff: could not record the result of request {id}: {e}");
+                crate::report!("signoff: could not record the result of request {id}: {e}");
             }
         }
         result

@@ -40,6 +40,19 @@
 
 #![warn(missing_docs)]
 
+/// Writes a diagnostic line to stderr without ever panicking. `eprintln!` panics when stderr
+/// cannot be written (closed, a full disk, a file-size limit on the file it goes to), and a
+/// panic on one of the library's threads (the audit writer, a store's runtime) would stop it:
+/// its work must outlive a broken stderr.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// `Eq` and `Ord` for a type that is compared by a key it computes (`$key`: a method returning
 /// something `Ord`), for tables that hold pointers and order them by what they point to.
 macro_rules! ord_by_key {

@@ -298,7 +298,7 @@ impl SqliteStore {
             // stop this thread (every later change would then be refused).
             let done = job.done;
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done.complete(reply))).is_err() {
-                eprintln!("signoff: {}: the completion of a recorded change panicked", self.path.display());
+                crate::report!("signoff: {}: the completion of a recorded change panicked", self.path.display());
             }
         }
     }
@@ -674,7 +674,7 @@ impl PendingStore for SqliteStore {
         if let Some(conn) = lock(&self.conn).take() {
             let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
             if let Err((_, e)) = conn.close() {
-                eprintln!("signoff: closing {} failed: {e}", self.path.display());
+                crate::report!("signoff: closing {} failed: {e}", self.path.display());
             }
         }
         lock(&self.lock_file).take();

@@ -340,7 +340,9 @@ fn audit_writer_child_under_a_file_size_limit() {
 /// A write that fails (the disk is full) drops nothing and forks nothing: the records are kept
 /// and written, in order, once writing works again, the chain is whole, and a notice says that
 /// records were written late. A failed write used to lose its records and leave the next one
-/// chained to nothing, so the log reported an edit that never happened, for ever.
+/// chained to nothing, so the log reported an edit that never happened, for ever. The child's
+/// stderr is a file past the limit too, as a log on the same full disk would be: reporting the
+/// failure there must not stop the writer (`eprintln!` panics when it cannot write).
 #[cfg(target_os = "linux")]
 #[test]
 fn a_full_disk_delays_records_and_drops_none() {
@@ -351,11 +353,15 @@ fn a_full_disk_delays_records_and_drops_none() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
+    let stderr_log = dir.path().join("stderr.log");
+    std::fs::write(&stderr_log, vec![b'.'; 4096]).unwrap();
+    let stderr = std::fs::OpenOptions::new().append(true).open(&stderr_log).unwrap();
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "audit_writer_child_under_a_file_size_limit", "--nocapture", "--test-threads=1"])
         .env("SIGNOFF_AUDIT_CHILD", &log)
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped());
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr);
     // SAFETY: between fork and exec the closure only makes two system calls (setrlimit, signal),
     // both async-signal-safe, touching no memory shared with the parent.
     unsafe {
@@ -472,8 +478,9 @@ fn verification_reads_only_rotated_files_and_regular_files() {
     assert!(report.is_intact(), "{:?}", report.problem);
     assert_eq!(report.files, vec![log.clone()]);
     let pipe = dir.path().join("pipe.jsonl");
-    let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
-    assert!(made.success());
+    let c_path = std::ffi::CString::new(pipe.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c_path` is a NUL-terminated path that lives through the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
     let e = verify_chain(&pipe).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("not a regular file"), "{e}");

@@ -397,7 +397,7 @@ impl McpGate {
                 let ex = match expose(&gate, &up.name, &def, overrides, &via) {
                     Ok(ex) => ex,
                     Err(e) => {
-                        eprintln!("signoff mcp: {}: a tool is not offered: {e}", up.name);
+                        signoff::report!("signoff mcp: {}: a tool is not offered: {e}", up.name);
                         continue;
                     }
                 };
@@ -422,7 +422,7 @@ impl McpGate {
         }
         for name in overrides.keys() {
             if !tools.contains_key(name) {
-                eprintln!("signoff mcp: warning: the configuration names {name:?}, which no upstream offers");
+                signoff::report!("signoff mcp: warning: the configuration names {name:?}, which no upstream offers");
             }
         }
         let routes: Routes = Default::default();
@@ -480,7 +480,7 @@ impl McpGate {
                 .map_err(|e| format!("console: {e}"))?;
             let console =
                 signoff_console::Console::start(mcp.gate().clone(), options).map_err(|e| format!("console: {e}"))?;
-            eprintln!("signoff mcp: approval console at {}", console.url());
+            signoff::report!("signoff mcp: approval console at {}", console.url());
             // An explicit `approval_url` wins over the console's own URL.
             mcp.set_approval_page(config.approval_url.as_deref().unwrap_or(console.url()));
             *lock(&mcp.inner.console) = Some(console);
@@ -566,7 +566,7 @@ impl McpGate {
         let listed = match list_bounded(up.client.peer(), up.list_timeout).await {
             Ok(l) => l,
             Err(why) => {
-                eprintln!(
+                signoff::report!(
                     "signoff mcp: {}: tools/list after a change: {why}; approvals of its tools start over, and its \
                      tools are asked about until it is listed",
                     up.name
@@ -622,14 +622,16 @@ impl McpGate {
                 }
                 Err(e) => {
                     // Not offered (the old definition is no longer what would run).
-                    eprintln!("signoff mcp: {name}: {e}; it is not offered");
+                    signoff::report!("signoff mcp: {name}: {e}; it is not offered");
                     self.inner.tools.write().unwrap_or_else(|e| e.into_inner()).remove(&name);
                     self.inner.gate.unregister(&name);
                 }
             }
             match old.as_ref().map(|o| &o.def_hash) {
                 Some(old) => {
-                    eprintln!("signoff mcp: {name}: the upstream changed its definition; approvals for it start over");
+                    signoff::report!(
+                        "signoff mcp: {name}: the upstream changed its definition; approvals for it start over"
+                    );
                     self.inner.gate.audit_notice(
                         "definition-changed",
                         Some(&name),
@@ -650,7 +652,7 @@ impl McpGate {
             tools.iter().filter(|(n, t)| t.server == up.name && !seen.contains(*n)).map(|(n, _)| n.clone()).collect()
         };
         for name in gone {
-            eprintln!("signoff mcp: {name}: the upstream no longer offers it");
+            signoff::report!("signoff mcp: {name}: the upstream no longer offers it");
             self.inner.gate.audit_notice(
                 "definition-removed",
                 Some(&name),
@@ -758,7 +760,7 @@ impl McpGate {
                 && let Err(e) = p.approve_with(None, Scope::Once, Some(claims.approver.clone()))
             {
                 // E.g. the gate's authenticator does not accept this approver: nothing runs.
-                eprintln!("signoff mcp: the approval marker's approver was refused: {e}");
+                signoff::report!("signoff mcp: the approval marker's approver was refused: {e}");
                 self.inner.gate.cancel_request(&p.request().id);
             }
             std::future::pending::<ToolResult>().await
@@ -873,7 +875,7 @@ impl McpGate {
         if let Err(e) = done {
             // Refused by the gate (e.g. its authenticator does not accept this client as an
             // approver): nothing runs, and the call does not wait for its deadline.
-            eprintln!("signoff mcp: the client's answer to request {} was refused: {e}", req.id);
+            signoff::report!("signoff mcp: the client's answer to request {} was refused: {e}", req.id);
             self.inner.gate.cancel_request(&req.id);
         }
     }
@@ -961,7 +963,7 @@ impl McpGate {
     /// audit: a `request-state-refused` notice naming the tool, the reason, the client and its
     /// era (never the state or its token).
     fn refuse(&self, name: &str, who: &Who, why: Refusal) -> CallToolResponse {
-        eprintln!("signoff mcp: a retry of {name} from {:?} was refused: {why}", who.principal);
+        signoff::report!("signoff mcp: a retry of {name} from {:?} was refused: {why}", who.principal);
         self.inner.gate.audit_notice(
             "request-state-refused",
             Some(name),
@@ -1195,7 +1197,7 @@ impl McpGate {
             Err(ended) => return ended,
         };
         let id = p.request().id;
-        eprintln!(
+        signoff::report!(
             "signoff mcp: request {id} ({name}, from {}) is pending approval elsewhere (console or approval token)",
             who.principal
         );
@@ -1507,7 +1509,9 @@ fn register(
         gate.register(build(json!({"type": "object"}))).map_err(|e| format!("{name:?}: {e}"))?;
         // Only the upstream's schema was refused by our validator: the upstream still validates
         // its input.
-        eprintln!("signoff mcp: {name}: the upstream's input schema is not usable here ({e}); accepting any object");
+        signoff::report!(
+            "signoff mcp: {name}: the upstream's input schema is not usable here ({e}); accepting any object"
+        );
     }
     Ok(())
 }
@@ -1932,7 +1936,7 @@ impl McpGate {
             };
             match accepted {
                 Ok(claims) => return Ok(finish(self.loopback(&tool, &args, &who, claims, &cx.ct).await)),
-                Err(e) => eprintln!("signoff mcp: {name}: approval marker not accepted ({e}); asking"),
+                Err(e) => signoff::report!("signoff mcp: {name}: approval marker not accepted ({e}); asking"),
             }
         }
         let caps = cx.client_capabilities();

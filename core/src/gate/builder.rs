@@ -187,7 +187,7 @@ impl GateBuilder {
             gate.register(t)?;
         }
         if gate.inner.policy.gating_disabled {
-            eprintln!("signoff: WARNING: gating is DISABLED on this gate; every tool call runs without approval");
+            crate::report!("signoff: WARNING: gating is DISABLED on this gate; every tool call runs without approval");
             gate.audit(|| {
                 AuditRecord::notice(
                     "gating-disabled",

@@ -533,7 +533,7 @@ impl Gate {
             && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed)
         {
             // A forgotten approver must not look like a silent denial (said once per gate).
-            eprintln!(
+            crate::report!(
                 "signoff: a call to `{tool}` needs approval, but no approver is attached (observers do not count), \
                  so it was cancelled at once (no-approver) and did not run. Attach an approver before calling \
                  (on_request, on_request_inline, an event subscription, a console), or build the gate with \
@@ -553,7 +553,7 @@ impl Gate {
             // the same moment) are not counted.
             let earlier = left.iter().filter(|r| r.request.created_at_ms < self.inner.built_at_ms).count();
             if earlier > 0 {
-                eprintln!(
+                crate::report!(
                     "signoff: the pending store holds {earlier} unfinished request(s) from an earlier run that were not recovered; call Gate::recover() after registering tools, before the first call"
                 );
             }
@@ -703,7 +703,8 @@ impl Gate {
     /// commit did: `pending` (recovery times it out, or restores it to be decided again) or
     /// `approved` (reported as interrupted, never run).
     pub(super) fn record_final(&self, id: Uuid, state: RecordState) -> Option<Settling> {
-        let report = move |e: Error| eprintln!("signoff: could not record request {id} as {}: {e}", state.as_str());
+        let report =
+            move |e: Error| crate::report!("signoff: could not record request {id} as {}: {e}", state.as_str());
         if self.inner.store.is_durable() && tokio::runtime::Handle::try_current().is_ok() {
             // Every store starts the change when asked; the future only learns how it ended.
             let stored = self.inner.store.transition_async(id, crate::store::OwnedStateChange::to(state));
@@ -762,7 +763,7 @@ impl Gate {
     /// still pending (a concurrent answer may have won).
     pub(crate) fn fail_approval(&self, id: &Uuid, detail: &str) -> bool {
         let Some((w, recorded)) = self.claim_cancel(id) else { return false };
-        eprintln!(
+        crate::report!(
             "signoff: the approval step for request {id} (`{}`) failed: {detail}; the request is cancelled and the tool does not run",
             w.request.tool
         );

@@ -234,7 +234,7 @@ impl Gate {
                 Ok(d) => {
                     gate.run_decided(executor, name, session, call_id, d).await;
                 }
-                Err(e) => eprintln!("signoff: restored request {id} failed: {e}"),
+                Err(e) => crate::report!("signoff: restored request {id} failed: {e}"),
             }
         });
         Ok(())

@@ -331,7 +331,7 @@ impl Gate {
                     let mut slot = lock(&done);
                     match (&*slot, out) {
                         (Answer::Returned, Err(e)) => {
-                            eprintln!(
+                            crate::report!(
                                 "signoff: the answer to request {id} could not be recorded; the call does not run: {e}"
                             );
                         }

@@ -156,7 +156,7 @@ impl Gate {
             _ => None,
         };
         if let Some(detail) = refused {
-            eprintln!("signoff: request {}: {detail}; the tool does not run", w.request.id);
+            crate::report!("signoff: request {}: {detail}; the tool does not run", w.request.id);
             self.audit(|| {
                 AuditRecord::about(AuditKind::Notice, &w.request)
                     .with_decision(CancelReason::ApprovalFailed.as_str())
@@ -201,7 +201,7 @@ impl Gate {
                 }
                 None => {
                     // The store cannot be read: the deadline passed here, so fail safe here.
-                    eprintln!("signoff: request {id} timed out; the store could not record it: {e}");
+                    crate::report!("signoff: request {id} timed out; the store could not record it: {e}");
                     match self.claim(&id, Outcome::TimedOut) {
                         Some(w) => TimeOut::Now(Resolution::TimedOut, self.timed_out(w, true)),
                         None => TimeOut::Elsewhere,
@@ -226,7 +226,7 @@ impl Gate {
                     None
                 }
                 _ => {
-                    eprintln!("signoff: request {id} is cancelled here; the store could not record it: {e}");
+                    crate::report!("signoff: request {id} is cancelled here; the store could not record it: {e}");
                     let w = self.claim(id, Outcome::Cancelled)?;
                     // A row still being written is ended once it is.
                     self.flag_if_writing(id);

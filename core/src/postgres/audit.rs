@@ -210,12 +210,12 @@ impl AuditSink for PostgresAuditSink {
             return;
         }
         self.failures.fetch_add(1, Ordering::Relaxed);
-        eprintln!("signoff: the audit writer for {} has stopped; a record was not written", self.table.display);
+        crate::report!("signoff: the audit writer for {} has stopped; a record was not written", self.table.display);
     }
 
     fn flush(&self) {
         if let Err(e) = self.try_flush() {
-            eprintln!("signoff: audit table {}: flush: {e}", self.table.display);
+            crate::report!("signoff: audit table {}: flush: {e}", self.table.display);
         }
     }
 
@@ -234,7 +234,7 @@ impl Drop for PostgresAuditSink {
                 Ok(())
             })
         {
-            eprintln!("signoff: audit table {}: records still queued were not written: {e}", self.table.display);
+            crate::report!("signoff: audit table {}: records still queued were not written: {e}", self.table.display);
         }
         self.give_up.store(true, Ordering::SeqCst);
         if self.owns_db {
@@ -317,7 +317,7 @@ impl Writer {
                     Err(_) => Error::Store(format!("no answer from PostgreSQL within {OPERATION_TIMEOUT:?}")),
                 };
                 if self.give_up.load(Ordering::SeqCst) {
-                    eprintln!(
+                    crate::report!(
                         "signoff: audit table {}: {} record(s) were not written: the sink was dropped while the \
                          database failed: {err}",
                         self.table.display,
@@ -328,7 +328,7 @@ impl Writer {
                 self.failures.fetch_add(1, Ordering::Relaxed);
                 if !failing {
                     failing = true;
-                    eprintln!(
+                    crate::report!(
                         "signoff: audit table {}: write failed, keeping the records and retrying: {err}",
                         self.table.display
                     );

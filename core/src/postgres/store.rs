@@ -443,7 +443,7 @@ impl Shared {
                                 ended.push(r);
                             }
                         }
-                        Err(e) => eprintln!("signoff: request {id} in PostgreSQL is unreadable: {e}"),
+                        Err(e) => crate::report!("signoff: request {id} in PostgreSQL is unreadable: {e}"),
                     }
                 }
             }
