@@ -344,6 +344,12 @@ impl Chain {
     /// down: that is written into the chain itself (and to stderr) before it continues, so the
     /// evidence survives the anchor moving on.
     fn set_anchor(&mut self, anchor: Arc<dyn AuditAnchor>) -> std::io::Result<()> {
+        // Compared with the log as it is now, not as it was opened (another writer may have
+        // gone on since).
+        let lock = self.lock.try_clone()?;
+        let locked = lock_within(&lock, LOCK_WAIT)?;
+        self.catch_up()?;
+        drop(locked);
         match anchor.load_head() {
             Ok(Some(anchored)) => {
                 let ends = self.head();
@@ -454,16 +460,38 @@ impl Chain {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let ours = self.file.metadata()?;
+        let mut ours = self.file.metadata()?;
         let moved = on_disk.as_ref().is_none_or(|m| !same_file(m, &ours));
         if moved {
             // Rotated (or removed) by someone else: the path names another file now.
             self.file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
-        } else if ours.len() == self.size {
+            self.torn = false;
+        } else if self.torn {
+            // What a failed write of ours left: cut away before anything is compared.
+            self.file.set_len(self.size)?;
+            self.torn = false;
+            ours = self.file.metadata()?;
+        }
+        if !moved && ours.len() == self.size {
             return Ok(());
         }
-        self.torn = false;
-        self.read_tail()
+        let (was_seq, was_prev) = (self.next_seq, self.prev.clone());
+        self.read_tail()?;
+        // Other writers only append, or rotate (the newest record then is in a rotated file):
+        // a log that now ends before the record this writer last saw was cut, or replaced,
+        // while it was open. Said in the chain before anything else is written.
+        if self.next_seq < was_seq || (self.next_seq == was_seq && self.prev != was_prev) {
+            let ends_at =
+                self.next_seq.checked_sub(1).map_or("it is empty".to_owned(), |s| format!("it ends at record {s}"));
+            let msg = format!(
+                "audit log {} was cut while it was open: its last record was record {} (hash {was_prev}), but {ends_at}",
+                self.path.display(),
+                was_seq.saturating_sub(1),
+            );
+            crate::report!("signoff: {msg}");
+            self.unwritten.insert(0, AuditRecord::notice(TRUNCATED_NOTICE, msg));
+        }
+        Ok(())
     }
 
     /// Queues `r`; it is chained and reaches the disk with the next [`write_out`](Self::write_out).
@@ -803,12 +831,19 @@ impl JsonlAuditSink {
                     }
                 }
                 if !chain.unwritten.is_empty() {
+                    // The last place left for them: stderr, whole, one JSON record per line.
                     let n = chain.unwritten.len();
                     f2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     crate::report!(
-                        "signoff: audit log {}: {n} record(s) could not be written before it closed",
+                        "signoff: audit log {}: {n} record(s) could not be written before it closed; they follow, \
+                         one JSON record per line",
                         p2.display()
                     );
+                    for r in &chain.unwritten {
+                        if let Ok(line) = serde_json::to_string(r) {
+                            crate::report!("signoff-audit-unwritten: {line}");
+                        }
+                    }
                 }
                 let _ = chain.save_anchor();
             })
@@ -1091,6 +1126,7 @@ pub(crate) fn verify_lines(
         anchor: anchored.cloned(),
     };
     let mut prev_at: Option<usize> = None;
+    let mut truncation: Option<ChainProblem> = None;
     for (i, p) in parsed.iter().enumerate() {
         // Every record before this one checked out, so this must be record `i`.
         let expected_seq = i as u64;
@@ -1151,16 +1187,16 @@ pub(crate) fn verify_lines(
         report.head = hash.clone();
         report.records += 1;
         prev_at = Some(i);
-        // A gate that reopened this log found it cut and said so here before going on: the
-        // chain from here on is whole, but records before this one are gone for good.
-        if rec.kind == AuditKind::Notice && rec.decision.as_deref() == Some(TRUNCATED_NOTICE) {
+        // A writer found this log cut and said so here before going on: the chain from here on
+        // is whole, but records before this one are gone for good. Reported unless something
+        // worse is found after it (the rest is checked all the same).
+        if truncation.is_none() && rec.kind == AuditKind::Notice && rec.decision.as_deref() == Some(TRUNCATED_NOTICE) {
             let found = rec.reason.as_deref().unwrap_or("no detail");
-            report.problem = Some(problem(
+            truncation = Some(problem(
                 ChainProblemKind::Truncated,
                 Some(seq),
-                format!("record {seq} says the log was found cut when it was reopened: {found}"),
+                format!("record {seq} says the log was found cut: {found}"),
             ));
-            return report;
         }
     }
     if let Some(a) = anchored
@@ -1184,6 +1220,9 @@ pub(crate) fn verify_lines(
                 report.records, a.seq, a.seq
             ),
         });
+    }
+    if report.problem.is_none() {
+        report.problem = truncation;
     }
     report
 }

@@ -485,3 +485,55 @@ fn verification_reads_only_rotated_files_and_regular_files() {
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("not a regular file"), "{e}");
 }
+
+/// A log cut while its writer has it open (by hand, by a tool): the writer says so in the chain
+/// before its next record, and verification reports the log truncated there. It used to go on
+/// from the cut end, and the log verified as whole.
+#[test]
+fn a_log_cut_while_open_is_reported_not_continued_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let sink = JsonlAuditSink::open(&log).unwrap();
+    let write = |from: usize, to: usize| {
+        for i in from..to {
+            let mut r = AuditRecord::new(AuditKind::Notice);
+            r.reason = Some(format!("record number {i}"));
+            sink.record(r);
+        }
+        sink.flush();
+    };
+    write(0, 5);
+    let whole = lines(&log);
+    rewrite(&log, &whole[..3]);
+    write(5, 7);
+    drop(sink);
+    let all = lines(&log);
+    let notice = all.iter().position(|l| l.contains("audit-truncated")).expect("a notice") + 1;
+    assert_eq!(notice, 4, "the notice comes first, right after the cut: {all:?}");
+    let p = verify_chain(&log).unwrap().problem.expect("a log cut while open is not intact");
+    assert_eq!((p.kind, p.line), (ChainProblemKind::Truncated, notice), "{p:?}");
+    assert!(p.message.contains("cut while it was open") && p.message.contains("record 4"), "{p:?}");
+}
+
+/// A later edit is not hidden behind an earlier cut: verification goes on past the notice and
+/// reports what is worse.
+#[test]
+fn an_edit_after_a_cut_notice_is_still_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    {
+        let sink = JsonlAuditSink::open(&log).unwrap();
+        sink.record(AuditRecord::new(AuditKind::Notice));
+        sink.flush();
+        rewrite(&log, &[]);
+        for _ in 0..3 {
+            sink.record(AuditRecord::new(AuditKind::Notice).with_reason("after"));
+        }
+        sink.flush();
+    }
+    assert_eq!(problem(&log).0, ChainProblemKind::Truncated);
+    let mut edited = lines(&log);
+    edited[2] = edited[2].replace("after", "AFTER");
+    rewrite(&log, &edited);
+    assert_eq!(problem(&log), (ChainProblemKind::Edited, 3, Some(2)));
+}
