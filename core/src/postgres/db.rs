@@ -271,9 +271,11 @@ impl<C: Connected> Slot<C> {
             return Ok(c.clone());
         }
         *cur = None;
-        let opened = db.now_ns();
-        let c = Arc::new(open().await?);
-        *cur = Some((c.clone(), opened));
+        // Bounded as a whole (the connect has its own timeout; the statements prepared after it
+        // have none), and stamped once open: an operation that waited for this open is not
+        // taken to have stalled on the new connection.
+        let c = Arc::new(db.bounded("opening a connection", open()).await?);
+        *cur = Some((c.clone(), db.now_ns()));
         Ok(c)
     }
 }

@@ -77,7 +77,8 @@ pub struct PostgresOptions {
     /// database's clock). Default 1 s; `Some(Duration::ZERO)` turns this process's sweeper off.
     pub sweep_interval: Option<Duration>,
     /// How long one operation may wait for the server before it fails with `store` (default
-    /// 30 s; more than zero, at most a day). A connection that was open when an operation got
+    /// 30 s; more than zero, at most a day; it must exceed the time to open a connection:
+    /// connecting, then about ten round trips to prepare its statements). A connection that was open when an operation got
     /// no answer in time is replaced at its next use, so a server or network that went silent
     /// without closing the connection (a dropped NAT entry, a partition) costs the operations
     /// waiting on it, not every operation after.
