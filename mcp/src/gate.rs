@@ -1920,6 +1920,9 @@ impl McpGate {
             return Ok(finish(DOWNSTREAM.scope(Downstream::of(&cx.ct, &who), exec).await));
         }
         let marker = cx.meta.get(MARKER_META_KEY).or_else(|| req.meta.as_ref().and_then(|m| m.get(MARKER_META_KEY)));
+        // A marker approved the tool as it was listed before: while what it is now is unknown,
+        // the person here is asked all the same.
+        let marker = marker.filter(|_| !unknown);
         if let Some(marker) = marker {
             // Approved in process already: run without asking, once. Anything wrong with the marker
             // (forged, reused, another call's, expired) means the person is asked as usual.

@@ -258,7 +258,7 @@ async fn a_slow_listing_of_one_upstream_does_not_delay_calls_to_another() {
     b.list_delay_ms.store(3_000, Ordering::SeqCst);
     for _ in 0..2 {
         sb.peer().notify_tool_list_changed().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let begun = Instant::now();
         let r = client.call_tool(call("a__read")).await.unwrap();
         assert_eq!(text(&r), "ran");
@@ -268,7 +268,7 @@ async fn a_slow_listing_of_one_upstream_does_not_delay_calls_to_another() {
     // b's own tool still waits for b's listing, and sees its change.
     b.version.store(1, Ordering::SeqCst);
     sb.peer().notify_tool_list_changed().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let tools = client.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "b__write" && t.description.as_deref() == Some("Writes (version 1)")));
     gate.close();
@@ -288,11 +288,11 @@ async fn tools_list_lists_changed_upstreams_at_the_same_time() {
         up.version.store(1, Ordering::SeqCst);
         server.peer().notify_tool_list_changed().await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let begun = Instant::now();
     let tools = client.list_all_tools().await.unwrap();
     let took = begun.elapsed();
-    assert!(took < Duration::from_millis(3500), "tools/list took {took:?}");
+    assert!(took < Duration::from_millis(3900), "tools/list took {took:?} (one after the other: 4 s)");
     let described: Vec<_> =
         tools.iter().map(|t| (t.name.to_string(), t.description.clone().unwrap_or_default())).collect();
     assert_eq!(
@@ -321,7 +321,7 @@ async fn a_tool_whose_upstream_cannot_be_listed_after_a_change_is_asked_about() 
     up.tools.lock().unwrap()[0].annotations = None;
     up.delay_ms.store(2_000, Ordering::SeqCst);
     server.peer().notify_tool_list_changed().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     let r = client.call_tool(call("up__t")).await.unwrap();
     assert_eq!(up.runs.load(Ordering::SeqCst), 0, "ran unasked though what it is now was unknown");
@@ -363,7 +363,7 @@ async fn a_tool_whose_upstream_cannot_be_listed_after_a_change_is_asked_about_in
         up.tools.lock().unwrap()[0].annotations = None;
         up.delay_ms.store(2_000, Ordering::SeqCst);
         server.peer().notify_tool_list_changed().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let person = match approves {
             true => Answering::approve(version.clone()),
             false => Answering::deny(version.clone(), "not now"),
@@ -388,7 +388,7 @@ async fn a_tool_whose_upstream_cannot_be_listed_after_a_change_is_asked_about_in
     let mcp = McpGate::new(gate.clone(), vec![u], &BTreeMap::new()).await.unwrap();
     up.delay_ms.store(2_000, Ordering::SeqCst);
     server.peer().notify_tool_list_changed().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let (c, d) = tokio::io::duplex(1 << 20);
     let connection = mcp.connection();
     tokio::spawn(async move {
@@ -401,5 +401,47 @@ async fn a_tool_whose_upstream_cannot_be_listed_after_a_change_is_asked_about_in
     assert_eq!(up.runs.load(Ordering::SeqCst), 0);
     assert_eq!(gate.pending().len(), 1);
     assert!(gate.pending()[0].reasons.iter().any(|r| r.contains("could not be read again")));
+    gate.close();
+}
+
+/// A call carrying another gate's approval marker is asked about all the same while its tool's
+/// definition is unknown: the marker approved the tool as it was listed before. It used to run
+/// on the marker, unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_marker_does_not_skip_asking_while_the_definition_is_unknown() {
+    let keys = signoff::TokenKeys::new("k1", signoff::Secret::generate()).unwrap();
+    let up = Lister::default();
+    up.tools.lock().unwrap().push(read_only("t"));
+    let gate = Gate::builder().tokens(keys.clone()).build().unwrap();
+    let (server, u) = upstream(&up, "up", Duration::from_millis(300)).await;
+    let person = Person::new("deny");
+    let (_mcp, client) = serve(&gate, vec![u], person.clone()).await;
+    // A signoff gate in front of this proxy (same keys) had a person approve `up__t` with these
+    // arguments, and sends its marker along.
+    let outer = Gate::builder().tokens(keys).build().unwrap();
+    outer.register(signoff::Tool::builder("up__t").approval(signoff::ApprovalMode::Required).build()).unwrap();
+    let _approver = outer.on_request_inline(|p| {
+        let _ = p.approve();
+    });
+    let params = call("up__t");
+    let args = Value::Object(params.arguments.clone().unwrap());
+    let decision = outer.confirm(signoff::ToolCall::new("up__t", args)).await.unwrap();
+    let marker = outer.approval_marker("up__t", &decision).unwrap();
+    let with_marker = || {
+        let mut meta = rmcp::model::MetaObject::default();
+        meta.insert(signoff::MARKER_META_KEY.to_owned(), json!(marker));
+        let mut p = call("up__t");
+        p.meta = Some(meta.into());
+        p
+    };
+
+    up.tools.lock().unwrap()[0].annotations = None;
+    up.delay_ms.store(2_000, Ordering::SeqCst);
+    server.peer().notify_tool_list_changed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = client.call_tool(with_marker()).await.unwrap();
+    assert_eq!(person.asked(), 1, "asked despite the marker");
+    assert_eq!(up.runs.load(Ordering::SeqCst), 0, "ran on a marker for a definition no longer known");
+    assert_eq!(r.is_error, Some(true));
     gate.close();
 }
