@@ -16,6 +16,9 @@ use signoff_mcp::{HttpServer, McpGate, ProxyConfig};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// How long a stopping proxy waits for the tool calls still running.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 const USAGE: &str = "\
 usage: signoff mcp-proxy --config <proxy.json> [--http <host:port>]
 
@@ -113,8 +116,21 @@ fn run(args: &[OsString]) -> Result<(), String> {
                 () = &mut stop => Ok(()),
             },
         };
-        // Pending calls are cancelled (`shutdown`) and audited; the audit log is written out.
+        // Pending calls are cancelled (`shutdown`) and audited. Tools already running are not
+        // interrupted: they get a grace period to end, so their results are recorded (a second
+        // signal stops the wait). Then the audit log is written out.
         gate.gate().close();
+        let running = gate.gate().running_tools();
+        if running > 0 {
+            eprintln!("signoff mcp-proxy: waiting up to {STOP_GRACE:?} for {running} running tool call(s) to end");
+            let mut again = crate::stop::signals()?;
+            tokio::select! {
+                ended = tokio::time::timeout(STOP_GRACE, gate.gate().tools_finished()) => if ended.is_err() {
+                    eprintln!("signoff mcp-proxy: stopped with tool calls still running (not recorded as ended)");
+                },
+                () = &mut again => eprintln!("signoff mcp-proxy: stopped without waiting for the running tool calls"),
+            }
+        }
         gate.gate().flush_audit();
         result
     })

@@ -69,8 +69,9 @@ mod signals {
     use std::process::{Child, Stdio};
     use std::time::{Duration, Instant};
 
-    /// An MCP server for the proxy to start: one tool, `write` (no annotations, so calls ask first),
-    /// answering `initialize` and `tools/list`. A call never reaches it here.
+    /// An MCP server for the proxy to start, answering `initialize` and `tools/list`, with two
+    /// tools: `write` (no annotations, so calls ask first; a call never reaches it here) and
+    /// `slow` (read-only, so calls run at once), which answers after 2 s.
     const UPSTREAM: &str = r#"
 while IFS= read -r line; do
   id=
@@ -79,7 +80,10 @@ while IFS= read -r line; do
     *'"method":"initialize"'*)
       echo '{"jsonrpc":"2.0","id":'$id',"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"upstream","version":"1"}}}' ;;
     *'"method":"tools/list"'*)
-      echo '{"jsonrpc":"2.0","id":'$id',"result":{"tools":[{"name":"write","description":"Writes","inputSchema":{"type":"object"}}]}}' ;;
+      echo '{"jsonrpc":"2.0","id":'$id',"result":{"tools":[{"name":"write","description":"Writes","inputSchema":{"type":"object"}},{"name":"slow","description":"Reads slowly","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}' ;;
+    *'"method":"tools/call"'*'"name":"slow"'*)
+      sleep 2
+      echo '{"jsonrpc":"2.0","id":'$id',"result":{"content":[{"type":"text","text":"read"}]}}' ;;
     *'"method":"tools/call"'*)
       echo '{"jsonrpc":"2.0","id":'$id',"result":{"content":[{"type":"text","text":"written"}]}}' ;;
     *'"id":'*)
@@ -193,5 +197,65 @@ done
             let out = signoff(&["audit", "verify", log.to_str().unwrap()]);
             assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
         }
+    }
+
+    /// SIGTERM while a tool runs (a call that needed no approval, forwarded to the upstream): the
+    /// proxy waits for the run to end (up to 10 s) and its `execution` record is in the log. The
+    /// client is gone with the proxy, so the upstream is told the call was cancelled, and the
+    /// record says whether the tool ran is unknown. The proxy used to exit at once, the run
+    /// dropped and never recorded.
+    #[test]
+    fn a_signal_lets_a_running_tool_finish_and_records_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let upstream = dir.path().join("upstream.sh");
+        std::fs::write(&upstream, UPSTREAM).unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let config = dir.path().join("proxy.json");
+        let json = serde_json::json!({
+            "upstreams": [{"name": "fs", "command": "bash", "args": [upstream]}],
+            "gate": {"audit_path": log},
+        });
+        std::fs::write(&config, json.to_string()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+            .args(["mcp-proxy", "--config"])
+            .arg(&config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let mut proxy = Running(child);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+        send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
+        let first = rx.recv_timeout(Duration::from_secs(20)).expect("the proxy answers initialize");
+        assert!(first.contains("serverInfo"), "{first}");
+        send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "fs__slow", "arguments": {}}}));
+        // The call is at the upstream (which answers after 2 s) when the signal comes.
+        std::thread::sleep(Duration::from_millis(700));
+        let status = stop(&mut proxy.0, "TERM");
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let records: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let ran: Vec<_> = records.iter().filter(|r| r["kind"] == "execution" && r["tool"] == "fs__slow").collect();
+        assert_eq!(ran.len(), 1, "the running call's execution is in the log: {text}");
+        assert!(
+            ran[0]["decision"] == "ok" || ran[0]["reason"].as_str().is_some_and(|r| r.contains("unknown")),
+            "{text}"
+        );
+        let out = signoff(&["audit", "verify", log.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     }
 }

@@ -153,6 +153,31 @@ fn output_text(v: &Value) -> String {
     }
 }
 
+/// How many tools are running, and a wake-up for whoever waits for none to be.
+#[derive(Default)]
+pub(crate) struct Runs {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// One running tool, counted in [`Runs`] until dropped (finished, or its run dropped).
+struct Running(Arc<Runs>);
+
+impl Running {
+    fn new(runs: &Arc<Runs>) -> Self {
+        runs.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Running(runs.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
 /// The tool's run, detached from its caller: polled in place (no task, no thread hop) while the
 /// caller waits; handed to the tokio runtime it started on if the caller's future is dropped, so
 /// a started tool always finishes and its result is recorded.
@@ -188,6 +213,29 @@ impl Drop for Detached {
 }
 
 impl Gate {
+    /// How many approved (or ungated) calls are running their tool now, their callers waiting
+    /// or not.
+    pub fn running_tools(&self) -> usize {
+        self.inner.runs.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Completes once no tool is running ([`running_tools`](Self::running_tools) is zero), at
+    /// once if none is. For a host that stops after [`close`](Self::close): the tools already
+    /// running are not interrupted, and waiting for them (bounded by the host's own grace
+    /// period) lets their results be recorded before the process ends.
+    pub async fn tools_finished(&self) {
+        let runs = &self.inner.runs;
+        loop {
+            let idle = runs.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if runs.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
     /// Confirms a call and, if approved, runs its executor exactly once.
     ///
     /// Never returns an error: an unknown tool, invalid arguments or a missing executor give a
@@ -260,7 +308,9 @@ impl Gate {
         // the caller stops waiting (see `execute`): the run owns what it needs and is handed to
         // the runtime when the caller's future is dropped, also while `executing` is committed.
         let gate = self.clone();
+        let running = Running::new(&self.inner.runs);
         let run = async move {
+            let _running = running;
             // Record before execute: once `executing` is stored, a crash can only ever report this
             // call as interrupted, never run it again. If it cannot be stored, the tool does not run.
             if let Some(id) = request_id

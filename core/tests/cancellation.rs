@@ -237,3 +237,31 @@ async fn an_executor_learns_which_call_it_runs() {
     assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
     assert_eq!(*seen.lock().unwrap(), vec![r#"transfer Some("call_7") true s9 true false"#.to_owned()]);
 }
+
+/// A host stopping after `close()` can wait for the tools still running (their callers gone)
+/// before it exits, so their results are recorded: `running_tools` counts them and
+/// `tools_finished` completes when the last one ends.
+#[tokio::test]
+async fn a_host_stopping_waits_for_the_tools_still_running() {
+    let audit = Arc::new(MemoryAuditSink::default());
+    let (gate, slow) = slow_gate(Gate::builder().audit(audit.clone()));
+    let _approver = gate.on_request_inline(|p| {
+        p.approve().unwrap();
+    });
+    assert_eq!(gate.running_tools(), 0);
+    gate.tools_finished().await;
+    let g = gate.clone();
+    let call = tokio::spawn(async move { g.execute(ToolCall::new("transfer", json!({}))).await });
+    slow.started.notified().await;
+    call.abort();
+    gate.close();
+    assert_eq!(gate.running_tools(), 1);
+    let finished = gate.tools_finished();
+    tokio::pin!(finished);
+    assert!(tokio::time::timeout(Duration::from_millis(50), finished.as_mut()).await.is_err(), "a tool still runs");
+    slow.release.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), finished).await.expect("finished once the tool ended");
+    assert_eq!(gate.running_tools(), 0);
+    gate.flush_audit();
+    assert!(audit.records().iter().any(|r| r.kind == AuditKind::Execution && r.decision.as_deref() == Some("ok")));
+}

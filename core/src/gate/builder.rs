@@ -155,6 +155,7 @@ impl GateBuilder {
                 markers: Mutex::default(),
                 timer: Arc::default(),
                 restored: Default::default(),
+                runs: Default::default(),
                 watcher: shared
                     .then(|| Arc::new(super::shared::Watcher(me.clone())) as Arc<dyn crate::store::StoreWatcher>),
                 policy: self.policy,

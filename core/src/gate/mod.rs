@@ -217,6 +217,8 @@ pub(crate) struct Inner {
     timer: Arc<timer::Timer>,
     /// Requests restored by `recover` still waiting or running their tool.
     restored: recovery::RestoredRuns,
+    /// Tools running now (see [`Gate::running_tools`]).
+    pub(crate) runs: Arc<crate::executor::Runs>,
 }
 
 impl Drop for Inner {
