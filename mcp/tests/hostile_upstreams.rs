@@ -238,7 +238,11 @@ async fn a_list_timeout_of_zero_or_over_an_hour_is_refused() {
         let (_server, u) = upstream(&up, "up", Duration::from_millis(limit)).await;
         match McpGate::new(gate.clone(), vec![u], &BTreeMap::new()).await {
             Ok(_) => assert!(ok, "{limit} ms accepted"),
-            Err(e) => assert!(!ok && e.starts_with("upstream \"up\": list timeout"), "{limit} ms: {e}"),
+            Err(e) if ok => {
+                // Accepted, then (1 ms on a busy machine) the listing itself may take longer.
+                assert!(e.contains("no answer within"), "{limit} ms: {e}")
+            }
+            Err(e) => assert!(e.starts_with("upstream \"up\": list timeout"), "{limit} ms: {e}"),
         }
     }
     gate.close();
