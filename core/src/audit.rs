@@ -345,11 +345,14 @@ impl Chain {
     /// evidence survives the anchor moving on.
     fn set_anchor(&mut self, anchor: Arc<dyn AuditAnchor>) -> std::io::Result<()> {
         // Compared with the log as it is now, not as it was opened (another writer may have
-        // gone on since).
-        let lock = self.lock.try_clone()?;
-        let locked = lock_within(&lock, LOCK_WAIT)?;
-        self.catch_up()?;
-        drop(locked);
+        // gone on since). Should that fail, with the log as last seen: the anchor is kept all
+        // the same.
+        if let Ok(lock) = self.lock.try_clone()
+            && let Ok(_locked) = lock_within(&lock, LOCK_WAIT)
+            && let Err(e) = self.catch_up()
+        {
+            crate::report!("signoff: audit log {}: cannot read its end before anchoring: {e}", self.path.display());
+        }
         match anchor.load_head() {
             Ok(Some(anchored)) => {
                 let ends = self.head();
