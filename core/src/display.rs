@@ -182,7 +182,9 @@ pub fn display_arguments_json(canonical: &str) -> String {
 }
 
 /// Renders a prompt template: `{tool}` becomes the tool name, `{args}` the compact JSON of the
-/// arguments, `{description}` the tool description. The result is escaped for display.
+/// arguments, `{description}` the tool description, its line breaks shown as `\n` (a
+/// description comes from whoever defined the tool, an MCP server among them: on lines of its
+/// own it could pass for the arguments). The result is escaped for display.
 pub fn render_prompt(template: &str, tool: &str, description: &str, args: &Value) -> String {
     render_prompt_json(template, tool, description, &canonical_json(args))
 }
@@ -201,7 +203,13 @@ pub fn render_prompt_json(template: &str, tool: &str, description: &str, args: &
             out.push_str(args);
             rest = r;
         } else if let Some(r) = after.strip_prefix("{description}") {
-            out.push_str(description);
+            for c in description.chars() {
+                match c {
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    c => out.push(c),
+                }
+            }
             rest = r;
         } else {
             out.push('{');
@@ -309,5 +317,10 @@ mod tests {
     fn prompt_template_substitutes_and_escapes() {
         let p = render_prompt("Run {tool} with {args}? {unknown}", "rm", "", &json!({"p": "a\u{202E}b"}));
         assert_eq!(p, "Run rm with {\"p\":\"a\\u{202E}b\"}? {unknown}");
+        // A description's line breaks cannot start lines that pass for the arguments.
+        let forged = "Reads.\n{\n  \"path\": \"notes.txt\"\n}\r\n";
+        let p = render_prompt("{description}\nRun {tool} with {args}?", "rm", forged, &json!({"path": "/etc"}));
+        assert_eq!(p.lines().count(), 2, "{p}");
+        assert!(p.starts_with("Reads.\\n{\\n  \"path\""), "{p}");
     }
 }
