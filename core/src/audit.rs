@@ -1087,40 +1087,132 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
             ));
         }
     }
-    let mut lines: Vec<(usize, usize, Vec<u8>)> = Vec::new(); // (file index, line number, bytes)
-    for (fi, f) in files.iter().enumerate() {
-        let bytes = std::fs::read(f)?;
-        for (li, l) in bytes.split(|&b| b == b'\n').enumerate() {
-            if !l.iter().all(u8::is_ascii_whitespace) {
-                lines.push((fi, li + 1, l.to_vec()));
-            }
-        }
-    }
-    Ok(verify_lines(files, &lines, anchored))
+    verify_lines(files.clone(), &FileLines { files: &files, max: MAX_RECORD_LINE }, anchored)
 }
 
-/// Checks chained records as one chain: `lines` holds (index into `files`, line number, the
+/// The longest line [`verify_chain`] reads as a record: a longer one is reported malformed
+/// without being held in memory (a log is read line by line, twice, never whole).
+const MAX_RECORD_LINE: usize = 256 * 1024 * 1024;
+
+/// The records of a chain, in chain order, as (index into its files, line number, bytes); read
+/// as many times as the check needs.
+pub(crate) trait ChainLines {
+    /// Calls `f` with each non-blank line, in order, until it returns `false`.
+    fn each(&self, f: &mut dyn FnMut(usize, usize, &[u8]) -> bool) -> std::io::Result<()>;
+}
+
+impl ChainLines for Vec<(usize, usize, Vec<u8>)> {
+    fn each(&self, f: &mut dyn FnMut(usize, usize, &[u8]) -> bool) -> std::io::Result<()> {
+        for (fi, line, bytes) in self {
+            if !f(*fi, *line, bytes) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A log's files, read line by line, at most `max` bytes of a line kept ([`MAX_RECORD_LINE`]).
+struct FileLines<'a> {
+    files: &'a [PathBuf],
+    max: usize,
+}
+
+impl ChainLines for FileLines<'_> {
+    fn each(&self, f: &mut dyn FnMut(usize, usize, &[u8]) -> bool) -> std::io::Result<()> {
+        use std::io::BufRead;
+        for (fi, path) in self.files.iter().enumerate() {
+            let mut r = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::open(path)?);
+            let mut buf = Vec::new();
+            let mut n = 0;
+            loop {
+                buf.clear();
+                let read = std::io::Read::take(&mut r, self.max as u64 + 1).read_until(b'\n', &mut buf)?;
+                if read == 0 {
+                    break;
+                }
+                n += 1;
+                if buf.last() != Some(&b'\n') && buf.len() > self.max {
+                    // Too long to be a record: the rest of the line is skipped, not kept.
+                    loop {
+                        let chunk = r.fill_buf()?;
+                        if chunk.is_empty() {
+                            break;
+                        }
+                        match chunk.iter().position(|&b| b == b'\n') {
+                            Some(i) => {
+                                r.consume(i + 1);
+                                break;
+                            }
+                            None => {
+                                let len = chunk.len();
+                                r.consume(len);
+                            }
+                        }
+                    }
+                    buf.clear();
+                    buf.extend_from_slice(b"(a line too long to be a record)");
+                }
+                let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+                if !line.iter().all(u8::is_ascii_whitespace) && !f(fi, n, line) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// [`verify_lines`] of records already in memory (rows of the PostgreSQL audit table).
+#[cfg(feature = "postgres")]
+pub(crate) fn verify_in_memory(files: Vec<PathBuf>, lines: &Vec<(usize, usize, Vec<u8>)>) -> ChainReport {
+    match verify_lines(files.clone(), lines, None) {
+        Ok(report) => report,
+        // Reading from memory does not fail; said as a problem all the same, never intact.
+        Err(e) => ChainReport {
+            problem: Some(ChainProblem {
+                kind: ChainProblemKind::Malformed,
+                file: files.first().cloned().unwrap_or_default(),
+                line: 1,
+                seq: None,
+                message: format!("could not be read: {e}"),
+            }),
+            files,
+            records: 0,
+            head: GENESIS_HASH.to_owned(),
+            anchor: None,
+        },
+    }
+}
+
+/// One line read as a chained record: the record, its recorded hash, whether the hash matches.
+fn chained_record(line: &[u8]) -> Option<(AuditRecord, String, bool)> {
+    let (body, hash) = split_hash(line).ok()?;
+    let hashed = hashed_bytes(body);
+    // Strict: a repeated key would make the record say two things.
+    let v = crate::json::from_slice(&hashed, "audit record").ok()?;
+    let rec: AuditRecord = serde_json::from_value(v).ok()?;
+    let ok = crate::display::sha256_hex(&hashed) == hash;
+    Some((rec, hash.to_owned(), ok))
+}
+
+/// Checks chained records as one chain: `lines` gives (index into `files`, line number, the
 /// record's bytes), in chain order; problems are reported at those files and line numbers. The
-/// file verifier and the PostgreSQL table's verifier (a row's `seq` as its line) share it.
+/// file verifier and the PostgreSQL table's verifier (a row's `seq` as its line) share it. Two
+/// passes: every `seq` present first (to tell a record that moved from one that is gone), then
+/// the chain; neither keeps the records.
 pub(crate) fn verify_lines(
     files: Vec<PathBuf>,
-    lines: &[(usize, usize, Vec<u8>)],
+    lines: &dyn ChainLines,
     anchored: Option<&ChainHead>,
-) -> ChainReport {
-    // Every seq present, to tell a record that moved from one that is gone.
-    let parsed: Vec<Option<(AuditRecord, String, bool)>> = lines
-        .iter()
-        .map(|(_, _, l)| {
-            let (body, hash) = split_hash(l).ok()?;
-            // Strict: a repeated key would make the record say two things.
-            let v = crate::json::from_slice(&hashed_bytes(body), "audit record").ok()?;
-            let rec: AuditRecord = serde_json::from_value(v).ok()?;
-            let ok = crate::display::sha256_hex(&hashed_bytes(body)) == hash;
-            Some((rec, hash.to_owned(), ok))
-        })
-        .collect();
-    let present: std::collections::HashSet<u64> = parsed.iter().flatten().filter_map(|(r, _, _)| r.seq).collect();
-
+) -> std::io::Result<ChainReport> {
+    let mut present: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    lines.each(&mut |_, _, l| {
+        if let Some(seq) = chained_record(l).and_then(|(r, _, _)| r.seq) {
+            present.insert(seq);
+        }
+        true
+    })?;
     let mut report = ChainReport {
         files: files.clone(),
         records: 0,
@@ -1128,26 +1220,29 @@ pub(crate) fn verify_lines(
         problem: None,
         anchor: anchored.cloned(),
     };
-    let mut prev_at: Option<usize> = None;
+    // Where the record before was, and where the last line is.
+    let mut prev_at: Option<(usize, usize)> = None;
+    let mut last_at: Option<(usize, usize)> = None;
     let mut truncation: Option<ChainProblem> = None;
-    for (i, p) in parsed.iter().enumerate() {
+    let mut i: u64 = 0;
+    lines.each(&mut |fi, line, l| {
+        last_at = Some((fi, line));
         // Every record before this one checked out, so this must be record `i`.
-        let expected_seq = i as u64;
-        let (fi, line, _) = &lines[i];
-        let problem =
-            |kind, seq, message: String| ChainProblem { kind, file: files[*fi].clone(), line: *line, seq, message };
-        let Some((rec, hash, hash_ok)) = p else {
+        let expected_seq = i;
+        i += 1;
+        let problem = |kind, seq, message: String| ChainProblem { kind, file: files[fi].clone(), line, seq, message };
+        let Some((rec, hash, hash_ok)) = chained_record(l) else {
             report.problem = Some(problem(ChainProblemKind::Malformed, None, "not a chained audit record".into()));
-            return report;
+            return false;
         };
         let Some(seq) = rec.seq else {
             report.problem = Some(problem(ChainProblemKind::Malformed, None, "the record has no seq".into()));
-            return report;
+            return false;
         };
         if !hash_ok {
             report.problem =
                 Some(problem(ChainProblemKind::Edited, Some(seq), format!("record {seq} does not match its hash")));
-            return report;
+            return false;
         }
         if seq != expected_seq {
             let (kind, message) = if seq < expected_seq || present.contains(&expected_seq) {
@@ -1162,11 +1257,11 @@ pub(crate) fn verify_lines(
                 )
             };
             report.problem = Some(problem(kind, Some(seq), message));
-            return report;
+            return false;
         }
         if rec.prev_hash.as_deref() != Some(report.head.as_str()) {
             // The previous record was edited and re-hashed: this one chained to its old version.
-            let (pfi, pline) = prev_at.map_or((*fi, *line), |j| (lines[j].0, lines[j].1));
+            let (pfi, pline) = prev_at.unwrap_or((fi, line));
             report.problem = Some(ChainProblem {
                 kind: ChainProblemKind::Edited,
                 file: files[pfi].clone(),
@@ -1174,22 +1269,22 @@ pub(crate) fn verify_lines(
                 seq: seq.checked_sub(1),
                 message: format!("record {seq} chains to a different version of the record before it"),
             });
-            return report;
+            return false;
         }
         if let Some(a) = anchored
             && a.seq == seq
-            && a.hash != *hash
+            && a.hash != hash
         {
             report.problem = Some(problem(
                 ChainProblemKind::Edited,
                 Some(seq),
                 format!("record {seq} is not the record the anchor holds (hash {})", a.hash),
             ));
-            return report;
+            return false;
         }
-        report.head = hash.clone();
+        report.head = hash;
         report.records += 1;
-        prev_at = Some(i);
+        prev_at = Some((fi, line));
         // A writer found this log cut and said so here before going on: the chain from here on
         // is whole, but records before this one are gone for good. Reported unless something
         // worse is found after it (the rest is checked all the same).
@@ -1201,12 +1296,16 @@ pub(crate) fn verify_lines(
                 format!("record {seq} says the log was found cut: {found}"),
             ));
         }
+        true
+    })?;
+    if report.problem.is_some() {
+        return Ok(report);
     }
     if let Some(a) = anchored
         && report.records <= a.seq
     {
-        let (file, line) = match lines.last() {
-            Some((fi, line, _)) => (files[*fi].clone(), line + 1),
+        let (file, line) = match last_at {
+            Some((fi, line)) => (files[fi].clone(), line + 1),
             None => (files.last().cloned().unwrap_or_default(), 1),
         };
         let ends = match report.records {
@@ -1227,5 +1326,30 @@ pub(crate) fn verify_lines(
     if report.problem.is_none() {
         report.problem = truncation;
     }
-    report
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line longer than the cap is handed on as a short stand-in (a malformed record), its
+    /// bytes skipped, not kept; the lines after it keep their numbers.
+    #[test]
+    fn a_line_past_the_cap_is_skipped_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        std::fs::write(&path, format!("short\n{}\n\nlast", "x".repeat(100))).unwrap();
+        let files = [path];
+        let mut seen = Vec::new();
+        FileLines { files: &files, max: 16 }
+            .each(&mut |fi, n, l| {
+                seen.push((fi, n, String::from_utf8_lossy(l).into_owned()));
+                true
+            })
+            .unwrap();
+        let expected: Vec<(usize, usize, String)> =
+            vec![(0, 1, "short".into()), (0, 2, "(a line too long to be a record)".into()), (0, 4, "last".into())];
+        assert_eq!(seen, expected);
+    }
 }

@@ -531,7 +531,7 @@ fn verify_rows(display: &str, rows: Vec<Row>) -> ChainReport {
     let line = |seq: i64| usize::try_from(seq).unwrap_or(0);
     let lines: Vec<(usize, usize, Vec<u8>)> =
         rows[..checked].iter().map(|r| (0, line(r.seq), r.record.clone().into_bytes())).collect();
-    let mut report = crate::audit::verify_lines(vec![file.clone()], &lines, None);
+    let mut report = crate::audit::verify_in_memory(vec![file.clone()], &lines);
     if let (None, Some(i)) = (&report.problem, mismatch) {
         let r = &rows[i];
         report.problem = Some(ChainProblem {
