@@ -76,6 +76,23 @@ fn email_spec() -> serde_json::Value {
 
 struct Killed(Child);
 
+/// `signoff console` with the gate in `gate_json`, on a free loopback port, printing a sign-in
+/// link for alice: the process and the lines it prints.
+fn console_signing_in_alice(
+    gate_json: &std::path::Path,
+) -> (Killed, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+        .args(["console", "--gate"])
+        .arg(gate_json)
+        .args(["--bind", "127.0.0.1:0", "--sign-in", "alice"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    (Killed(child), BufReader::new(stdout).lines())
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -92,15 +109,7 @@ fn a_console_process_answers_an_agent_in_another_process() {
     std::fs::write(&gate_json, json!({"store_url": url, "store_schema": schema, "token_keys": KEYS}).to_string())
         .unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
-        .args(["console", "--gate", gate_json.to_str().unwrap(), "--bind", "127.0.0.1:0", "--sign-in", "alice"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let _guard = Killed(child);
-    let mut lines = BufReader::new(stdout).lines();
+    let (_guard, mut lines) = console_signing_in_alice(&gate_json);
     let (mut base, mut link) = (String::new(), String::new());
     for line in lines.by_ref() {
         let line = line.unwrap();
@@ -204,15 +213,7 @@ fn a_signal_stops_the_console_with_its_audit_log_written() {
         let schema = format!("console_stop_{}", std::process::id());
         let gate = json!({"store_url": url, "store_schema": schema, "token_keys": KEYS, "audit_path": log});
         std::fs::write(&gate_json, gate.to_string()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
-            .args(["console", "--gate", gate_json.to_str().unwrap(), "--bind", "127.0.0.1:0", "--sign-in", "alice"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut console = Killed(child);
-        let mut lines = BufReader::new(stdout).lines();
+        let (mut console, mut lines) = console_signing_in_alice(&gate_json);
         assert!(lines.by_ref().map_while(Result::ok).any(|l| l == "ready"), "the console starts");
 
         let sent = Command::new("kill").args([&format!("-{signal}"), &console.0.id().to_string()]).status().unwrap();

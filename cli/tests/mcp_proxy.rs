@@ -121,6 +121,65 @@ done
         }
     }
 
+    /// The stdio proxy in `dir` over [`UPSTREAM`] with an audit log, initialized by a client
+    /// that cannot be asked (no elicitation): the process, its stdin, the lines it writes, and
+    /// the log's path.
+    fn initialized_proxy(
+        dir: &std::path::Path,
+    ) -> (Running, std::process::ChildStdin, std::sync::mpsc::Receiver<String>, std::path::PathBuf) {
+        let upstream = dir.join("upstream.sh");
+        std::fs::write(&upstream, UPSTREAM).unwrap();
+        let log = dir.join("audit.jsonl");
+        let config = dir.join("proxy.json");
+        let json = serde_json::json!({
+            "upstreams": [{"name": "fs", "command": "bash", "args": [upstream]}],
+            "gate": {"audit_path": log},
+        });
+        std::fs::write(&config, json.to_string()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+            .args(["mcp-proxy", "--config"])
+            .arg(&config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let proxy = Running(child);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        send(
+            &mut stdin,
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        );
+        assert!(answer(&rx, 1)["result"]["serverInfo"].is_object());
+        send(&mut stdin, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        (proxy, stdin, rx, log)
+    }
+
+    fn send(stdin: &mut std::process::ChildStdin, v: serde_json::Value) {
+        writeln!(stdin, "{v}").unwrap();
+    }
+
+    /// The proxy's answer to request `id` (within 20 s).
+    fn answer(rx: &std::sync::mpsc::Receiver<String>, id: u64) -> serde_json::Value {
+        loop {
+            let line = rx.recv_timeout(Duration::from_secs(20)).expect("an answer from the proxy");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
     /// SIGTERM or SIGINT to the stdio proxy while a call waits for approval elsewhere: the gate is
     /// closed (the call cancelled as `shutdown`), every audit record is written, and it exits 0,
     /// as when the client closes stdin. The signals used to end it at once, with records still
@@ -129,50 +188,14 @@ done
     fn a_signal_stops_the_stdio_proxy_with_its_audit_log_written() {
         for ending in ["TERM", "INT", "EOF"] {
             let dir = tempfile::tempdir().unwrap();
-            let upstream = dir.path().join("upstream.sh");
-            std::fs::write(&upstream, UPSTREAM).unwrap();
-            let log = dir.path().join("audit.jsonl");
-            let config = dir.path().join("proxy.json");
-            let json = serde_json::json!({
-                "upstreams": [{"name": "fs", "command": "bash", "args": [upstream]}],
-                "gate": {"audit_path": log},
-            });
-            std::fs::write(&config, json.to_string()).unwrap();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
-                .args(["mcp-proxy", "--config"])
-                .arg(&config)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap();
-            let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-            let mut proxy = Running(child);
-            // A client that cannot be asked (no elicitation): the call is left pending elsewhere.
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-            let answer = |id: u64| loop {
-                let line = rx.recv_timeout(Duration::from_secs(20)).expect("an answer from the proxy");
-                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-                if v["id"] == id {
-                    return v;
-                }
-            };
-            let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
-            send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
-            assert!(answer(1)["result"]["serverInfo"].is_object());
-            send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-            send(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "fs__write", "arguments": {"path": "notes.txt"}}}));
-            let call = answer(2);
+            // The call is left pending elsewhere (the client cannot be asked).
+            let (mut proxy, mut stdin, rx, log) = initialized_proxy(dir.path());
+            send(
+                &mut stdin,
+                serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "fs__write", "arguments": {"path": "notes.txt"}}}),
+            );
+            let call = answer(&rx, 2);
             assert_eq!(call["result"]["isError"], true, "{call}");
             assert!(call.to_string().contains("pending"), "{call}");
 
@@ -207,42 +230,12 @@ done
     #[test]
     fn a_signal_lets_a_running_tool_finish_and_records_it() {
         let dir = tempfile::tempdir().unwrap();
-        let upstream = dir.path().join("upstream.sh");
-        std::fs::write(&upstream, UPSTREAM).unwrap();
-        let log = dir.path().join("audit.jsonl");
-        let config = dir.path().join("proxy.json");
-        let json = serde_json::json!({
-            "upstreams": [{"name": "fs", "command": "bash", "args": [upstream]}],
-            "gate": {"audit_path": log},
-        });
-        std::fs::write(&config, json.to_string()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
-            .args(["mcp-proxy", "--config"])
-            .arg(&config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        let mut proxy = Running(child);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
-        send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
-        let first = rx.recv_timeout(Duration::from_secs(20)).expect("the proxy answers initialize");
-        assert!(first.contains("serverInfo"), "{first}");
-        send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        send(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "fs__slow", "arguments": {}}}));
+        let (mut proxy, mut stdin, _rx, log) = initialized_proxy(dir.path());
+        send(
+            &mut stdin,
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "fs__slow", "arguments": {}}}),
+        );
         // The call is at the upstream (which answers after 2 s) when the signal comes.
         std::thread::sleep(Duration::from_millis(700));
         let status = stop(&mut proxy.0, "TERM");

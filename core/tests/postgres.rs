@@ -1192,6 +1192,27 @@ fn store_via(proxy: &Proxy, schema: &str) -> Arc<PostgresStore> {
     .unwrap()
 }
 
+/// An agent's gate on `agent` and an approver's gate on `approver` (stores of one database)
+/// that approves every request made elsewhere at once; the agent's tool counts its runs.
+fn agent_and_approver(
+    agent: Arc<PostgresStore>,
+    approver: Arc<PostgresStore>,
+) -> (Gate, Gate, ApproverGuard, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = Gate::builder().store(agent).tool(delete_tool(runs.clone())).build().unwrap();
+    let approver = Gate::builder().store(approver).tool(delete_tool(Arc::new(AtomicUsize::new(0)))).build().unwrap();
+    let auto = approver.on_request_inline(|p| {
+        let _ = p.approve();
+    });
+    (agent, approver, auto, runs)
+}
+
+/// `delete_file` of `path` through `agent`, which must end within 30 s.
+async fn delete(agent: &Gate, path: &str) -> ToolResult {
+    let call = agent.execute(ToolCall::new("delete_file", json!({ "path": path })));
+    tokio::time::timeout(Duration::from_secs(30), call).await.expect("the call ends")
+}
+
 /// A store whose connections went silent (open, nothing answered or closed: a dropped NAT
 /// entry, a partition) fails the operation waiting on one within its operation timeout, and the
 /// next calls run on new connections: their requests are written and announced, and the
@@ -1205,30 +1226,17 @@ fn a_store_whose_connections_went_silent_runs_the_next_calls_on_new_ones() {
     let proxy = freezing_proxy(&url);
     rt().block_on(async {
         let schema = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let agent = Gate::builder().store(store_via(&proxy, &schema)).tool(delete_tool(runs.clone())).build().unwrap();
-        let approver = Gate::builder()
-            .store(store(&url, &schema, None))
-            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
-            .build()
-            .unwrap();
-        let _auto = approver.on_request_inline(|p| {
-            let _ = p.approve();
-        });
-        let call = |path: &str| {
-            let call = agent.execute(ToolCall::new("delete_file", json!({ "path": path })));
-            async move { tokio::time::timeout(Duration::from_secs(30), call).await.expect("the call ends") }
-        };
-        assert_eq!(call("/before").await.status, ToolStatus::Executed);
+        let (agent, approver, _auto, runs) = agent_and_approver(store_via(&proxy, &schema), store(&url, &schema, None));
+        assert_eq!(delete(&agent, "/before").await.status, ToolStatus::Executed);
 
         proxy.silence_open_connections();
         let t = Instant::now();
-        let r = call("/silent").await;
+        let r = delete(&agent, "/silent").await;
         assert_ne!(r.status, ToolStatus::Executed, "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(10), "failed after {:?}", t.elapsed());
         assert_eq!(runs.load(Ordering::SeqCst), 1);
 
-        let r = call("/after").await;
+        let r = delete(&agent, "/after").await;
         assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 2);
         approver.close();
@@ -1245,23 +1253,10 @@ fn an_approver_whose_connections_went_silent_hears_of_new_requests_again() {
     let proxy = freezing_proxy(&url);
     rt().block_on(async {
         let schema = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let agent = Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
-        let approver = Gate::builder()
-            .store(store_via(&proxy, &schema))
-            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
-            .build()
-            .unwrap();
-        let _auto = approver.on_request_inline(|p| {
-            let _ = p.approve();
-        });
-        let call = |path: &str| {
-            let call = agent.execute(ToolCall::new("delete_file", json!({ "path": path })));
-            async move { tokio::time::timeout(Duration::from_secs(30), call).await.expect("the call ends") }
-        };
-        assert_eq!(call("/before").await.status, ToolStatus::Executed);
+        let (agent, approver, _auto, runs) = agent_and_approver(store(&url, &schema, None), store_via(&proxy, &schema));
+        assert_eq!(delete(&agent, "/before").await.status, ToolStatus::Executed);
         proxy.silence_open_connections();
-        let r = call("/after").await;
+        let r = delete(&agent, "/after").await;
         assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 2);
         approver.close();

@@ -6,20 +6,15 @@
 //! withdrawn over HTTP when the request is decided elsewhere.
 
 mod common;
+use common::client::Slow;
 use common::{Counter, reaches, text, write};
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
-    ProtocolVersion,
-};
-use rmcp::service::RequestContext;
+use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
-use serde_json::json;
-use signoff::TokenResponse;
+use signoff::{Gate, TokenResponse};
 use signoff_mcp::{HttpConfig, HttpServer, McpGate, ProxyConfig, UpstreamConfig};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Serves `upstream` over Streamable HTTP on a free loopback port; returns its URL.
@@ -36,10 +31,12 @@ async fn serve_upstream(upstream: Counter) -> String {
     format!("http://{addr}/mcp")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_sides_over_http_pending_elsewhere_then_approved_runs_once() {
+/// The proxy over Streamable HTTP in front of an upstream (also over HTTP) that counts its runs
+/// in `runs`, serving until `stop` is sent: its gate, URL, `stop` and the serving task.
+async fn proxy_over_http(
+    runs: &Counter,
+) -> (Gate, String, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), String>>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runs = Counter::default();
     let upstream_url = serve_upstream(runs.clone()).await;
     let config = ProxyConfig {
         upstreams: vec![UpstreamConfig::url("up", &upstream_url)],
@@ -51,11 +48,18 @@ async fn both_sides_over_http_pending_elsewhere_then_approved_runs_once() {
     let gate = mcp.gate().clone();
     let server = HttpServer::bind(mcp, "127.0.0.1:0", &HttpConfig::default()).await.unwrap();
     let url = server.url().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp") && !url.contains(":0/"), "{url}");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server.serve(async move {
         let _ = stopped.await;
     }));
+    (gate, url, stop, serving)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_over_http_pending_elsewhere_then_approved_runs_once() {
+    let runs = Counter::default();
+    let (gate, url, stop, serving) = proxy_over_http(&runs).await;
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp") && !url.contains(":0/"), "{url}");
 
     let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connect over HTTP");
     let call = |t: &str| {
@@ -124,63 +128,13 @@ async fn a_foreign_origin_is_refused_before_anything_runs() {
     serving.await.unwrap().unwrap();
 }
 
-/// A 2025-06-18 client whose person takes their time: each elicitation waits for `release`, then
-/// approves. A question the proxy withdraws meanwhile (`notifications/cancelled`) is counted in
-/// `withdrawn`, and still answered when released (as a client that ignores it would).
-#[derive(Clone, Default)]
-struct Slow {
-    asked: Arc<AtomicUsize>,
-    release: Arc<tokio::sync::Notify>,
-    withdrawn: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Slow {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("rmcp-slow-person", "0"),
-        )
-        .with_protocol_version(ProtocolVersion::V_2025_06_18)
-    }
-
-    async fn create_elicitation(
-        &self,
-        _req: ElicitRequestParams,
-        cx: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        tokio::select! {
-            _ = self.release.notified() => {}
-            _ = cx.ct.cancelled() => {
-                self.withdrawn.fetch_add(1, Ordering::SeqCst);
-                self.release.notified().await;
-            }
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
-    }
-}
-
 /// Over Streamable HTTP too, a person's form still open when the request is decided elsewhere
 /// is withdrawn: the proxy's `notifications/cancelled` for its `elicitation/create` reaches the
 /// client, and the call runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_form_still_open_when_the_request_is_decided_elsewhere_is_withdrawn() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let runs = Counter::default();
-    let upstream_url = serve_upstream(runs.clone()).await;
-    let config = ProxyConfig {
-        upstreams: vec![UpstreamConfig::url("up", &upstream_url)],
-        default_timeout_ms: Some(30_000),
-        ..Default::default()
-    };
-    let mcp = McpGate::from_config(&config).await.unwrap();
-    let gate = mcp.gate().clone();
-    let server = HttpServer::bind(mcp, "127.0.0.1:0", &HttpConfig::default()).await.unwrap();
-    let url = server.url().to_owned();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.serve(async move {
-        let _ = stopped.await;
-    }));
+    let (gate, url, stop, serving) = proxy_over_http(&runs).await;
     let person = Slow::default();
     let client = person.clone().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connect over HTTP");
 

@@ -10,20 +10,17 @@
 //! then runs only if its tool did not change.
 
 mod common;
-use common::client::{Answering, lifecycle};
+use common::client::{Answering, Slow, lifecycle};
 use common::{Shifty, Stuck, Wired, keyed, reaches, text, wire, wire_timed, write};
+use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputResponses,
     ProtocolVersion,
 };
-use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RequestContext, RequestHandle, RunningService};
-use rmcp::{ClientHandler, ErrorData, RoleClient};
-use serde_json::json;
+use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RequestHandle, RunningService};
 use signoff::{AuditKind, AuditRecord, Gate, MemoryAuditSink, TokenResponse};
 use signoff_mcp::INPUT_KEY;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// A `tools/call` the client can cancel (`notifications/cancelled`), as a person pressing stop.
@@ -176,42 +173,6 @@ async fn a_client_cancelling_the_identical_retry_of_a_call_approved_elsewhere_ca
     gate.respond_token(&token, TokenResponse::approve("alice")).unwrap();
     let handle = cancellable(&w.client, write("a")).await;
     cancelled_while_running(&up, &gate, &audit, handle).await;
-}
-
-/// A 2025-06-18 client whose person takes their time: each elicitation waits for `release`,
-/// then approves. A question the proxy withdraws meanwhile (`notifications/cancelled`) is
-/// counted in `withdrawn`, and still answered when released (as a client that ignores it would).
-#[derive(Clone, Default)]
-struct Slow {
-    asked: Arc<AtomicUsize>,
-    release: Arc<tokio::sync::Notify>,
-    withdrawn: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Slow {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("rmcp-slow-person", "0"),
-        )
-        .with_protocol_version(ProtocolVersion::V_2025_06_18)
-    }
-
-    async fn create_elicitation(
-        &self,
-        _req: ElicitRequestParams,
-        cx: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        tokio::select! {
-            _ = self.release.notified() => {}
-            _ = cx.ct.cancelled() => {
-                self.withdrawn.fetch_add(1, Ordering::SeqCst);
-                self.release.notified().await;
-            }
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
-    }
 }
 
 /// A proxy over `up` with `gate`, asked through a [`Slow`] person.

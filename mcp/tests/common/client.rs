@@ -106,3 +106,42 @@ impl ClientHandler for Answering {
         Ok(self.answer.clone())
     }
 }
+
+/// A 2025-06-18 client whose person takes their time: each elicitation waits for `release`,
+/// then approves. A question the proxy withdraws meanwhile (`notifications/cancelled`) is
+/// counted in `withdrawn`, and still answered when released (as a client that ignores it would).
+#[derive(Clone, Default)]
+pub struct Slow {
+    /// How many times it was asked.
+    pub asked: Arc<AtomicUsize>,
+    /// Lets one waiting answer go.
+    pub release: Arc<tokio::sync::Notify>,
+    /// How many questions were withdrawn while open.
+    pub withdrawn: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Slow {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("rmcp-slow-person", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+    }
+
+    async fn create_elicitation(
+        &self,
+        _req: ElicitRequestParams,
+        cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        tokio::select! {
+            _ = self.release.notified() => {}
+            _ = cx.ct.cancelled() => {
+                self.withdrawn.fetch_add(1, Ordering::SeqCst);
+                self.release.notified().await;
+            }
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "approve"})))
+    }
+}
