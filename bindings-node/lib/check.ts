@@ -229,6 +229,9 @@ export const CALL_OPTIONS: Shape = { what: 'the call options', fields: ['signal'
 /** A model's tool-call object passed as is: the converter that makes it a call. */
 function converterFor(o: Record<string, unknown>): string | undefined {
   if (isRecord(o.function) && o.tool === undefined) return 'an OpenAI tool call: convert it with fromOpenAIToolCall(toolCall)'
+  if (o.type === 'function_call' && o.tool === undefined) {
+    return 'an OpenAI Responses API function_call item: convert it with fromOpenAIToolCall(item)'
+  }
   if (o.type === 'tool_use') return 'an Anthropic tool_use block: convert it with fromAnthropicToolUse(block)'
   if (typeof o.toolName === 'string' && o.tool === undefined) return 'a Vercel AI SDK tool call: convert it with fromAISDKToolCall(toolCall)'
   return undefined

@@ -16,7 +16,7 @@ export {
   fromAISDKToolCall,
   fromAnthropicToolUse,
 } from './result'
-export type { OpenAIToolCall, FromModelOptions } from './result'
+export type { OpenAIToolCall, OpenAIResponsesFunctionCall, FromModelOptions } from './result'
 export { SignoffError, ERROR_CODES, isSignoffError } from './errors'
 export { MAX_NESTING } from './json'
 export { Secret, TokenKeys } from './token'

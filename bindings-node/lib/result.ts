@@ -106,6 +106,19 @@ export interface OpenAIToolCall {
   function: { name: string; arguments: string }
 }
 
+/**
+ * An OpenAI Responses API `function_call` output item (also what the OpenAI Agents SDK hands
+ * over): answer it with {@link ToolResult.toOpenAIResponsesItem}.
+ */
+export interface OpenAIResponsesFunctionCall {
+  type: 'function_call'
+  call_id: string
+  name: string
+  arguments: string
+  id?: string
+  status?: string
+}
+
 /** Options for the converters from model tool calls. */
 export interface FromModelOptions {
   sessionId?: string
@@ -141,11 +154,25 @@ function parseArguments(raw: unknown): unknown {
   return JSON.parse(raw)
 }
 
-/** A {@link ToolCall} from an OpenAI Chat Completions tool call (arguments are parsed JSON). */
-export function fromOpenAIToolCall(tc: OpenAIToolCall, options: FromModelOptions = {}): ToolCall {
+/**
+ * A {@link ToolCall} from an OpenAI tool call (arguments are parsed JSON): a Chat Completions
+ * tool call (`{ id, type: 'function', function: { name, arguments } }`) or a Responses API
+ * `function_call` item (`{ type: 'function_call', call_id, name, arguments }`).
+ */
+export function fromOpenAIToolCall(tc: OpenAIToolCall | OpenAIResponsesFunctionCall, options: FromModelOptions = {}): ToolCall {
   const what = 'an OpenAI tool call'
-  const shape = "{ id, type: 'function', function: { name, arguments } }"
+  const shape =
+    "{ id, type: 'function', function: { name, arguments } } (Chat Completions) or { type: 'function_call', call_id, name, arguments } (Responses)"
   if (!isRecord(tc)) notA('fromOpenAIToolCall', what, shape, tc)
+  if (tc.type === 'function_call' || (tc.function === undefined && tc.call_id !== undefined)) {
+    // The Responses API: the name and arguments on the item itself, its id as `call_id`.
+    if (typeof tc.name !== 'string') notA('fromOpenAIToolCall', what, shape, tc, `\`name\` is ${show(tc.name)}`)
+    if (tc.call_id !== undefined && typeof tc.call_id !== 'string') {
+      notA('fromOpenAIToolCall', what, shape, tc, `\`call_id\` is ${show(tc.call_id)}`)
+    }
+    const { sessionId, metadata } = fromModel(options, 'fromOpenAIToolCall')
+    return { tool: tc.name, arguments: parseArguments(tc.arguments), callId: tc.call_id as string | undefined, sessionId, metadata }
+  }
   const fn: unknown = tc.function
   if (!isRecord(fn)) notA('fromOpenAIToolCall', what, shape, tc, `\`function\` is ${show(fn)}`)
   if (typeof fn.name !== 'string') notA('fromOpenAIToolCall', what, shape, tc, `\`function.name\` is ${show(fn.name)}`)

@@ -241,6 +241,8 @@ impl NativeGate {
             config.token_keys = Some(k.inner.clone());
         }
         config.validate(Naming::Camel).map_err(throw)?;
+        // Its warnings and errors name Node's API (`new Gate({ denyWhenUnobserved: false })`).
+        config.host = signoff::Host::Node;
         let has_audit = config.audit_path.is_some();
         let durable = config.store_path.is_some();
         let builder = config.builder().map_err(throw)?;

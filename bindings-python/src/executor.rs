@@ -359,6 +359,15 @@ impl ToolResult {
         d.set_item("content", &self.inner.content)?;
         Ok(d)
     }
+    /// An OpenAI Responses API input item (the answer to a `function_call` item):
+    /// `{"type": "function_call_output", "call_id": ..., "output": ...}`.
+    fn to_openai_responses<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("type", "function_call_output")?;
+        d.set_item("call_id", self.inner.call_id.as_deref())?;
+        d.set_item("output", &self.inner.content)?;
+        Ok(d)
+    }
     /// An Anthropic Messages `tool_result` content block:
     /// `{"type": "tool_result", "tool_use_id": ..., "content": ..., "is_error": ...}`.
     fn to_anthropic<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -289,6 +289,10 @@ impl PyGate {
     }
 }
 
+/// The gate options Python's `Gate` takes beside the core's: durations in seconds (or a
+/// `timedelta`), which `signoff.gate` turns into the core's `_ms` options.
+const PYTHON_ONLY_OPTIONS: [&str; 2] = ["default_timeout", "token_ttl"];
+
 #[pymethods]
 impl PyGate {
     /// A gate from keyword options: the core's `GateConfig` in snake_case, validated there
@@ -308,11 +312,21 @@ impl PyGate {
                 json.insert(name.clone(), convert::from_py(&value, &name).map_err(|e| config_error(py, &e))?);
             }
         }
+        // An unknown name is refused with a suggestion among the names Python takes: the core's,
+        // and the durations in seconds the facade turns into them (`default_timeout`).
+        let core_names: Vec<String> = GateConfig::option_names(Naming::Snake).collect();
+        if let Some(key) = json.keys().find(|k| !core_names.contains(k)) {
+            let mut names = core_names.clone();
+            names.extend(PYTHON_ONLY_OPTIONS.iter().map(|s| (*s).to_owned()));
+            return Err(errors::to_py(signoff::config::unknown_option(key, &names, "gate option")));
+        }
         // Read, add the objects, then check the rules between options (`token_ttl_ms` needs keys).
         let mut config = GateConfig::read_json(&serde_json::Value::Object(json), Naming::Snake).py_err()?;
         config.token_keys = keys.or(config.token_keys);
         config.approvers = approvers.or(config.approvers);
         config.validate(Naming::Snake).py_err()?;
+        // Its warnings and errors name Python's API (`Gate(deny_when_unobserved=False)`).
+        config.host = signoff::Host::Python;
         let shared = config.store_url.is_some();
         Ok(PyGate { gate: py.detach(|| config.build()).py_err()?, handlers: Mutex::new(Vec::new()), shared })
     }

@@ -740,7 +740,9 @@ impl Gate {
     /// `Gate.open(config:keys:)`, which the core checks.
     #[uniffi::constructor]
     pub fn new() -> Arc<Self> {
-        Arc::new(Gate { inner: core::Gate::new() })
+        // Its warnings and errors name Swift's API, as a gate from `Gate.open` does.
+        let inner = core::Gate::builder().host(core::Host::Swift).build().expect("a gate without tools always builds");
+        Arc::new(Gate { inner })
     }
 
     /// Registers (or replaces) a tool without an executor (confirm-only).

@@ -274,6 +274,8 @@ impl GateConfig {
             c.token_keys = Some(k.inner.clone());
         }
         c.validate(core::Naming::Camel)?;
+        // Its warnings and errors name Swift's API (`GateConfig(denyWhenUnobserved: false)`).
+        c.host = core::Host::Swift;
         Ok(c)
     }
 }

@@ -193,6 +193,15 @@ pub trait AuditSink: Send + Sync + 'static {
     fn verify(&self) -> Option<crate::Result<ChainReport>> {
         None
     }
+    /// The newest records, newest first: at most `limit`, and with `before` only those whose
+    /// `seq` is below it (the page after one whose last record had `seq` `before`), read back
+    /// after [`flush`](Self::flush): what [`Gate::recent_audit`](crate::Gate::recent_audit)
+    /// returns, e.g. for an approval console's audit list. `None` (the default) for a sink that
+    /// cannot be read back.
+    fn recent(&self, before: Option<u64>, limit: usize) -> Option<crate::Result<Vec<AuditRecord>>> {
+        let _ = (before, limit);
+        None
+    }
 }
 
 /// The newest record of a hash chain: its `seq` and `hash`.
@@ -238,6 +247,13 @@ impl MemoryAuditSink {
 impl AuditSink for MemoryAuditSink {
     fn record(&self, record: AuditRecord) {
         self.records.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+    }
+
+    /// Records here carry no `seq`: a record's position (from 0) stands for it in `before`.
+    fn recent(&self, before: Option<u64>, limit: usize) -> Option<crate::Result<Vec<AuditRecord>>> {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let end = before.map_or(records.len(), |b| records.len().min(usize::try_from(b).unwrap_or(usize::MAX)));
+        Some(Ok(records[..end].iter().rev().take(limit).cloned().collect()))
     }
 }
 
@@ -908,6 +924,10 @@ impl AuditSink for JsonlAuditSink {
         }
     }
 
+    fn recent(&self, before: Option<u64>, limit: usize) -> Option<crate::Result<Vec<AuditRecord>>> {
+        Some(read_recent(&self.path, before, limit))
+    }
+
     fn verify(&self) -> Option<crate::Result<ChainReport>> {
         let anchor = self.anchor.lock().unwrap_or_else(|e| e.into_inner()).clone();
         Some(match anchor {
@@ -1075,19 +1095,132 @@ fn verify(path: &Path, anchored: Option<&ChainHead>) -> std::io::Result<ChainRep
         // A symbolic link loop, a permission: said as such, not as "not found".
         Err(e) => return Err(e),
     }
+    // The caller's message names `path` already: only another file (a rotated one) is named here.
     if files.is_empty() {
-        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} not found", path.display())));
+        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "not found"));
     }
     // A pipe or a device would be read for ever.
     for f in &files {
         if !std::fs::metadata(f)?.is_file() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{} is not a regular file", f.display()),
-            ));
+            let what = if f == path {
+                "not a regular file".to_owned()
+            } else {
+                format!("{} is not a regular file", f.display())
+            };
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
         }
     }
     verify_lines(files.clone(), &FileLines { files: &files, max: MAX_RECORD_LINE }, anchored)
+}
+
+/// The newest records of a JSON Lines audit log, its rotated files (`<path>.<n>`) included,
+/// newest first: at most `limit`, and with `before` only the records whose `seq` is below it (the
+/// next page after a page whose last record had `seq` `before`). The files are read backward
+/// from their end, so a page costs about the size of its records, however long the log. The
+/// records are not verified (see [`verify_chain`]); an unfinished last line (a record being
+/// written by another process) is left out.
+///
+/// Errors: `io` when the log cannot be read (or does not exist), `malformed` for a line that is
+/// not an audit record or is longer than [`MAX_RECENT_LINE`] bytes.
+pub fn read_recent(path: impl AsRef<Path>, before: Option<u64>, limit: usize) -> crate::Result<Vec<AuditRecord>> {
+    let path = path.as_ref();
+    let reading = |p: &Path, e: std::io::Error| crate::Error::io("cannot read the audit log", p, &e);
+    let mut files: Vec<PathBuf> = Vec::new();
+    match std::fs::metadata(path) {
+        Ok(_) => files.push(path.to_path_buf()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(reading(path, e)),
+    }
+    files.extend(rotated_files(path).map_err(|e| reading(path, e))?.into_iter().rev().map(|(_, p)| p));
+    if files.is_empty() {
+        return Err(reading(path, std::io::Error::new(std::io::ErrorKind::NotFound, "not found")));
+    }
+    let mut out = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        if out.len() >= limit {
+            break;
+        }
+        let mut f = std::fs::File::open(file).map_err(|e| reading(file, e))?;
+        if !f.metadata().map_err(|e| reading(file, e))?.is_file() {
+            return Err(reading(file, std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+        }
+        let mut failed = None;
+        lines_backward(&mut f, MAX_RECENT_LINE, &mut |line, terminated| {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                return true;
+            }
+            let record: AuditRecord = match serde_json::from_slice(line) {
+                Ok(r) => r,
+                // The active file's unfinished last line: a record still being written.
+                Err(_) if !terminated && i == 0 => return true,
+                Err(e) => {
+                    failed = Some(crate::Error::Malformed(format!("{}: not an audit record: {e}", file.display())));
+                    return false;
+                }
+            };
+            if before.is_some_and(|b| record.seq.is_some_and(|s| s >= b)) {
+                return true;
+            }
+            out.push(record);
+            out.len() < limit
+        })
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => crate::Error::Malformed(format!("{}: {e}", file.display())),
+            _ => reading(file, e),
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    Ok(out)
+}
+
+/// The longest line [`read_recent`] reads as a record.
+pub const MAX_RECENT_LINE: usize = 16 * 1024 * 1024;
+
+/// Calls `f` with each line of `file` from the last to the first (without its newline, and with
+/// whether a newline ended it), until `f` returns `false`. A line longer than `max` bytes is an
+/// `InvalidData` error.
+fn lines_backward(file: &mut std::fs::File, max: usize, f: &mut dyn FnMut(&[u8], bool) -> bool) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    const CHUNK: u64 = 64 * 1024;
+    let mut pos = file.seek(SeekFrom::End(0))?;
+    // The bytes after the last newline found so far: the end of a line whose start is not read yet.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut first = true;
+    let too_long =
+        || std::io::Error::new(std::io::ErrorKind::InvalidData, format!("a record is longer than {max} bytes"));
+    while pos > 0 {
+        let start = pos.saturating_sub(CHUNK);
+        let mut chunk = vec![0u8; (pos - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut chunk)?;
+        pos = start;
+        chunk.extend_from_slice(&tail);
+        let mut end = chunk.len();
+        while let Some(nl) = chunk[..end].iter().rposition(|&b| b == b'\n') {
+            let line = &chunk[nl + 1..end];
+            // The segment after the file's last newline is an unterminated line (empty when the
+            // file ends with a newline).
+            let terminated = !std::mem::take(&mut first);
+            if line.len() > max {
+                return Err(too_long());
+            }
+            if !f(line, terminated) {
+                return Ok(());
+            }
+            end = nl;
+        }
+        if end > max {
+            return Err(too_long());
+        }
+        chunk.truncate(end);
+        tail = chunk;
+    }
+    if !tail.is_empty() {
+        f(&tail, !first);
+    }
+    Ok(())
 }
 
 /// The longest line [`verify_chain`] reads as a record: a longer one is reported malformed
@@ -1332,6 +1465,57 @@ pub(crate) fn verify_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The newest records first, across rotated files, paged by `seq`, without an unfinished
+    /// last line; a longer log than one read chunk; a line that is no record is `malformed`.
+    #[test]
+    fn recent_records_are_read_backward_across_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let sink = JsonlAuditSink::open_with(&path, AuditOptions { rotate_bytes: Some(100_000) }).unwrap();
+        for i in 0..600u64 {
+            sink.record(AuditRecord::notice("n", format!("note {i} {}", "x".repeat(100))));
+        }
+        sink.flush();
+        assert!(!rotated_files(&path).unwrap().is_empty(), "the log rotated");
+        let seqs = |v: &[AuditRecord]| v.iter().map(|r| r.seq.unwrap()).collect::<Vec<_>>();
+        let all = read_recent(&path, None, 10_000).unwrap();
+        assert_eq!(seqs(&all), (0..600).rev().collect::<Vec<_>>());
+        assert!(all[0].reason.as_deref().unwrap().starts_with("note 599 "));
+        assert_eq!(seqs(&read_recent(&path, None, 3).unwrap()), [599, 598, 597]);
+        assert_eq!(seqs(&read_recent(&path, Some(597), 2).unwrap()), [596, 595]);
+        assert_eq!(seqs(&read_recent(&path, Some(1), 5).unwrap()), [0]);
+        assert_eq!(seqs(&sink.recent(Some(10), 1).unwrap().unwrap()), [9]);
+        drop(sink);
+        // A record still being written by another process is left out.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"at_ms\":1,\"ki").unwrap();
+        assert_eq!(seqs(&read_recent(&path, None, 1).unwrap()), [599]);
+        // A line in the middle that is not a record is an error, not skipped.
+        f.write_all(b"\nnot a record\n").unwrap();
+        assert_eq!(read_recent(&path, None, 1).unwrap_err().kind(), ErrorKind::Malformed);
+        let memory = MemoryAuditSink::new();
+        for d in ["a", "b", "c"] {
+            memory.record(AuditRecord::notice(d, "m"));
+        }
+        let got = memory.recent(Some(2), 5).unwrap().unwrap();
+        assert_eq!(got.iter().map(|r| r.decision.as_deref().unwrap()).collect::<Vec<_>>(), ["b", "a"]);
+    }
+
+    /// A log that is not there, or is no regular file, is named once in the message.
+    #[test]
+    fn a_missing_or_irregular_log_names_its_path_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone.jsonl");
+        let e = verify_chain(&missing).unwrap_err();
+        let text = e.to_string();
+        assert_eq!(text.matches(&*missing.display().to_string()).count(), 1, "{text}");
+        assert!(text.contains("not found"), "{text}");
+        assert_eq!(e.path(), Some(missing.as_path()));
+        let e = verify_chain(dir.path()).unwrap_err().to_string();
+        assert_eq!(e.matches(&*dir.path().display().to_string()).count(), 1, "{e}");
+        assert!(e.contains("not a regular file"), "{e}");
+    }
 
     /// A line longer than the cap is handed on as a short stand-in (a malformed record), its
     /// bytes skipped, not kept; the lines after it keep their numbers.

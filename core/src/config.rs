@@ -28,6 +28,93 @@ pub enum Naming {
     Camel,
 }
 
+/// The language a gate is used from, so that what the gate says (its warnings on stderr, its
+/// errors) names that language's own API: `Gate(deny_when_unobserved=False)` to a Python user,
+/// `new Gate({ denyWhenUnobserved: false })` to a Node user, never the Rust builder's methods.
+/// Each binding sets it in [`GateConfig::host`] when it builds its gate; Rust is the default.
+///
+/// ```
+/// use signoff::Host;
+/// assert_eq!(Host::Python.naming(), signoff::Naming::Snake);
+/// assert_eq!(Host::Node.recover(), "gate.recover()");
+/// assert_eq!(Host::Rust.recover(), "Gate::recover()");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Host {
+    /// The Rust crate itself: `GateBuilder` methods.
+    #[default]
+    Rust,
+    /// The Python package (`signoff.Gate(**options)`).
+    Python,
+    /// The Node package (`new Gate(options)`).
+    Node,
+    /// The Swift package (`Gate.open(config:keys:)`).
+    Swift,
+}
+
+impl Host {
+    /// How this language spells option names.
+    pub fn naming(self) -> Naming {
+        match self {
+            Host::Rust | Host::Python => Naming::Snake,
+            Host::Node | Host::Swift => Naming::Camel,
+        }
+    }
+
+    /// How this language makes a gate with one boolean option set (`snake`, its snake_case
+    /// name): `deny_when_unobserved(false)` on the Rust builder, `Gate(deny_when_unobserved=False)`
+    /// in Python, `new Gate({ denyWhenUnobserved: false })` in Node,
+    /// `Gate.open(config: GateConfig(denyWhenUnobserved: false))` in Swift.
+    pub fn gate_with(self, snake: &str, value: bool) -> String {
+        let name = self.naming().name(snake);
+        match self {
+            Host::Rust => format!("`GateBuilder::{name}({value})`"),
+            Host::Python => format!("`Gate({name}={})`", if value { "True" } else { "False" }),
+            Host::Node => format!("`new Gate({{ {name}: {value} }})`"),
+            Host::Swift => format!("`Gate.open(config: GateConfig({name}: {value}))`"),
+        }
+    }
+
+    /// The ways this language attaches an approver to a gate, for messages.
+    pub fn approver_ways(self) -> &'static str {
+        match self {
+            Host::Rust => "`gate.on_request(...)`, `gate.on_request_inline(...)`, `gate.subscribe()`, a console",
+            Host::Python => "`gate.on_request(handler)`, `gate.events()`, `gate.serve_console()`",
+            Host::Node => "`gate.on('confirmation-request', listener)`, `gate.events()`, `await gate.serveConsole()`",
+            Host::Swift => "`gate.onRequest { request in ... }`, `gate.events()`, `try gate.serveConsole()`",
+        }
+    }
+
+    /// How this language answers a request from elsewhere, for messages.
+    pub fn respond_after_pending(self) -> &'static str {
+        match self {
+            Host::Rust => "`gate.respond(...)` after listing `gate.pending()`",
+            Host::Python => "`gate.respond(...)` after listing `gate.pending()`",
+            Host::Node => "`gate.respond({ ... })` after listing `gate.pending()`",
+            Host::Swift => "`try gate.respond(response:)` after listing `gate.pending()`",
+        }
+    }
+
+    /// How this language calls the gate's recovery.
+    pub fn recover(self) -> &'static str {
+        match self {
+            Host::Rust => "Gate::recover()",
+            Host::Python | Host::Node => "gate.recover()",
+            Host::Swift => "try gate.recover()",
+        }
+    }
+
+    /// Where this language gives a gate its approval-token keys.
+    pub fn token_keys(self) -> &'static str {
+        match self {
+            Host::Rust => "`GateBuilder::tokens`",
+            Host::Python => "`Gate(token_keys=...)`",
+            Host::Node => "`new Gate({ tokenKeys })`",
+            Host::Swift => "`Gate.open(config:keys:)`",
+        }
+    }
+}
+
 /// Everything a gate can be configured with as data. Build one field by field, or read it from
 /// JSON with [`from_json`](Self::from_json); [`build`](Self::build) validates it once and opens the
 /// store and the audit log. Durations are milliseconds in the JSON form.
@@ -86,6 +173,9 @@ pub struct GateConfig {
     pub token_keys: Option<TokenKeys>,
     /// How long an issued token is valid (needs `token_keys`).
     pub token_ttl: Option<Duration>,
+    /// The language the gate is used from, so its warnings and errors name that language's API
+    /// ([`Host::Rust`] by default; each binding sets its own).
+    pub host: Host,
 }
 
 impl std::fmt::Debug for GateConfig {
@@ -353,7 +443,7 @@ impl GateConfig {
     /// cannot be opened.
     pub fn builder(&self) -> Result<GateBuilder> {
         self.validate(Naming::Snake)?;
-        let mut b = Gate::builder().dangerously_disable_gating(self.dangerously_disable_gating);
+        let mut b = Gate::builder().host(self.host).dangerously_disable_gating(self.dangerously_disable_gating);
         if let Some(t) = self.default_timeout {
             b = b.default_timeout(t);
         }
@@ -431,12 +521,40 @@ fn unknown(key: &str, naming: Naming) -> Error {
     unknown_among(key, &names, "gate option")
 }
 
+/// The name among `names` that `key` most likely misspells, for a "did you mean" in a message:
+/// the same name spelled with other case, `_` or `-`, else the nearest within three edits.
+/// The one rule for every "did you mean" signoff says (options, tool names, commands).
+///
+/// ```
+/// let tools = ["fs__read_text_file", "fs__write_file"];
+/// assert_eq!(signoff::config::nearest("fs__read_txt_file", &tools), Some("fs__read_text_file"));
+/// assert_eq!(signoff::config::nearest("mcp_proxy", &["audit", "mcp-proxy"]), Some("mcp-proxy"));
+/// assert_eq!(signoff::config::nearest("git__push", &tools), None);
+/// ```
+pub fn nearest<'a, S: AsRef<str>>(key: &str, names: &'a [S]) -> Option<&'a str> {
+    let names = names.iter().map(AsRef::as_ref);
+    names.clone().find(|n| squash(n) == squash(key)).or_else(|| {
+        names.map(|n| (edit_distance(n, key), n)).filter(|(d, _)| *d <= 3).min_by_key(|(d, _)| *d).map(|(_, n)| n)
+    })
+}
+
+/// The `config` error for an unknown option `key`, as [`GateConfig::from_json`] and
+/// [`OptionReader`] give it: the closest of `names` suggested (a different case or underscores,
+/// or at most three edits away), or else every name listed. For a binding whose own API takes
+/// options the core does not (Python's `default_timeout` in seconds beside `default_timeout_ms`),
+/// so the suggestion is among the names the caller may write.
+///
+/// ```
+/// let names = ["default_timeout".to_owned(), "default_timeout_ms".to_owned()];
+/// let e = signoff::config::unknown_option("default_timout", &names, "gate option");
+/// assert!(e.to_string().contains("did you mean `default_timeout`?"));
+/// ```
+pub fn unknown_option(key: &str, names: &[String], what: &str) -> Error {
+    unknown_among(key, names, what)
+}
+
 fn unknown_among(key: &str, names: &[String], what: &str) -> Error {
-    let close = names
-        .iter()
-        .find(|n| squash(n) == squash(key))
-        .or_else(|| names.iter().min_by_key(|n| edit_distance(n, key)).filter(|n| edit_distance(n, key) <= 3));
-    match close {
+    match nearest(key, names) {
         Some(s) => Error::Config(format!("unknown {what} `{key}` (did you mean `{s}`?)")),
         None => Error::Config(format!("unknown {what} `{key}`; the options are: {}", names.join(", "))),
     }
@@ -589,4 +707,62 @@ fn approver_map(name: &str, v: &Value) -> Result<Approvers> {
         a = if tool == "*" { a.allow_all_tools(who) } else { a.allow(tool.clone(), who) };
     }
     Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GateConfig, Host};
+    use crate::gate::no_approver_warning;
+
+    fn gate(host: Host) -> crate::Gate {
+        GateConfig { host, ..GateConfig::default() }.build().unwrap()
+    }
+
+    #[test]
+    fn the_no_approver_warning_names_the_callers_own_api() {
+        let rust = no_approver_warning(Host::Rust, "delete_file");
+        assert!(rust.contains("`delete_file`") && rust.contains("no approver is attached"), "{rust}");
+        assert!(rust.contains("`GateBuilder::deny_when_unobserved(false)`"), "{rust}");
+        assert!(rust.contains("`gate.on_request_inline(...)`"), "{rust}");
+
+        let python = no_approver_warning(Host::Python, "delete_file");
+        assert!(python.contains("`Gate(deny_when_unobserved=False)`"), "{python}");
+        assert!(python.contains("`gate.on_request(handler)`") && python.contains("`gate.serve_console()`"), "{python}");
+        let node = no_approver_warning(Host::Node, "delete_file");
+        assert!(node.contains("`new Gate({ denyWhenUnobserved: false })`"), "{node}");
+        assert!(node.contains("`gate.on('confirmation-request', listener)`"), "{node}");
+        let swift = no_approver_warning(Host::Swift, "delete_file");
+        assert!(swift.contains("`Gate.open(config: GateConfig(denyWhenUnobserved: false))`"), "{swift}");
+        assert!(swift.contains("`gate.onRequest { request in ... }`"), "{swift}");
+        for text in [&python, &node, &swift] {
+            for rust_only in ["GateBuilder", "on_request_inline", "deny_when_unobserved(false)", "subscribe()"] {
+                assert!(!text.contains(rust_only), "{rust_only} in {text}");
+            }
+        }
+        for text in [&node, &swift] {
+            assert!(!text.contains("deny_when_unobserved") && !text.contains("on_request"), "{text}");
+        }
+    }
+
+    #[test]
+    fn recovery_and_token_errors_name_the_callers_own_api() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let _guard = rt.enter();
+        for (host, recover, keys) in [
+            (Host::Rust, "`Gate::recover()` runs once per gate", "(`GateBuilder::tokens`)"),
+            (Host::Python, "`gate.recover()` runs once per gate", "(`Gate(token_keys=...)`)"),
+            (Host::Node, "`gate.recover()` runs once per gate", "(`new Gate({ tokenKeys })`)"),
+            (Host::Swift, "`try gate.recover()` runs once per gate", "(`Gate.open(config:keys:)`)"),
+        ] {
+            let g = gate(host);
+            g.recover().unwrap();
+            let e = g.recover().unwrap_err().to_string();
+            assert!(e.contains(recover), "{host:?}: {e}");
+            let e = g.issue_token(&uuid::Uuid::new_v4(), "alice").unwrap_err().to_string();
+            assert!(e.contains(&format!("this gate has no token keys {keys}")), "{host:?}: {e}");
+            if host != Host::Rust {
+                assert!(!e.contains("GateBuilder"), "{e}");
+            }
+        }
+    }
 }

@@ -124,7 +124,7 @@ pub use audit::{
     ChainReport, JsonlAuditSink, MemoryAuditSink, verify_chain, verify_chain_against, verify_chain_anchored,
     verify_chain_with_store,
 };
-pub use config::{GateConfig, Naming, OptionReader};
+pub use config::{GateConfig, Host, Naming, OptionReader};
 pub use dispatch::{ApproverGuard, HANDLER_RESPONDER, HandlerGuard, InlineApprover, PendingRequest, RequestHandler};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{

@@ -193,7 +193,9 @@ impl TokenKeys {
         let (Some(prefix), Some(kid), Some(body), Some(tag), None) =
             (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
         else {
-            return Err(Error::Malformed(format!("a {what} has four `.`-separated parts")));
+            // "an approval token", "a sign-in token".
+            let a = if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+            return Err(Error::Malformed(format!("{a} {what} has four `.`-separated parts")));
         };
         if prefix != kind.prefix {
             return Err(Error::Malformed(format!("not a signoff {what} (prefix {prefix:?})")));
@@ -500,6 +502,17 @@ mod tests {
             expires_at_ms: 2,
             key_id: String::new(),
         }
+    }
+
+    #[test]
+    fn malformed_token_messages_read_as_english() {
+        let keys = TokenKeys::new("k1", Secret::generate()).unwrap();
+        let e = keys.verify("not-a-token").unwrap_err().to_string();
+        assert!(e.contains("an approval token has four `.`-separated parts"), "{e}");
+        let e = keys.verify_marker("x.y").unwrap_err().to_string();
+        assert!(e.contains("an approval marker has four"), "{e}");
+        let e = keys.verify_sign_in("x").unwrap_err().to_string();
+        assert!(e.contains("a sign-in token has four"), "{e}");
     }
 
     #[test]

@@ -141,7 +141,7 @@ def _native_options(options: Mapping[str, Any]) -> Dict[str, Any]:
         if name in _SECONDS:
             if _SECONDS[name] in options:
                 raise ConfigError(f"configuration error: pass either `{name}` or `{_SECONDS[name]}`")
-            name, value = _SECONDS[name], None if value is None else to_ms(value, name)
+            name, value = _SECONDS[name], None if value is None else to_ms(value, f"`{name}`")
         elif hasattr(value, "__fspath__"):
             value = os.fspath(value)
         elif not isinstance(value, (str, bytes, Mapping)) and isinstance(value, Iterable):
@@ -727,8 +727,8 @@ class Gate(Closing):
             public_origin=public_origin,
             approver_keys=None if approver_keys is None else dict(approver_keys),
             approver_keys_file=None if approver_keys_file is None else os.fspath(approver_keys_file),
-            sign_in_ttl_ms=None if sign_in_ttl is None else to_ms(sign_in_ttl, "sign_in_ttl"),
-            session_ttl_ms=None if session_ttl is None else to_ms(session_ttl, "session_ttl"),
+            sign_in_ttl_ms=None if sign_in_ttl is None else to_ms(sign_in_ttl, "`sign_in_ttl`"),
+            session_ttl_ms=None if session_ttl is None else to_ms(session_ttl, "`session_ttl`"),
             history=history,
             title=title,
         )
@@ -791,11 +791,11 @@ class Gate(Closing):
         if types is None:
             return self._native.events(observe)
         if isinstance(types, (str, bytes)):
-            raise MalformedError(f"types must be a list of event types, not the string {types!r}")
+            raise MalformedError(f"malformed payload: types must be a list of event types, not the string {types!r}")
         names: List[str] = list(types)
         for name in names:
             if not isinstance(name, str):
-                raise MalformedError(f"types must hold event type names (str), not {name!r}")
+                raise MalformedError(f"malformed payload: types must hold event type names (str), not {name!r}")
         return self._native.events(observe, names)
 
     def on_request(self, handler: Handler) -> HandlerRegistration:

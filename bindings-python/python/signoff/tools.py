@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Literal, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from ._native import ConfigError, InvalidToolError, MalformedError, normalize_tool_spec
 
@@ -47,11 +47,13 @@ def to_ms(value: Seconds, what: str = "timeout", error: type = ConfigError) -> i
     """Seconds (or a ``timedelta``) as whole milliseconds; what is no such duration raises
     ``error`` (an option's: ``ConfigError``; a tool definition's: ``MalformedError``, its range
     being the core's)."""
+    # The core's prefix for the kind, as every other error of that kind has it.
+    prefix = "configuration error: " if error is ConfigError else "malformed payload: "
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        raise error(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
+        raise error(f"{prefix}{what} must be a number of seconds or a timedelta, not {type(value).__name__} {value!r}")
     secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if not 0 <= secs <= 1e12:  # also NaN and Infinity; 1e12 s is some 31,000 years
-        raise error(f"{what} must be a non-negative number of seconds (at most 1e12), got {value!r}")
+        raise error(f"{prefix}{what} must be a non-negative number of seconds (at most 1e12), got {value!r}")
     return int(round(secs * 1000))
 
 
@@ -92,30 +94,90 @@ class ToolCall:
 
     @classmethod
     def from_openai(cls, tool_call: Mapping[str, Any], *, session_id: Optional[str] = None) -> "ToolCall":
-        """From an OpenAI Chat Completions ``tool_calls`` item
-        (``{"id", "type": "function", "function": {"name", "arguments": "<json>"}}``).
+        """From an OpenAI tool call, in either API's shape:
 
-        Arguments that are not valid JSON as signoff reads it (also: a repeated key, NaN or
-        Infinity) are passed on as the raw string, so the gate refuses the call with
-        ``invalid_arguments`` and tells the model why, instead of raising here or keeping one of
-        two values.
+        - a Chat Completions ``tool_calls`` item:
+          ``{"id", "type": "function", "function": {"name", "arguments": "<json>"}}``;
+        - a Responses API ``function_call`` output item (what the OpenAI Agents SDK hands over
+          too): ``{"type": "function_call", "call_id", "name", "arguments": "<json>"}``.
+
+        The SDKs' objects are taken too (anything with ``model_dump()``). Arguments that are not
+        valid JSON as signoff reads it (also: a repeated key, NaN or Infinity) are passed on as
+        the raw string, so the gate refuses the call with ``invalid_arguments`` and tells the
+        model why, instead of raising here or keeping one of two values. Answer with
+        :meth:`ToolResult.to_openai` (Chat Completions) or :meth:`ToolResult.to_openai_responses`.
+
+        Raises :class:`~signoff.MalformedError` naming what is missing or of the wrong type
+        when ``tool_call`` is neither shape.
+
+        >>> ToolCall.from_openai({"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a": 1}'})
+        ToolCall(tool='f', arguments={'a': 1}, session_id=None, call_id='c1', metadata=None)
         """
-        fn = tool_call["function"]
-        raw = fn.get("arguments") or "{}"
+        tc = _model_dict(tool_call, "ToolCall.from_openai", _OPENAI_SHAPES)
+        if tc.get("type") == "function_call" or ("function" not in tc and "call_id" in tc):
+            # The Responses API: the name and arguments on the item itself, its id as `call_id`.
+            name, raw, call_id = tc.get("name"), tc.get("arguments"), tc.get("call_id")
+            where, id_field = "", "call_id"
+        else:
+            fn = tc.get("function")
+            if not isinstance(fn, Mapping):
+                _not_a("ToolCall.from_openai", _OPENAI_SHAPES, f"`function` is {_show(fn)}")
+            name, raw, call_id = fn.get("name"), fn.get("arguments"), tc.get("id")
+            where, id_field = "function.", "id"
+        if not isinstance(name, str) or not name:
+            _not_a("ToolCall.from_openai", _OPENAI_SHAPES, f"`{where}name` is {_show(name)}")
+        if call_id is not None and not isinstance(call_id, str):
+            _not_a("ToolCall.from_openai", _OPENAI_SHAPES, f"`{id_field}` is {_show(call_id)}")
         args: Any
-        if isinstance(raw, str):
+        if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+            args = {}
+        elif isinstance(raw, str):
             try:
                 args = json.loads(raw, object_pairs_hook=_no_repeated_keys, parse_constant=_no_constant)
             except ValueError:
                 args = raw
         else:
             args = raw
-        return cls(tool=fn["name"], arguments=args, session_id=session_id, call_id=tool_call.get("id"))
+        return cls(tool=name, arguments=args, session_id=session_id, call_id=call_id)
 
     @classmethod
     def from_anthropic(cls, block: Mapping[str, Any], *, session_id: Optional[str] = None) -> "ToolCall":
-        """From an Anthropic Messages ``tool_use`` content block (``{"type": "tool_use", "id", "name", "input"}``)."""
-        return cls(tool=block["name"], arguments=block.get("input", {}), session_id=session_id, call_id=block.get("id"))
+        """From an Anthropic Messages ``tool_use`` content block (``{"type": "tool_use", "id", "name", "input"}``).
+
+        Raises :class:`~signoff.MalformedError` naming what is missing when ``block`` is no such block.
+        """
+        shape = '{"type": "tool_use", "id", "name", "input"}'
+        b = _model_dict(block, "ToolCall.from_anthropic", shape)
+        name = b.get("name")
+        if not isinstance(name, str) or not name:
+            _not_a("ToolCall.from_anthropic", shape, f"`name` is {_show(name)}")
+        return cls(tool=name, arguments=b.get("input", {}), session_id=session_id, call_id=b.get("id"))
+
+
+_OPENAI_SHAPES = (
+    'a Chat Completions tool call {"id", "type": "function", "function": {"name", "arguments"}} or '
+    'a Responses API item {"type": "function_call", "call_id", "name", "arguments"}'
+)
+
+
+def _show(v: Any) -> str:
+    return "missing" if v is None else f"{type(v).__name__} {v!r}"[:120]
+
+
+def _not_a(converter: str, shape: str, problem: str) -> "NoReturn":
+    raise MalformedError(f"malformed payload: {converter}: expected {shape}: {problem}")
+
+
+def _model_dict(v: Any, converter: str, shape: str) -> Mapping[str, Any]:
+    """A mapping as given, or an SDK model object's ``model_dump()``."""
+    if isinstance(v, Mapping):
+        return v
+    dump = getattr(v, "model_dump", None)
+    if callable(dump):
+        d = dump()
+        if isinstance(d, Mapping):
+            return d
+    _not_a(converter, shape, f"got {type(v).__name__} {v!r}"[:200])
 
 
 def tool_spec(
@@ -145,7 +207,7 @@ def tool_spec(
     elif parameters is not None:
         if not isinstance(parameters, Mapping):
             raise InvalidToolError(
-                f"tool `{name}`: parameters must be a JSON Schema given as a dict, not {type(parameters).__name__} "
+                f"invalid tool definition `{name}`: parameters must be a JSON Schema given as a dict, not {type(parameters).__name__} "
                 f"(for JSON text, use json.loads(...) or Gate.register_spec)"
             )
         spec["parameters"] = dict(parameters)

@@ -2,6 +2,7 @@
 
 use super::{Gate, Inner, Tombstones};
 use crate::audit::{AuditRecord, AuditSink};
+use crate::config::Host;
 use crate::error::Result;
 use crate::policy::Policy;
 use crate::store::{MemoryPendingStore, PendingStore, ResponseAuthenticator};
@@ -25,6 +26,7 @@ pub struct GateBuilder {
     tools: Vec<Tool>,
     tokens: Option<TokenKeys>,
     token_ttl: Option<Duration>,
+    host: Host,
 }
 
 impl Default for GateBuilder {
@@ -40,6 +42,7 @@ impl Default for GateBuilder {
             tools: Vec::new(),
             tokens: None,
             token_ttl: None,
+            host: Host::Rust,
         }
     }
 }
@@ -118,6 +121,14 @@ impl GateBuilder {
         self.token_ttl = Some(ttl);
         self
     }
+    /// The language the gate is used from ([`Host::Rust`] by default): its warnings and errors
+    /// then name that language's API (`Gate(deny_when_unobserved=False)` for
+    /// [`Host::Python`], not this builder's methods). Bindings set it through
+    /// [`GateConfig::host`](crate::GateConfig::host).
+    pub fn host(mut self, host: Host) -> Self {
+        self.host = host;
+        self
+    }
     /// Registers a tool when the gate is built.
     pub fn tool(mut self, t: Tool) -> Self {
         self.tools.push(t);
@@ -175,6 +186,7 @@ impl GateBuilder {
                 deny_when_unobserved: self.deny_when_unobserved,
                 tokens: self.tokens,
                 token_ttl: self.token_ttl,
+                host: self.host,
                 requests_made: AtomicBool::new(false),
                 recovered: AtomicBool::new(false),
                 warned_unobserved: AtomicBool::new(false),

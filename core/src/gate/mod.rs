@@ -198,6 +198,8 @@ pub(crate) struct Inner {
     deny_when_unobserved: bool,
     tokens: Option<TokenKeys>,
     token_ttl: Option<Duration>,
+    /// The language the gate is used from: what its messages name.
+    host: crate::config::Host,
     requests_made: AtomicBool,
     recovered: AtomicBool,
     /// The no-approver warning was printed.
@@ -225,6 +227,19 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.timer.close();
     }
+}
+
+/// What a gate says, once, when a call is cancelled because no approver is attached: in the
+/// words of the language the gate is used from (`host`).
+pub(crate) fn no_approver_warning(host: crate::config::Host, tool: &str) -> String {
+    format!(
+        "signoff: a call to `{tool}` needs approval, but no approver is attached (observers do not count), so it \
+         was cancelled at once (no-approver) and did not run. Attach an approver before calling ({}), or make the \
+         gate with {} if answers come from elsewhere ({}).",
+        host.approver_ways(),
+        host.gate_with("deny_when_unobserved", false),
+        host.respond_after_pending(),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -535,13 +550,8 @@ impl Gate {
             && !self.inner.warned_unobserved.swap(true, Ordering::Relaxed)
         {
             // A forgotten approver must not look like a silent denial (said once per gate).
-            crate::report!(
-                "signoff: a call to `{tool}` needs approval, but no approver is attached (observers do not count), \
-                 so it was cancelled at once (no-approver) and did not run. Attach an approver before calling \
-                 (on_request, on_request_inline, an event subscription, a console), or build the gate with \
-                 deny_when_unobserved(false) if answers come from elsewhere (respond after listing pending).",
-                tool = request.tool
-            );
+            let host = self.inner.host;
+            crate::report!("{}", no_approver_warning(host, &request.tool));
         }
     }
 
@@ -556,7 +566,9 @@ impl Gate {
             let earlier = left.iter().filter(|r| r.request.created_at_ms < self.inner.built_at_ms).count();
             if earlier > 0 {
                 crate::report!(
-                    "signoff: the pending store holds {earlier} unfinished request(s) from an earlier run that were not recovered; call Gate::recover() after registering tools, before the first call"
+                    "signoff: the pending store holds {earlier} unfinished request(s) from an earlier run that were not \
+                     recovered; call {} after registering tools, before the first call",
+                    self.inner.host.recover()
                 );
             }
         }
@@ -1050,6 +1062,23 @@ impl Gate {
             Some(a) => {
                 a.flush();
                 a.verify().transpose()
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Flushes the audit sink and reads back its newest records, newest first: at most `limit`,
+    /// and with `before` only those whose `seq` is below it (the next page). What an approval
+    /// console's audit list shows. `Ok(None)` when the gate has no audit sink, or one that cannot
+    /// be read back ([`AuditSink::recent`]).
+    ///
+    /// Errors: `io` or `store` when the log cannot be read, `malformed` for a line that is not a
+    /// record.
+    pub fn recent_audit(&self, before: Option<u64>, limit: usize) -> Result<Option<Vec<AuditRecord>>> {
+        match &self.inner.audit {
+            Some(a) => {
+                a.flush();
+                a.recent(before, limit).transpose()
             }
             None => Ok(None),
         }

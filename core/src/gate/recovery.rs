@@ -102,14 +102,15 @@ impl Gate {
     /// Errors: `config` (called twice, after the first request, or outside a tokio runtime),
     /// `store`.
     pub fn recover(&self) -> Result<Recovery> {
+        let recover = self.inner.host.recover();
         let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-            Error::Config("Gate::recover needs a tokio runtime (it restarts each restored request's timer)".into())
+            Error::Config(format!("`{recover}` needs a tokio runtime (it restarts each restored request's timer)"))
         })?;
         if self.inner.recovered.swap(true, Ordering::SeqCst) {
-            return Err(Error::Config("Gate::recover runs once per gate".into()));
+            return Err(Error::Config(format!("`{recover}` runs once per gate")));
         }
         if self.inner.requests_made.load(Ordering::SeqCst) {
-            return Err(Error::Config("Gate::recover must run before the gate's first request".into()));
+            return Err(Error::Config(format!("`{recover}` must run before the gate's first request")));
         }
         let mut report = Recovery::default();
         let now = now_ms();

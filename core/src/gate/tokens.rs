@@ -213,7 +213,7 @@ impl Gate {
         self.inner
             .tokens
             .as_ref()
-            .ok_or_else(|| Error::Config("this gate has no token keys (GateBuilder::tokens)".into()))
+            .ok_or_else(|| Error::Config(format!("this gate has no token keys ({})", self.inner.host.token_keys())))
     }
 
     fn token_used(&self, fp: &str, id: &Uuid) -> bool {

@@ -222,6 +222,35 @@ impl AuditSink for PostgresAuditSink {
     fn verify(&self) -> Option<Result<ChainReport>> {
         Some(read_and_verify(&self.db, &self.table))
     }
+
+    fn recent(&self, before: Option<u64>, limit: usize) -> Option<Result<Vec<AuditRecord>>> {
+        Some(read_recent(&self.db, &self.table, before, limit))
+    }
+}
+
+/// The newest rows' records, newest first (see [`AuditSink::recent`]).
+fn read_recent(db: &Arc<Db>, table: &Table, before: Option<u64>, limit: usize) -> Result<Vec<AuditRecord>> {
+    let (db2, t2) = (db.clone(), table.clone());
+    let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = db.block(async move {
+        let client = db2.connect().await?;
+        let rows = client
+            .query(
+                &format!("SELECT seq, record FROM {} WHERE seq < $1 ORDER BY seq DESC LIMIT $2", t2.sql),
+                &[&before, &limit],
+            )
+            .await
+            .map_err(|e| pg_err(&format!("cannot read the audit table {}", t2.display), e))?;
+        Ok(rows.into_iter().map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1))).collect::<Vec<_>>())
+    })?;
+    rows.into_iter()
+        .map(|(seq, record)| {
+            serde_json::from_str(&record).map_err(|e| {
+                Error::Malformed(format!("{} row with seq {seq}: not an audit record: {e}", table.display))
+            })
+        })
+        .collect()
 }
 
 impl Drop for PostgresAuditSink {
