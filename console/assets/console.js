@@ -163,15 +163,16 @@
     // Sessions are shown as the server escaped them (invisible code points spelled out).
     const counts = new Map();
     for (const c of all) {
-      const seen = counts.get(c.dataset.session) || { shown: c.dataset.sessionShown, n: 0 };
+      const seen = counts.get(c.dataset.session) || { shown: c.dataset.sessionShown, id: c.dataset.sessionId, n: 0 };
       seen.n += 1;
       counts.set(c.dataset.session, seen);
     }
     const badges = [];
-    for (const [session, { shown, n }] of counts) {
+    for (const [session, { shown, id, n }] of counts) {
       const b = document.createElement('span');
       b.className = 'badge';
       b.dataset.session = session;
+      b.title = `session id: ${id}`; // the whole id, where the badge shows a client's name or a cut one
       b.textContent = `${shown}: ${n} waiting`;
       badges.push(b);
     }

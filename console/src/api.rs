@@ -74,6 +74,7 @@ pub(crate) fn router(gate: Gate, opts: ConsoleOptions, shutdown: Option<watch::R
         .route("/events", get(events))
         .route("/audit", get(audit_page))
         .route("/api/audit", get(audit_json))
+        .route("/api/audit/records", get(audit_records))
         .route("/api/decide", post(decide))
         .route("/api/check", post(check))
         .route("/assets/console.js", get(|| asset("text/javascript", include_str!("../assets/console.js"))))
@@ -571,6 +572,86 @@ async fn audit_json(State(app): Shared, headers: HeaderMap) -> Response {
         Ok(None) => Json(json!({"configured": false, "html": html})).into_response(),
         Err(e) => error_response(&e),
     }
+}
+
+/// The most records one page of the audit list holds (and its default).
+pub(crate) const AUDIT_PAGE: usize = 200;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordsQuery {
+    /// The page after one whose last record had this `seq` (`next` in the previous answer).
+    before: Option<u64>,
+    /// At most this many records (1 to [`AUDIT_PAGE`], the default).
+    limit: Option<usize>,
+}
+
+/// The newest audit records, newest first, at most [`AUDIT_PAGE`] a page: each with when, what,
+/// which tool, session and request, who answered, the decision, the call's result (ran, failed,
+/// not run, from the records around it) and the reason; with the rows the audit page shows.
+async fn audit_records(State(app): Shared, headers: HeaderMap, Query(q): Query<RecordsQuery>) -> Response {
+    if let Err(r) = signed_in(&app, &headers) {
+        return r.into_response();
+    }
+    let limit = q.limit.unwrap_or(AUDIT_PAGE).clamp(1, AUDIT_PAGE);
+    let gate = app.gate.clone();
+    // The gate may wait on its store (PostgreSQL): off the async workers.
+    let read = tokio::task::spawn_blocking(move || audit_page_of(&gate, q.before, limit))
+        .await
+        .unwrap_or_else(|_| Err(Error::Store("the audit read failed".into())));
+    match read {
+        Ok(Some(page)) => Json(page).into_response(),
+        Ok(None) => Json(json!({"configured": false, "records": [], "next": null, "html": ""})).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// One page of [`audit_records`]' answer.
+fn audit_page_of(gate: &Gate, before: Option<u64>, limit: usize) -> Result<Option<Value>> {
+    // One more than the page (is there an older page?).
+    let Some(mut page) = gate.recent_audit(before, limit + 1)? else { return Ok(None) };
+    let more = page.len() > limit;
+    page.truncate(limit);
+    let next = if more { page.last().and_then(|r| r.seq) } else { None };
+    // For a page after the first, the records just after it too: its calls' results are there.
+    let mut around = match before {
+        Some(b) => gate.recent_audit(Some(b.saturating_add(AUDIT_PAGE as u64)), AUDIT_PAGE)?.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    around.extend(page.iter().cloned());
+    // The client label of each session, from the records that carry the call's metadata.
+    let mut clients = std::collections::HashMap::new();
+    for r in &around {
+        let client = r.metadata.as_ref().and_then(|m| m.get("client")).and_then(Value::as_str).map(str::trim);
+        if let (Some(s), Some(c)) = (&r.session_id, client.filter(|c| !c.is_empty())) {
+            clients.entry(s.clone()).or_insert_with(|| c.to_owned());
+        }
+    }
+    let pending = |id: &Uuid| gate.pending_request(id).is_some();
+    let mut html = String::new();
+    let records: Vec<Value> = page
+        .iter()
+        .map(|r| {
+            let result = render::audit_result(r, &around, pending);
+            let client = r.session_id.as_ref().and_then(|s| clients.get(s)).map(String::as_str);
+            html.push_str(&render::audit_row(r, result, client));
+            json!({
+                "seq": r.seq,
+                "at_ms": r.at_ms,
+                "time": render::iso8601(r.at_ms),
+                "kind": r.kind,
+                "tool": r.tool,
+                "session_id": r.session_id,
+                "client": client,
+                "request_id": r.request_id,
+                "responder": r.responder,
+                "decision": r.decision,
+                "result": result,
+                "reason": r.reason,
+            })
+        })
+        .collect();
+    Ok(Some(json!({"configured": true, "records": records, "next": next, "html": html})))
 }
 
 /// The audit page: a shell whose script fetches [`audit_json`] with the page key.

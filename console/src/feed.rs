@@ -26,6 +26,9 @@ pub(crate) struct Card {
     pub deadline_ms: u64,
     #[serde(skip)]
     pub created_at_ms: u64,
+    /// The client label the card shows ([`render::client_label`]), for its history row.
+    #[serde(skip)]
+    pub client: Option<String>,
     pub html: String,
 }
 
@@ -168,7 +171,10 @@ impl Feed {
                 self.push(&mut s, Change::Request(c));
                 return;
             }
-            Event::ConfirmationResolved(r) => Arc::new(decided(&r)),
+            Event::ConfirmationResolved(r) => {
+                let client = self.lock().pending.get(&r.id).and_then(|c| c.client.clone());
+                Arc::new(decided(&r, client.as_deref()))
+            }
             Event::ConfirmationResponse(_) | Event::ConfirmationTimeout(_) => return,
         };
         let mut s = self.lock();
@@ -247,12 +253,18 @@ fn card(gate: &Gate, r: &Arc<ConfirmationRequest>) -> Arc<Card> {
         session: r.session_id.to_string(),
         deadline_ms: r.deadline_ms,
         created_at_ms: r.created_at_ms,
+        client: render::client_label(r),
         html: render::card(gate, r),
     })
 }
 
-fn decided(r: &ConfirmationResolved) -> Decided {
-    Decided { id: r.id, outcome: r.outcome.as_str(), responder: r.responder.clone(), html: render::history_row(r) }
+fn decided(r: &ConfirmationResolved, client: Option<&str>) -> Decided {
+    Decided {
+        id: r.id,
+        outcome: r.outcome.as_str(),
+        responder: r.responder.clone(),
+        html: render::history_row(r, client),
+    }
 }
 
 async fn run(feed: Weak<Feed>, gate: Gate, mut sub: Subscription) {

@@ -19,6 +19,8 @@
 //! let gate = Gate::builder().tokens(TokenKeys::new("k1", Secret::generate())?).build()?;
 //! let console = Console::start(gate, ConsoleOptions::default())?;
 //! println!("open {}", console.sign_in_link("alice")?);
+//! // It serves on its own thread of this process: say so to whoever reads the link.
+//! println!("the console stops when this program exits");
 //! # Ok::<(), signoff::Error>(())
 //! ```
 //!

@@ -509,6 +509,123 @@ def test_the_audit_view_verifies_the_chain(page: Page, agent: Agent) -> None:
     expect(page.locator("#audit-result")).to_contain_text("hash chain intact")
 
 
+def call_with(
+    agent: Agent, tool: str, path: str, session: str, metadata: Optional[Dict[str, Any]] = None
+) -> "tuple[concurrent.futures.Future[signoff.ToolResult], str]":
+    """Starts a call of `tool` with request metadata (as the MCP gate sets it); returns it with its request id."""
+    before = set(agent.pending_ids())
+    future = agent.pool.submit(agent.gate.execute_blocking, tool, {"path": path}, session_id=session, metadata=metadata)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        new = [i for i in agent.pending_ids() if i not in before]
+        if new:
+            return future, new[0]
+        time.sleep(0.005)
+    raise AssertionError("the call never became pending")
+
+
+RED_BADGE = "rgb(253, 232, 231)"  # .risk-destructive, .risk-l4
+
+
+def test_a_request_without_risk_hints_has_a_neutral_badge_and_a_legend_explains_the_levels(
+    page: Page, agent: Agent
+) -> None:
+    agent.gate.register(
+        "note",
+        description="Adds a note",
+        parameters=SCHEMA,
+        approval="required",
+        executor=lambda args: "noted",
+    )
+    sign_in(page, agent)
+    hintless, plain_id = call_with(agent, "note", "/tmp/n", "agent-1")
+    plain = card(page, plain_id).locator(".risk")
+    expect(plain).to_have_text("no risk hint")
+    expect(plain).to_have_attribute("data-risk", "none")
+    expect(plain).not_to_have_css("background-color", RED_BADGE)
+    expect(plain).to_have_css("background-color", "rgb(236, 238, 241)")
+    destructive, rid = call_with(agent, "write_file", "/tmp/w", "agent-1")
+    expect(card(page, rid).locator(".risk")).to_have_attribute("data-risk", "destructive")
+    expect(card(page, rid).locator(".risk")).to_have_css("background-color", RED_BADGE)
+    legend = page.locator("#risk-legend")
+    expect(legend).to_be_visible()
+    for level in ("L0", "L1", "L2", "L3", "L4", "L5"):
+        expect(legend.locator("dt .risk", has_text=level)).to_be_visible()
+    expect(legend).to_contain_text("harmless")
+    expect(legend).to_contain_text("highest")
+    expect(legend).to_contain_text("one band lower, never below L1")
+    expect(legend.locator(".risk-none")).to_have_text("no risk hint")
+    for i in (plain_id, rid):
+        agent.gate.cancel_request(i)
+    result(hintless)
+    result(destructive)
+
+
+def test_an_mcp_session_is_labelled_by_its_clients_name_with_its_id_beside_it(page: Page, agent: Agent) -> None:
+    sign_in(page, agent)
+    session = "mcp-0e5c1a2b-1111-4222-8333-444455556666"
+    call, rid = call_with(agent, "write_file", "/tmp/m", session, {"risk": "L3", "client": "claude-code 1.2.3 <i>"})
+    c = card(page, rid)
+    expect(c.locator(".session .client")).to_have_text("claude-code 1.2.3 <i>")  # as text: escaped, not markup
+    expect(c.locator(".session i")).to_have_count(0)
+    expect(c.locator(".session .session-id")).to_have_text(session)
+    expect(c.locator(".session")).to_have_attribute("title", f"session id: {session}")
+    expect(c.locator(".risk")).to_have_text("L3")
+    expect(c.locator(".risk")).to_have_attribute("data-risk", "l3")
+    expect(c.locator('button[data-action="session"]')).to_have_text(
+        "Approve for session claude-code 1.2.3 <i> · mcp-0e5c1a2b…"
+    )
+    badge = page.locator("#sessions .badge")
+    expect(badge).to_have_text("claude-code 1.2.3 <i> · mcp-0e5c1a2b…: 1 waiting")
+    expect(badge).to_have_attribute("title", f"session id: {session}")
+    c.locator('button[data-action="approve"]').click()
+    assert result(call).status == "executed"
+    row = page.locator(f'#history li[data-id="{rid}"]')
+    expect(row.locator(".client")).to_have_text("claude-code 1.2.3 <i>")
+    expect(row.locator(".session-id")).to_have_text(session)
+
+
+def test_the_audit_page_lists_who_approved_and_denied_and_whether_the_tool_ran(
+    page: Page, agent: Agent, new_context: Callable[..., BrowserContext]
+) -> None:
+    sign_in(page, agent, "alice")
+    bob = new_context().new_page()
+    sign_in(bob, agent, "bob")
+    approved, a, c = ask(page, agent, "/tmp/approved")
+    c.locator('button[data-action="approve"]').click()
+    assert result(approved).status == "executed"
+    denied, d, _ = ask(page, agent, "/tmp/denied")
+    c = card(bob, d)
+    c.locator('button[data-action="deny"]').click()
+    c.locator(".deny-reason").fill("not <that> file")
+    c.locator('button[data-action="confirm-deny"]').click()
+    assert result(denied).status == "denied"
+    page.click("text=Audit")
+    expect(page.locator("#audit-result")).to_have_attribute("data-ok", "true")
+    table = page.locator("#audit-records")
+    expect(table).to_be_visible()
+    for col in ("Time", "Event", "Tool", "Request", "By", "Decision", "Result", "Reason"):
+        expect(table.locator("thead th", has_text=col)).to_have_count(1)
+    outcome = table.locator(f'tr[data-kind="outcome"][data-request="{a}"]')
+    expect(outcome.locator(".responder")).to_have_text("alice")
+    expect(outcome.locator(".decision")).to_have_text("approved")
+    expect(outcome.locator(".result")).to_have_text("ran")
+    expect(outcome.locator(".tool")).to_have_text("write_file")
+    expect(outcome.locator(".request")).to_have_text(a)
+    expect(table.locator(f'tr[data-kind="execution"][data-request="{a}"] .result')).to_have_text("ran")
+    outcome = table.locator(f'tr[data-kind="outcome"][data-request="{d}"]')
+    expect(outcome.locator(".responder")).to_have_text("bob")
+    expect(outcome.locator(".decision")).to_have_text("denied")
+    expect(outcome.locator(".result")).to_have_text("not run")
+    expect(outcome.locator(".reason")).to_have_text("not <that> file")
+    expect(table.locator(f'tr[data-kind="execution"][data-request="{d}"]')).to_have_count(0)
+    # Newest first: the denial was decided after the approval.
+    kinds = table.locator("tbody tr").evaluate_all("rows => rows.map(r => [r.dataset.kind, r.dataset.request])")
+    assert kinds.index(["outcome", d]) < kinds.index(["outcome", a]), kinds
+    expect(page.locator("#older")).to_be_hidden()
+    expect(page.locator("#records-status")).to_contain_text(f"{len(kinds)} records")
+
+
 def test_screenshot_for_the_readme(page: Page, agent: Agent, tmp_path: Path) -> None:
     """Renders the console with a few requests; the README's picture is this file."""
     sign_in(page, agent)

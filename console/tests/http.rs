@@ -803,3 +803,182 @@ async fn a_console_counts_as_an_approver_until_it_closes() {
     assert_eq!(result.decision.and_then(|d| d.cancel_reason()), Some(CancelReason::NoApprover));
     assert!(runs.lock().unwrap().is_empty());
 }
+
+/// A call of `write_file` with request metadata, as the MCP gate makes one (`client` is the
+/// client's own name and version).
+async fn ask_with(
+    gate: &Gate,
+    path: &str,
+    session: &str,
+    metadata: Value,
+) -> (tokio::task::JoinHandle<ToolResult>, Arc<ConfirmationRequest>) {
+    let g = gate.clone();
+    let c = ToolCall::new("write_file", json!({"path": path})).session(session).metadata(metadata);
+    let task = tokio::spawn(async move { g.execute(c).await });
+    for _ in 0..3000 {
+        if let Some(r) = gate.pending().into_iter().find(|r| r.arguments.value()["path"] == path) {
+            return (task, r);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("the call to {path} never became pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_shows_a_neutral_badge_without_hints_and_the_clients_name_with_its_session() {
+    let (gate, console, _runs) = world(Gate::builder());
+    let alice = Browser::sign_in(&console, "alice").await;
+    let session = "mcp-0e5c1a2b-1111-4222-8333-444455556666";
+    let (_t1, plain) = ask(&gate, "/tmp/plain", "s1").await;
+    let (_t2, mcp) =
+        ask_with(&gate, "/tmp/mcp", session, json!({"risk": "L3", "client": "claude-code 1.2.3 <b>x</b>"})).await;
+    let frames = sse(&console, &alice, "/events", None, |f| !f.is_empty()).await;
+    let snap: Value = serde_json::from_str(&frames[0].2).unwrap();
+    let html = |id: uuid::Uuid| {
+        snap["pending"].as_array().unwrap().iter().find(|c| c["id"] == json!(id)).unwrap()["html"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // No hint (neither destructive nor read-only): a neutral badge, not an alarming one.
+    let card = html(plain.id);
+    assert!(card.contains(r#"class="risk risk-none" data-risk="none""#) && card.contains(">no risk hint<"), "{card}");
+    assert!(!card.contains("not marked destructive"), "{card}");
+    assert!(card.contains(r#"<dd class="session">s1</dd>"#), "a session without a client shows its id: {card}");
+    // An MCP session: the client's name (escaped), with the whole session id beside it.
+    let card = html(mcp.id);
+    assert!(card.contains(r#"class="risk risk-l3" data-risk="l3""#) && card.contains(">L3<"), "{card}");
+    assert!(card.contains(r#"<span class="client">claude-code 1.2.3 &lt;b&gt;x&lt;/b&gt;</span>"#), "{card}");
+    assert!(card.contains(&format!(r#"<small class="session-id">{session}</small>"#)), "{card}");
+    assert!(card.contains(&format!(r#"title="session id: {session}""#)), "{card}");
+    assert!(!card.contains("<b>x</b>"), "the client's name is escaped: {card}");
+    // The badge and the session button name it by the client, with the id's start.
+    assert!(card.contains(r#"data-session-shown="claude-code 1.2.3 &lt;b&gt;x&lt;/b&gt; · mcp-0e5c1a2b…""#), "{card}");
+    // The legend is on the page.
+    let page = http(&console, "GET", "/", &[("Cookie", &alice.cookie)], None).await;
+    assert!(
+        page.body.contains(r#"id="risk-legend""#) && page.body.contains("one band lower, never below L1"),
+        "{}",
+        page.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_records_say_who_decided_what_and_whether_the_tool_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let (gate, console, runs) = world(Gate::builder().audit(JsonlAuditSink::open(&path).unwrap()));
+    gate.register(
+        Tool::builder("boom")
+            .requires_approval()
+            .executor(|_| async { Err::<Value, _>("disk full".to_owned()) })
+            .build(),
+    )
+    .unwrap();
+    let alice = Browser::sign_in(&console, "alice").await;
+    let bob = Browser::sign_in(&console, "bob").await;
+
+    let (approved, a) = ask(&gate, "/tmp/approved", "s1").await;
+    assert_eq!(alice.decide(&console, &a, json!({"decision": "approve"})).await.status, 200);
+    assert_eq!(approved.await.unwrap().status, ToolStatus::Executed);
+    let (denied, d) = ask(&gate, "/tmp/denied", "s1").await;
+    let r = bob.decide(&console, &d, json!({"decision": "deny", "reason": "not <that> file"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    denied.await.unwrap();
+    let g = gate.clone();
+    let failing = tokio::spawn(async move { g.execute(ToolCall::new("boom", json!({})).session("s2")).await });
+    let f = loop {
+        if let Some(r) = gate.pending().into_iter().find(|r| &*r.tool == "boom") {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    assert_eq!(alice.decide(&console, &f, json!({"decision": "approve"})).await.status, 200);
+    failing.await.unwrap();
+    let (_waiting, w) = ask_with(&gate, "/tmp/waiting", "mcp-1", json!({"client": "claude-code 1.2.3"})).await;
+    assert_eq!(runs.lock().unwrap().len(), 1);
+
+    // Signed in only: no key, no records; the cookie alone reads nothing.
+    assert_eq!(http(&console, "GET", "/api/audit/records", &[], None).await.status, 401);
+    let r = http(&console, "GET", "/api/audit/records", &[("Cookie", &alice.cookie)], None).await;
+    assert_eq!((r.status, r.json()["kind"].clone()), (401, json!("key")));
+
+    let r = alice.get(&console, "/api/audit/records").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["configured"], true);
+    let records = body["records"].as_array().unwrap();
+    let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] == w[1] + 1) && *seqs.last().unwrap() == 0, "newest first: {seqs:?}");
+    assert!(body["next"].is_null(), "all of them fit one page");
+    let find = |kind: &str, id: uuid::Uuid| {
+        records
+            .iter()
+            .find(|r| r["kind"] == kind && r["request_id"] == json!(id))
+            .unwrap_or_else(|| panic!("no {kind} record for {id}: {records:?}"))
+            .clone()
+    };
+    let o = find("outcome", a.id);
+    assert_eq!(
+        (&o["decision"], &o["responder"], &o["result"], &o["tool"]),
+        (&json!("approved"), &json!("alice"), &json!("ran"), &json!("write_file"))
+    );
+    assert!(o["time"].as_str().unwrap().ends_with('Z') && o["at_ms"].as_u64().unwrap() > 0);
+    assert_eq!(find("execution", a.id)["result"], "ran");
+    let o = find("outcome", d.id);
+    assert_eq!((&o["decision"], &o["responder"], &o["result"]), (&json!("denied"), &json!("bob"), &json!("not run")));
+    assert_eq!(o["reason"], "not <that> file");
+    assert_eq!(find("response", d.id)["result"], "not run");
+    let o = find("outcome", f.id);
+    assert_eq!((&o["responder"], &o["result"]), (&json!("alice"), &json!("failed")));
+    assert_eq!(find("execution", f.id)["reason"], "disk full");
+    let q = find("request", w.id);
+    assert_eq!(
+        (&q["result"], &q["client"], &q["session_id"]),
+        (&json!("waiting"), &json!("claude-code 1.2.3"), &json!("mcp-1"))
+    );
+    // The rows the page shows: one per record, escaped.
+    let html = body["html"].as_str().unwrap();
+    assert_eq!(html.matches("<tr ").count(), records.len());
+    assert!(html.contains("not &lt;that&gt; file") && !html.contains("<that>"), "{html}");
+    assert!(
+        html.contains(&format!(
+            r#"data-kind="outcome" data-seq="{}" data-request="{}" data-result="not run""#,
+            find("outcome", d.id)["seq"],
+            d.id
+        )),
+        "{html}"
+    );
+
+    // Paged: a small page says where the next starts, and the next goes on from there.
+    let r = alice.get(&console, "/api/audit/records?limit=2").await.json();
+    assert_eq!(r["records"].as_array().unwrap().len(), 2);
+    assert_eq!(r["next"], json!(seqs[1]));
+    let r = alice.get(&console, &format!("/api/audit/records?limit=3&before={}", seqs[1])).await.json();
+    let page: Vec<u64> = r["records"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(page, seqs[2..5]);
+    // An approved call's result is found in the records after its page, too.
+    let o = records.iter().position(|r| r["kind"] == "outcome" && r["request_id"] == json!(a.id)).unwrap();
+    let r = alice.get(&console, &format!("/api/audit/records?limit=1&before={}", seqs[o - 1])).await.json();
+    assert_eq!((&r["records"][0]["kind"], &r["records"][0]["result"]), (&json!("outcome"), &json!("ran")));
+
+    // Bounded: at most 200 a page, whatever is asked.
+    gate.register(Tool::builder("free").executor(|_| async { Ok(json!(1)) }).build()).unwrap();
+    for _ in 0..110 {
+        gate.execute(ToolCall::new("free", json!({})).session("s3")).await;
+    }
+    for q in ["", "?limit=100000"] {
+        let r = alice.get(&console, &format!("/api/audit/records{q}")).await.json();
+        assert_eq!(r["records"].as_array().unwrap().len(), 200, "{q}");
+        assert!(r["next"].as_u64().is_some(), "{q}");
+    }
+    assert_eq!(alice.get(&console, "/api/audit/records?limit=nope").await.status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_without_a_readable_audit_log_says_so() {
+    let (_gate, console, _runs) = world(Gate::builder());
+    let alice = Browser::sign_in(&console, "alice").await;
+    let r = alice.get(&console, "/api/audit/records").await;
+    assert_eq!((r.status, r.json()["configured"].clone(), r.json()["records"].clone()), (200, json!(false), json!([])));
+}

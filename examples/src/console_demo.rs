@@ -94,7 +94,8 @@ async fn run(check: bool) {
     };
     let link = console.sign_in_link("you").expect("link");
     println!("signoff console demo: open this link in your browser (it works once):\n\n    {link}\n");
-    println!("The agent asks every few seconds; decide in the page. Ctrl-C ends the demo.\n");
+    println!("The console stops when this program exits (Ctrl-C ends the demo, and the console with it).");
+    println!("The agent asks every few seconds; decide in the page.\n");
     if check {
         let answers = tokio::spawn(answer_over_http(console.local_addr().to_string(), link, gate.clone()));
         for (tool, args, session) in script().into_iter().take(2) {
