@@ -7,11 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Keywords that, found as a word of a tool's name, make a tool with the default approval mode
-/// require approval.
+/// require approval: words for changing, sending, paying, running and destroying. The list is
+/// the one table README.md ("What the default gates") shows; a tool it misses is gated with
+/// `approval: required` or a list of the host's own.
 pub const DEFAULT_KEYWORDS: &[&str] = &[
+    // Destroying.
     "delete",
     "remove",
     "rm",
+    "rmdir",
+    "unlink",
     "drop",
     "truncate",
     "destroy",
@@ -19,10 +24,73 @@ pub const DEFAULT_KEYWORDS: &[&str] = &[
     "purge",
     "wipe",
     "kill",
+    "terminate",
+    "shutdown",
+    "reboot",
+    "restart",
+    "reset",
+    "format",
+    // Changing what exists.
+    "write",
+    "overwrite",
+    "edit",
+    "modify",
+    "update",
+    "upsert",
+    "insert",
+    "patch",
+    "put",
+    "replace",
+    "apply",
+    "create",
+    "mkdir",
+    "move",
+    "mv",
+    "rename",
+    "copy",
+    "chmod",
+    "chown",
+    "install",
+    "uninstall",
+    "upgrade",
+    "archive",
+    "disable",
+    "cancel",
+    "restore",
+    "revert",
+    "rollback",
+    // Version control.
+    "commit",
+    "push",
+    "merge",
+    "rebase",
+    // Running code.
+    "run",
+    "execute",
+    "exec",
+    "eval",
+    "invoke",
+    "shell",
+    "bash",
+    "sh",
+    "zsh",
+    "powershell",
+    "cmd",
+    "terminal",
+    "sudo",
+    "sql",
+    // Reaching people.
     "send",
     "email",
     "post",
     "publish",
+    "reply",
+    "invite",
+    "share",
+    "submit",
+    "notify",
+    "upload",
+    // Money and rights.
     "pay",
     "payment",
     "transfer",
@@ -30,18 +98,14 @@ pub const DEFAULT_KEYWORDS: &[&str] = &[
     "refund",
     "purchase",
     "buy",
+    "sell",
+    "order",
     "withdraw",
     "deploy",
-    "execute",
-    "exec",
-    "shell",
-    "sudo",
-    "overwrite",
-    "format",
-    "reset",
-    "revoke",
+    "approve",
+    "sign",
     "grant",
-    "shutdown",
+    "revoke",
 ];
 
 /// Gate-wide policy.
@@ -136,6 +200,21 @@ fn name_words(name: &str) -> Vec<String> {
 }
 
 impl Policy {
+    /// The first of the policy's keywords that is a word of `name` (split on non-alphanumerics
+    /// and lower-to-upper case changes, compared without case), if any: what makes a tool in the
+    /// default mode ask.
+    ///
+    /// ```
+    /// let p = signoff::Policy::default();
+    /// assert_eq!(p.keyword_in("git_push"), Some("push"));
+    /// assert_eq!(p.keyword_in("sendEmail"), Some("send"));
+    /// assert_eq!(p.keyword_in("read_text_file"), None);
+    /// ```
+    pub fn keyword_in(&self, name: &str) -> Option<&str> {
+        let words = name_words(name);
+        self.keywords.iter().find(|k| words.iter().any(|w| w.eq_ignore_ascii_case(k))).map(String::as_str)
+    }
+
     pub(crate) fn compile(&self, tool: Tool) -> Result<CompiledTool> {
         tool.check()?;
         let validator = jsonschema::validator_for(&tool.spec.parameters).map_err(|e| Error::InvalidTool {
@@ -174,8 +253,7 @@ impl Policy {
         if spec.destructive {
             return Some("the tool is marked destructive".into());
         }
-        let words = name_words(&spec.name);
-        if let Some(k) = self.keywords.iter().find(|k| words.iter().any(|w| w.eq_ignore_ascii_case(k))) {
+        if let Some(k) = self.keyword_in(&spec.name) {
             return Some(format!("the tool name contains the keyword {k:?}"));
         }
         if let ToolSource::External { server } = &spec.source
@@ -276,6 +354,37 @@ mod tests {
         let custom = Policy { keywords: vec!["frobnicate".into()], ..Policy::default() };
         assert!(eval(&custom, Tool::builder("frobnicate_it").build(), json!({})).required);
         assert!(!eval(&custom, Tool::builder("delete_file").build(), json!({})).required);
+    }
+
+    /// What a newcomer's agent calls first: the tools that change, push, run or delete are asked
+    /// about; the ones that read are not (issue 42).
+    #[test]
+    fn the_default_list_gates_common_dangerous_tools() {
+        let p = Policy::default();
+        let gated = |name: &str| eval(&p, Tool::builder(name).build(), json!({})).required;
+        for name in [
+            "bash",
+            "write_file",
+            "git_push",
+            "update_record",
+            "merge_pr",
+            "unlink",
+            "run_sql",
+            "execute_sql",
+            "shell",
+            "sendEmail",
+            "createUser",
+            "edit_file",
+            "move_file",
+            "apply_patch",
+            "git_commit",
+            "pay_invoice",
+        ] {
+            assert!(gated(name), "{name} should be gated");
+        }
+        for name in ["read_file", "list_directory", "search_docs", "get_weather", "git_status", "lookup"] {
+            assert!(!gated(name), "{name} should not be gated");
+        }
     }
 
     #[test]
