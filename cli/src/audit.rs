@@ -43,7 +43,8 @@ pub(crate) fn main(args: &[OsString]) -> u8 {
             println!("{USAGE}");
             0
         }
-        _ => usage_error(&format!("unknown audit command {cmd:?}")),
+        Some(other) => usage_error(&crate::unknown("audit command", other, &["verify"])),
+        None => usage_error(&format!("unknown audit command {cmd:?}")),
     }
 }
 
@@ -76,7 +77,9 @@ fn parse(args: &[OsString]) -> Result<Option<Target>, String> {
             "--store" => &mut store,
             "--postgres" => &mut url,
             "--schema" => &mut schema,
-            f if f.starts_with('-') && f.len() > 1 => return Err(format!("unknown option {f:?}")),
+            f if f.starts_with('-') && f.len() > 1 => {
+                return Err(crate::unknown("option", f, &["--store", "--postgres", "--schema", "--help"]));
+            }
             _ => {
                 if path.is_some() {
                     return Err("give one audit log".into());

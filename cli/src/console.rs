@@ -86,7 +86,20 @@ fn run(args: &[OsString]) -> Result<(), String> {
                     _ => options.title = value,
                 }
             }
-            other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
+            other => {
+                let known = [
+                    "--gate",
+                    "--approver-keys",
+                    "--tools",
+                    "--allow-remote",
+                    "--bind",
+                    "--public-origin",
+                    "--sign-in",
+                    "--title",
+                    "--help",
+                ];
+                return Err(format!("{}\n\n{USAGE}", crate::unknown("argument", other, &known)));
+            }
         }
     }
     let gate_file = gate_file.ok_or_else(|| format!("--gate is required\n\n{USAGE}"))?;

@@ -7,6 +7,7 @@
 
 mod audit;
 mod console;
+mod keygen;
 mod mcp_proxy;
 mod stop;
 
@@ -19,6 +20,7 @@ usage: signoff <command> [<args>...]
 commands:
   audit      checks hash-chained audit trails (a JSON Lines file or a PostgreSQL table)
   console    serves the browser approval console for agents sharing a PostgreSQL store
+  keygen     prints a new token key (SIGNOFF_TOKEN_KEYS, `token_keys`) or approver key
   mcp-proxy  serves the tools of MCP servers over stdio or HTTP, each call gated by signoff
 
 options:
@@ -48,6 +50,7 @@ fn run(args: &[OsString]) -> u8 {
     match command {
         "audit" => audit::main(rest),
         "console" => console::main(rest),
+        "keygen" => keygen::main(rest),
         "mcp-proxy" => mcp_proxy::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
@@ -58,9 +61,21 @@ fn run(args: &[OsString]) -> u8 {
             0
         }
         other => {
-            eprintln!("signoff: unknown command {other:?}\n\n{USAGE}");
+            eprintln!("signoff: {}\n\n{USAGE}", unknown("command", other, COMMANDS));
             USAGE_OR_IO
         }
+    }
+}
+
+/// The subcommands, for suggestions.
+const COMMANDS: &[&str] = &["audit", "console", "keygen", "mcp-proxy"];
+
+/// "unknown <what> <got>", with the one of `known` it most likely misspells (the core's rule for
+/// every "did you mean").
+pub(crate) fn unknown(what: &str, got: &str, known: &[&str]) -> String {
+    match signoff::config::nearest(got, known) {
+        Some(close) => format!("unknown {what} {got:?} (did you mean {close:?}?)"),
+        None => format!("unknown {what} {got:?}"),
     }
 }
 

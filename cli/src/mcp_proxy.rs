@@ -72,7 +72,12 @@ fn run(args: &[OsString]) -> Result<(), String> {
                 let value = it.next().ok_or_else(|| format!("--http needs a value\n\n{USAGE}"))?;
                 listen = Some(crate::text(value, "--http")?.to_owned())
             }
-            other => return Err(format!("unknown argument {other:?}\n\n{USAGE}")),
+            other => {
+                return Err(format!(
+                    "{}\n\n{USAGE}",
+                    crate::unknown("argument", other, &["--config", "--http", "--help"])
+                ));
+            }
         }
     }
     let file = config_file.ok_or_else(|| format!("--config is required\n\n{USAGE}"))?;
@@ -101,14 +106,20 @@ fn run(args: &[OsString]) -> Result<(), String> {
         let gate = tokio::select! {
             gate = McpGate::from_config(&config) => gate?,
             () = &mut stop => {
-                eprintln!("signoff mcp-proxy: stopped while starting the upstreams");
+                signoff::report!("signoff mcp-proxy: stopped while starting the upstreams");
                 return Ok(());
             }
         };
+        if !config.approvable_elsewhere() {
+            // Only clients that show forms can approve: for the others a request would wait where
+            // nobody can see it. Said now, and to the model at each such call.
+            gate.refuse_unaskable_calls();
+            signoff::report!("signoff mcp: warning: {}", signoff_mcp::NOWHERE_ELSE);
+        }
         let result = match &http {
             Some(h) => {
                 let server = HttpServer::bind(gate.clone(), h.listen.as_deref().unwrap_or_default(), h).await?;
-                eprintln!("signoff mcp-proxy: listening on {}", server.url());
+                signoff::report!("signoff mcp-proxy: listening on {}", server.url());
                 server.serve(stop).await
             }
             None => tokio::select! {
@@ -122,13 +133,13 @@ fn run(args: &[OsString]) -> Result<(), String> {
         gate.gate().close();
         let running = gate.gate().running_tools();
         if running > 0 {
-            eprintln!("signoff mcp-proxy: waiting up to {STOP_GRACE:?} for {running} running tool call(s) to end");
+            signoff::report!("signoff mcp-proxy: waiting up to {STOP_GRACE:?} for {running} running tool call(s) to end");
             let mut again = crate::stop::signals()?;
             tokio::select! {
                 ended = tokio::time::timeout(STOP_GRACE, gate.gate().tools_finished()) => if ended.is_err() {
-                    eprintln!("signoff mcp-proxy: stopped with tool calls still running (not recorded as ended)");
+                    signoff::report!("signoff mcp-proxy: stopped with tool calls still running (not recorded as ended)");
                 },
-                () = &mut again => eprintln!("signoff mcp-proxy: stopped without waiting for the running tool calls"),
+                () = &mut again => signoff::report!("signoff mcp-proxy: stopped without waiting for the running tool calls"),
             }
         }
         gate.gate().flush_audit();

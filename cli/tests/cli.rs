@@ -138,6 +138,61 @@ fn usage() {
     assert!(stderr(&out).contains("unknown command \"frobnicate\""), "{}", stderr(&out));
 }
 
+/// A misspelt command or option is answered with the one it most likely meant (issue 42), in
+/// every subcommand, and still exits 2.
+#[test]
+fn typos_get_a_suggestion() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["mcp_proxy"], "unknown command \"mcp_proxy\" (did you mean \"mcp-proxy\"?)"),
+        (&["consle"], "(did you mean \"console\"?)"),
+        (&["mcp-proxy", "--confg", "p.json"], "unknown argument \"--confg\" (did you mean \"--config\"?)"),
+        (&["console", "--gat", "g.json"], "(did you mean \"--gate\"?)"),
+        (&["audit", "verify", "a.jsonl", "--stor", "s.db"], "unknown option \"--stor\" (did you mean \"--store\"?)"),
+        (&["audit", "verfy"], "(did you mean \"verify\"?)"),
+    ];
+    for (args, expected) in cases {
+        let out = signoff(args);
+        assert_eq!(code(&out), 2, "{args:?}");
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+    // Nothing close: no guess.
+    assert!(!stderr(&signoff(&["frobnicate"])).contains("did you mean"));
+}
+
+/// `signoff keygen` prints a token key a gate reads (`TokenKeys::parse`, as from
+/// SIGNOFF_TOKEN_KEYS), a new one each time, or an approver key line the console reads; only the
+/// key goes to stdout (issue 42).
+#[test]
+fn keygen_prints_keys_gates_and_consoles_read() {
+    let key = |args: &[&str]| {
+        let out = signoff(args);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).is_empty(), "{args:?}");
+        let text = stdout(&out);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        text.trim_end().to_owned()
+    };
+    let (one, two) = (key(&["keygen"]), key(&["keygen"]));
+    assert!(one.starts_with("k1:") && one != two, "{one} {two}");
+    let keys = signoff::TokenKeys::parse(&one).unwrap();
+    assert_eq!(keys.current_key_id(), "k1");
+    let rotated = key(&["keygen", "--id", "k2"]);
+    assert_eq!(signoff::TokenKeys::parse(&format!("{rotated},{one}")).unwrap().current_key_id(), "k2");
+    let line = key(&["keygen", "--approver", "alice"]);
+    let approvers = signoff_console::ApproverKeys::parse(&line).unwrap();
+    assert_eq!(approvers.names(), ["alice"]);
+    for bad in [
+        &["keygen", "--id", "a.b"][..],
+        &["keygen", "--approver", "a:b"],
+        &["keygen", "--id"],
+        &["keygen", "--idd", "x"],
+    ] {
+        let out = signoff(bad);
+        assert_eq!(code(&out), 2, "{bad:?}");
+        assert!(stdout(&out).is_empty(), "{bad:?}");
+    }
+}
+
 /// A log whose file name is not UTF-8 is verified like any other (reading the command line used
 /// to panic on it, exit 101), with its store given either way.
 #[cfg(target_os = "linux")] // macOS (APFS) refuses file names that are not UTF-8

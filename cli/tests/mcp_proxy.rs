@@ -121,48 +121,209 @@ done
         }
     }
 
-    /// The stdio proxy in `dir` over [`UPSTREAM`] with an audit log, initialized by a client
-    /// that cannot be asked (no elicitation): the process, its stdin, the lines it writes, and
-    /// the log's path.
+    /// The stdio proxy in `dir` over [`UPSTREAM`] with an audit log and a console, initialized by
+    /// a client that cannot be asked (no elicitation): the process, its stdin, the lines it
+    /// writes, and the log's path.
     fn initialized_proxy(
         dir: &std::path::Path,
     ) -> (Running, std::process::ChildStdin, std::sync::mpsc::Receiver<String>, std::path::PathBuf) {
+        let p = proxy_with(dir, serde_json::json!({"console": {}}));
+        (p.child, p.stdin, p.out, p.log)
+    }
+
+    /// A started proxy: its stdout's lines, its stderr's lines (also copied to the test's).
+    struct Proxy {
+        child: Running,
+        stdin: std::process::ChildStdin,
+        out: std::sync::mpsc::Receiver<String>,
+        err: std::sync::mpsc::Receiver<String>,
+        log: std::path::PathBuf,
+    }
+
+    /// Each line `from` gives, sent on a channel by a thread of its own.
+    fn lines(from: impl std::io::Read + Send + 'static, echo: bool) -> std::sync::mpsc::Receiver<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(from).lines() {
+                let Ok(line) = line else { break };
+                if echo {
+                    eprintln!("{line}");
+                }
+                // Drained to the end even when nobody reads on: the proxy never writes to a
+                // closed pipe.
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    }
+
+    /// The line of `rx` (within 20 s) containing `needle`; panics when it ends first.
+    fn line_with(rx: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
+        loop {
+            let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|e| panic!("no {needle:?}: {e}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Writes the configuration (over [`UPSTREAM`], with an audit log, and `extra`'s keys) in
+    /// `dir` and starts the proxy on it, not yet initialized.
+    fn start_proxy(dir: &std::path::Path, extra: serde_json::Value) -> Proxy {
+        start_proxy_over(dir, extra, UPSTREAM)
+    }
+
+    /// [`start_proxy`] over another upstream script.
+    fn start_proxy_over(dir: &std::path::Path, extra: serde_json::Value, script: &str) -> Proxy {
         let upstream = dir.join("upstream.sh");
-        std::fs::write(&upstream, UPSTREAM).unwrap();
+        std::fs::write(&upstream, script).unwrap();
         let log = dir.join("audit.jsonl");
         let config = dir.join("proxy.json");
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "upstreams": [{"name": "fs", "command": "bash", "args": [upstream]}],
             "gate": {"audit_path": log},
         });
+        json.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         std::fs::write(&config, json.to_string()).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
             .args(["mcp-proxy", "--config"])
             .arg(&config)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        let proxy = Running(child);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (stdin, stdout, err) = (child.stdin.take().unwrap(), child.stdout.take().unwrap(), child.stderr.take());
+        Proxy { child: Running(child), stdin, out: lines(stdout, false), err: lines(err.unwrap(), true), log }
+    }
+
+    /// [`start_proxy`], then initialized by a client that cannot be asked (no elicitation).
+    fn proxy_with(dir: &std::path::Path, extra: serde_json::Value) -> Proxy {
+        initialize(start_proxy(dir, extra))
+    }
+
+    /// Initializes a started proxy as a client that cannot be asked (no elicitation).
+    fn initialize(mut p: Proxy) -> Proxy {
         send(
-            &mut stdin,
+            &mut p.stdin,
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
         );
-        assert!(answer(&rx, 1)["result"]["serverInfo"].is_object());
-        send(&mut stdin, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        (proxy, stdin, rx, log)
+        assert!(answer(&p.out, 1)["result"]["serverInfo"].is_object());
+        send(&mut p.stdin, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        p
+    }
+
+    /// Calls `fs__write` as request `id`; the text the model reads.
+    fn call_write(p: &mut Proxy, id: u64) -> String {
+        send(
+            &mut p.stdin,
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fs__write", "arguments": {"path": "notes.txt"}}}),
+        );
+        let call = answer(&p.out, id);
+        assert_eq!(call["result"]["isError"], true, "{call}");
+        call["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+    }
+
+    /// A tool override that names no tool (a typo) is an error at start, with the name it most
+    /// likely meant. It used to be a warning on stderr, which MCP clients do not show, while the
+    /// tool it meant ran as if unconfigured (issue 42).
+    #[test]
+    fn a_tool_override_that_matches_no_tool_stops_the_start() {
+        for (tools, expected) in [
+            (
+                serde_json::json!({"fs__wrte": {"approval": "required"}}),
+                "\"fs__wrte\" names no tool an upstream offers (did you mean \"fs__write\"?)",
+            ),
+            (serde_json::json!({"fs__publish_everything": {"risk": 0}}), "\"fs\" offers: fs__slow, fs__write"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut p = start_proxy(dir.path(), serde_json::json!({"tools": tools}));
+            let status = wait(&mut p.child.0, "a bad override");
+            assert_eq!(status.code(), Some(2), "{status:?}");
+            let said: Vec<String> = p.err.try_iter().collect();
+            assert!(
+                said.iter().any(|l| l.starts_with("signoff mcp-proxy: tools: ") && l.contains(expected)),
+                "{said:?}"
+            );
+        }
+    }
+
+    /// Without a console, an approval URL or a shared store, nobody but a client that shows forms
+    /// can approve: the start says so, and a call from a client that cannot be asked is refused
+    /// at once, told why and audited, instead of "pending elsewhere" for ever (issue 42).
+    #[test]
+    fn with_nowhere_to_approve_the_start_says_so_and_the_call_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = proxy_with(dir.path(), serde_json::json!({}));
+        let warning = line_with(&p.err, "warning");
+        assert!(warning.contains("no \"console\"") && warning.contains("are refused"), "{warning}");
+        let text = call_write(&mut p, 2);
+        assert!(text.contains("did not run") && text.contains("no approval console configured"), "{text}");
+        assert!(text.contains("Do not retry") && !text.contains("pending"), "{text}");
+        drop(p.stdin);
+        assert_eq!(wait(&mut p.child.0, "stdin closed").code(), Some(0));
+        let log = std::fs::read_to_string(&p.log).unwrap();
+        let records: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(records.iter().any(|r| r["decision"] == "call-refused" && r["tool"] == "fs__write"), "{log}");
+        assert!(!records.iter().any(|r| r["kind"] == "request"), "nothing waits: {log}");
+    }
+
+    /// A start pins in the audit only the definitions that are new or changed since the log
+    /// last recorded them: a restart used to add one `definition-pinned` notice per tool
+    /// (98 of 126 records in a short trial; issue 42).
+    #[test]
+    fn a_restart_pins_only_new_or_changed_definitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let pins = |p: Proxy| {
+            drop(p.stdin);
+            let mut child = p.child;
+            assert_eq!(wait(&mut child.0, "stdin closed").code(), Some(0));
+            let log = std::fs::read_to_string(&p.log).unwrap();
+            let records: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            let mut tools: Vec<String> = records
+                .iter()
+                .filter(|r| r["decision"] == "definition-pinned")
+                .map(|r| r["tool"].as_str().unwrap().to_owned())
+                .collect();
+            tools.sort();
+            tools
+        };
+        let console = serde_json::json!({"console": {}});
+        assert_eq!(pins(proxy_with(dir.path(), console.clone())), ["fs__slow", "fs__write"]);
+        assert_eq!(pins(proxy_with(dir.path(), console.clone())), ["fs__slow", "fs__write"], "nothing new");
+        // The upstream's `write` describes itself otherwise now: pinned again, `slow` not.
+        let changed = UPSTREAM.replace(r#""description":"Writes""#, r#""description":"Writes files""#);
+        let p = start_proxy_over(dir.path(), console, &changed);
+        let mut p = initialize(p);
+        send(&mut p.stdin, serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+        assert!(answer(&p.out, 2).to_string().contains("Writes files"));
+        assert_eq!(pins(p), ["fs__slow", "fs__write", "fs__write"]);
+        let out = signoff(&["audit", "verify", dir.path().join("audit.jsonl").to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+
+    /// With a console, the model reads where the request is approved: the console's URL for it.
+    /// Two proxies with the same configuration (two editor windows) both start: the second's
+    /// console takes a free port and says which, and its model is sent there (issue 42).
+    #[test]
+    fn the_model_is_told_the_console_url_and_a_second_proxy_takes_a_free_port() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let console = serde_json::json!({"console": {"bind": format!("127.0.0.1:{port}")}});
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut first = proxy_with(one.path(), console.clone());
+        let at = line_with(&first.err, "approval console at");
+        assert!(at.ends_with(&format!("http://127.0.0.1:{port}/")), "{at}");
+        let mut second = proxy_with(two.path(), console);
+        let moved = line_with(&second.err, "is in use");
+        let url = moved.split(" is at ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_owned();
+        assert!(url.starts_with("http://127.0.0.1:") && !url.contains(&format!(":{port}/")), "{moved}");
+        for (p, page) in [(&mut first, format!("http://127.0.0.1:{port}/")), (&mut second, url)] {
+            let text = call_write(p, 2);
+            let id = text.split("(request ").nth(1).and_then(|r| r.split(')').next()).unwrap().to_owned();
+            assert!(text.contains(&format!("on the signoff console: {page}#request-{id}")), "{text}");
+        }
     }
 
     fn send(stdin: &mut std::process::ChildStdin, v: serde_json::Value) {

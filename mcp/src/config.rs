@@ -278,9 +278,20 @@ pub struct Gating {
 impl Gating {
     /// Combines a tool's annotations with its override: an explicit `approval` wins; otherwise a
     /// configured `risk` decides (off at L0, on above); otherwise the annotations do
-    /// (`readOnlyHint: true` runs without asking, anything else asks).
-    pub fn decide(annotations: Option<&rmcp::model::ToolAnnotations>, over: Option<&ToolOverride>) -> Gating {
-        let risk = over.and_then(|o| o.risk).unwrap_or_else(|| Risk::from_annotations(annotations));
+    /// (`readOnlyHint: true` runs without asking, anything else asks), except that a hint never
+    /// lowers a tool below what its name says: `keyword` is the word of the tool's name that
+    /// gates it by default ([`signoff::Policy::keyword_in`]), and with one a "read-only" tool
+    /// (`delete_all` calling itself read-only) is still asked about, at L3.
+    pub fn decide(
+        annotations: Option<&rmcp::model::ToolAnnotations>,
+        over: Option<&ToolOverride>,
+        keyword: Option<&str>,
+    ) -> Gating {
+        let from_hints = || match Risk::from_annotations(annotations) {
+            Risk::L0 if keyword.is_some() => Risk::L3,
+            r => r,
+        };
+        let risk = over.and_then(|o| o.risk).unwrap_or_else(from_hints);
         let approval = match over.and_then(|o| o.approval) {
             Some(ApprovalOverride::Required) => true,
             Some(ApprovalOverride::NotRequired) => false,
@@ -292,6 +303,14 @@ impl Gating {
 }
 
 impl ProxyConfig {
+    /// Whether anything but the MCP clients themselves can approve calls: a `console`, an
+    /// `approval_url`, or a shared store (`gate.store_url`) that a `signoff console` elsewhere
+    /// reads. Without one, only clients that show approval forms can approve.
+    pub fn approvable_elsewhere(&self) -> bool {
+        let shared = self.gate.as_ref().and_then(|g| g.get("store_url")).is_some_and(|u| !u.is_null());
+        self.console.is_some() || self.approval_url.is_some() || shared
+    }
+
     /// Parses and checks a configuration (JSON text); `what` names it in messages.
     ///
     /// The text is read as signoff reads all JSON ([`signoff::json::from_str`]): a repeated key,
@@ -599,30 +618,44 @@ mod tests {
 
     #[test]
     fn annotations_decide_without_overrides() {
-        let g = Gating::decide(Some(&ann(Some(true))), None);
+        let g = Gating::decide(Some(&ann(Some(true))), None, None);
         assert_eq!(g, Gating { approval: false, risk: Risk::L0, shown: Risk::L0 });
         // Missing hints: destructive and open-world, so asked.
-        let g = Gating::decide(None, None);
+        let g = Gating::decide(None, None, None);
         assert_eq!(g, Gating { approval: true, risk: Risk::L4, shown: Risk::L3 });
-        let g = Gating::decide(Some(&ann(Some(false))), None);
+        let g = Gating::decide(Some(&ann(Some(false))), None, None);
         assert!(g.approval);
+    }
+
+    /// A hint is the server's claim: `readOnlyHint: true` on a tool named `delete_file` does not
+    /// make it run unasked (issue 42).
+    #[test]
+    fn a_read_only_hint_does_not_lower_a_dangerous_name() {
+        let g = Gating::decide(Some(&ann(Some(true))), None, Some("delete"));
+        assert_eq!(g, Gating { approval: true, risk: Risk::L3, shown: Risk::L2 });
+        // Other levels are kept: the name only sets a floor.
+        let g = Gating::decide(None, None, Some("delete"));
+        assert_eq!(g.risk, Risk::L4);
+        // A configured level or approval still decides.
+        let off = ToolOverride { approval: Some(ApprovalOverride::NotRequired), ..Default::default() };
+        assert!(!Gating::decide(Some(&ann(Some(true))), Some(&off), Some("delete")).approval);
     }
 
     #[test]
     fn overrides_win() {
         let read_only = ann(Some(true));
         let required = ToolOverride { approval: Some(ApprovalOverride::Required), ..Default::default() };
-        let g = Gating::decide(Some(&read_only), Some(&required));
+        let g = Gating::decide(Some(&read_only), Some(&required), None);
         assert_eq!(g, Gating { approval: true, risk: Risk::L0, shown: Risk::L1 });
         let off = ToolOverride { approval: Some(ApprovalOverride::NotRequired), ..Default::default() };
-        let g = Gating::decide(None, Some(&off));
+        let g = Gating::decide(None, Some(&off), None);
         assert_eq!(g, Gating { approval: false, risk: Risk::L4, shown: Risk::L4 });
         // A configured level decides approval: off at L0, on above.
         let l0 = ToolOverride { risk: Some(Risk::L0), ..Default::default() };
-        assert!(!Gating::decide(None, Some(&l0)).approval);
+        assert!(!Gating::decide(None, Some(&l0), Some("delete")).approval);
         let l5 = ToolOverride { risk: Some(Risk::L5), ..Default::default() };
         assert_eq!(
-            Gating::decide(Some(&read_only), Some(&l5)),
+            Gating::decide(Some(&read_only), Some(&l5), None),
             Gating { approval: true, risk: Risk::L5, shown: Risk::L4 }
         );
     }

@@ -93,6 +93,14 @@ const VOIDED_WHILE_ASKED: &str = "the upstream server changed its tools while ap
      changed, it is no longer offered, or it could not be listed again), so the request was cancelled and the upstream \
      was not contacted";
 
+/// The start-up warning of a proxy that has no approval page and no shared store.
+pub const NOWHERE_ELSE: &str = "no \"console\", \"approval_url\" or shared store (gate.store_url) is configured, so \
+     only clients that show approval forms (elicitation) can approve; calls from any other client are refused. \
+     Add \"console\": {\"approver_keys_file\": \"...\"} to the configuration to approve them in a browser";
+
+/// The same, in the words the model reads.
+const NOWHERE_ELSE_TOLD: &str = "the signoff proxy has no approval console configured where a person could approve it";
+
 /// What an unknown outcome's words for the model end with.
 const CHECK_FIRST: &str = "Do not repeat it blindly: first check whether it took effect.";
 
@@ -317,6 +325,9 @@ pub(crate) struct Inner {
     approval_page: std::sync::OnceLock<String>,
     /// A console this gate started for its approval page, kept running while the gate lives.
     console: Mutex<Option<signoff_console::Console>>,
+    /// Nothing but the client can approve ([`NOWHERE_ELSE`]): a call from a client that cannot be
+    /// asked is refused at once instead of left pending where nobody can decide it.
+    nowhere_else: AtomicBool,
     _approver: ApproverGuard,
     upstreams: Vec<Up>,
     /// This gate, for the executors of its tools (set once built): an approved call whose upstream
@@ -341,6 +352,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The start's error for a configured tool name that no upstream offers: with the name it most
+/// likely misspells, or the tools of the server it names.
+fn unmatched_override(name: &str, tools: &BTreeMap<String, Exposed>, left_out: &HashSet<String>) -> String {
+    if left_out.contains(name) {
+        return format!(
+            "tools: {name:?} is configured, but its upstream's definition of it was refused (see above), so it is \
+             not offered"
+        );
+    }
+    let offered: Vec<&str> = tools.keys().map(String::as_str).collect();
+    if let Some(close) = signoff::config::nearest(name, &offered) {
+        return format!("tools: {name:?} names no tool an upstream offers (did you mean {close:?}?)");
+    }
+    let server = name.split_once(SEPARATOR).map_or(name, |(s, _)| s);
+    let prefix = format!("{server}{SEPARATOR}");
+    let same: Vec<&str> = offered.iter().copied().filter(|t| t.starts_with(&prefix)).collect();
+    if same.is_empty() {
+        format!("tools: {name:?} names no tool an upstream offers ({server:?} offers none)")
+    } else {
+        format!("tools: {name:?} names no tool an upstream offers; {server:?} offers: {}", same.join(", "))
+    }
+}
+
 /// What a person answered through the client.
 enum Verdict {
     Approve(Scope),
@@ -362,6 +396,8 @@ impl McpGate {
         let deferred: Deferred = Default::default();
         let this: Arc<OnceLock<Weak<Inner>>> = Default::default();
         let mut tools = BTreeMap::new();
+        let mut left_out = HashSet::new();
+        let before = last_pins(&gate);
         let mut clients = Vec::new();
         for up in upstreams {
             if up.list_timeout.is_zero() || up.list_timeout > MAX_LIST_TIMEOUT {
@@ -398,10 +434,13 @@ impl McpGate {
                     Ok(ex) => ex,
                     Err(e) => {
                         signoff::report!("signoff mcp: {}: a tool is not offered: {e}", up.name);
+                        left_out.insert(format!("{}{SEPARATOR}{}", up.name, def.name));
                         continue;
                     }
                 };
-                pinned(&gate, &up.name, &def, &ex.def_hash);
+                if before.get(&*ex.def.name) != Some(&ex.def_hash) {
+                    pinned(&gate, &up.name, &def, &ex.def_hash);
+                }
                 if let Some(other) = tools.insert(ex.def.name.to_string(), ex) {
                     return Err(format!(
                         "{}: two tools have this name ({:?} of {:?} and one of {:?}); one would stand for the other",
@@ -420,10 +459,10 @@ impl McpGate {
                 retry_at: Mutex::new(None),
             });
         }
-        for name in overrides.keys() {
-            if !tools.contains_key(name) {
-                signoff::report!("signoff mcp: warning: the configuration names {name:?}, which no upstream offers");
-            }
+        // A name that matches nothing is a typo (or a tool the upstream no longer offers): refused,
+        // never a warning, since the tool it meant would then run as if unconfigured.
+        if let Some(name) = overrides.keys().find(|n| !tools.contains_key(*n)) {
+            return Err(unmatched_override(name, &tools, &left_out));
         }
         let routes: Routes = Default::default();
         let (r, d) = (routes.clone(), deferred.clone());
@@ -455,6 +494,7 @@ impl McpGate {
             deferred,
             approval_page: Default::default(),
             console: Default::default(),
+            nowhere_else: AtomicBool::new(false),
             _approver: approver,
             upstreams: clients,
             this: this.clone(),
@@ -476,11 +516,27 @@ impl McpGate {
         }
         let mcp = McpGate::new(gate, upstreams, &config.tools).await?;
         if let Some(options) = &config.console {
-            let options = signoff_console::ConsoleOptions::from_json(options, signoff::Naming::Snake)
+            let mut options = signoff_console::ConsoleOptions::from_json(options, signoff::Naming::Snake)
                 .map_err(|e| format!("console: {e}"))?;
+            // A second proxy with the same configuration (two editor windows) gets a console of
+            // its own on a free port, said below, instead of dying after its upstreams started.
+            let wanted = options.bind;
+            let taken = wanted.port() != 0
+                && std::net::TcpListener::bind(wanted).is_err_and(|e| e.kind() == std::io::ErrorKind::AddrInUse);
+            if taken {
+                options.bind.set_port(0);
+            }
             let console =
                 signoff_console::Console::start(mcp.gate().clone(), options).map_err(|e| format!("console: {e}"))?;
-            signoff::report!("signoff mcp: approval console at {}", console.url());
+            if taken {
+                signoff::report!(
+                    "signoff mcp: {wanted} is in use (another proxy's console?), so this proxy's approval console \
+                     is at {} instead",
+                    console.url()
+                );
+            } else {
+                signoff::report!("signoff mcp: approval console at {}", console.url());
+            }
             // An explicit `approval_url` wins over the console's own URL.
             mcp.set_approval_page(config.approval_url.as_deref().unwrap_or(console.url()));
             *lock(&mcp.inner.console) = Some(console);
@@ -733,6 +789,9 @@ impl McpGate {
         });
         if let Some(r) = route {
             meta[ROUTE_KEY] = json!(r.to_string());
+        }
+        if let Some(c) = &who.client {
+            meta["client"] = json!(c);
         }
         // The call id reaches the audit: the client's identity and protocol era with every record.
         let call_id = format!("mcp {} {} #{}", who.era, who.principal, who.rpc_id);
@@ -1173,10 +1232,30 @@ impl McpGate {
         let _ = self.inner.approval_page.set(page.split('#').next().unwrap_or_default().to_owned());
     }
 
+    /// Declares that nothing but the clients themselves can approve this gate's calls (no
+    /// console, approval page, shared store or other approver on the gate): a call from a client
+    /// that cannot be asked is then refused at once, with words saying so, and audited as
+    /// `call-refused`, instead of left pending where nobody can decide it. `signoff mcp-proxy`
+    /// does this for a configuration without `console`, `approval_url` or `gate.store_url`
+    /// ([`ProxyConfig::approvable_elsewhere`]), and says so at start ([`NOWHERE_ELSE`]).
+    pub fn refuse_unaskable_calls(&self) {
+        self.inner.nowhere_else.store(true, Ordering::SeqCst);
+    }
+
     /// A client that can be asked in no way: the request stays pending in the gate (a console or an
     /// approval token can answer it); once approved, one identical retry before the deadline runs
     /// the call, exactly once.
     async fn elsewhere(&self, t: &Exposed, name: &str, args: &Value, who: &Who, ct: &CancellationToken) -> ToolResult {
+        if self.inner.nowhere_else.load(Ordering::SeqCst) {
+            self.inner.gate.audit_notice("call-refused", Some(name), format!("{}: {NOWHERE_ELSE_TOLD}", who.principal));
+            let mut r = pending_elsewhere(name, Uuid::nil(), None);
+            r.request_id = None;
+            r.content = format!(
+                "The call to `{name}` did not run: it needs a person's approval, this client cannot ask for it, \
+                 and {NOWHERE_ELSE_TOLD}. Do not retry it; tell the user."
+            );
+            return r;
+        }
         let key = (who.principal.clone(), name.to_owned(), signoff::display::arguments_digest(args));
         let existing = lock(&self.inner.elsewhere).remove(&key);
         if let Some(mut e) = existing {
@@ -1184,7 +1263,7 @@ impl McpGate {
             if still_pending {
                 let id = e.request_id;
                 lock(&self.inner.elsewhere).insert(key, e);
-                return pending_elsewhere(name, id);
+                return pending_elsewhere(name, id, self.inner.approval_page.get());
             }
             if let Some(go) = e.go.take() {
                 let _ = go.send(ct.clone());
@@ -1204,7 +1283,7 @@ impl McpGate {
         let mut all = lock(&self.inner.elsewhere);
         all.retain(|_, e| !e.task.is_finished());
         all.insert(key, Elsewhere { request_id: id, task, go: Some(go), _pending: p });
-        pending_elsewhere(name, id)
+        pending_elsewhere(name, id, self.inner.approval_page.get())
     }
 }
 
@@ -1257,6 +1336,18 @@ struct Who {
     /// The call's upstream had, once listed for the call, an announced change not listed (its
     /// listing failed): the call is asked about whatever its tool's gating.
     unknown: bool,
+    /// The client's own name and version (`clientInfo`), e.g. `claude-code 1.2.3`: request
+    /// metadata `client`, the approval console's label for the session ([`client_label`]).
+    client: Option<String>,
+}
+
+/// `clientInfo` as a person reads it: `<name> <version>` (trimmed, at most 200 characters);
+/// `None` without a name.
+fn client_label(info: &Implementation) -> Option<String> {
+    let name = info.name.trim();
+    let version = info.version.trim();
+    let label = if version.is_empty() { name.to_owned() } else { format!("{name} {version}") };
+    (!name.is_empty()).then(|| label.chars().take(200).collect())
 }
 
 /// What `requestState` carries (sealed: integrity-protected, bound by associated data to the
@@ -1351,6 +1442,30 @@ fn pinned(gate: &Gate, server: &str, def: &McpTool, hash: &str) {
     gate.audit_notice("definition-pinned", Some(&name), format!("upstream {server:?} tool {:?} is {hash}", def.name));
 }
 
+/// How many of the audit's newest records a start reads for the definitions pinned before.
+const PINS_READ: usize = 20_000;
+
+/// The definition each tool had when the audit last recorded it (pinned, or changed to), from
+/// its newest [`PINS_READ`] records: a start pins again only what is new or changed since, not
+/// every tool of every upstream each time. Empty without a readable audit.
+fn last_pins(gate: &Gate) -> HashMap<String, String> {
+    let mut pins = HashMap::new();
+    let Ok(Some(records)) = gate.recent_audit(None, PINS_READ) else { return pins };
+    // Newest first: the first record seen for a tool is its latest definition.
+    for r in records {
+        let (Some(tool), Some(reason)) = (r.tool, r.reason) else { continue };
+        let hash = match r.decision.as_deref() {
+            Some("definition-pinned") => reason.rsplit(' ').next(),
+            Some("definition-changed") => reason.split(" to ").nth(1).and_then(|h| h.split(": ").next()),
+            _ => None,
+        };
+        if let Some(hash) = hash {
+            pins.entry(tool).or_insert_with(|| hash.to_owned());
+        }
+    }
+    pins
+}
+
 /// How a registered tool reaches its upstream: the connection, how long a call waits for its
 /// answer, the signals of deferred runs, and what the upstream announced.
 struct Via {
@@ -1412,7 +1527,8 @@ fn expose(
     via: &Via,
 ) -> Result<Exposed, String> {
     let name = format!("{server}{SEPARATOR}{}", def.name);
-    let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name));
+    let keyword = gate.policy().keyword_in(&def.name);
+    let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name), keyword);
     let stale = Arc::new(AtomicBool::new(false));
     register(gate, &name, def, gating, overrides.get(&name), via, &stale)?;
     let mut exposed = def.clone();
@@ -1439,16 +1555,21 @@ fn register(
     let upstream_tool = def.name.to_string();
     let server = name.split_once(SEPARATOR).map_or("", |(s, _)| s).to_owned();
     let hints = def.annotations.as_ref();
+    let configured = over.is_some_and(|o| o.approval.is_some() || o.risk.is_some());
     let build = |schema: Value| {
         let (peer, upstream_tool, deferred) = (via.peer.clone(), upstream_tool.clone(), via.deferred.clone());
         let (limit, stale, listing) = (via.call_timeout, stale.clone(), via.listing.clone());
         let mut b = signoff::Tool::builder(name)
             .description(def.description.as_deref().unwrap_or_default())
             .parameters(schema)
-            .approval(if gating.approval {
-                signoff::ApprovalMode::Required
-            } else {
-                signoff::ApprovalMode::NotRequired
+            // Gated by configuration: `required`. Gated by default: the core's own default
+            // mode, which agrees here (an external tool that is not read-only, or one whose name
+            // has a keyword) and so gives the request its real reason ("the tool comes from the
+            // external server ..."), not "always requires approval".
+            .approval(match (gating.approval, configured) {
+                (true, true) => signoff::ApprovalMode::Required,
+                (true, false) => signoff::ApprovalMode::Default,
+                (false, _) => signoff::ApprovalMode::NotRequired,
             })
             .source(ToolSource::External { server: server.clone() })
             .read_only(hints.and_then(|a| a.read_only_hint) == Some(true))
@@ -1759,7 +1880,15 @@ fn finish_text(text: String) -> CallToolResponse {
     r.into()
 }
 
-fn pending_elsewhere(name: &str, id: Uuid) -> ToolResult {
+/// Where a request the client cannot show is approved: the approval page's URL for it, or any
+/// approver on the gate (a console on a shared store, an approval token).
+fn pending_elsewhere(name: &str, id: Uuid, page: Option<&String>) -> ToolResult {
+    let at = match page {
+        Some(page) => {
+            format!("Approval is pending elsewhere, on the signoff console: {page}#request-{id} (request {id})")
+        }
+        None => format!("Approval is pending elsewhere (request {id})"),
+    };
     ToolResult {
         call_id: None,
         tool: name.to_owned(),
@@ -1773,8 +1902,8 @@ fn pending_elsewhere(name: &str, id: Uuid) -> ToolResult {
         decision: None,
         content: format!(
             "The call to `{name}` did not run: it needs a person's approval, and this client cannot ask for it. \
-             Approval is pending elsewhere (request {id}). Once it is approved, the identical call may be made \
-             once more before the request's deadline; otherwise continue without it."
+             {at}. Once it is approved, the identical call may be made once more before the request's deadline; \
+             otherwise continue without it."
         ),
     }
 }
@@ -1785,7 +1914,7 @@ fn ended(name: &str, joined: Result<ToolResult, tokio::task::JoinError>) -> Tool
 }
 
 fn panicked(name: &str, e: tokio::task::JoinError) -> ToolResult {
-    let mut r = pending_elsewhere(name, Uuid::nil());
+    let mut r = pending_elsewhere(name, Uuid::nil(), None);
     r.request_id = None;
     r.content = format!("The call to `{name}` did not run: the approval task ended unexpectedly ({e}).");
     r
@@ -1808,9 +1937,34 @@ fn approval_form(req: &signoff::ConfirmationRequest) -> ElicitRequestParams {
     let Value::Object(schema) = schema else { unreachable!("an object literal") };
     ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!("signoff: {}\n{}{}", req.prompt, unknown_note(req), req.display_arguments()),
+        message: format!(
+            "signoff: {}\n{}{}{}",
+            req.prompt,
+            why_and_when(req),
+            unknown_note(req),
+            req.display_arguments()
+        ),
         requested_schema: ElicitationSchema::from_json_schema(schema).expect("a flat schema"),
     }
+}
+
+/// What a form says before the arguments, as the console's card does: why the call is asked
+/// about (the request's reasons, escaped for display), the risk shown with it, and how long the
+/// person has before it is denied.
+fn why_and_when(req: &signoff::ConfirmationRequest) -> String {
+    let why: Vec<String> = req.reasons.iter().map(|r| signoff::display::escape_for_display(r).into_owned()).collect();
+    let why = if why.is_empty() { "approval is required".to_owned() } else { why.join("; ") };
+    let risk = match req.metadata.get("risk").and_then(Value::as_str) {
+        Some(r) => {
+            format!("Risk: {} (L0 harmless to L5 highest). ", signoff::display::escape_for_display(r).into_owned())
+        }
+        None => String::new(),
+    };
+    let left = req.deadline_ms.saturating_sub(now_ms()).div_ceil(1000);
+    format!(
+        "Why: {why}.\n{risk}Answer within {}, or it is denied and does not run.\n",
+        shown(Duration::from_secs(left))
+    )
 }
 
 /// The line a form starts its arguments with when the request was made while the tool's upstream
@@ -1827,8 +1981,9 @@ fn url_form(req: &signoff::ConfirmationRequest, page: &str) -> ElicitRequestPara
     ElicitRequestParams::UrlElicitationParams {
         meta: None,
         message: format!(
-            "signoff: {}\n{}{}\nApprove or deny it on the approval page (sign in as an approver).",
+            "signoff: {}\n{}{}{}\nApprove or deny it on the approval page (sign in as an approver).",
             req.prompt,
+            why_and_when(req),
             unknown_note(req),
             req.display_arguments()
         ),
@@ -1910,6 +2065,7 @@ impl McpGate {
             rpc_id: cx.id.to_string(),
             announced,
             unknown,
+            client: cx.client_info().as_ref().and_then(client_label),
         };
         let modern = version.as_ref().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         // A 2026-07-28 retry answers a request made in its first round (asked then because what
@@ -1939,7 +2095,18 @@ impl McpGate {
             };
             match accepted {
                 Ok(claims) => return Ok(finish(self.loopback(&tool, &args, &who, claims, &cx.ct).await)),
-                Err(e) => signoff::report!("signoff mcp: {name}: approval marker not accepted ({e}); asking"),
+                Err(e) => {
+                    // A key the proxy lacks, or one of the same id with another secret: most often
+                    // the agent's gate and the proxy were given different keys, not a forgery.
+                    let keys = match e.kind() {
+                        signoff::ErrorKind::UnknownKey | signoff::ErrorKind::BadSignature => {
+                            "; the agent's gate and this proxy must share token keys (`token_keys`, e.g. \
+                             from `signoff keygen`)"
+                        }
+                        _ => "",
+                    };
+                    signoff::report!("signoff mcp: {name}: approval marker not accepted ({e}){keys}; asking")
+                }
             }
         }
         let caps = cx.client_capabilities();
@@ -2017,7 +2184,7 @@ mod tests {
     }
 
     fn failed(error: &str, edited: bool) -> ToolResult {
-        let mut r = pending_elsewhere("up__write", Uuid::nil());
+        let mut r = pending_elsewhere("up__write", Uuid::nil(), None);
         (r.status, r.error, r.edited) = (ToolStatus::Failed, Some(error.into()), edited);
         r.arguments = Some(json!({"text": "b"}));
         r.content = "The tool `up__write` ran and failed: ...".into();

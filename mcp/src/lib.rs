@@ -46,6 +46,6 @@ pub mod http;
 pub mod risk;
 
 pub use config::{ApprovalOverride, Gating, HttpConfig, ProxyConfig, ToolOverride, UpstreamConfig, UpstreamTransport};
-pub use gate::{INPUT_KEY, McpGate, Upstream, UpstreamClient, build_gate, serve_stdio};
+pub use gate::{INPUT_KEY, McpGate, NOWHERE_ELSE, Upstream, UpstreamClient, build_gate, serve_stdio};
 pub use http::HttpServer;
 pub use risk::Risk;

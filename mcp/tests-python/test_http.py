@@ -57,7 +57,7 @@ async def test_over_http_deny_leaves_the_file_untouched_and_the_reason_reaches_t
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_over_http_a_client_without_elicitation_is_told_approval_is_pending_elsewhere(proxy, sandbox, mode):
-    async with proxy(mode, http=True) as c:
+    async with proxy(mode, http=True, extra={"console": {}}) as c:
         r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
         again = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
     assert r.is_error and "pending elsewhere" in text(r), text(r)

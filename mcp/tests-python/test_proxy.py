@@ -1,6 +1,7 @@
 """signoff mcp-proxy over @modelcontextprotocol/server-filesystem, driven by the official Python SDK
 (mcp 2.3.0) in both protocol eras: the upstream is contacted only after an explicit approval."""
 import os
+import re
 import signal
 
 import anyio
@@ -93,7 +94,7 @@ async def test_cancel_cancels_the_request(proxy, sandbox, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_client_without_elicitation_is_told_approval_is_pending_elsewhere(proxy, sandbox, mode):
-    async with proxy(mode) as c:
+    async with proxy(mode, extra={"console": {}}) as c:
         r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
         # The same call again: still pending, still not run (no second request either).
         again = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
@@ -101,7 +102,24 @@ async def test_a_client_without_elicitation_is_told_approval_is_pending_elsewher
     assert again.is_error and "pending elsewhere" in text(again)
     request = text(r).split("(request ")[1].split(")")[0]
     assert request in text(again)
+    # The model is told where a person approves it: the console's page for that request.
+    assert re.search(r"on the signoff console: http://127\.0\.0\.1:\d+/#request-" + request, text(r)), text(r)
     assert not (sandbox / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_with_nowhere_to_approve_a_client_without_elicitation_is_refused(proxy, sandbox, mode):
+    """No console, approval URL or shared store: nobody could ever decide the call, so it is
+    refused at once in words the model does not retry, and nothing is left pending (it used to say
+    "pending elsewhere" with nowhere to approve; issue 42)."""
+    async with proxy(mode) as c:
+        r = await c.call_tool("fs__write_file", write(sandbox / "a.txt"))
+    assert r.is_error and "no approval console configured" in text(r) and "Do not retry" in text(r), text(r)
+    assert "pending" not in text(r)
+    assert not (sandbox / "a.txt").exists()
+    records = proxy.records()
+    assert not [x for x in records if x.get("kind") == "request"], records
+    assert [x for x in records if x.get("decision") == "call-refused" and x.get("tool") == "fs__write_file"], records
 
 
 @pytest.mark.parametrize("mode", MODES)

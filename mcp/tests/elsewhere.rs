@@ -57,6 +57,10 @@ async fn pending_elsewhere_then_approved_by_token_then_one_identical_retry_runs_
     let request = pending[0].clone();
     assert_eq!(&*request.tool, "up__write");
     assert_eq!(request.metadata["risk"], "L3");
+    // The client's own name and version (`clientInfo`): the console's label for the session.
+    assert_eq!(request.metadata["client"], "rmcp 3.11.0");
+    // Gated by default, not configured: the reason is the core's own, never "always requires".
+    assert!(!request.reasons.iter().any(|r| r.contains("always requires")), "{:?}", request.reasons);
     assert_eq!(request.metadata["mcp"]["server"], "up");
 
     // Before approval, the identical retry is still pending and runs nothing.
