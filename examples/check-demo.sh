@@ -28,6 +28,12 @@ before() {
   [[ -n $a && -n $b && $a -lt $b ]] || fail "$3" "expected \"$1\" before \"$2\""
 }
 
+# --help is a question, not a mistake: the usage on stdout, exit 0; a wrong argument exits 2.
+"$demo" --help >"$out" || fail help "exit $?"
+expect 'usage: demo' help
+if "$demo" --bogus >"$out" 2>&1; then fail bogus "exit 0"; fi
+expect 'unknown argument "--bogus"' bogus
+
 "$demo" --script examples/demo-answers.txt >"$out"
 plain script
 expect 'Their reason: "I'"'"'ll write to my advisor myself"' script

@@ -1431,11 +1431,13 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Options, String>
 fn main() {
     let opts = match parse_args(std::env::args().skip(1)) {
         Ok(o) => o,
+        // Asked for: the usage on stdout, and success.
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return;
+        }
         Err(e) => {
-            if !e.is_empty() {
-                eprintln!("demo: {e}");
-            }
-            eprintln!("{USAGE}");
+            eprintln!("demo: {e}\n{USAGE}");
             std::process::exit(2);
         }
     };
