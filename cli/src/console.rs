@@ -1,17 +1,21 @@
 //! `signoff console`: the browser approval console as a process of its own, for agents that run
-//! elsewhere and share a PostgreSQL store with it.
+//! in other processes and share a store with it.
 //!
 //! ```text
-//! signoff console --gate gate.json [--bind 127.0.0.1:8080] [--allow-remote]
+//! signoff console [--gate gate.json] [--bind 127.0.0.1:8080] [--allow-remote]
 //!                 [--public-origin https://approve.example.com] [--approver-keys FILE]
 //!                 [--sign-in NAME]... [--title TEXT] [--tools specs.json]
 //! ```
 //!
 //! `gate.json` holds the core's gate options (`GateConfig`, snake_case, as in every signoff
-//! language); it must name the shared store (`store_url`) and token keys (`token_keys`, the
-//! `key_id:base64secret` text). The console prints its address and one sign-in link per
-//! `--sign-in`, then serves until SIGINT, SIGTERM or SIGHUP ([`crate::stop`]): then it stops
-//! listening, closes the gate, flushes the audit log and exits 0.
+//! language). Its `store_url` is the store the agents share: `sqlite:<path>` for agents on this
+//! machine, `postgres://...` for agents on many hosts. Without one (or without `--gate`) it is
+//! the one-machine store [`default_store`], which agents reach with the same `store_url`. Without
+//! `token_keys` the console signs its sign-in links and decisions with a key made for the
+//! process. The console prints its address, its store and one sign-in link per `--sign-in` (for
+//! the user running it when neither `--sign-in` nor `--approver-keys` is given), then serves until
+//! SIGINT, SIGTERM or SIGHUP ([`crate::stop`]): then it stops listening, closes the gate, flushes
+//! the audit log and exits 0.
 
 use crate::USAGE_OR_IO;
 use signoff::{Gate, GateConfig, Naming};
@@ -20,30 +24,52 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 const USAGE: &str = "\
-usage: signoff console --gate <gate.json> [--bind <addr:port>] [--allow-remote]
+usage: signoff console [--gate <gate.json>] [--bind <addr:port>] [--allow-remote]
                        [--public-origin <url>] [--approver-keys <file>] [--sign-in <name>]...
                        [--title <text>] [--tools <specs.json>]
 
-Serves the browser approval console for the agents that share the gate's PostgreSQL store.
+Serves the browser approval console for the agents that share its store: agents in other
+processes of this machine through one SQLite file (the default), agents on other hosts through
+PostgreSQL.
 
-  --gate <file>           the gate's options as JSON (GateConfig, snake_case): `store_url` (the
-                          shared store) and `token_keys` are required; `approvers`,
-                          `audit_in_store`, `store_schema` ... as for any gate
+  --gate <file>           the gate's options as JSON (GateConfig, snake_case): `store_url` is the
+                          agents' store, `sqlite:<path>` or `postgres://...` (default: the
+                          one-machine store below); `token_keys`, `approvers`, `audit_path` ...
+                          as for any gate
   --bind <addr:port>      where to listen (default 127.0.0.1:8080; port 0 picks a free one)
   --allow-remote          allow a non-loopback --bind (put it behind TLS)
   --public-origin <url>   the origin people reach it at behind a proxy (https://... sets Secure cookies)
-  --approver-keys <file>  people who sign in with a name and key (`name:key` or `name:sha256:<hex>` lines)
-  --sign-in <name>        print a single-use sign-in link for this person (repeatable)
+  --approver-keys <file>  people who sign in with a name and key (`name:key` or `name:sha256:<hex>` lines;
+                          `signoff keygen --approver <name>` prints one)
+  --sign-in <name>        print a single-use sign-in link for this person (repeatable; without it and
+                          without --approver-keys, one for the user running the console)
   --title <text>          the page title
   --tools <specs.json>    the agents' tool definitions (a JSON list of ToolSpec objects, as
                           `register_spec` takes them): the console shows their descriptions and
                           hints, and checks edited arguments against their schemas
 
-Edits are checked against the tool's schema, which a console process has only for the tools in
---tools: for other tools it accepts approvals and denials, and refuses edits (`unknown_tool`).
+The one-machine store is $XDG_STATE_HOME/signoff/signoff.db (~/.local/state/signoff/signoff.db):
+agents on this machine give their gates `store_url = \"sqlite:<that path>\"` (the console prints
+it). Edits are checked against the tool's schema, which a console process has only for the tools
+in --tools: for other tools it accepts approvals and denials, and refuses edits (`unknown_tool`).
 
 It serves until SIGINT, SIGTERM or SIGHUP: then it stops listening, closes the gate, flushes the
 audit log and exits 0.";
+
+/// The one-machine store's file: `$XDG_STATE_HOME/signoff/signoff.db`, else
+/// `$HOME/.local/state/signoff/signoff.db`; its directory is made when missing.
+pub(crate) fn default_store() -> Result<PathBuf, String> {
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            Some(home) => PathBuf::from(home).join(".local/state"),
+            None => return Err("neither XDG_STATE_HOME nor HOME is set: give a `store_url` with --gate".into()),
+        },
+    };
+    let dir = state.join("signoff");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    Ok(dir.join("signoff.db"))
+}
 
 pub(crate) fn main(args: &[OsString]) -> u8 {
     match run(args) {
@@ -102,19 +128,36 @@ fn run(args: &[OsString]) -> Result<(), String> {
             }
         }
     }
-    let gate_file = gate_file.ok_or_else(|| format!("--gate is required\n\n{USAGE}"))?;
-    let gate_name = gate_file.display().to_string();
-    let text = std::fs::read_to_string(&gate_file).map_err(|e| format!("cannot read {gate_name}: {e}"))?;
-    let json = signoff::json::from_str(&text, &gate_name).map_err(|e| e.to_string())?;
-    let config = GateConfig::from_json(&json, Naming::Snake).map_err(|e| e.to_string())?;
+    let mut config = match &gate_file {
+        Some(file) => {
+            let name = file.display().to_string();
+            let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {name}: {e}"))?;
+            let json = signoff::json::from_str(&text, &name).map_err(|e| e.to_string())?;
+            GateConfig::from_json(&json, Naming::Snake).map_err(|e| format!("{name}: {e}"))?
+        }
+        None => GateConfig::default(),
+    };
+    if config.store_path.is_some() {
+        return Err(
+            "`store_path` is a single-process store, which no agent in another process can reach: give `store_url`, \
+             `sqlite:<path>` for agents on this machine"
+                .into(),
+        );
+    }
     if config.store_url.is_none() {
-        return Err(format!(
-            "{gate_name}: `store_url` is required: agents reach a console in another process only through a shared PostgreSQL store"
-        ));
+        config.store_url = Some(format!("sqlite:{}", default_store()?.display()));
     }
+    // The console's own: it signs the sign-in links it prints and the decisions people make in
+    // it, and checks them itself (agents read the decisions from the store).
     if config.token_keys.is_none() {
-        return Err(format!("{gate_name}: `token_keys` is required (decisions and sign-in links are signed)"));
+        config.token_keys =
+            Some(signoff::TokenKeys::new("console", signoff::Secret::generate()).map_err(|e| e.to_string())?);
     }
+    if sign_ins.is_empty() && options.approver_keys_file.is_none() {
+        let user = std::env::var("USER").ok().filter(|u| !u.is_empty() && !u.contains(char::is_whitespace));
+        sign_ins.push(user.unwrap_or_else(|| "me".into()));
+    }
+    let store_url = config.store_url.clone().unwrap_or_default();
     // Signals are taken over before anything is audited: from here SIGINT, SIGTERM or SIGHUP
     // closes the gate and flushes its audit log (crate::stop). One sent while the gate connects
     // to its store (bounded by the store's timeouts) stops the console as soon as it is up.
@@ -127,7 +170,7 @@ fn run(args: &[OsString]) -> Result<(), String> {
         crate::stop::signals()?
     };
     let gate = config.build().map_err(|e| e.to_string())?;
-    let served = serve(&gate, options, tools_file, &sign_ins).map(|console| {
+    let served = serve(&gate, options, tools_file, &sign_ins, &store_url).map(|console| {
         runtime.block_on(stop);
         // The port first (nothing more is decided here), then the gate: its audit log is flushed.
         console.close();
@@ -138,7 +181,13 @@ fn run(args: &[OsString]) -> Result<(), String> {
 }
 
 /// Registers the tools, starts the console and prints where it is; the caller waits.
-fn serve(gate: &Gate, options: ConsoleOptions, tools: Option<PathBuf>, sign_ins: &[String]) -> Result<Console, String> {
+fn serve(
+    gate: &Gate,
+    options: ConsoleOptions,
+    tools: Option<PathBuf>,
+    sign_ins: &[String],
+    store_url: &str,
+) -> Result<Console, String> {
     if let Some(path) = tools {
         let name = path.display().to_string();
         for spec in read_tools(&path, &name)? {
@@ -147,6 +196,10 @@ fn serve(gate: &Gate, options: ConsoleOptions, tools: Option<PathBuf>, sign_ins:
     }
     let console = Console::start(gate.clone(), options).map_err(|e| e.to_string())?;
     println!("console: {}", console.url());
+    // Where agents find it; a PostgreSQL URL may carry a password, so only `sqlite:` is printed.
+    if store_url.starts_with("sqlite:") {
+        println!("store: {store_url} (agents on this machine: store_url = {store_url:?})");
+    }
     for name in sign_ins {
         println!("sign-in link for {name}: {}", console.sign_in_link(name).map_err(|e| e.to_string())?);
     }

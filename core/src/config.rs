@@ -153,11 +153,13 @@ pub struct GateConfig {
     pub store_path: Option<PathBuf>,
     /// `synchronous = FULL` for the store (needs `store_path`).
     pub synchronous_full: bool,
-    /// Keep requests in this PostgreSQL database (`postgres://...`), shared with every gate that
-    /// connects to it (exclusive with `store_path`; cargo feature `postgres`).
+    /// Keep requests in a store shared with every gate that opens the same one (exclusive with
+    /// `store_path`): `sqlite:<path>`, one file that processes of one machine share
+    /// ([`SqliteSharedStore`](crate::SqliteSharedStore)), or a PostgreSQL database
+    /// (`postgres://...`, cargo feature `postgres`) for many hosts.
     pub store_url: Option<String>,
     /// This gate's owner name in the shared store (see
-    /// `PostgresOptions::owner`); needs `store_url`.
+    /// `PostgresOptions::owner`, `SqliteSharedOptions::owner`); needs `store_url`.
     pub store_owner: Option<String>,
     /// The PostgreSQL schema for the tables (default: the search path); needs `store_url`.
     pub store_schema: Option<String>,
@@ -371,6 +373,19 @@ impl GateConfig {
         }
         if let Some(url) = &self.store_url {
             crate::store::check_store_url(url).map_err(|e| Error::Config(format!("`{}`: {e}", n("store_url"))))?;
+            if crate::store::sqlite_path(url).is_some() {
+                for (set, name) in
+                    [(self.store_schema.is_some(), "store_schema"), (self.audit_in_store, "audit_in_store")]
+                {
+                    if set {
+                        return Err(Error::Config(format!(
+                            "`{}` applies to a PostgreSQL `{}`, not to `sqlite:`",
+                            n(name),
+                            n("store_url")
+                        )));
+                    }
+                }
+            }
         }
         if self.audit_in_store && self.store_url.is_none() {
             return Err(needs("audit_in_store", "store_url"));
@@ -478,7 +493,13 @@ impl GateConfig {
             b = b.store(crate::SqliteStore::open_with(p, options)?);
         }
         if let Some(url) = &self.store_url {
-            b = self.postgres(b, url)?;
+            b = match crate::store::sqlite_path(url) {
+                Some(path) => {
+                    let options = crate::SqliteSharedOptions { owner: self.store_owner.clone(), sweep_interval: None };
+                    b.store(crate::SqliteSharedStore::open(path, options)?)
+                }
+                None => self.postgres(b, url)?,
+            };
         }
         if let Some(p) = &self.audit_path {
             let options = crate::AuditOptions { rotate_bytes: self.audit_rotate_bytes };

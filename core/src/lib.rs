@@ -114,6 +114,7 @@ pub mod policy;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
+mod sqlite_shared;
 pub mod store;
 pub mod token;
 pub mod tool;
@@ -140,6 +141,7 @@ pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresAuditSink, PostgresOptions, PostgresStore, verify_chain_postgres};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};
+pub use sqlite_shared::{SqliteSharedOptions, SqliteSharedStore};
 pub use store::{
     AcceptAll, AllowedResponders, ApproverCheck, Approvers, Completion, MemoryPendingStore, OwnedStateChange,
     PendingCursor, PendingStore, RecordState, ResponseAuthenticator, StateChange, StoreFuture, StoreWatcher,

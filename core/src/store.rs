@@ -220,18 +220,40 @@ pub trait PendingStore: Send + Sync + 'static {
     fn close(&self) {}
 }
 
-/// Checks that `url` is a PostgreSQL connection string (without connecting).
+/// The file a `sqlite:` store URL names (`sqlite:/path/signoff.db`, `sqlite:///path/signoff.db`,
+/// `sqlite:relative/signoff.db`): the shared SQLite store ([`SqliteSharedStore`](crate::SqliteSharedStore)).
+/// `None` for any other URL.
+pub(crate) fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    // `sqlite:///abs` (an empty authority) and `sqlite://localhost/abs` name /abs.
+    let rest = match rest.strip_prefix("//") {
+        Some(r) => r.strip_prefix("localhost").unwrap_or(r),
+        None => rest,
+    };
+    Some(std::path::PathBuf::from(rest))
+}
+
+/// Checks that `url` is a shared store's URL (without connecting): `sqlite:<path>` (one
+/// machine) or a PostgreSQL connection string (many hosts).
 pub(crate) fn check_store_url(url: &str) -> std::result::Result<(), String> {
+    if let Some(path) = sqlite_path(url) {
+        return match path.as_os_str().is_empty() || url.starts_with("sqlite://") && !path.is_absolute() {
+            true => Err(format!("{url:?} names no file: write `sqlite:/path/to/signoff.db`")),
+            false => Ok(()),
+        };
+    }
     #[cfg(feature = "postgres")]
     {
-        url.parse::<tokio_postgres::Config>()
-            .map(|_| ())
-            .map_err(|e| format!("not a PostgreSQL connection string: {e}"))
+        url.parse::<tokio_postgres::Config>().map(|_| ()).map_err(|e| {
+            format!("neither `sqlite:<path>` (one machine) nor a PostgreSQL connection string (many hosts): {e}")
+        })
     }
     #[cfg(not(feature = "postgres"))]
     {
         let _ = url;
-        Err("this build of signoff has no PostgreSQL support (cargo feature `postgres`)".into())
+        Err("not `sqlite:<path>` (one machine), and this build of signoff has no PostgreSQL support (cargo feature \
+             `postgres`)"
+            .into())
     }
 }
 

@@ -61,6 +61,19 @@ fn sqlite_full(_check: &str) -> Option<Subject> {
     Some(Subject { store: open(), reopen: Some(Box::new(open)), _dir: Some(dir) })
 }
 
+/// The shared SQLite store (one file for the processes of a machine). One owner, so a reopened
+/// store recovers what the first one left; no sweeper (as for PostgreSQL below).
+fn sqlite_shared(check: &str) -> Option<Subject> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("signoff.db");
+    let owner = format!("conformance-{check}");
+    let open = move || -> Arc<dyn PendingStore> {
+        let options = SqliteSharedOptions { owner: Some(owner.clone()), sweep_interval: Some(Duration::ZERO) };
+        SqliteSharedStore::open(&path, options).unwrap()
+    };
+    Some(Subject { store: open(), reopen: Some(Box::new(open)), _dir: Some(dir) })
+}
+
 #[cfg(feature = "postgres")]
 #[allow(clippy::needless_update)] // options added later keep their defaults
 fn postgres(check: &str) -> Option<Subject> {
@@ -143,6 +156,10 @@ mod sqlite {
 
 mod sqlite_full {
     suite!(super::sqlite_full);
+}
+
+mod sqlite_shared {
+    suite!(super::sqlite_shared);
 }
 
 #[cfg(feature = "postgres")]

@@ -49,6 +49,32 @@ pub(crate) fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
     }
 }
 
+/// Where a connection goes, as a user would say it: `host:port` for each host the URL names
+/// (`127.0.0.1:5432`, `[::1]:5433`, a socket directory), the database's name after a slash.
+fn target(config: &Config) -> String {
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            // One port for every host, or one per host; PostgreSQL's default otherwise.
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match h {
+                tokio_postgres::config::Host::Tcp(h) if h.contains(':') => format!("[{h}]:{port}"),
+                tokio_postgres::config::Host::Tcp(h) => format!("{h}:{port}"),
+                #[cfg(unix)]
+                tokio_postgres::config::Host::Unix(dir) => format!("{} (port {port})", dir.display()),
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() { "localhost:5432".to_owned() } else { hosts.join(", ") };
+    match config.get_dbname() {
+        Some(db) => format!("{hosts}/{db}"),
+        None => hosts,
+    }
+}
+
 /// Quotes an identifier for SQL (`"a""b"`).
 pub(crate) fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -159,9 +185,12 @@ impl Db {
         connect: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
         let limit = self.config.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10));
+        let to = target(&self.config);
         match tokio::time::timeout(limit, connect).await {
-            Ok(r) => r.map_err(|e| pg_err("could not connect", e)),
-            Err(_) => Err(Error::Store(format!("could not connect: no answer from the server within {limit:?}"))),
+            Ok(r) => r.map_err(|e| pg_err(&format!("could not connect to {to}"), e)),
+            Err(_) => {
+                Err(Error::Store(format!("could not connect to {to}: no answer from the server within {limit:?}")))
+            }
         }
     }
 
@@ -277,5 +306,31 @@ impl<C: Connected> Slot<C> {
         let c = Arc::new(db.bounded("opening a connection", open()).await?);
         *cur = Some((c.clone(), db.now_ns()));
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_is_named_as_a_user_writes_it() {
+        let t = |url: &str| target(&url.parse().unwrap());
+        assert_eq!(t("postgres://u@db.example.com:6432/signoff"), "db.example.com:6432/signoff");
+        assert_eq!(t("postgres://u@127.0.0.1/x"), "127.0.0.1:5432/x");
+        assert_eq!(t("host=a,b port=1,2 user=u dbname=d"), "a:1, b:2/d");
+        assert_eq!(t("postgres://u@[::1]:5433"), "[::1]:5433");
+    }
+
+    /// A store that cannot be reached names where it was looked for (issue 42): "could not
+    /// connect: error connecting to server" alone left a user guessing which URL was read.
+    #[test]
+    fn a_server_that_cannot_be_reached_is_named() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let e = crate::PostgresStore::connect(&format!("postgres://u@127.0.0.1:{port}/signoff"), Default::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(&format!("could not connect to 127.0.0.1:{port}/signoff")), "{e}");
     }
 }
