@@ -145,7 +145,8 @@ def proxy(tmp_path, sandbox, children):
     audit = tmp_path / "audit.jsonl"
 
     def make(mode, callback=None, tools=None, timeout_ms=20000, everything=False, gate=None, http=False,
-             upstreams=None, http_config=None, client_name=None, headers=None, token_keys=None, extra=None):
+             upstreams=None, http_config=None, client_name=None, headers=None, token_keys=None, extra=None,
+             errlog=None):
         ups = [{"name": "fs", "command": FS, "args": [str(sandbox)]}] + (upstreams or [])
         if everything:
             if not EVERYTHING:
@@ -171,6 +172,10 @@ def proxy(tmp_path, sandbox, children):
             kw["client_info"] = types.Implementation(name=client_name, version="0")
         if not http:
             params = StdioServerParameters(command=SIGNOFF, args=["mcp-proxy", "--config", str(path)])
+            if errlog is not None:  # the proxy's stderr to this file
+                from mcp.client.stdio import stdio_client
+
+                return Client(stdio_client(params, errlog=errlog), mode=mode, **kw)
             return Client(params, mode=mode, **kw)
         if make.url is None:
             c = Child([SIGNOFF, "mcp-proxy", "--config", str(path), "--http", "127.0.0.1:0"])

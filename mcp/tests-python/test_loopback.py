@@ -67,7 +67,7 @@ async def test_a_call_approved_in_process_is_not_asked_again(proxy, sandbox, age
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_client_that_cannot_be_asked_runs_a_marked_call(proxy, sandbox, agent, mode):
     args = write(sandbox / "a.txt")
-    async with proxy(mode, token_keys=KEYS) as c:
+    async with proxy(mode, token_keys=KEYS, extra={"console": {}}) as c:
         r = await c.call_tool("fs__write_file", args, meta=meta(await agent.marker(args)))
         unmarked = await c.call_tool("fs__write_file", write(sandbox / "b.txt"))
     assert not r.is_error, text(r)
@@ -148,3 +148,29 @@ async def test_a_marker_replayed_to_a_restarted_proxy_with_a_store_means_ask(pro
     assert not (sandbox / "a.txt").exists()
     refused = [r for r in proxy.records() if r.get("kind") == "response-rejected" and "approval marker" in (r.get("reason") or "")]
     assert refused and "already" in refused[0]["reason"], refused
+
+
+async def test_a_marker_signed_with_other_keys_says_the_keys_differ(proxy, sandbox, agent, tmp_path):
+    """The agent's gate and the proxy were given different token keys: the person is asked as for
+    any refused marker, and the proxy's stderr says what is most likely wrong (issue 42), for a
+    key the proxy lacks and for one of the same id with another secret."""
+    args = write(sandbox / "a.txt")
+    markers = []
+    for keys in (signoff.TokenKeys("k2", signoff.Secret.generate()), signoff.TokenKeys("k1", signoff.Secret.generate())):
+        other = Agent(keys=keys)
+        try:
+            markers.append(await other.marker(args))
+        finally:
+            other.close()
+    person = Person("deny", reason="asked")
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        async with proxy("2026-07-28", person, token_keys=KEYS, errlog=errlog) as c:
+            for m in markers:
+                r = await c.call_tool("fs__write_file", args, meta=meta(m))
+                assert r.is_error and "asked" in text(r), text(r)
+    said = [line for line in (tmp_path / "stderr.txt").read_text().splitlines() if "approval marker not accepted" in line]
+    assert any('unknown key id "k2"' in line for line in said), said
+    assert any("signature" in line for line in said), said
+    for line in said:
+        assert "the agent's gate and this proxy must share token keys" in line, line
+    assert not (sandbox / "a.txt").exists()
