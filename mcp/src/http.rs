@@ -180,8 +180,18 @@ impl HttpServer {
                         None => return unauthorized(),
                     }
                 }
+                let delete = req.method() == http::Method::DELETE;
                 let response = service.handle(req).await;
-                let (parts, body) = response.into_parts();
+                let (mut parts, body) = response.into_parts();
+                // A session ended by the client (`DELETE`): rmcp answers 202 Accepted, which the
+                // official clients report as "Session termination failed: 202" at every clean
+                // exit. The session is gone once answered: 204 No Content says so.
+                if delete && parts.status == http::StatusCode::ACCEPTED {
+                    parts.status = http::StatusCode::NO_CONTENT;
+                    parts.headers.remove(http::header::CONTENT_LENGTH);
+                    parts.headers.remove(http::header::CONTENT_TYPE);
+                    return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+                }
                 axum::response::Response::from_parts(parts, axum::body::Body::new(body))
             }
         });

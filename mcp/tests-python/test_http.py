@@ -278,3 +278,21 @@ def test_an_http_upstream_that_refuses_connections_at_start_is_a_clear_error(pro
     assert r.returncode == 2 and 'upstream "gone"' in r.stderr, r.stderr
     assert "listening on" not in r.stderr
 
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_clean_client_exit_over_http_prints_nothing(proxy, mode, caplog):
+    """The official client ends its session with `DELETE` at exit: the proxy answers 204, so the
+    client says nothing (a 202 made it warn "Session termination failed: 202" at every clean
+    exit; issue 42), and the proxy prints nothing after it started."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    async with proxy(mode, http=True, extra={"console": {}}) as c:
+        await c.list_tools()
+    async with proxy(mode, http=True, extra={"console": {}}) as c:
+        await c.list_tools()
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [], warned
+    after = "".join(proxy.child.lines).split("listening on", 1)[1].split("\n", 1)[1]
+    assert after == "", after
