@@ -1,12 +1,15 @@
 use serde_json::json;
-use signoff::{ConfirmationResponse, Event, Gate, Tool, ToolCall, ToolStatus};
+use signoff::{ApprovalMode, ConfirmationResponse, Event, Gate, Tool, ToolCall, ToolStatus};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let gate = Gate::new();
     gate.register(
-        Tool::builder("delete_file") // gated: "delete" is a keyword of the default policy
+        Tool::builder("delete_file")
             .description("Deletes a file")
+            // Dangerous: always ask, whatever its name (the default policy would ask here too, for
+            // "delete"; it does not know every dangerous name: README's "What the default gates").
+            .approval(ApprovalMode::Required)
             .parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))
             .editable(true)
             .executor(|args| async move { Ok(json!(format!("deleted {}", args["path"]))) })
