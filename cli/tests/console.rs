@@ -236,8 +236,10 @@ fn agent_process() {
     ) else {
         return;
     };
+    let timeout: u64 =
+        std::env::var("SIGNOFF_TEST_AGENT_TIMEOUT_MS").ok().and_then(|t| t.parse().ok()).unwrap_or(30000);
     let config =
-        json!({"store_url": store, "store_owner": owner, "default_timeout_ms": 30000, "deny_when_unobserved": false});
+        json!({"store_url": store, "store_owner": owner, "default_timeout_ms": timeout, "deny_when_unobserved": false});
     let gate = GateConfig::from_json(&config, Naming::Snake).unwrap().build().unwrap();
     let me = owner.clone();
     gate.register(Tool::from_spec(signoff::ToolSpec::from_json(email_spec()).unwrap()).with_executor(Arc::new(
@@ -391,4 +393,58 @@ fn a_signal_stops_the_console_with_its_audit_log_written() {
         let out = Command::new(env!("CARGO_BIN_EXE_signoff")).arg("audit").arg("verify").arg(&log).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{out:?}");
     }
+}
+
+/// An agent SIGKILLed while its call waits on the one-machine store: nothing runs, and its
+/// request does not stay pending for ever: another process on the file times it out at its
+/// deadline (each shared store sweeps every owner's expired requests).
+#[cfg(unix)]
+#[test]
+fn a_killed_agents_request_times_out_on_the_shared_store_and_nothing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("signoff.db");
+    let store = format!("sqlite:{}", db.display());
+    let runs = dir.path().join("runs.txt");
+    let mut agent = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "agent_process", "--nocapture", "--test-threads", "1"])
+            .env("SIGNOFF_TEST_AGENT_STORE", &store)
+            .env("SIGNOFF_TEST_AGENT", "doomed")
+            .env("SIGNOFF_TEST_AGENT_RUNS", &runs)
+            .env("SIGNOFF_TEST_AGENT_TIMEOUT_MS", "1500")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let watcher = signoff::SqliteSharedStore::open(&db, Default::default()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let request = loop {
+        if let Some(r) = watcher.list().pop() {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "the agent's request never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let killed = Command::new("kill").args(["-KILL", &agent.0.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let _ = agent.0.wait();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = watcher.record(&request.id).unwrap().state;
+        if state == signoff::RecordState::TimedOut {
+            break;
+        }
+        assert_eq!(state, signoff::RecordState::Pending);
+        assert!(std::time::Instant::now() < deadline, "still {state:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(watcher.list().is_empty());
+    assert!(!runs.exists(), "nothing ran");
+    // The same owner, back, finds nothing of its own left open.
+    let back = signoff::SqliteSharedStore::open(
+        &db,
+        signoff::SqliteSharedOptions { owner: Some("doomed".into()), ..Default::default() },
+    )
+    .unwrap();
+    assert!(back.unfinished().unwrap().is_empty());
 }

@@ -124,6 +124,10 @@ struct Inner {
     shown: Mutex<HashMap<Uuid, u64, FxBuildHasher>>,
     watcher: Mutex<Option<Weak<dyn StoreWatcher>>>,
     closed: AtomicBool,
+    /// A change made here moved a row: the poller reads the log at its next tick even though
+    /// `data_version` (which counts other connections' commits only) did not move, so a request
+    /// shown here and answered here is told ended without waiting for the safety re-read.
+    nudged: AtomicBool,
     /// Wakes the poller to stop.
     stop: (Mutex<bool>, Condvar),
     /// Held in shared mode while open.
@@ -237,6 +241,7 @@ impl SqliteSharedStore {
             shown: Default::default(),
             watcher: Mutex::new(None),
             closed: AtomicBool::new(false),
+            nudged: AtomicBool::new(false),
             stop: (Mutex::new(false), Condvar::new()),
             lock_file: Mutex::new(Some(lock_file)),
         });
@@ -345,6 +350,9 @@ impl Inner {
                 .map_err(db_err)?;
             }
             tx.commit().map_err(db_err)?;
+            if moved == 1 {
+                self.nudged.store(true, Ordering::SeqCst);
+            }
             Ok(moved)
         })
     }
@@ -395,6 +403,23 @@ impl Inner {
     }
 
     fn sweep(&self) -> Result<usize> {
+        // Most ticks find nothing expired: a read, not a write lock on the file every second.
+        let due = self.with(|c| {
+            c.prepare_cached(
+                "SELECT 1 FROM signoff_shared_requests WHERE state = 'pending' AND deadline_ms <= ?1 LIMIT 1",
+            )
+            .and_then(|mut s| s.exists([as_i64(now_ms())]))
+            .map_err(db_err)
+        })?;
+        let horizon = as_i64(now_ms()).saturating_sub(as_i64(LOG_KEPT.as_millis() as u64));
+        let stale = self.with(|c| {
+            c.prepare_cached("SELECT 1 FROM signoff_shared_changes WHERE at_ms < ?1 LIMIT 1")
+                .and_then(|mut s| s.exists([horizon]))
+                .map_err(db_err)
+        })?;
+        if !due && !stale {
+            return Ok(0);
+        }
         let swept = self.with(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
             let now = as_i64(now_ms());
@@ -543,7 +568,7 @@ fn poll(inner: Weak<Inner>, mut from: i64, sweep: Duration) {
         }
         let mut tick = || -> Result<()> {
             let now = me.data_version()?;
-            if version != Some(now) {
+            if version != Some(now) || me.nudged.swap(false, Ordering::SeqCst) {
                 version = Some(now);
                 loop {
                     let (changed, new, last) = me.read_log(from)?;
@@ -731,6 +756,9 @@ impl PendingStore for SqliteSharedStore {
                 .map_err(db_err)?;
             }
             tx.commit().map_err(db_err)?;
+            if moved == 1 {
+                self.inner.nudged.store(true, Ordering::SeqCst);
+            }
             Ok(moved)
         });
         match moved {
