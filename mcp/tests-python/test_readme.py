@@ -25,11 +25,17 @@ HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
 
 
-def steps():
-    """The commands of the README's first `sh` block under "## Use it", one per line."""
-    m = re.search(r"## Use it\n.*?```sh\n(.*?)```", README.read_text(), re.S)
-    assert m, "no sh block under '## Use it' in mcp/README.md"
-    return [line.split("  #")[0].strip() for line in m.group(1).splitlines() if line.strip() and not line.startswith("#")]
+# The two places the steps are written: mcp/README.md's "Use it", and the top-level README's MCP
+# section (which also adds the proxy to Claude Code: a client this machine does not have).
+READMES = [(README, "## Use it"), (HERE.parent.parent / "README.md", "## MCP: gate any MCP server's tools")]
+
+
+def steps(readme, heading):
+    """The commands of the first `sh` block under `heading` in `readme`, one per line."""
+    m = re.search(re.escape(heading) + r"\n.*?```sh\n(.*?)```", readme.read_text(), re.S)
+    assert m, f"no sh block under {heading!r} in {readme}"
+    lines = [line.split("  #")[0].strip() for line in m.group(1).splitlines()]
+    return [line for line in lines if line and not line.startswith("#") and not line.startswith("claude mcp add")]
 
 
 class Me(Page):
@@ -46,8 +52,9 @@ class Me(Page):
         self.key = json.loads(body)["key"]
 
 
+@pytest.mark.parametrize("readme", READMES, ids=["mcp/README.md", "README.md"])
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_readme_steps_work_as_written(tmp_path, mode):
+async def test_the_readme_steps_work_as_written(tmp_path, mode, readme):
     if not (SIGNOFF and FS):
         pytest.skip("run through mcp/test.sh (SIGNOFF_BIN, SIGNOFF_MCP_FS)")
     home, work = tmp_path / "home", tmp_path / "repo"
@@ -55,10 +62,10 @@ async def test_the_readme_steps_work_as_written(tmp_path, mode):
     (work / "mcp").mkdir(parents=True)
     (work / "mcp" / "proxy.example.json").write_text((HERE.parent / "proxy.example.json").read_text())
     env = {**os.environ, "HOME": str(home)}
-    commands = steps()
+    commands = steps(*readme)
     assert commands[0].startswith("cargo build --release -p signoff-cli"), commands
     proxy = [c for c in commands if " mcp-proxy " in c]
-    assert proxy == ["target/release/signoff mcp-proxy --config proxy.json"], commands
+    assert [c.split("  ")[0] for c in proxy] == ["target/release/signoff mcp-proxy --config proxy.json"], commands
     for command in commands[1:]:
         if command in proxy:
             continue
