@@ -23,7 +23,8 @@ const USAGE: &str = "\
 usage: signoff mcp-proxy --config <proxy.json> [--http <host:port>]
 
 Starts or connects to the configured MCP servers and serves their tools as `<server>__<tool>`,
-over stdio (the default) or Streamable HTTP. Tools without `readOnlyHint: true` ask for approval
+over stdio (the default) or Streamable HTTP. Tools whose names do not say they read (or, from an
+upstream with \"trust_annotations\": true, that are not marked `readOnlyHint: true`) ask for approval
 before the upstream is contacted: through the client (elicitation, or the 2026-07-28 era's input
 requests), or, when the client cannot be asked, through the gate's other approvers.
 

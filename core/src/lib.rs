@@ -137,7 +137,7 @@ pub use gate::{
     ApprovedBy, Confirm, DEFAULT_SESSION, Decision, Gate, GateBuilder, LAGGED_SNAPSHOT_LIMIT, Lagged, MARKER_META_KEY,
     MARKER_TTL, NotRestored, PendingPage, Recovery, Subscription, SubscriptionCloser, ToolCall,
 };
-pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy};
+pub use policy::{DEFAULT_KEYWORDS, Evaluation, Policy, READ_WORDS};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresAuditSink, PostgresOptions, PostgresStore, verify_chain_postgres};
 pub use sqlite::{SqliteAnchorReader, SqliteOptions, SqliteStore};

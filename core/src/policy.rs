@@ -108,6 +108,14 @@ pub const DEFAULT_KEYWORDS: &[&str] = &[
     "revoke",
 ];
 
+/// Words that, as the first word of a tool's name with none of the keywords in it, say the tool
+/// only reads (`read_file`, `list_issues`, `getWeather`): what the MCP proxy trusts of a server
+/// whose hints it does not ([`Policy::reads_by_name`]).
+pub const READ_WORDS: &[&str] = &[
+    "read", "get", "list", "search", "find", "show", "view", "describe", "fetch", "lookup", "count", "stat", "inspect",
+    "preview",
+];
+
 /// Gate-wide policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -213,6 +221,18 @@ impl Policy {
     pub fn keyword_in(&self, name: &str) -> Option<&str> {
         let words = name_words(name);
         self.keywords.iter().find(|k| words.iter().any(|w| w.eq_ignore_ascii_case(k))).map(String::as_str)
+    }
+
+    /// Whether `name` says the tool only reads: its first word is one of [`READ_WORDS`] and none
+    /// of its words is one of the policy's keywords (`get_and_delete` does not read).
+    ///
+    /// ```
+    /// let p = signoff::Policy::default();
+    /// assert!(p.reads_by_name("read_text_file") && p.reads_by_name("listIssues"));
+    /// assert!(!p.reads_by_name("get_and_delete") && !p.reads_by_name("directory_tree"));
+    /// ```
+    pub fn reads_by_name(&self, name: &str) -> bool {
+        name_words(name).first().is_some_and(|w| READ_WORDS.contains(&w.as_str())) && self.keyword_in(name).is_none()
     }
 
     pub(crate) fn compile(&self, tool: Tool) -> Result<CompiledTool> {

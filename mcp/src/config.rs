@@ -97,6 +97,11 @@ pub struct UpstreamConfig {
     /// ran is unknown.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// Take this server's tool annotations (`readOnlyHint`, `destructiveHint`, `openWorldHint`)
+    /// as facts (default false). Without it they are the server's claims: they may raise a
+    /// tool's risk but never lower it below what its name says ([`Gating::decide`]).
+    #[serde(default)]
+    pub trust_annotations: bool,
 }
 
 /// How long an approved call waits for its upstream's answer unless configured
@@ -264,6 +269,22 @@ pub struct ToolOverride {
     pub editable: Option<bool>,
 }
 
+/// What the core's policy reads in a tool's name (the name the upstream gives it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NameSays<'a> {
+    /// The keyword that makes it dangerous ([`signoff::Policy::keyword_in`]), if any.
+    pub keyword: Option<&'a str>,
+    /// It says the tool only reads ([`signoff::Policy::reads_by_name`]).
+    pub reads: bool,
+}
+
+impl<'a> NameSays<'a> {
+    /// What `policy` reads in `name`.
+    pub fn of(policy: &'a signoff::Policy, name: &str) -> NameSays<'a> {
+        NameSays { keyword: policy.keyword_in(name), reads: policy.reads_by_name(name) }
+    }
+}
+
 /// How one tool is gated, once annotations and overrides are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gating {
@@ -277,19 +298,35 @@ pub struct Gating {
 
 impl Gating {
     /// Combines a tool's annotations with its override: an explicit `approval` wins; otherwise a
-    /// configured `risk` decides (off at L0, on above); otherwise the annotations do
-    /// (`readOnlyHint: true` runs without asking, anything else asks), except that a hint never
-    /// lowers a tool below what its name says: `keyword` is the word of the tool's name that
-    /// gates it by default ([`signoff::Policy::keyword_in`]), and with one a "read-only" tool
-    /// (`delete_all` calling itself read-only) is still asked about, at L3.
+    /// configured `risk` decides (off at L0, on above); otherwise the name and the annotations
+    /// do ([`Risk::from_annotations`]: `readOnlyHint: true` runs without asking, anything else
+    /// asks). `name` is what the core's policy reads in the tool's name.
+    ///
+    /// An upstream's annotations are its claims unless it is `trusted`
+    /// ([`UpstreamConfig::trust_annotations`]): then they may raise a tool's risk but never lower
+    /// it below what its name says. A tool whose name reads (`read_file`, `list_issues`) runs
+    /// without asking unless a hint says it writes or destroys; any other is asked about, at L2
+    /// at least, whatever `readOnlyHint` claims. Trusted or not, a name with a keyword
+    /// (`delete_file`, `bash`, `git_push`) is asked about at L3 at least.
     pub fn decide(
         annotations: Option<&rmcp::model::ToolAnnotations>,
         over: Option<&ToolOverride>,
-        keyword: Option<&str>,
+        name: NameSays<'_>,
+        trusted: bool,
     ) -> Gating {
-        let from_hints = || match Risk::from_annotations(annotations) {
-            Risk::L0 if keyword.is_some() => Risk::L3,
-            r => r,
+        let hinted = Risk::from_annotations(annotations);
+        let from_hints = || {
+            let risk = if trusted {
+                hinted
+            } else if name.reads {
+                // Only a hint that raises counts: one saying the tool writes or destroys.
+                let raises =
+                    annotations.is_some_and(|a| a.read_only_hint == Some(false) || a.destructive_hint == Some(true));
+                if raises { hinted } else { Risk::L0 }
+            } else {
+                hinted.max(Risk::L2)
+            };
+            if name.keyword.is_some() { risk.max(Risk::L3) } else { risk }
         };
         let risk = over.and_then(|o| o.risk).unwrap_or_else(from_hints);
         let approval = match over.and_then(|o| o.approval) {
@@ -616,46 +653,79 @@ mod tests {
         a
     }
 
+    /// What the default policy reads in `name`.
+    fn says(name: &str) -> NameSays<'static> {
+        static POLICY: std::sync::OnceLock<signoff::Policy> = std::sync::OnceLock::new();
+        NameSays::of(POLICY.get_or_init(signoff::Policy::default), name)
+    }
+
     #[test]
-    fn annotations_decide_without_overrides() {
-        let g = Gating::decide(Some(&ann(Some(true))), None, None);
+    fn trusted_annotations_decide_without_overrides() {
+        let g = Gating::decide(Some(&ann(Some(true))), None, says("frobnicate"), true);
         assert_eq!(g, Gating { approval: false, risk: Risk::L0, shown: Risk::L0 });
         // Missing hints: destructive and open-world, so asked.
-        let g = Gating::decide(None, None, None);
+        let g = Gating::decide(None, None, says("frobnicate"), true);
         assert_eq!(g, Gating { approval: true, risk: Risk::L4, shown: Risk::L3 });
-        let g = Gating::decide(Some(&ann(Some(false))), None, None);
+        let g = Gating::decide(Some(&ann(Some(false))), None, says("frobnicate"), true);
         assert!(g.approval);
     }
 
-    /// A hint is the server's claim: `readOnlyHint: true` on a tool named `delete_file` does not
-    /// make it run unasked (issue 42).
+    /// Untrusted annotations are claims: they may raise a tool's risk, never lower it below what
+    /// its name says (issue 42, issue 44): `readOnlyHint: true` alone no longer runs a tool
+    /// unasked; a name that reads does, unless a hint says the tool writes or destroys.
+    #[test]
+    fn untrusted_annotations_never_lower_what_the_name_says() {
+        let claims_read = ann(Some(true));
+        let g = Gating::decide(Some(&claims_read), None, says("frobnicate"), false);
+        assert_eq!(g, Gating { approval: true, risk: Risk::L2, shown: Risk::L1 });
+        for reads in ["read_text_file", "list_issues", "getWeather", "search_files"] {
+            for hints in [None, Some(&claims_read)] {
+                let g = Gating::decide(hints, None, says(reads), false);
+                assert_eq!(g, Gating { approval: false, risk: Risk::L0, shown: Risk::L0 }, "{reads} {hints:?}");
+            }
+        }
+        // A hint that raises counts: a "read" tool that says it writes is asked about.
+        let g = Gating::decide(Some(&ann(Some(false))), None, says("read_and_go"), false);
+        assert!(g.approval && g.risk >= Risk::L2, "{g:?}");
+        let mut destroys = ToolAnnotations::default();
+        destroys.destructive_hint = Some(true);
+        assert!(Gating::decide(Some(&destroys), None, says("fetch_thing"), false).approval);
+        // Levels above L2 from the hints are kept.
+        assert_eq!(Gating::decide(None, None, says("frobnicate"), false).risk, Risk::L4);
+    }
+
+    /// `readOnlyHint: true` on a tool named `delete_file` does not make it run unasked, trusted
+    /// or not (issue 42).
     #[test]
     fn a_read_only_hint_does_not_lower_a_dangerous_name() {
-        let g = Gating::decide(Some(&ann(Some(true))), None, Some("delete"));
-        assert_eq!(g, Gating { approval: true, risk: Risk::L3, shown: Risk::L2 });
-        // Other levels are kept: the name only sets a floor.
-        let g = Gating::decide(None, None, Some("delete"));
-        assert_eq!(g.risk, Risk::L4);
+        for trusted in [true, false] {
+            let g = Gating::decide(Some(&ann(Some(true))), None, says("delete_file"), trusted);
+            assert_eq!(g, Gating { approval: true, risk: Risk::L3, shown: Risk::L2 });
+            // A keyword never reads, whatever the first word says.
+            assert!(Gating::decide(Some(&ann(Some(true))), None, says("get_and_delete"), trusted).approval);
+            // Other levels are kept: the name only sets a floor.
+            assert_eq!(Gating::decide(None, None, says("delete_file"), trusted).risk, Risk::L4);
+        }
         // A configured level or approval still decides.
         let off = ToolOverride { approval: Some(ApprovalOverride::NotRequired), ..Default::default() };
-        assert!(!Gating::decide(Some(&ann(Some(true))), Some(&off), Some("delete")).approval);
+        assert!(!Gating::decide(Some(&ann(Some(true))), Some(&off), says("delete_file"), false).approval);
     }
 
     #[test]
     fn overrides_win() {
         let read_only = ann(Some(true));
         let required = ToolOverride { approval: Some(ApprovalOverride::Required), ..Default::default() };
-        let g = Gating::decide(Some(&read_only), Some(&required), None);
+        let g = Gating::decide(Some(&read_only), Some(&required), says("x"), true);
         assert_eq!(g, Gating { approval: true, risk: Risk::L0, shown: Risk::L1 });
         let off = ToolOverride { approval: Some(ApprovalOverride::NotRequired), ..Default::default() };
-        let g = Gating::decide(None, Some(&off), None);
+        let g = Gating::decide(None, Some(&off), says("x"), true);
         assert_eq!(g, Gating { approval: false, risk: Risk::L4, shown: Risk::L4 });
         // A configured level decides approval: off at L0, on above.
         let l0 = ToolOverride { risk: Some(Risk::L0), ..Default::default() };
-        assert!(!Gating::decide(None, Some(&l0), Some("delete")).approval);
+        assert!(!Gating::decide(None, Some(&l0), says("delete_file"), false).approval);
         let l5 = ToolOverride { risk: Some(Risk::L5), ..Default::default() };
         assert_eq!(
-            Gating::decide(Some(&read_only), Some(&l5), None),
+            Gating::decide(Some(&read_only), Some(&l5), says("x"), true),
             Gating { approval: true, risk: Risk::L5, shown: Risk::L4 }
         );
     }

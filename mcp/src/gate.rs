@@ -1,7 +1,7 @@
 //! [`McpGate`]: the tools of upstream MCP servers, re-exposed under namespaced names and gated by
 //! a signoff [`Gate`].
 
-use crate::config::{Gating, ProxyConfig, SEPARATOR, ToolOverride};
+use crate::config::{Gating, NameSays, ProxyConfig, SEPARATOR, ToolOverride};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     ClientRequest, ClientResult, ContentBlock, CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult,
@@ -119,6 +119,9 @@ pub struct Upstream {
     /// later, what it offers is then unknown (see [`McpGate`]). From 1 ms to an hour (checked by
     /// [`McpGate::new`]); default 10 seconds.
     pub list_timeout: Duration,
+    /// Take the server's tool annotations as facts ([`UpstreamConfig::trust_annotations`](crate::UpstreamConfig::trust_annotations)):
+    /// default false, so they may raise a tool's risk but never lower it ([`Gating::decide`]).
+    pub trust_annotations: bool,
 }
 
 impl Upstream {
@@ -126,12 +129,18 @@ impl Upstream {
     /// for an answer.
     pub fn new(name: impl Into<String>, client: RunningService<RoleClient, UpstreamClient>) -> Upstream {
         let call_timeout = Duration::from_millis(crate::config::DEFAULT_CALL_TIMEOUT_MS);
-        Upstream { name: name.into(), client, call_timeout, list_timeout: LIST_TIMEOUT }
+        Upstream { name: name.into(), client, call_timeout, list_timeout: LIST_TIMEOUT, trust_annotations: false }
     }
 
     /// Sets how long an approved call waits for the server's answer.
     pub fn call_timeout(mut self, limit: Duration) -> Upstream {
         self.call_timeout = limit;
+        self
+    }
+
+    /// Takes the server's tool annotations as facts ([`Upstream::trust_annotations`]).
+    pub fn trust_annotations(mut self, trust: bool) -> Upstream {
+        self.trust_annotations = trust;
         self
     }
 
@@ -219,6 +228,8 @@ struct Up {
     call_timeout: Duration,
     /// How long listing its tools may take ([`Upstream::list_timeout`]).
     list_timeout: Duration,
+    /// Its annotations are facts ([`Upstream::trust_annotations`]).
+    trust_annotations: bool,
     /// Changes announced (`UpstreamClient::changes`), and how many of them the last listing saw.
     changes: Arc<AtomicU64>,
     listed: Arc<AtomicU64>,
@@ -425,6 +436,7 @@ impl McpGate {
             let via = Via {
                 peer: up.client.peer().clone(),
                 call_timeout: up.call_timeout,
+                trust_annotations: up.trust_annotations,
                 deferred: deferred.clone(),
                 listing,
             };
@@ -453,6 +465,7 @@ impl McpGate {
                 client: up.client,
                 call_timeout: up.call_timeout,
                 list_timeout: up.list_timeout,
+                trust_annotations: up.trust_annotations,
                 changes,
                 listed,
                 listing: Default::default(),
@@ -512,7 +525,11 @@ impl McpGate {
         for u in &config.upstreams {
             // A child process over stdio or a Streamable HTTP endpoint.
             let client = crate::http::connect_upstream(u).await?;
-            upstreams.push(Upstream::new(u.name.clone(), client).call_timeout(u.call_timeout()));
+            upstreams.push(
+                Upstream::new(u.name.clone(), client)
+                    .call_timeout(u.call_timeout())
+                    .trust_annotations(u.trust_annotations),
+            );
         }
         let mcp = McpGate::new(gate, upstreams, &config.tools).await?;
         if let Some(options) = &config.console {
@@ -664,6 +681,7 @@ impl McpGate {
             let via = Via {
                 peer: up.client.peer().clone(),
                 call_timeout: up.call_timeout,
+                trust_annotations: up.trust_annotations,
                 deferred: self.inner.deferred.clone(),
                 listing: Listing {
                     upstream: self.inner.upstreams.iter().position(|u| std::ptr::eq(u, up)).unwrap_or(usize::MAX),
@@ -1471,6 +1489,8 @@ fn last_pins(gate: &Gate) -> HashMap<String, String> {
 struct Via {
     peer: Peer<RoleClient>,
     call_timeout: Duration,
+    /// The upstream's annotations are taken as facts ([`Upstream::trust_annotations`]).
+    trust_annotations: bool,
     deferred: Deferred,
     listing: Listing,
 }
@@ -1527,8 +1547,8 @@ fn expose(
     via: &Via,
 ) -> Result<Exposed, String> {
     let name = format!("{server}{SEPARATOR}{}", def.name);
-    let keyword = gate.policy().keyword_in(&def.name);
-    let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name), keyword);
+    let says = NameSays::of(gate.policy(), &def.name);
+    let gating = Gating::decide(def.annotations.as_ref(), overrides.get(&name), says, via.trust_annotations);
     let stale = Arc::new(AtomicBool::new(false));
     register(gate, &name, def, gating, overrides.get(&name), via, &stale)?;
     let mut exposed = def.clone();

@@ -2,8 +2,9 @@
 //!
 //! Gates the tools of MCP servers with signoff. [`McpGate`] re-exposes the tools of one or more
 //! upstream rmcp clients as `<server>__<tool>`; each is registered in a signoff [`Gate`](signoff::Gate)
-//! with its approval flag from the tool's annotations (`readOnlyHint: true` runs without asking,
-//! anything else asks) and per-tool overrides ([`ToolOverride`]), and a risk level L0–L5
+//! with its approval flag from its name and annotations ([`Gating::decide`]: a name that reads
+//! runs without asking, and so does `readOnlyHint: true` from an upstream whose hints are
+//! trusted; anything else asks) and per-tool overrides ([`ToolOverride`]), and a risk level L0–L5
 //! ([`Risk`]) shown in each request's `metadata.risk`.
 //!
 //! A gated call goes through the gate, so timeouts, the audit, the store and any console apply,
@@ -45,7 +46,9 @@ mod gate;
 pub mod http;
 pub mod risk;
 
-pub use config::{ApprovalOverride, Gating, HttpConfig, ProxyConfig, ToolOverride, UpstreamConfig, UpstreamTransport};
+pub use config::{
+    ApprovalOverride, Gating, HttpConfig, NameSays, ProxyConfig, ToolOverride, UpstreamConfig, UpstreamTransport,
+};
 pub use gate::{INPUT_KEY, McpGate, NOWHERE_ELSE, Upstream, UpstreamClient, build_gate, serve_stdio};
 pub use http::HttpServer;
 pub use risk::Risk;

@@ -5,7 +5,8 @@
 //!   takes one band of risk away, but a gated call is never shown as riskless.
 //!
 //! Default levels from MCP annotations (hints are untrusted, and missing hints mean destructive and
-//! open-world, as the MCP specification says): `readOnlyHint: true` → L0; `destructiveHint: false`
+//! open-world, as the MCP specification says; untrusted hints never lower a tool below what its
+//! name says: [`Gating::decide`](crate::Gating::decide)): `readOnlyHint: true` → L0; `destructiveHint: false`
 //! → L2; destructive (or unknown) in a closed world (`openWorldHint: false`) → L3; destructive (or
 //! unknown) in an open world → L4. L5 is only ever set by configuration.
 

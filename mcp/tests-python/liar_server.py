@@ -8,7 +8,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-NAMES = ["delete_file", "bash", "git_push", "update_record", "read_notes", "list_issues"]
+NAMES = ["delete_file", "bash", "git_push", "update_record", "frobnicate", "read_notes", "list_issues"]
 
 
 async def list_tools(ctx, params):

@@ -13,7 +13,9 @@ from test_proxy import APPROVE, Person, first_round, write
 
 pytestmark = pytest.mark.anyio
 
-SHIFTY = {"name": "sh", "command": sys.executable, "args": [str(Path(__file__).with_name("shifty_server.py"))]}
+# Its `change` says it only reads, which these tests take as a fact.
+SHIFTY = {"name": "sh", "command": sys.executable, "args": [str(Path(__file__).with_name("shifty_server.py"))],
+          "trust_annotations": True}
 NOTE = "sh__write_note"
 
 

@@ -37,13 +37,20 @@ def test_a_misspelt_tool_override_stops_the_start(tmp_path, sandbox):
     assert p.stdout == ""
 
 
+@pytest.mark.parametrize("trusted", [False, True], ids=["hints-claimed", "hints-trusted"])
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_read_only_hint_does_not_hide_a_dangerous_name(proxy, mode):
+async def test_a_read_only_hint_does_not_hide_a_dangerous_name(proxy, mode, trusted):
     """Every tool of liar_server.py claims `readOnlyHint: true`. The ones whose names say they
-    delete, run, push or update are asked about all the same (and denied here, so they do not
-    run); the ones that read run without asking."""
+    delete, run, push or update are asked about all the same, trusted or not (and denied here, so
+    they do not run); the ones whose names read run without asking. `frobnicate` says nothing by
+    its name: its claim counts only from a server whose hints are trusted
+    (`trust_annotations`)."""
     person = Person("deny")
-    async with proxy(mode, person, upstreams=[LIAR]) as c:
+    liar = {**LIAR, "trust_annotations": trusted}
+    async with proxy(mode, person, upstreams=[liar]) as c:
+        r = await c.call_tool("liar__frobnicate", {"target": "x"})
+        assert (r.is_error, len(person.asked)) == ((False, 0) if trusted else (True, 1)), (text(r), person.asked)
+        person.asked.clear()
         for name in ["delete_file", "bash", "git_push", "update_record"]:
             r = await c.call_tool(f"liar__{name}", {"target": "x"})
             assert r.is_error and f"ran {name}" not in text(r), text(r)

@@ -140,7 +140,9 @@ async fn upstream<S: ServerHandler + Clone>(
 ) -> (RunningService<RoleServer, S>, Upstream) {
     let (a, b) = tokio::io::duplex(1 << 20);
     let (server, client) = tokio::join!(up.clone().serve(a), UpstreamClient::default().serve(b));
-    (server.unwrap(), Upstream::new(name, client.unwrap()).list_timeout(list_timeout))
+    // Its read-only tools run without asking: these tests are about listings, so its hints are
+    // taken as facts.
+    (server.unwrap(), Upstream::new(name, client.unwrap()).list_timeout(list_timeout).trust_annotations(true))
 }
 
 /// Starts a proxy over `up` (upstream `up`) whose listings may take `list_timeout`, failing the
