@@ -121,6 +121,43 @@ fn update_state(conn: &Connection, id: &Uuid, change: StateChange<'_>) -> Result
     .map_err(db_err)
 }
 
+/// How a store holds a database's `<path>.lock`: the single-process store exclusively, shared
+/// stores ([`SqliteSharedStore`](crate::SqliteSharedStore)) in shared mode, so neither opens a
+/// file the other has open.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lock {
+    Exclusive,
+    Shared,
+}
+
+/// Opens `<path>.lock` and takes it as `how`: `Err(Some(_))` when the file cannot be opened,
+/// `Err(None)` when another process holds the lock in a way that excludes `how`. The lock is held
+/// while the file stays open and released by the OS if the process dies.
+pub(crate) fn lock_file(path: &Path, how: Lock) -> std::result::Result<std::fs::File, Option<Error>> {
+    let mut lock_path = path.to_path_buf().into_os_string();
+    lock_path.push(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Some(Error::Store(format!("cannot open {}: {e}", PathBuf::from(&lock_path).display()))))?;
+    // A lock just released can still be held for a moment: a child process this process forks
+    // (any thread's `Command::spawn`) shares the lock file's descriptor until it execs. Asked
+    // again for up to ~200 ms before the database is reported in use.
+    for _ in 0..=20 {
+        let taken = match how {
+            Lock::Exclusive => file.try_lock(),
+            Lock::Shared => file.try_lock_shared(),
+        };
+        if taken.is_ok() {
+            return Ok(file);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(None)
+}
+
 fn db_err(e: rusqlite::Error) -> Error {
     Error::Store(format!("sqlite: {e}"))
 }
@@ -141,28 +178,14 @@ impl SqliteStore {
         // One process per database: a second process would recover, and could run, the same
         // requests. The lock is held while the store is open and released by the OS if the
         // process dies.
-        let mut lock_path = path.clone().into_os_string();
-        lock_path.push(".lock");
-        let lock_file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::Store(format!("cannot open {}: {e}", PathBuf::from(&lock_path).display())))?;
-        // A lock just released can still be held for a moment: a child process this process
-        // forks (any thread's `Command::spawn`) shares the lock file's descriptor until it execs.
-        // Asked again for up to ~200 ms before the database is reported in use.
-        let mut tries = 0;
-        while lock_file.try_lock().is_err() {
-            tries += 1;
-            if tries > 20 {
-                return Err(Error::Store(format!(
+        let lock_file = lock_file(&path, Lock::Exclusive).map_err(|e| {
+            e.unwrap_or_else(|| {
+                Error::Store(format!(
                     "{} is in use by another process (one process per signoff database)",
                     path.display()
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+                ))
+            })
+        })?;
         let conn = Connection::open(&path).map_err(db_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db_err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db_err)?;

@@ -205,29 +205,15 @@ impl SqliteSharedStore {
         if owner.is_empty() {
             return Err(Error::Config("the store's owner name is empty".into()));
         }
-        let mut lock_path = path.clone().into_os_string();
-        lock_path.push(".lock");
-        let lock_file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::Store(format!("cannot open {}: {e}", PathBuf::from(&lock_path).display())))?;
-        // As the single-process store waits for its exclusive lock: a fork's copy of a lock just
-        // released can linger for a moment.
-        let mut tries = 0;
-        while lock_file.try_lock_shared().is_err() {
-            tries += 1;
-            if tries > 20 {
-                return Err(Error::Store(format!(
+        let lock_file = crate::sqlite::lock_file(&path, crate::sqlite::Lock::Shared).map_err(|e| {
+            e.unwrap_or_else(|| {
+                Error::Store(format!(
                     "{} is open in a single-process store (SqliteStore, `store_path`): give every process that \
-                     shares it `store_url = \"sqlite:{}\"`",
-                    path.display(),
+                     shares it `store_url = \"sqlite:<its path>\"`",
                     path.display()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+                ))
+            })
+        })?;
         let conn = Connection::open(&path).map_err(|e| Error::Store(format!("{}: sqlite: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(db_err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db_err)?;
@@ -305,9 +291,11 @@ impl Inner {
     }
 
     /// The guarded change, with its log entry, in one immediate transaction: how many rows moved.
-    fn change(&self, id: &Uuid, change: StateChange<'_>) -> Result<usize> {
+    /// `from`: the states it may move from (default: the state's
+    /// [`predecessors`](RecordState::predecessors)).
+    fn change(&self, id: &Uuid, change: StateChange<'_>, from: Option<&[&str]>) -> Result<usize> {
         let json = |v: Option<&serde_json::Value>| v.map(|v| serde_json::to_string(v).unwrap_or_default());
-        let from = change.state.predecessors();
+        let from = from.unwrap_or(change.state.predecessors());
         let pad = from.first().copied().unwrap_or("");
         let allowed = [pad, from.get(1).copied().unwrap_or(pad), from.get(2).copied().unwrap_or(pad)];
         let scope = change.scope.map(|s| if s == Scope::Session { "session" } else { "once" });
@@ -604,14 +592,28 @@ fn poll(inner: Weak<Inner>, mut from: i64, sweep: Duration) {
     }
 }
 
-/// A guarded change the row refused, in words (`now`: its state, if it could be read).
-fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> Error {
-    let now = now.map(|s| s.as_str()).unwrap_or("missing");
-    Error::Store(format!(
-        "request {id} cannot move to {} from {now}{}",
-        state.as_str(),
-        if now == "pending" { " (its deadline decides)" } else { "" }
-    ))
+impl SqliteSharedStore {
+    /// How a change to `state` ended: done, refused (watched again while the row is still
+    /// pending: its deadline decides, and an answer made elsewhere before it must still reach the
+    /// waiting call), or unsure (a busy database, a full disk: what the row says is followed).
+    fn settle(&self, id: &Uuid, state: RecordState, watched: bool, moved: Result<usize>) -> Result<()> {
+        match moved {
+            Ok(1) => Ok(()),
+            Ok(_) => {
+                let now = self.inner.record(id).ok().flatten().map(|r| r.state);
+                if watched && now == Some(RecordState::Pending) {
+                    lock(&self.inner.watched).insert(*id);
+                }
+                Err(crate::store::refusal(*id, state, now))
+            }
+            Err(e) => {
+                if watched {
+                    lock(&self.inner.watched).insert(*id);
+                }
+                Err(e)
+            }
+        }
+    }
 }
 
 impl PendingStore for SqliteSharedStore {
@@ -714,69 +716,13 @@ impl PendingStore for SqliteSharedStore {
         let state = change.state;
         // Our own change: the log entry it writes needs no re-read here.
         let watched = state != RecordState::Pending && self.inner.unwatch(id);
-        match self.inner.change(id, change) {
-            Ok(1) => Ok(()),
-            Ok(_) => {
-                let now = self.inner.record(id).ok().flatten().map(|r| r.state);
-                // Refused while still pending (its deadline decides): an answer made elsewhere
-                // before the deadline must still reach the waiting call.
-                if watched && now == Some(RecordState::Pending) {
-                    lock(&self.inner.watched).insert(*id);
-                }
-                Err(refusal(*id, state, now))
-            }
-            Err(e) => {
-                // Whether it committed is unknown (a busy database, a full disk): keep following
-                // what the row says.
-                if watched {
-                    lock(&self.inner.watched).insert(*id);
-                }
-                Err(e)
-            }
-        }
+        self.settle(id, state, watched, self.inner.change(id, change, None))
     }
 
     fn cancel_pending(&self, id: &Uuid) -> Result<()> {
         let watched = self.inner.unwatch(id);
-        let moved = self.inner.with(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-            let now = as_i64(now_ms());
-            let moved = tx
-                .execute(
-                    "UPDATE signoff_shared_requests SET state = 'cancelled', updated_at_ms = ?2
-                     WHERE id = ?1 AND state = 'pending'",
-                    params![id.as_bytes(), now],
-                )
-                .map_err(db_err)?;
-            if moved == 1 {
-                tx.execute(
-                    "INSERT INTO signoff_shared_changes (id, new, at_ms) VALUES (?1, 0, ?2)",
-                    params![id.as_bytes(), now],
-                )
-                .map_err(db_err)?;
-            }
-            tx.commit().map_err(db_err)?;
-            if moved == 1 {
-                self.inner.nudged.store(true, Ordering::SeqCst);
-            }
-            Ok(moved)
-        });
-        match moved {
-            Ok(1) => Ok(()),
-            Ok(_) => {
-                let now = self.inner.record(id).ok().flatten().map(|r| r.state);
-                if watched && now == Some(RecordState::Pending) {
-                    lock(&self.inner.watched).insert(*id);
-                }
-                Err(refusal(*id, RecordState::Cancelled, now))
-            }
-            Err(e) => {
-                if watched {
-                    lock(&self.inner.watched).insert(*id);
-                }
-                Err(e)
-            }
-        }
+        let state = RecordState::Cancelled;
+        self.settle(id, state, watched, self.inner.change(id, StateChange::to(state), Some(&["pending"])))
     }
 
     fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {

@@ -257,6 +257,17 @@ pub(crate) fn check_store_url(url: &str) -> std::result::Result<(), String> {
     }
 }
 
+/// A guarded change a shared store's row refused, in words (`now`: its state, if it could be
+/// read): a pending row refuses because its deadline decides.
+pub(crate) fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> crate::Error {
+    let now = now.map(|s| s.as_str()).unwrap_or("missing");
+    crate::Error::Store(format!(
+        "request {id} cannot move to {} from {now}{}",
+        state.as_str(),
+        if now == "pending" { " (its deadline decides, by the store's clock)" } else { "" }
+    ))
+}
+
 /// A schema name the PostgreSQL store accepts: 1 to 63 ASCII letters, digits, underscores.
 pub(crate) fn is_schema_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 63 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

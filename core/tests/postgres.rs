@@ -7,6 +7,8 @@
 //! `make test` uses). Without it these tests are skipped, unless `SIGNOFF_REQUIRE_POSTGRES` is set.
 #![cfg(feature = "postgres")]
 
+mod shared_store;
+
 use serde_json::{Value, json};
 use signoff::*;
 use std::sync::Arc;
@@ -110,178 +112,32 @@ fn rt() -> tokio::runtime::Runtime {
 fn a_request_made_on_one_host_is_answered_on_another_and_runs_once() {
     let Some(url) = url() else { return };
     let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    rt().block_on(async {
-        let (agent, approver, runs) = pair(&url, &schema());
-        let a = agent.clone();
-        let call = tokio::spawn(async move {
-            a.execute(ToolCall::new("delete_file", json!({"path": "/tmp/x"})).call_id("c1")).await
-        });
-        let req = listed(&approver, 1).await.remove(0);
-        assert_eq!(&*req.tool, "delete_file");
-        assert_eq!(req.arguments, json!({"path": "/tmp/x"}));
-        let t = Instant::now();
-        assert_eq!(
-            approver.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap(),
-            Outcome::Approved
-        );
-        let result = call.await.unwrap();
-        assert_eq!(result.status, ToolStatus::Executed, "{result:?}");
-        assert!(t.elapsed() < Duration::from_secs(2), "woke after {:?}", t.elapsed());
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        let rec = approver.record(&req.id).unwrap();
-        assert_eq!(rec.state, RecordState::Done);
-        assert_eq!(rec.responder.as_deref(), Some("alice"));
-        assert_eq!(rec.result.unwrap()["output"], json!({"deleted": "/tmp/x"}));
-        // A second answer, from either host, is refused and changes nothing.
-        let again = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
-        assert_eq!(again.kind(), ErrorKind::AlreadyResolved, "{again}");
-        let again = agent.respond(ConfirmationResponse::deny(&req, None)).unwrap_err();
-        assert_eq!(again.kind(), ErrorKind::AlreadyResolved, "{again}");
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        assert!(approver.pending().is_empty());
-    });
+    let schema = schema();
+    shared_store::answered_elsewhere_runs_once(&|owner| store(&url, &schema, owner));
 }
 
 #[test]
-fn a_denial_from_another_host_reaches_the_call_with_its_reason() {
+fn a_denial_an_edit_and_a_session_grant_made_on_another_host_reach_the_agent() {
     let Some(url) = url() else { return };
     let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    rt().block_on(async {
-        let (agent, approver, runs) = pair(&url, &schema());
-        let a = agent.clone();
-        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/etc"}))).await });
-        let req = listed(&approver, 1).await.remove(0);
-        approver.respond(ConfirmationResponse::deny(&req, Some("not /etc".into())).with_responder("bob")).unwrap();
-        let d = call.await.unwrap().unwrap();
-        assert_eq!(d.outcome(), Outcome::Denied);
-        assert_eq!(d.reason(), Some("not /etc"));
-        assert_eq!(d.responder(), Some("bob"));
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
-        assert_eq!(agent.record(&req.id).unwrap().state, RecordState::Denied);
-    });
-}
-
-#[test]
-fn edits_and_session_grants_made_elsewhere_apply_on_the_agents_host() {
-    let Some(url) = url() else { return };
-    let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    rt().block_on(async {
-        let (agent, approver, _) = pair(&url, &schema());
-        let a = agent.clone();
-        let call = tokio::spawn(async move {
-            a.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/a"})).session("s1")).await
-        });
-        let req = listed(&approver, 1).await.remove(0);
-        // A schema-breaking edit is refused where it is made.
-        let bad = approver.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": 7}))).unwrap_err();
-        assert_eq!(bad.kind(), ErrorKind::InvalidArguments, "{bad}");
-        approver
-            .respond(
-                ConfirmationResponse::approve(&req)
-                    .with_arguments(json!({"path": "/tmp/b"}))
-                    .with_scope(Scope::Session)
-                    .with_responder("carol"),
-            )
-            .unwrap();
-        let d = call.await.unwrap().unwrap();
-        assert!(d.edited());
-        assert_eq!(d.arguments(), Some(&json!({"path": "/tmp/b"})));
-        assert_eq!(d.scope(), Scope::Session);
-        // The grant lives on the agent's gate: the next call in that session is not asked.
-        let next = agent.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/c"})).session("s1")).await.unwrap();
-        assert_eq!(next.approved_by(), Some(ApprovedBy::SessionGrant));
-    });
+    let schema = schema();
+    shared_store::denial_edit_and_grant_made_elsewhere_reach_the_agent(&|owner| store(&url, &schema, owner));
 }
 
 #[test]
 fn racing_answers_from_many_hosts_resolve_each_request_once() {
     let Some(url) = url() else { return };
     let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    rt().block_on(async {
-        let schema = schema();
-        let (agent, _, runs) = pair(&url, &schema);
-        let approvers: Vec<Gate> = (0..3)
-            .map(|_| {
-                Gate::builder()
-                    .store(store(&url, &schema, None))
-                    .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        const N: usize = 30;
-        let calls: Vec<_> = (0..N)
-            .map(|i| {
-                let a = agent.clone();
-                tokio::spawn(async move {
-                    a.execute(ToolCall::new("delete_file", json!({"path": format!("/tmp/{i}")}))).await
-                })
-            })
-            .collect();
-        let reqs = listed(&approvers[0], N).await;
-        let wins = Arc::new(AtomicUsize::new(0));
-        let mut threads = Vec::new();
-        for (k, g) in approvers.iter().chain(std::iter::once(&agent)).enumerate() {
-            let (g, reqs, wins) = (g.clone(), reqs.clone(), wins.clone());
-            threads.push(std::thread::spawn(move || {
-                for r in &reqs {
-                    let resp = if k % 2 == 0 {
-                        ConfirmationResponse::approve(r)
-                    } else {
-                        ConfirmationResponse::deny(r, Some(format!("no from {k}")))
-                    };
-                    match g.respond(resp) {
-                        Ok(_) => {
-                            wins.fetch_add(1, Ordering::SeqCst);
-                        }
-                        Err(e) => assert!(
-                            matches!(e.kind(), ErrorKind::AlreadyResolved | ErrorKind::Expired),
-                            "unexpected rejection: {e}"
-                        ),
-                    }
-                }
-            }));
-        }
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(wins.load(Ordering::SeqCst), N, "every request is won exactly once");
-        let mut approved = 0;
-        for c in calls {
-            let r = c.await.unwrap();
-            if r.status == ToolStatus::Executed {
-                approved += 1;
-            }
-        }
-        assert_eq!(runs.load(Ordering::SeqCst), approved, "each approved call ran once, no denied call ran");
-    });
+    let schema = schema();
+    shared_store::racing_answers_resolve_each_request_once(&|owner| store(&url, &schema, owner));
 }
 
 #[test]
 fn deadlines_follow_the_database_and_late_answers_are_refused() {
     let Some(url) = url() else { return };
     let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    rt().block_on(async {
-        let schema = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let agent = Gate::builder()
-            .store(store(&url, &schema, None))
-            .default_timeout(Duration::from_millis(400))
-            .tool(delete_tool(runs.clone()))
-            .build()
-            .unwrap();
-        let approver =
-            Gate::builder().store(store(&url, &schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
-        let a = agent.clone();
-        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
-        let req = listed(&approver, 1).await.remove(0);
-        let d = call.await.unwrap().unwrap();
-        assert_eq!(d.outcome(), Outcome::TimedOut);
-        assert_eq!(agent.record(&req.id).unwrap().state, RecordState::TimedOut);
-        let late = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
-        assert_eq!(late.kind(), ErrorKind::Expired, "{late}");
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
-    });
+    let schema = schema();
+    shared_store::deadlines_hold_and_late_answers_are_refused(&|owner| store(&url, &schema, owner));
 }
 
 #[test]
@@ -673,60 +529,8 @@ fn calls_abandoned_while_their_request_is_being_written_leave_nothing_pending() 
 fn requests_made_on_other_hosts_reach_subscribers_and_approvers_here_live() {
     let Some(url) = url() else { return };
     let _server = SERVER.read().unwrap_or_else(|e| e.into_inner());
-    rt().block_on(async {
-        let schema = schema();
-        let (agent, console, runs) = pair(&url, &schema);
-        let mut events = console.subscribe();
-        let mut agent_events = agent.subscribe();
-        let a = agent.clone();
-        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/live"}))).await });
-        // The console sees the request as an event, without listing.
-        let req = match tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event arrives") {
-            Some(Ok(Event::ConfirmationRequest(r))) => r,
-            other => panic!("unexpected {other:?}"),
-        };
-        assert_eq!(req.arguments, json!({"path": "/live"}));
-        console.respond(ConfirmationResponse::approve(&req).with_responder("erin")).unwrap();
-        assert_eq!(call.await.unwrap().status, ToolStatus::Executed);
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        // ... and learns that it ended.
-        let resolved = loop {
-            match tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event arrives") {
-                Some(Ok(Event::ConfirmationResolved(r))) => break r,
-                Some(Ok(_)) => continue,
-                other => panic!("unexpected {other:?}"),
-            }
-        };
-        assert_eq!(resolved.id, req.id);
-        assert_eq!(resolved.outcome, Outcome::Approved);
-        assert_eq!(resolved.responder.as_deref(), Some("erin"));
-        // The agent's own bus shows its request once.
-        let mut own = 0;
-        while let Ok(Some(Ok(e))) = tokio::time::timeout(Duration::from_millis(200), agent_events.recv()).await {
-            if matches!(e, Event::ConfirmationRequest(_)) {
-                own += 1;
-            }
-        }
-        assert_eq!(own, 1);
-
-        // An inline approver in another process answers requests made here.
-        let auto = Gate::builder()
-            .store(store(&url, &schema, None))
-            .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
-            .build()
-            .unwrap();
-        let _guard = auto.on_request_inline(|p| {
-            let _ = p.approve();
-        });
-        let r = tokio::time::timeout(
-            Duration::from_secs(5),
-            agent.execute(ToolCall::new("delete_file", json!({"path": "/auto"}))),
-        )
-        .await
-        .expect("approved from the other process");
-        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-    });
+    let schema = schema();
+    shared_store::requests_made_elsewhere_reach_subscribers_live(&|owner| store(&url, &schema, owner));
 }
 
 #[test]

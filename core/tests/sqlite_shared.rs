@@ -1,17 +1,20 @@
 //! Many gates on one shared SQLite file (`store_url = "sqlite:<path>"`), as agents and approvers
-//! in several processes of one machine use it: a request made by one gate is listed and answered
-//! by another, the waiting call wakes and runs its tool exactly once, racing answers from several
-//! gates resolve it once, deadlines are kept, a gone agent's requests time out, and requests made
-//! elsewhere reach subscribers here live. Each gate has its own connection and its own thread
-//! following the file, exactly as a separate process does (cli/tests/console.rs runs the same
-//! store across real processes).
+//! in several processes of one machine use it: the scenarios every shared store passes
+//! (`shared_store/`: answered elsewhere and run once, racing answers, deadlines, live events),
+//! and what is the SQLite store's own: a gone agent's requests time out, single use across
+//! processes, the lock against a single-process store, `store_url = "sqlite:..."`. Each gate has
+//! its own connection and its own thread following the file, exactly as a separate process does
+//! (cli/tests/console.rs runs the same store across real processes).
+
+mod shared_store;
 
 use serde_json::{Value, json};
+use shared_store::{delete_tool, listed, rt};
 use signoff::*;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn store(path: &Path, owner: Option<&str>) -> Arc<SqliteSharedStore> {
     let options =
@@ -19,207 +22,36 @@ fn store(path: &Path, owner: Option<&str>) -> Arc<SqliteSharedStore> {
     SqliteSharedStore::open(path, options).unwrap()
 }
 
-fn delete_tool(runs: Arc<AtomicUsize>) -> Tool {
-    Tool::builder("delete_file")
-        .description("Deletes a file")
-        .parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))
-        .approval(ApprovalMode::Required)
-        .editable(true)
-        .executor(move |a: Value| {
-            let runs = runs.clone();
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok(json!({"deleted": a["path"]}))
-            }
-        })
-        .build()
-}
-
-/// An agent's gate and an approver's gate on the same file.
-fn pair(path: &Path) -> (Gate, Gate, Arc<AtomicUsize>) {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let agent = Gate::builder().store(store(path, None)).tool(delete_tool(runs.clone())).build().unwrap();
-    let approver =
-        Gate::builder().store(store(path, None)).tool(delete_tool(Arc::new(AtomicUsize::new(0)))).build().unwrap();
-    (agent, approver, runs)
-}
-
-/// Waits until `gate` lists `n` pending requests (made elsewhere).
-async fn listed(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
-    let t = Instant::now();
-    loop {
-        let p = gate.pending();
-        if p.len() >= n {
-            return p;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "only {} of {n} requests listed", p.len());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+/// Runs a shared-store scenario on a fresh file.
+fn on_a_file(scenario: fn(shared_store::Open<'_>)) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("signoff.db");
+    scenario(&|owner| store(&path, owner));
 }
 
 #[test]
 fn a_request_made_in_one_process_is_answered_in_another_and_runs_once() {
-    let dir = tempfile::tempdir().unwrap();
-    rt().block_on(async {
-        let (agent, approver, runs) = pair(&dir.path().join("signoff.db"));
-        let a = agent.clone();
-        let call = tokio::spawn(async move {
-            a.execute(ToolCall::new("delete_file", json!({"path": "/tmp/x"})).call_id("c1")).await
-        });
-        let req = listed(&approver, 1).await.remove(0);
-        assert_eq!(req.arguments, json!({"path": "/tmp/x"}));
-        let t = Instant::now();
-        assert_eq!(
-            approver.respond(ConfirmationResponse::approve(&req).with_responder("alice")).unwrap(),
-            Outcome::Approved
-        );
-        let result = call.await.unwrap();
-        assert_eq!(result.status, ToolStatus::Executed, "{result:?}");
-        assert!(t.elapsed() < Duration::from_secs(2), "woke after {:?}", t.elapsed());
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        let rec = approver.record(&req.id).unwrap();
-        assert_eq!(rec.state, RecordState::Done);
-        assert_eq!(rec.responder.as_deref(), Some("alice"));
-        // A second answer, from either gate, is refused and changes nothing.
-        let again = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
-        assert_eq!(again.kind(), ErrorKind::AlreadyResolved, "{again}");
-        let again = agent.respond(ConfirmationResponse::deny(&req, None)).unwrap_err();
-        assert_eq!(again.kind(), ErrorKind::AlreadyResolved, "{again}");
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        assert!(approver.pending().is_empty());
-    });
+    on_a_file(shared_store::answered_elsewhere_runs_once);
 }
 
 #[test]
 fn a_denial_an_edit_and_a_session_grant_made_elsewhere_reach_the_agent() {
-    let dir = tempfile::tempdir().unwrap();
-    rt().block_on(async {
-        let (agent, approver, runs) = pair(&dir.path().join("signoff.db"));
-        let a = agent.clone();
-        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/etc"}))).await });
-        let req = listed(&approver, 1).await.remove(0);
-        approver.respond(ConfirmationResponse::deny(&req, Some("not /etc".into())).with_responder("bob")).unwrap();
-        let d = call.await.unwrap().unwrap();
-        assert_eq!((d.outcome(), d.reason(), d.responder()), (Outcome::Denied, Some("not /etc"), Some("bob")));
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
-
-        let a = agent.clone();
-        let call = tokio::spawn(async move {
-            a.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/a"})).session("s1")).await
-        });
-        let req = listed(&approver, 1).await.remove(0);
-        let bad = approver.respond(ConfirmationResponse::approve(&req).with_arguments(json!({"path": 7}))).unwrap_err();
-        assert_eq!(bad.kind(), ErrorKind::InvalidArguments, "{bad}");
-        approver
-            .respond(
-                ConfirmationResponse::approve(&req)
-                    .with_arguments(json!({"path": "/tmp/b"}))
-                    .with_scope(Scope::Session)
-                    .with_responder("carol"),
-            )
-            .unwrap();
-        let d = call.await.unwrap().unwrap();
-        assert!(d.edited());
-        assert_eq!(d.arguments(), Some(&json!({"path": "/tmp/b"})));
-        assert_eq!(d.scope(), Scope::Session);
-        let next = agent.confirm(ToolCall::new("delete_file", json!({"path": "/tmp/c"})).session("s1")).await.unwrap();
-        assert_eq!(next.approved_by(), Some(ApprovedBy::SessionGrant));
-    });
+    on_a_file(shared_store::denial_edit_and_grant_made_elsewhere_reach_the_agent);
 }
 
 #[test]
 fn racing_answers_from_many_processes_resolve_each_request_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("signoff.db");
-    rt().block_on(async {
-        let (agent, _, runs) = pair(&path);
-        let approvers: Vec<Gate> = (0..3)
-            .map(|_| {
-                Gate::builder()
-                    .store(store(&path, None))
-                    .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        const N: usize = 30;
-        let calls: Vec<_> = (0..N)
-            .map(|i| {
-                let a = agent.clone();
-                tokio::spawn(async move {
-                    a.execute(ToolCall::new("delete_file", json!({"path": format!("/tmp/{i}")}))).await
-                })
-            })
-            .collect();
-        let reqs = listed(&approvers[0], N).await;
-        let wins = Arc::new(AtomicUsize::new(0));
-        let threads: Vec<_> = approvers
-            .iter()
-            .chain(std::iter::once(&agent))
-            .enumerate()
-            .map(|(k, g)| {
-                let (g, reqs, wins) = (g.clone(), reqs.clone(), wins.clone());
-                std::thread::spawn(move || {
-                    for r in &reqs {
-                        let resp = if k % 2 == 0 {
-                            ConfirmationResponse::approve(r)
-                        } else {
-                            ConfirmationResponse::deny(r, Some(format!("no from {k}")))
-                        };
-                        match g.respond(resp) {
-                            Ok(_) => {
-                                wins.fetch_add(1, Ordering::SeqCst);
-                            }
-                            Err(e) => assert!(
-                                matches!(e.kind(), ErrorKind::AlreadyResolved | ErrorKind::Expired),
-                                "unexpected rejection: {e}"
-                            ),
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(wins.load(Ordering::SeqCst), N, "every request is won exactly once");
-        let mut approved = 0;
-        for c in calls {
-            if c.await.unwrap().status == ToolStatus::Executed {
-                approved += 1;
-            }
-        }
-        assert_eq!(runs.load(Ordering::SeqCst), approved, "each approved call ran once, no denied call ran");
-    });
+    on_a_file(shared_store::racing_answers_resolve_each_request_once);
 }
 
 #[test]
 fn deadlines_hold_and_late_answers_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("signoff.db");
-    rt().block_on(async {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let agent = Gate::builder()
-            .store(store(&path, None))
-            .default_timeout(Duration::from_millis(400))
-            .tool(delete_tool(runs.clone()))
-            .build()
-            .unwrap();
-        let approver = Gate::builder().store(store(&path, None)).tool(delete_tool(runs.clone())).build().unwrap();
-        let a = agent.clone();
-        let call = tokio::spawn(async move { a.confirm(ToolCall::new("delete_file", json!({"path": "/x"}))).await });
-        let req = listed(&approver, 1).await.remove(0);
-        let d = call.await.unwrap().unwrap();
-        assert_eq!(d.outcome(), Outcome::TimedOut);
-        assert_eq!(agent.record(&req.id).unwrap().state, RecordState::TimedOut);
-        let late = approver.respond(ConfirmationResponse::approve(&req)).unwrap_err();
-        assert_eq!(late.kind(), ErrorKind::Expired, "{late}");
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
-    });
+    on_a_file(shared_store::deadlines_hold_and_late_answers_are_refused);
+}
+
+#[test]
+fn requests_made_elsewhere_reach_subscribers_and_approvers_here_live() {
+    on_a_file(shared_store::requests_made_elsewhere_reach_subscribers_live);
 }
 
 #[test]
@@ -265,49 +97,6 @@ fn the_requests_of_an_agent_that_is_gone_time_out_exactly_once() {
     // The owner that left recovers nothing left open.
     let back = store(&path, Some("gone-agent"));
     assert!(back.unfinished().unwrap().is_empty());
-}
-
-#[test]
-fn requests_made_elsewhere_reach_subscribers_and_approvers_here_live() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("signoff.db");
-    rt().block_on(async {
-        let (agent, console, runs) = pair(&path);
-        let mut events = console.subscribe();
-        let a = agent.clone();
-        let call = tokio::spawn(async move { a.execute(ToolCall::new("delete_file", json!({"path": "/live"}))).await });
-        let req = match tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event arrives") {
-            Some(Ok(Event::ConfirmationRequest(r))) => r,
-            other => panic!("unexpected {other:?}"),
-        };
-        assert_eq!(req.arguments, json!({"path": "/live"}));
-        console.respond(ConfirmationResponse::approve(&req).with_responder("erin")).unwrap();
-        assert_eq!(call.await.unwrap().status, ToolStatus::Executed);
-        let resolved = loop {
-            match tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event arrives") {
-                Some(Ok(Event::ConfirmationResolved(r))) => break r,
-                Some(Ok(_)) => continue,
-                other => panic!("unexpected {other:?}"),
-            }
-        };
-        assert_eq!((resolved.id, resolved.outcome), (req.id, Outcome::Approved));
-        assert_eq!(resolved.responder.as_deref(), Some("erin"));
-
-        // An inline approver in another process answers requests made here.
-        let auto =
-            Gate::builder().store(store(&path, None)).tool(delete_tool(Arc::new(AtomicUsize::new(0)))).build().unwrap();
-        let _guard = auto.on_request_inline(|p| {
-            let _ = p.approve();
-        });
-        let r = tokio::time::timeout(
-            Duration::from_secs(5),
-            agent.execute(ToolCall::new("delete_file", json!({"path": "/auto"}))),
-        )
-        .await
-        .expect("approved from the other process");
-        assert_eq!(r.status, ToolStatus::Executed, "{r:?}");
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-    });
 }
 
 #[test]

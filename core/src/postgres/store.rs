@@ -300,7 +300,7 @@ impl PostgresStore {
             Ok(_) => {
                 let now = self.record(&id).map(|r| r.state);
                 self.shared.refused_while_pending(id, watched, now);
-                Err(refusal(id, state, now))
+                Err(crate::store::refusal(id, state, now))
             }
             Err(e) => Err(self.shared.unsure(id, state, e)),
         }
@@ -1017,16 +1017,6 @@ async fn writer(shared: Arc<Shared>, mut queue: tokio::sync::mpsc::UnboundedRece
 /// lags by up to this much may still accept what it was for.
 const SINGLE_USE_GRACE: Duration = Duration::from_secs(3600);
 
-/// A guarded change the row refused, in words (`now`: its state, if it could be read).
-fn refusal(id: Uuid, state: RecordState, now: Option<RecordState>) -> Error {
-    let now = now.map(|s| s.as_str()).unwrap_or("missing");
-    Error::Store(format!(
-        "request {id} cannot move to {} from {now}{}",
-        state.as_str(),
-        if now == "pending" { " (its deadline decides, by the database's clock)" } else { "" }
-    ))
-}
-
 impl PendingStore for PostgresStore {
     fn use_once(&self, id: &Uuid, expires_at_ms: u64) -> Result<bool> {
         let (id, until) = (*id, expires_at_ms.min(i64::MAX as u64) as i64);
@@ -1249,7 +1239,7 @@ impl PendingStore for PostgresStore {
                     let now = s.db.bounded("reading the request", read).await.ok().flatten();
                     let now = now.and_then(|row| row_to_record(&row, 0).ok()).map(|r| r.state);
                     s.refused_while_pending(id, watched, now);
-                    Err(refusal(id, state, now))
+                    Err(crate::store::refusal(id, state, now))
                 }
                 Some(Err(e)) => Err(s.unsure(id, state, e)),
                 None => {
