@@ -36,7 +36,8 @@ PostgreSQL.
                           agents' store, `sqlite:<path>` or `postgres://...` (default: the
                           one-machine store below); `token_keys`, `approvers`, `audit_path` ...
                           as for any gate
-  --bind <addr:port>      where to listen (default 127.0.0.1:8080; port 0 picks a free one)
+  --bind <addr:port>      where to listen (default 127.0.0.1:8080, or a free port when that one
+                          is taken; port 0 picks a free one)
   --allow-remote          allow a non-loopback --bind (put it behind TLS)
   --public-origin <url>   the origin people reach it at behind a proxy (https://... sets Secure cookies)
   --approver-keys <file>  people who sign in with a name and key (`name:key` or `name:sha256:<hex>` lines;
@@ -85,6 +86,7 @@ fn run(args: &[OsString]) -> Result<(), String> {
     let mut gate_file: Option<PathBuf> = None;
     let mut options = ConsoleOptions { bind: "127.0.0.1:8080".parse().expect("a valid address"), ..Default::default() };
     let mut sign_ins = Vec::new();
+    let mut bind_given = false;
     let mut tools_file: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -105,7 +107,8 @@ fn run(args: &[OsString]) -> Result<(), String> {
                 let value = crate::text(value, flag)?.to_owned();
                 match flag {
                     "--bind" => {
-                        options.bind = value.parse().map_err(|_| format!("--bind takes addr:port, got {value:?}"))?
+                        options.bind = value.parse().map_err(|_| format!("--bind takes addr:port, got {value:?}"))?;
+                        bind_given = true;
                     }
                     "--public-origin" => options.public_origin = Some(value),
                     "--sign-in" => sign_ins.push(value),
@@ -158,6 +161,14 @@ fn run(args: &[OsString]) -> Result<(), String> {
         sign_ins.push(user.unwrap_or_else(|| "me".into()));
     }
     let store_url = config.store_url.clone().unwrap_or_default();
+    // The default port taken (another console, another program): a free one, said on stderr; a
+    // --bind given is used as given.
+    if !bind_given
+        && std::net::TcpListener::bind(options.bind).is_err_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
+    {
+        eprintln!("signoff console: {} is in use, so the console takes a free port", options.bind);
+        options.bind.set_port(0);
+    }
     // Signals are taken over before anything is audited: from here SIGINT, SIGTERM or SIGHUP
     // closes the gate and flushes its audit log (crate::stop). One sent while the gate connects
     // to its store (bounded by the store's timeouts) stops the console as soon as it is up.

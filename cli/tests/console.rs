@@ -448,3 +448,50 @@ fn a_killed_agents_request_times_out_on_the_shared_store_and_nothing_runs() {
     .unwrap();
     assert!(back.unfinished().unwrap().is_empty());
 }
+
+/// console/README.md's one-machine step, as written: its `sh` block's command, run from a fresh
+/// home, prints what the block's comments say it prints (the console's address, the store agents
+/// give their gates, a sign-in link for the user). The default port taken (here: held by the test
+/// itself) is said on stderr and a free one served instead.
+#[test]
+fn the_console_readmes_one_machine_step_works_as_written() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../console/README.md")).unwrap();
+    let block = readme
+        .split("As a process of its own, for agents in other processes")
+        .nth(1)
+        .and_then(|r| r.split("```sh\n").nth(1))
+        .and_then(|r| r.split("```").next())
+        .expect("the one-machine block in console/README.md");
+    let mut lines = block.lines();
+    let first = lines.next().unwrap();
+    let (command, said) = first.split_once('#').unwrap();
+    assert_eq!(command.trim(), "signoff console", "{block}");
+    let mut expected: Vec<String> = vec![said.trim().to_owned()];
+    expected.extend(lines.filter_map(|l| l.split_once('#')).map(|(_, c)| c.trim().to_owned()));
+    // What each printed line starts with, as the comments show it.
+    let prefixes: Vec<&str> =
+        expected.iter().map(|e| e.split("http").next().unwrap().split("sqlite:").next().unwrap()).collect();
+    assert_eq!(prefixes, ["console: ", "store: ", "sign-in link for me: "], "{expected:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let _held = std::net::TcpListener::bind("127.0.0.1:8080"); // whoever holds it, it is taken
+    let mut child = Command::new(env!("CARGO_BIN_EXE_signoff"))
+        .args(command.split_whitespace().skip(1))
+        .env("XDG_STATE_HOME", dir.path())
+        .env("USER", "me")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let _guard = Killed(child);
+    let printed: Vec<String> = BufReader::new(out).lines().map_while(Result::ok).take_while(|l| l != "ready").collect();
+    assert_eq!(printed.len(), 3, "{printed:?}");
+    for (line, prefix) in printed.iter().zip(&prefixes) {
+        assert!(line.starts_with(prefix), "{line:?} does not start as the README shows: {prefix:?}");
+    }
+    assert!(printed[0].starts_with("console: http://127.0.0.1:") && !printed[0].ends_with(":8080/"), "{printed:?}");
+    assert!(printed[1].contains(&format!("sqlite:{}", dir.path().join("signoff/signoff.db").display())), "{printed:?}");
+    let warned = BufReader::new(err).lines().map_while(Result::ok).next().unwrap_or_default();
+    assert_eq!(warned, "signoff console: 127.0.0.1:8080 is in use, so the console takes a free port");
+}
