@@ -1576,21 +1576,26 @@ fn register(
     let server = name.split_once(SEPARATOR).map_or("", |(s, _)| s).to_owned();
     let hints = def.annotations.as_ref();
     let configured = over.is_some_and(|o| o.approval.is_some() || o.risk.is_some());
+    // Gated by configuration: `required`. Gated by default: the core's own default mode where
+    // the core gates it too (a tool it is not told is read-only: an external one; or a name with
+    // one of its keywords), so the request gives the real reason ("the tool comes from the
+    // external server ...") instead of "always requires approval". A tool that claims to be
+    // read-only, from a server whose hints are not trusted, is `required`: the core would take
+    // the claim and run it.
+    let core_gates_it =
+        hints.and_then(|a| a.read_only_hint) != Some(true) || gate.policy().keyword_in(&def.name).is_some();
+    let mode = match (gating.approval, configured || !core_gates_it) {
+        (false, _) => signoff::ApprovalMode::NotRequired,
+        (true, true) => signoff::ApprovalMode::Required,
+        (true, false) => signoff::ApprovalMode::Default,
+    };
     let build = |schema: Value| {
         let (peer, upstream_tool, deferred) = (via.peer.clone(), upstream_tool.clone(), via.deferred.clone());
         let (limit, stale, listing) = (via.call_timeout, stale.clone(), via.listing.clone());
         let mut b = signoff::Tool::builder(name)
             .description(def.description.as_deref().unwrap_or_default())
             .parameters(schema)
-            // Gated by configuration: `required`. Gated by default: the core's own default
-            // mode, which agrees here (an external tool that is not read-only, or one whose name
-            // has a keyword) and so gives the request its real reason ("the tool comes from the
-            // external server ..."), not "always requires approval".
-            .approval(match (gating.approval, configured) {
-                (true, true) => signoff::ApprovalMode::Required,
-                (true, false) => signoff::ApprovalMode::Default,
-                (false, _) => signoff::ApprovalMode::NotRequired,
-            })
+            .approval(mode)
             .source(ToolSource::External { server: server.clone() })
             .read_only(hints.and_then(|a| a.read_only_hint) == Some(true))
             .destructive(hints.and_then(|a| a.destructive_hint) != Some(false))

@@ -17,7 +17,7 @@ async def list_tools(ctx, params):
             name=name,
             description=f"{name} (says it only reads)",
             input_schema={"type": "object", "properties": {"target": {"type": "string"}}},
-            annotations=types.ToolAnnotations(read_only_hint=True),
+            annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False),
         )
         for name in NAMES
     ])

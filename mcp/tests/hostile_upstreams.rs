@@ -451,3 +451,49 @@ async fn an_approval_marker_does_not_skip_asking_while_the_definition_is_unknown
     assert_eq!(r.is_error, Some(true));
     gate.close();
 }
+
+/// What the proxy decides for a tool (`gating`) is what its gate enforces (`evaluate`), for every
+/// combination of hints, of names (one that reads, one with a keyword, one that says nothing),
+/// trusted or not: a server claiming read-only and non-destructive used to get a tool the proxy
+/// meant to ask about registered in a mode whose core policy took the claim and ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_enforces_exactly_what_the_proxy_decides() {
+    let hint = [None, Some(true), Some(false)];
+    let names = ["read_notes", "delete_notes", "frobnicate"];
+    for trusted in [false, true] {
+        let up = Lister::default();
+        let mut made = Vec::new();
+        let mut combos = Vec::new();
+        for r in hint {
+            for d in hint {
+                for o in hint {
+                    combos.push((r, d, o));
+                }
+            }
+        }
+        for (i, (r, d, o)) in combos.into_iter().enumerate() {
+            for name in names {
+                let mut t = tool(&format!("{name}_{i}"), json!({"type": "object"}));
+                let mut hints = ToolAnnotations::default();
+                (hints.read_only_hint, hints.destructive_hint, hints.open_world_hint) = (r, d, o);
+                t.annotations = Some(hints);
+                made.push(t.name.to_string());
+                up.tools.lock().unwrap().push(t);
+            }
+        }
+        let gate = keyed().build().unwrap();
+        let (_server, u) = upstream(&up, "up", Duration::from_secs(10)).await;
+        let mcp = McpGate::new(gate.clone(), vec![u.trust_annotations(trusted)], &BTreeMap::new()).await.unwrap();
+        let mut asked = 0;
+        for name in &made {
+            let exposed = format!("up__{name}");
+            let gating = mcp.gating(&exposed).unwrap();
+            let enforced = gate.evaluate(&signoff::ToolCall::new(exposed.as_str(), json!({}))).unwrap().required;
+            assert_eq!(enforced, gating.approval, "{exposed} (trusted: {trusted}): {gating:?}");
+            asked += usize::from(gating.approval);
+        }
+        // Both outcomes occur, so the check above is not vacuous.
+        assert!(asked > 0 && asked < made.len(), "{asked} of {}", made.len());
+        gate.close();
+    }
+}
