@@ -197,18 +197,20 @@ struct Failures {
     by_name: HashMap<String, (u32, Instant)>,
 }
 
-/// Wrong keys allowed for one approver name from one source address within [`LOCKOUT`] before
-/// that address is refused for that name for the rest of the window. Other addresses (the
-/// approver's own) are not affected, so nobody can lock an approver out by guessing.
-pub(crate) const MAX_FAILURES: u32 = 5;
-/// Wrong keys allowed for one approver name from all addresses together within [`LOCKOUT`]:
-/// bounds guessing spread over many addresses (then the name is refused from everywhere for the
-/// rest of the window; sign-in links still work).
+/// Wrong keys for one approver name from one source address within [`WINDOW`] before each
+/// further wrong key's answer is delayed more (see [`Sessions::failed`]).
+pub(crate) const FREE_FAILURES: u32 = 5;
+/// Wrong keys for one approver name from all addresses together within [`WINDOW`] before every
+/// wrong key for it waits the longest: bounds guessing spread over many addresses.
 pub(crate) const MAX_NAME_FAILURES: u32 = 100;
-/// The window.
-pub(crate) const LOCKOUT: Duration = Duration::from_secs(300);
-/// Names, and (name, address) pairs, counted at most: beyond, key sign-in is refused for names
-/// and pairs not counted yet, until entries expire.
+/// How long wrong keys are remembered.
+pub(crate) const WINDOW: Duration = Duration::from_secs(300);
+/// The first delay of a wrong key's answer, doubled per wrong key past [`FREE_FAILURES`].
+pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(300);
+/// The longest delay of a wrong key's answer.
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(5);
+/// Names, and (name, address) pairs, counted at most: a wrong key for a name or pair not
+/// counted yet once the table is full waits the longest, until entries expire.
 const COUNTED: usize = 10_000;
 
 impl Sessions {
@@ -224,34 +226,47 @@ impl Sessions {
         }
     }
 
-    /// Whether key sign-in for `approver` from `source` (the client's address, when known) is
-    /// locked after too many wrong keys.
-    pub fn locked_out(&self, approver: &str, source: Option<IpAddr>) -> bool {
+    /// Counts a wrong key for `approver` from `source` (the client's address, when known) and
+    /// says how long its answer waits: [`FIRST_DELAY`], doubled per wrong key of that name from
+    /// that address past [`FREE_FAILURES`] within [`WINDOW`], and [`MAX_DELAY`] once the name had
+    /// [`MAX_NAME_FAILURES`] from everywhere (or a full table cannot count it). Names nobody has
+    /// are counted too, so guessing names and keys costs the same.
+    ///
+    /// Nothing is ever locked: the right key signs in whatever wrong keys came before, from any
+    /// address. On loopback every local process is 127.0.0.1, the supervised agent included, so a
+    /// lock on a name (or on a name from an address) let anyone who could reach the console keep
+    /// the real approver out; the delays bound guessing instead (keys have at least
+    /// [`MIN_KEY_LEN`] characters). Also returns how many wrong keys that pair had in the window,
+    /// for the audit.
+    pub fn failed(&self, approver: &str, source: Option<IpAddr>) -> (Duration, u32) {
         let now = Instant::now();
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        f.by_source.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
-        f.by_name.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
+        f.by_source.retain(|_, (_, since)| now.duration_since(*since) < WINDOW);
+        f.by_name.retain(|_, (_, since)| now.duration_since(*since) < WINDOW);
         let key = (approver.to_owned(), source);
-        f.by_source.get(&key).is_some_and(|(n, _)| *n >= MAX_FAILURES)
-            || f.by_name.get(approver).is_some_and(|(n, _)| *n >= MAX_NAME_FAILURES)
-            // A table full of wrong keys (junk names, many addresses): what it cannot count is
-            // refused until its entries expire, never let through uncounted (sign-in links still
-            // work).
-            || (f.by_source.len() >= COUNTED && !f.by_source.contains_key(&key))
-            || (f.by_name.len() >= COUNTED && !f.by_name.contains_key(approver))
-    }
-
-    /// Counts a wrong key for `approver` from `source` (bounded maps: names nobody has are
-    /// counted too, so guessing names and keys costs the same).
-    pub fn failed(&self, approver: &str, source: Option<IpAddr>) {
-        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (approver.to_owned(), source);
-        if f.by_source.len() < COUNTED || f.by_source.contains_key(&key) {
-            f.by_source.entry(key).or_insert((0, Instant::now())).0 += 1;
-        }
-        if f.by_name.len() < COUNTED || f.by_name.contains_key(approver) {
-            f.by_name.entry(approver.to_owned()).or_insert((0, Instant::now())).0 += 1;
-        }
+        let pair = if f.by_source.len() < COUNTED || f.by_source.contains_key(&key) {
+            let e = f.by_source.entry(key).or_insert((0, now));
+            e.0 = e.0.saturating_add(1);
+            Some(e.0)
+        } else {
+            None
+        };
+        let name = if f.by_name.len() < COUNTED || f.by_name.contains_key(approver) {
+            let e = f.by_name.entry(approver.to_owned()).or_insert((0, now));
+            e.0 = e.0.saturating_add(1);
+            Some(e.0)
+        } else {
+            None
+        };
+        let delay = match (pair, name) {
+            (Some(n), Some(all)) if all < MAX_NAME_FAILURES => {
+                let past = n.saturating_sub(FREE_FAILURES).min(8);
+                FIRST_DELAY.saturating_mul(1 << past).min(MAX_DELAY)
+            }
+            // Guessed from everywhere, or more than the tables can count.
+            _ => MAX_DELAY,
+        };
+        (delay, pair.unwrap_or(u32::MAX))
     }
 
     /// Starts a session; returns the cookie value and the page key.
@@ -392,20 +407,23 @@ mod tests {
         }
     }
 
-    /// Filling the tables with junk names used to switch the lockout off: wrong keys beyond them
-    /// were no longer counted, so guessing was unlimited.
+    /// Wrong keys make their answers wait longer and longer, never lock anything; junk names that
+    /// fill the tables cannot switch the delays off (what is not counted waits the longest).
     #[test]
-    fn a_full_table_of_failures_refuses_what_it_cannot_count() {
+    fn wrong_keys_wait_longer_and_a_full_table_waits_the_longest() {
         let s = Sessions::new(Duration::from_secs(60));
         let addr: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
-        assert!(!s.locked_out("alice", addr));
+        let delays: Vec<Duration> = (0..12).map(|_| s.failed("alice", addr).0).collect();
+        assert!(delays[..FREE_FAILURES as usize].iter().all(|d| *d == FIRST_DELAY), "{delays:?}");
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]) && delays[11] == MAX_DELAY, "{delays:?}");
+        // Another address starts at the first delay: the guesser's count is its own.
+        assert_eq!(s.failed("alice", Some("10.0.0.10".parse().unwrap())).0, FIRST_DELAY);
+        let s = Sessions::new(Duration::from_secs(60));
         for i in 0..COUNTED {
             s.failed(&format!("junk-{i}"), addr);
         }
-        assert!(s.locked_out("alice", addr));
-        assert!(s.locked_out("alice", Some("10.0.0.10".parse().unwrap())));
-        // Counted names keep their own count.
-        assert!(!s.locked_out("junk-1", addr));
+        assert_eq!(s.failed("alice", addr).0, MAX_DELAY);
+        assert_eq!(s.failed("alice", Some("10.0.0.10".parse().unwrap())).0, MAX_DELAY);
     }
 
     #[test]
