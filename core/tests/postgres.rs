@@ -9,6 +9,8 @@
 
 mod shared_store;
 
+use shared_store::{delete_tool, listed, rt};
+
 use serde_json::{Value, json};
 use signoff::*;
 use std::sync::Arc;
@@ -48,45 +50,9 @@ fn store(url: &str, schema: &str, owner: Option<&str>) -> Arc<PostgresStore> {
     .unwrap()
 }
 
-fn delete_tool(runs: Arc<AtomicUsize>) -> Tool {
-    Tool::builder("delete_file")
-        .description("Deletes a file")
-        .parameters(json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))
-        .approval(ApprovalMode::Required)
-        .editable(true)
-        .executor(move |a: Value| {
-            let runs = runs.clone();
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok(json!({"deleted": a["path"]}))
-            }
-        })
-        .build()
-}
-
 /// An agent's gate and an approver's gate on the same database (two hosts, in one test).
 fn pair(url: &str, schema: &str) -> (Gate, Gate, Arc<AtomicUsize>) {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let agent = Gate::builder().store(store(url, schema, None)).tool(delete_tool(runs.clone())).build().unwrap();
-    let approver = Gate::builder()
-        .store(store(url, schema, None))
-        .tool(delete_tool(Arc::new(AtomicUsize::new(0))))
-        .build()
-        .unwrap();
-    (agent, approver, runs)
-}
-
-/// Waits until `gate` lists `n` pending requests (made elsewhere).
-async fn listed(gate: &Gate, n: usize) -> Vec<Arc<ConfirmationRequest>> {
-    let t = Instant::now();
-    loop {
-        let p = gate.pending();
-        if p.len() >= n {
-            return p;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "only {} of {n} requests listed", p.len());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    shared_store::pair(&|owner| store(url, schema, owner))
 }
 
 /// Approves `req` once the server is back: the first answers after a restart may meet a dead
@@ -102,10 +68,6 @@ async fn approve_once_back(approver: &Gate, req: &ConfirmationRequest) {
             Err(e) => panic!("{e}"),
         }
     }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
 #[test]
