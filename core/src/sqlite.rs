@@ -424,31 +424,56 @@ impl SqliteStore {
 type RawRecord = Result<StoredRecord>;
 
 fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
-    let request: String = row.get(0)?;
-    let state: String = row.get(1)?;
-    let arguments: Option<String> = row.get(2)?;
-    let responder: Option<String> = row.get(3)?;
-    let token: Option<String> = row.get(4)?;
-    let result: Option<String> = row.get(5)?;
-    let updated: i64 = row.get(6)?;
-    let parse = |what: &str, s: &str| -> Result<serde_json::Value> {
-        serde_json::from_str(s).map_err(|e| Error::Store(format!("stored {what} is not valid JSON: {e}")))
-    };
-    Ok((|| {
+    let text = |i| row.get::<_, Option<String>>(i);
+    Ok(StoredColumns {
+        request: row.get(0)?,
+        state: row.get(1)?,
+        arguments: text(2)?,
+        responder: text(3)?,
+        token: text(4)?,
+        result: text(5)?,
+        reason: None,
+        scope: None,
+        updated_at_ms: row.get(6)?,
+    }
+    .record())
+}
+
+/// A stored record's columns as SQLite keeps them (text), for both SQLite stores.
+pub(crate) struct StoredColumns {
+    pub request: String,
+    pub state: String,
+    pub arguments: Option<String>,
+    pub responder: Option<String>,
+    pub token: Option<String>,
+    pub result: Option<String>,
+    pub reason: Option<String>,
+    pub scope: Option<String>,
+    pub updated_at_ms: i64,
+}
+
+impl StoredColumns {
+    /// The record, or a `store` error naming the column that cannot be read.
+    pub fn record(self) -> Result<StoredRecord> {
+        let parse = |what: &str, s: &str| -> Result<serde_json::Value> {
+            serde_json::from_str(s).map_err(|e| Error::Store(format!("stored {what} is not valid JSON: {e}")))
+        };
+        let state = &self.state;
         Ok(StoredRecord {
             request: Arc::new(
-                serde_json::from_str(&request).map_err(|e| Error::Store(format!("stored request unreadable: {e}")))?,
+                serde_json::from_str(&self.request)
+                    .map_err(|e| Error::Store(format!("stored request unreadable: {e}")))?,
             ),
-            state: RecordState::parse(&state).ok_or_else(|| Error::Store(format!("unknown stored state {state:?}")))?,
-            arguments: arguments.as_deref().map(|a| parse("arguments", a)).transpose()?,
-            responder,
-            token,
-            result: result.as_deref().map(|r| parse("result", r)).transpose()?,
-            reason: None,
-            scope: Default::default(),
-            updated_at_ms: updated.max(0) as u64,
+            state: RecordState::parse(state).ok_or_else(|| Error::Store(format!("unknown stored state {state:?}")))?,
+            arguments: self.arguments.as_deref().map(|a| parse("arguments", a)).transpose()?,
+            responder: self.responder,
+            token: self.token,
+            result: self.result.as_deref().map(|r| parse("result", r)).transpose()?,
+            reason: self.reason,
+            scope: if self.scope.as_deref() == Some("session") { crate::Scope::Session } else { crate::Scope::Once },
+            updated_at_ms: self.updated_at_ms.max(0) as u64,
         })
-    })())
+    }
 }
 
 const LOAD_HEAD: &str = "SELECT seq, hash FROM signoff_audit_head WHERE id = 1";

@@ -152,33 +152,19 @@ fn as_i64(ms: u64) -> i64 {
 
 /// Reads [`RECORD_COLUMNS`] from `row`, starting at column `at`.
 fn record_of(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Result<StoredRecord>> {
-    let request: String = row.get(at)?;
-    let state: String = row.get(at + 1)?;
-    let arguments: Option<String> = row.get(at + 2)?;
-    let responder: Option<String> = row.get(at + 3)?;
-    let token: Option<String> = row.get(at + 4)?;
-    let result: Option<String> = row.get(at + 5)?;
-    let reason: Option<String> = row.get(at + 6)?;
-    let scope: Option<String> = row.get(at + 7)?;
-    let updated: i64 = row.get(at + 8)?;
-    let parse = |what: &str, s: &str| -> Result<serde_json::Value> {
-        serde_json::from_str(s).map_err(|e| Error::Store(format!("stored {what} is not valid JSON: {e}")))
-    };
-    Ok((|| {
-        Ok(StoredRecord {
-            request: Arc::new(
-                serde_json::from_str(&request).map_err(|e| Error::Store(format!("stored request unreadable: {e}")))?,
-            ),
-            state: RecordState::parse(&state).ok_or_else(|| Error::Store(format!("unknown stored state {state:?}")))?,
-            arguments: arguments.as_deref().map(|a| parse("arguments", a)).transpose()?,
-            responder,
-            token,
-            result: result.as_deref().map(|r| parse("result", r)).transpose()?,
-            reason,
-            scope: if scope.as_deref() == Some("session") { Scope::Session } else { Scope::Once },
-            updated_at_ms: updated.max(0) as u64,
-        })
-    })())
+    let text = |i| row.get::<_, Option<String>>(at + i);
+    Ok(crate::sqlite::StoredColumns {
+        request: row.get(at)?,
+        state: row.get(at + 1)?,
+        arguments: text(2)?,
+        responder: text(3)?,
+        token: text(4)?,
+        result: text(5)?,
+        reason: text(6)?,
+        scope: text(7)?,
+        updated_at_ms: row.get(at + 8)?,
+    }
+    .record())
 }
 
 /// `read`, its error naming the request it could not read.

@@ -109,28 +109,7 @@ fn the_sweeper_times_out_requests_whose_agent_is_gone_exactly_once() {
     let schema = schema();
     // An agent's store that wrote requests and then went away (no gate waits for them).
     let gone = store(&url, &schema, Some("gone-agent"));
-    let mut ids = Vec::new();
-    for i in 0..50 {
-        let now = signoff::event::now_ms();
-        let req = ConfirmationRequest {
-            id: uuid::Uuid::new_v4(),
-            tool: "delete_file".into(),
-            description: "".into(),
-            arguments: json!({"path": format!("/{i}")}).into(),
-            prompt: "".into(),
-            arguments_digest: signoff::Arguments::new(&json!({"path": format!("/{i}")})).digest(),
-            session_id: "s".into(),
-            tool_call_id: None,
-            editable: false,
-            reasons: [].into(),
-            timeout_ms: 100,
-            deadline_ms: now + 100,
-            created_at_ms: now,
-            metadata: Value::Null,
-        };
-        ids.push(req.id);
-        gone.insert(Arc::new(req)).unwrap();
-    }
+    let ids = shared_store::left_by_a_gone_agent(&*gone, 50);
     drop(gone);
     std::thread::sleep(Duration::from_millis(150));
     // Three hosts sweep at once: every request times out once.

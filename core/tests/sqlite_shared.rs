@@ -8,7 +8,7 @@
 
 mod shared_store;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use shared_store::{delete_tool, listed, rt};
 use signoff::*;
 use std::path::Path;
@@ -59,29 +59,7 @@ fn the_requests_of_an_agent_that_is_gone_time_out_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("signoff.db");
     let gone = store(&path, Some("gone-agent"));
-    let mut ids = Vec::new();
-    for i in 0..50 {
-        let now = signoff::event::now_ms();
-        let args = json!({"path": format!("/{i}")});
-        let req = ConfirmationRequest {
-            id: uuid::Uuid::new_v4(),
-            tool: "delete_file".into(),
-            description: "".into(),
-            arguments: args.clone().into(),
-            prompt: "".into(),
-            arguments_digest: signoff::Arguments::new(&args).digest(),
-            session_id: "s".into(),
-            tool_call_id: None,
-            editable: false,
-            reasons: [].into(),
-            timeout_ms: 100,
-            deadline_ms: now + 100,
-            created_at_ms: now,
-            metadata: Value::Null,
-        };
-        ids.push(req.id);
-        gone.insert(Arc::new(req)).unwrap();
-    }
+    let ids = shared_store::left_by_a_gone_agent(&*gone, 50);
     gone.close();
     std::thread::sleep(Duration::from_millis(150));
     let sweepers: Vec<_> = (0..3).map(|_| store(&path, None)).collect();

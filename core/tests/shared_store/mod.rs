@@ -257,3 +257,33 @@ pub fn requests_made_elsewhere_reach_subscribers_live(open: Open<'_>) {
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     });
 }
+
+/// Stores `n` requests with 100 ms to wait straight into `store`, as an agent that then went
+/// away leaves them (no gate waits for them): their ids.
+pub fn left_by_a_gone_agent(store: &dyn PendingStore, n: usize) -> Vec<uuid::Uuid> {
+    (0..n)
+        .map(|i| {
+            let now = signoff::event::now_ms();
+            let args = json!({"path": format!("/{i}")});
+            let req = ConfirmationRequest {
+                id: uuid::Uuid::new_v4(),
+                tool: "delete_file".into(),
+                description: "".into(),
+                arguments: args.clone().into(),
+                prompt: "".into(),
+                arguments_digest: signoff::Arguments::new(&args).digest(),
+                session_id: "s".into(),
+                tool_call_id: None,
+                editable: false,
+                reasons: [].into(),
+                timeout_ms: 100,
+                deadline_ms: now + 100,
+                created_at_ms: now,
+                metadata: Value::Null,
+            };
+            let id = req.id;
+            store.insert(Arc::new(req)).unwrap();
+            id
+        })
+        .collect()
+}
